@@ -1,0 +1,134 @@
+# v7fill - build, test, demo, bench, fuzz, install.  GNU make only.
+#
+#   make                 libv7fill.a and the v7fill binary (in $(BUILD)/)
+#   make check           unit tests (cmocka) + integration tests (throwaway cluster)
+#   make check SAN=1     the same under AddressSanitizer + UndefinedBehaviorSanitizer (alias: make san)
+#   make demo            the main job on the bundled example, in a throwaway cluster
+#   make bench           benchmarks, each figure beside its baseline
+#   make fuzz            libFuzzer targets (clang), FUZZ_SECONDS each
+#   make install PREFIX=/usr/local [DESTDIR=...]
+#
+# `check` and `demo` first run contrib/install-deps.sh when a dependency is missing.
+
+PKG_CONFIG ?= pkg-config
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+MANDIR     ?= $(PREFIX)/share/man
+DATADIR    ?= $(PREFIX)/share/v7fill
+VERSION    := 0.1.0
+
+ifeq ($(SAN),1)
+BUILD      ?= build-san
+else
+BUILD      ?= build
+endif
+
+PKGS       := libpq libzstd libcrypto cmocka jansson
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs libpq libzstd libcrypto jansson 2>/dev/null)
+CMOCKA_LIBS:= $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
+CSV_LIBS   := -lcsv   # Debian's libcsv-dev ships no .pc file
+
+# Warnings: -Wshadow (a shadowed err/res is a classic bug), -Wstrict-prototypes and
+# -Wmissing-prototypes (every extern has a header), -Wformat=2 (printf-style
+# checks on our own V7FILL_PRINTF functions), -Wvla (sizes from input never
+# go on the stack), -Wimplicit-fallthrough, -Wundef.  -Wno-missing-field-initializers
+# lets `= {0}` initialise structs; -Wno-format-truncation because messages are
+# truncated on purpose (snprintf into fixed Err buffers).
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+        -Wvla -Wpointer-arith -Wimplicit-fallthrough -Wundef -Wno-missing-field-initializers -Wno-format-truncation
+
+override CPPFLAGS += -Iinclude -D_GNU_SOURCE -DV7FILL_VERSION=\"$(VERSION)\" -MMD -MP
+override CFLAGS   += -std=c11 -g $(WARN) $(PKG_CFLAGS)
+ifeq ($(SAN),1)
+override CFLAGS   += -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+override LDFLAGS  += -fsanitize=address,undefined
+else
+override CFLAGS   += -O2 -fstack-protector-strong -D_FORTIFY_SOURCE=2
+endif
+LDLIBS += $(PKG_LIBS) $(CSV_LIBS) -lm
+
+LIB_SRCS  := $(sort $(wildcard src/*.c))
+CLI_SRCS  := $(sort $(wildcard src/cli/*.c))
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
+UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+BENCH_SRCS:= $(sort $(wildcard bench/bench_*.c))
+BENCH_BINS:= $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all check check-real unit integration san demo demo-real bench bench-real fuzz install clean deps
+
+all: $(BUILD)/libv7fill.a $(BUILD)/v7fill
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "CC $<"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/libv7fill.a: $(LIB_OBJS)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/v7fill: $(CLI_OBJS) $(BUILD)/libv7fill.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libv7fill.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libv7fill.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libv7fill.a $(LDLIBS) $(CMOCKA_LIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libv7fill.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libv7fill.a $(LDLIBS)
+
+deps:
+	@contrib/install-deps.sh --if-missing
+
+check: deps
+	@$(MAKE) --no-print-directory check-real
+
+check-real: unit integration
+
+unit: $(UNIT_BINS)
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+
+integration: $(BUILD)/v7fill
+	V7FILL=$(CURDIR)/$(BUILD)/v7fill tests/integration/run.sh $(TESTS)
+
+san:
+	@$(MAKE) --no-print-directory check SAN=1
+
+demo: deps
+	@$(MAKE) --no-print-directory demo-real
+
+demo-real: $(BUILD)/v7fill
+	V7FILL=$(CURDIR)/$(BUILD)/v7fill examples/demo.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory bench-real
+
+bench-real: $(BENCH_BINS) $(BUILD)/v7fill
+	@set -e; for b in $(BENCH_BINS); do $$b; done
+	@if [ -x bench/bench_import.sh ]; then V7FILL=$(CURDIR)/$(BUILD)/v7fill bench/bench_import.sh; fi
+
+FUZZ_SECONDS ?= 30
+FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+fuzz:
+	@set -e; mkdir -p build-fuzz; for f in $(FUZZ_SRCS); do \
+	    n=$$(basename $$f .c); \
+	    clang -g -O1 -std=c11 -D_GNU_SOURCE -Iinclude $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined \
+	        -o build-fuzz/$$n $$f $(LIB_SRCS) $(LDLIBS); \
+	    mkdir -p build-fuzz/corpus-$$n; \
+	    build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus-$$n tests/fuzz/corpus/$$n; \
+	done
+
+install: $(BUILD)/v7fill
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DATADIR)/sql
+	install -m 755 $(BUILD)/v7fill $(DESTDIR)$(BINDIR)/v7fill
+	install -m 644 docs/v7fill.1 $(DESTDIR)$(MANDIR)/man1/v7fill.1
+	install -m 644 contrib/sql/*.sql $(DESTDIR)$(DATADIR)/sql/
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d)

@@ -1,0 +1,64 @@
+/*
+ * Thin libpq wrapper: connect, run statements with parameters, COPY, and
+ * turn server errors into Err (message, SQLSTATE, detail, hint).
+ *
+ * Not a general-purpose client.  PGresult values returned by pg_query belong
+ * to the caller, who frees them with PQclear in the same function.
+ */
+#ifndef V7FILL_PG_H
+#define V7FILL_PG_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "v7fill/err.h"
+
+typedef struct PgConn PgConn;
+
+/* Connect; `conninfo` may be NULL or "" (libpq environment, ~/.pgpass), a
+ * key=value string or a URI.  Session settings are pinned for stable text
+ * output (DateStyle ISO, TimeZone UTC, client_encoding UTF8). */
+V7FILL_MUST_CHECK bool pg_connect(const char *conninfo, PgConn **out, Err *err);
+/* Close the connection and free it; NULL-safe. */
+void pg_close(PgConn *c);
+/* Drop the connection and open it again with the same settings. */
+V7FILL_MUST_CHECK bool pg_reconnect(PgConn *c, Err *err);
+/* The underlying libpq connection (borrowed). */
+PGconn *pg_raw(PgConn *c);
+/* True if the connection is known to be broken (CONNECTION_BAD). */
+bool pg_is_broken(PgConn *c);
+
+/* The conninfo with any password removed, for logs; caller frees. */
+char *pg_conninfo_redacted(const char *conninfo);
+
+/* Fill `err` from a failed result (or the connection error when res is NULL). */
+bool pg_err_from_result(Err *err, PgConn *c, const PGresult *res, const char *what);
+
+/* Run a statement that returns no rows (or whose rows are ignored). */
+V7FILL_MUST_CHECK bool pg_exec(PgConn *c, const char *sql, Err *err);
+/* Same with text parameters ($1..$n); NULL entries are SQL NULL. */
+V7FILL_MUST_CHECK bool pg_exec_params(PgConn *c, const char *sql, int nparams,
+                                      const char *const *params, Err *err);
+/* Run a query; on success *res holds the tuples (caller PQclears). */
+V7FILL_MUST_CHECK bool pg_query(PgConn *c, const char *sql, int nparams, const char *const *params,
+                                PGresult **res, Err *err);
+
+/* Quote an identifier through PQescapeIdentifier; caller frees with free(). */
+char *pg_ident(PgConn *c, const char *name);
+/* "schema"."name", both quoted; caller frees. */
+char *pg_qualified(PgConn *c, const char *schema, const char *name);
+
+/* COPY ... FROM STDIN: begin with the full COPY statement, send data, end.
+ * pg_copy_end checks the server's verdict (constraint and type errors show up
+ * there).  pg_copy_abort ends the COPY with an error reason. */
+V7FILL_MUST_CHECK bool pg_copy_begin(PgConn *c, const char *copy_sql, Err *err);
+V7FILL_MUST_CHECK bool pg_copy_put(PgConn *c, const char *data, size_t len, Err *err);
+V7FILL_MUST_CHECK bool pg_copy_end(PgConn *c, Err *err);
+void pg_copy_abort(PgConn *c, const char *reason);
+
+/* SQLSTATE class 08 (connection exception) or a broken connection: worth a
+ * reconnect and retry. */
+bool pg_err_is_connection(const Err *err);
+
+#endif /* V7FILL_PG_H */

@@ -1,0 +1,34 @@
+/*
+ * The command-line shell: global options, the command table and shared
+ * helpers for argument handling.  Commands print results to stdout and leave
+ * error printing and the exit status to main (cli_fail).
+ */
+#ifndef V7FILL_CLI_H
+#define V7FILL_CLI_H
+
+#include <stdbool.h>
+
+#include "v7fill/err.h"
+
+typedef struct GlobalOpts
+{
+    const char *conninfo; /* -d/--dbname; NULL = libpq environment */
+} GlobalOpts;
+
+/* A command: returns an exit status; fills err (and returns non-zero) on failure. */
+typedef int (*CommandFn)(int argc, char **argv, const GlobalOpts *g, Err *err);
+
+int cmd_uuid(int argc, char **argv, const GlobalOpts *g, Err *err);
+int cmd_partitions(int argc, char **argv, const GlobalOpts *g, Err *err);
+int cmd_import(int argc, char **argv, const GlobalOpts *g, Err *err);
+int cmd_plan(int argc, char **argv, const GlobalOpts *g, Err *err);
+
+/* Usage error: sets EC_USAGE with the message plus a hint to use --help; returns 2. */
+int cli_usage_error(Err *err, const char *command, const char *fmt, ...) V7FILL_PRINTF(3, 4);
+/* Returns the exit status of `err`. */
+int cli_fail(const Err *err);
+/* Parse a positive integer option value; false + usage error otherwise. */
+bool cli_parse_long(const char *command, const char *opt, const char *value, long min, long max,
+                    long *out, Err *err);
+
+#endif /* V7FILL_CLI_H */

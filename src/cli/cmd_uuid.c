@@ -1,0 +1,180 @@
+/*
+ * v7fill uuid floor|time|new: what an application developer uses to turn a
+ * time range into an id range (partition pruning) and back.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "v7fill/civil.h"
+#include "v7fill/timeparse.h"
+#include "v7fill/uuid7.h"
+
+static void
+uuid_usage(FILE *out)
+{
+    fprintf(out,
+            "Usage:\n"
+            "  v7fill uuid floor TIME [--bare]   smallest UUIDv7 of TIME's millisecond\n"
+            "  v7fill uuid time UUID             the instant a UUIDv7 carries (RFC 3339, UTC)\n"
+            "  v7fill uuid new [--at TIME] [--count N]\n"
+            "                                    new UUIDv7s (CSPRNG bits), now or at TIME\n"
+            "\n"
+            "TIME is RFC 3339 / ISO 8601 or PostgreSQL text output, e.g. 2026-07-01,\n"
+            "2026-07-01T12:00:00Z, '2026-07-01 12:00:00.5+02'; without an offset it is UTC.\n"
+            "\n"
+            "Query a time range [a, b) with pruning:\n"
+            "  WHERE id >= '<floor a>' AND id < '<floor b>'\n"
+            "\n"
+            "Options:\n"
+            "      --bare     floor with version and variant bits zero (pg_partman 5.2+ bounds)\n"
+            "      --at=TIME  mint ids at TIME instead of now\n"
+            "  -n, --count=N  how many ids (default 1)\n"
+            "  -h, --help     this help\n");
+}
+
+static int
+uuid_floor_cmd(int argc, char **argv, Err *err)
+{
+    static const struct option longopts[] = {
+        {"bare", no_argument, NULL, 'b'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    bool bare = false;
+    int64_t us;
+    Uuid u;
+    char text[UUID_TEXT_SIZE];
+    int c;
+
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+    {
+        if (c == 'b')
+            bare = true;
+        else if (c == 'h')
+        {
+            uuid_usage(stdout);
+            return 0;
+        }
+        else
+            return cli_usage_error(err, "uuid", "unknown option for \"uuid floor\"");
+    }
+    if (argc - optind != 1)
+        return cli_usage_error(err, "uuid", "\"uuid floor\" takes exactly one TIME");
+    if (!time_parse_iso(argv[optind], &us, err))
+        return 1;
+    if (!(bare ? uuid7_floor_bare(us, &u, err) : uuid7_floor(us, &u, err)))
+        return 1;
+    uuid_format(&u, text);
+    printf("%s\n", text);
+    return 0;
+}
+
+static int
+uuid_time_cmd(int argc, char **argv, Err *err)
+{
+    Uuid u;
+    char text[48];
+
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
+    {
+        uuid_usage(stdout);
+        return 0;
+    }
+    if (argc != 2)
+        return cli_usage_error(err, "uuid", "\"uuid time\" takes exactly one UUID");
+    if (!uuid_parse(argv[1], strlen(argv[1]), &u, err) || !uuid7_check(&u, err))
+        return 1;
+    /* µs are shown when rand_a carries a fraction (RFC 9562 6.2 method 3). */
+    civil_format_rfc3339(uuid7_us(&u), uuid7_rand_a(&u) != 0, text, sizeof text);
+    printf("%s\n", text);
+    return 0;
+}
+
+static int64_t
+now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int
+uuid_new_cmd(int argc, char **argv, Err *err)
+{
+    static const struct option longopts[] = {
+        {"at", required_argument, NULL, 'a'},
+        {"count", required_argument, NULL, 'n'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *at = NULL;
+    long count = 1;
+    int64_t at_us = 0;
+    IdRandom *rnd;
+    int c;
+    int status = 0;
+
+    while ((c = getopt_long(argc, argv, "n:h", longopts, NULL)) != -1)
+    {
+        switch (c)
+        {
+            case 'a':
+                at = optarg;
+                break;
+            case 'n':
+                if (!cli_parse_long("uuid", "--count", optarg, 1, 100000000, &count, err))
+                    return 2;
+                break;
+            case 'h':
+                uuid_usage(stdout);
+                return 0;
+            default:
+                return cli_usage_error(err, "uuid", "unknown option for \"uuid new\"");
+        }
+    }
+    if (optind != argc)
+        return cli_usage_error(err, "uuid", "\"uuid new\" takes no arguments besides options");
+    if (at && !time_parse_iso(at, &at_us, err))
+        return 1;
+    rnd = id_random_new();
+    for (long i = 0; i < count; i++)
+    {
+        uint64_t bits;
+        Uuid u;
+        char text[UUID_TEXT_SIZE];
+
+        if (!id_random_bits(rnd, &bits, err) || !uuid7_from_us(at ? at_us : now_us(), bits, &u, err))
+        {
+            status = 1;
+            break;
+        }
+        uuid_format(&u, text);
+        fputs(text, stdout);
+        fputc('\n', stdout);
+    }
+    id_random_free(rnd);
+    return status;
+}
+
+int
+cmd_uuid(int argc, char **argv, const GlobalOpts *g, Err *err)
+{
+    (void) g;
+    if (argc < 2)
+        return cli_usage_error(err, "uuid", "\"uuid\" needs a subcommand: floor, time or new");
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+    {
+        uuid_usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "floor") == 0)
+        return uuid_floor_cmd(argc - 1, argv + 1, err);
+    if (strcmp(argv[1], "time") == 0)
+        return uuid_time_cmd(argc - 1, argv + 1, err);
+    if (strcmp(argv[1], "new") == 0)
+        return uuid_new_cmd(argc - 1, argv + 1, err);
+    return cli_usage_error(err, "uuid", "unknown uuid subcommand \"%s\"", argv[1]);
+}

@@ -1,0 +1,166 @@
+/*
+ * v7fill entry point: global options, dispatch to a command, print the error
+ * once and choose the exit status.  Everything else lives in libv7fill.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "v7fill/log.h"
+
+typedef struct Command
+{
+    const char *name;
+    CommandFn fn;
+    const char *summary;
+} Command;
+
+static const Command commands[] = {
+    {"uuid", cmd_uuid, "UUIDv7 helpers: floor bound of a time, time of an id, new ids"},
+};
+
+static void
+main_usage(FILE *out)
+{
+    fprintf(out,
+            "v7fill moves rows into PostgreSQL tables partitioned on a UUIDv7 key.\n"
+            "\n"
+            "Usage:\n"
+            "  v7fill [OPTION]... COMMAND [ARG]...\n"
+            "\n"
+            "Commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out,
+            "\n"
+            "Options:\n"
+            "  -d, --dbname=CONNINFO  target database: a libpq connection string or URI\n"
+            "                         (default: the libpq environment, PGHOST, PGDATABASE, ...)\n"
+            "  -v, --verbose          more log output (repeat for debug)\n"
+            "  -q, --quiet            only warnings and errors\n"
+            "      --version          print the version and exit\n"
+            "  -h, --help             this help; `v7fill COMMAND --help` for a command\n"
+            "\n"
+            "Exit status: 0 done; 1 I/O error; 2 usage; 3 configuration; 4 bad input;\n"
+            "5 database error; 6 a limit was reached (--max-rejects); 70 internal error;\n"
+            "130 interrupted.  See v7fill(1).\n");
+}
+
+int
+cli_fail(const Err *err)
+{
+    log_err(err);
+    return err_exit_status(err->code == EC_OK ? EC_INTERNAL : err->code);
+}
+
+int
+cli_usage_error(Err *err, const char *command, const char *fmt, ...)
+{
+    va_list ap;
+    char msg[512];
+
+    va_start(ap, fmt);
+    (void) vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    err_set(err, EC_USAGE, "%s", msg);
+    if (command)
+        err_hint(err, "Try \"v7fill %s --help\".", command);
+    else
+        err_hint(err, "Try \"v7fill --help\".");
+    return 2;
+}
+
+bool
+cli_parse_long(const char *command, const char *opt, const char *value, long min, long max,
+               long *out, Err *err)
+{
+    char *end = NULL;
+    long v;
+
+    errno = 0;
+    v = strtol(value, &end, 10);
+    if (errno != 0 || end == value || *end != '\0' || v < min || v > max)
+    {
+        cli_usage_error(err, command, "invalid value \"%s\" for %s: expected an integer from %ld to %ld",
+                        value, opt, min, max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+int
+main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"dbname", required_argument, NULL, 'd'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    GlobalOpts g = {0};
+    Err err = {0};
+    int verbose = 0;
+    bool quiet = false;
+    int c;
+
+    while ((c = getopt_long(argc, argv, "+d:vqh", longopts, NULL)) != -1)
+    {
+        switch (c)
+        {
+            case 'd':
+                g.conninfo = optarg;
+                break;
+            case 'v':
+                verbose++;
+                break;
+            case 'q':
+                quiet = true;
+                break;
+            case 'V':
+                printf("v7fill %s\n", V7FILL_VERSION);
+                return 0;
+            case 'h':
+                main_usage(stdout);
+                return 0;
+            default:
+                cli_usage_error(&err, NULL, "unknown or incomplete option");
+                return cli_fail(&err);
+        }
+    }
+    if (quiet)
+        log_set_level(LOG_LEVEL_WARN);
+    else if (verbose == 1)
+        log_set_level(LOG_LEVEL_DETAIL);
+    else if (verbose > 1)
+        log_set_level(LOG_LEVEL_DEBUG);
+
+    if (optind >= argc)
+    {
+        main_usage(stderr);
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    {
+        if (strcmp(argv[optind], commands[i].name) == 0)
+        {
+            int status;
+            int sub_argc = argc - optind;
+            char **sub_argv = argv + optind;
+
+            optind = 0; /* reset getopt for the command (glibc: 0 re-initialises) */
+            status = commands[i].fn(sub_argc, sub_argv, &g, &err);
+            if (status != 0 && err.code != EC_OK)
+                return cli_fail(&err);
+            return status;
+        }
+    }
+    cli_usage_error(&err, NULL, "unknown command \"%s\"", argv[optind]);
+    return cli_fail(&err);
+}

@@ -1,0 +1,346 @@
+/*
+ * libpq wrapper.  Every result is checked for the status expected; SQLSTATE,
+ * detail and hint are copied into Err; results are drained before the next
+ * command.
+ */
+#include "v7fill/pg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "v7fill/log.h"
+#include "v7fill/mem.h"
+
+struct PgConn
+{
+    PGconn *conn;
+    char *conninfo; /* as given (may hold a password; never logged) */
+};
+
+static void
+pg_notice_processor(void *arg, const char *message)
+{
+    size_t len = strlen(message);
+    (void) arg;
+    while (len > 0 && message[len - 1] == '\n')
+        len--;
+    log_detail("server: %.*s", (int) len, message);
+}
+
+static bool
+pg_open(PgConn *c, Err *err)
+{
+    const char *keys[] = {"dbname", "fallback_application_name", "client_encoding", "options",
+                          NULL};
+    const char *vals[] = {c->conninfo, "v7fill", "UTF8",
+                          "-c DateStyle=ISO -c TimeZone=UTC -c extra_float_digits=3", NULL};
+
+    c->conn = PQconnectdbParams(keys, vals, 1);
+    if (c->conn == NULL)
+        return err_set(err, EC_PG_CONNECT, "could not allocate a connection");
+    if (PQstatus(c->conn) != CONNECTION_OK)
+    {
+        char msg[sizeof err->msg];
+        size_t len;
+
+        (void) snprintf(msg, sizeof msg, "%s", PQerrorMessage(c->conn));
+        len = strlen(msg);
+        while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == ' '))
+            msg[--len] = '\0';
+        PQfinish(c->conn);
+        c->conn = NULL;
+        err_set(err, EC_PG_CONNECT, "could not connect to the database: %s", msg);
+        err_hint(err, "Check -d/--dbname or the PGHOST, PGPORT, PGUSER and PGDATABASE "
+                      "environment variables.");
+        return false;
+    }
+    PQsetNoticeProcessor(c->conn, pg_notice_processor, NULL);
+    return true;
+}
+
+bool
+pg_connect(const char *conninfo, PgConn **out, Err *err)
+{
+    PgConn *c = xcalloc(1, sizeof *c);
+
+    c->conninfo = xstrdup(conninfo ? conninfo : "");
+    if (!pg_open(c, err))
+    {
+        pg_close(c);
+        return false;
+    }
+    *out = c;
+    return true;
+}
+
+void
+pg_close(PgConn *c)
+{
+    if (c == NULL)
+        return;
+    if (c->conn)
+        PQfinish(c->conn);
+    if (c->conninfo)
+    {
+        memset(c->conninfo, 0, strlen(c->conninfo));
+        free(c->conninfo);
+    }
+    free(c);
+}
+
+bool
+pg_reconnect(PgConn *c, Err *err)
+{
+    if (c->conn)
+        PQfinish(c->conn);
+    c->conn = NULL;
+    return pg_open(c, err);
+}
+
+PGconn *
+pg_raw(PgConn *c)
+{
+    return c->conn;
+}
+
+bool
+pg_is_broken(PgConn *c)
+{
+    return c->conn == NULL || PQstatus(c->conn) == CONNECTION_BAD;
+}
+
+char *
+pg_conninfo_redacted(const char *conninfo)
+{
+    PQconninfoOption *opts;
+    char *errmsg = NULL;
+    Buf b;
+
+    if (conninfo == NULL || conninfo[0] == '\0')
+        return xstrdup("(libpq environment)");
+    opts = PQconninfoParse(conninfo, &errmsg);
+    if (opts == NULL)
+    {
+        PQfreemem(errmsg);
+        return xstrdup("(unparsable connection string)");
+    }
+    buf_init(&b);
+    for (PQconninfoOption *o = opts; o->keyword; o++)
+    {
+        if (o->val == NULL || o->val[0] == '\0')
+            continue;
+        if (b.len)
+            buf_putc(&b, ' ');
+        if (strcmp(o->keyword, "password") == 0)
+            buf_printf(&b, "%s=********", o->keyword);
+        else
+            buf_printf(&b, "%s=%s", o->keyword, o->val);
+    }
+    PQconninfoFree(opts);
+    if (b.data == NULL)
+        return xstrdup("");
+    return b.data;
+}
+
+static void
+pg_trim_copy(char *dst, size_t size, const char *src)
+{
+    size_t len;
+
+    (void) snprintf(dst, size, "%s", src ? src : "");
+    len = strlen(dst);
+    while (len > 0 && (dst[len - 1] == '\n' || dst[len - 1] == ' '))
+        dst[--len] = '\0';
+}
+
+bool
+pg_err_from_result(Err *err, PgConn *c, const PGresult *res, const char *what)
+{
+    const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    char msg[sizeof err->msg];
+    ErrCode code = EC_PG_QUERY;
+
+    if (primary)
+        pg_trim_copy(msg, sizeof msg, primary);
+    else if (res && PQresultErrorMessage(res)[0])
+        pg_trim_copy(msg, sizeof msg, PQresultErrorMessage(res));
+    else
+        pg_trim_copy(msg, sizeof msg, c && c->conn ? PQerrorMessage(c->conn) : "no connection");
+    if (msg[0] == '\0')
+        (void) snprintf(msg, sizeof msg, "unexpected result status");
+    if ((sqlstate && strncmp(sqlstate, "08", 2) == 0) || (c && pg_is_broken(c)) ||
+        (sqlstate == NULL && res == NULL))
+        code = EC_PG_CONNECT;
+    err_set(err, code, "%s: %s", what, msg);
+    if (sqlstate)
+        (void) snprintf(err->sqlstate, sizeof err->sqlstate, "%s", sqlstate);
+    if (res)
+    {
+        const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+        const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+        if (detail)
+            err_detail(err, "%s", detail);
+        if (hint)
+            err_hint(err, "%s", hint);
+    }
+    return false;
+}
+
+static void
+pg_drain(PgConn *c)
+{
+    PGresult *r;
+    while ((r = PQgetResult(c->conn)) != NULL)
+        PQclear(r);
+}
+
+bool
+pg_query(PgConn *c, const char *sql, int nparams, const char *const *params, PGresult **res,
+         Err *err)
+{
+    PGresult *r;
+    ExecStatusType st;
+
+    *res = NULL;
+    if (c->conn == NULL)
+        return err_set(err, EC_PG_CONNECT, "not connected");
+    log_debug("[%d] %s", PQbackendPID(c->conn), sql);
+    r = PQexecParams(c->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    st = PQresultStatus(r);
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
+    {
+        pg_err_from_result(err, c, r, "query failed");
+        PQclear(r);
+        return false;
+    }
+    *res = r;
+    return true;
+}
+
+bool
+pg_exec_params(PgConn *c, const char *sql, int nparams, const char *const *params, Err *err)
+{
+    PGresult *r;
+
+    if (!pg_query(c, sql, nparams, params, &r, err))
+        return false;
+    PQclear(r);
+    return true;
+}
+
+bool
+pg_exec(PgConn *c, const char *sql, Err *err)
+{
+    PGresult *r;
+    ExecStatusType st;
+
+    if (c->conn == NULL)
+        return err_set(err, EC_PG_CONNECT, "not connected");
+    log_debug("[%d] %s", PQbackendPID(c->conn), sql);
+    r = PQexec(c->conn, sql);
+    st = PQresultStatus(r);
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
+    {
+        pg_err_from_result(err, c, r, "statement failed");
+        PQclear(r);
+        return false;
+    }
+    PQclear(r);
+    return true;
+}
+
+char *
+pg_ident(PgConn *c, const char *name)
+{
+    char *q = PQescapeIdentifier(c->conn, name, strlen(name));
+    char *copy;
+
+    if (q == NULL)
+    {
+        /* Only fails on invalid encoding or OOM; fall back to a harmless placeholder
+         * that the server will refuse. */
+        return xstrdup("\"<invalid identifier>\"");
+    }
+    copy = xstrdup(q);
+    PQfreemem(q);
+    return copy;
+}
+
+char *
+pg_qualified(PgConn *c, const char *schema, const char *name)
+{
+    char *s = pg_ident(c, schema);
+    char *n = pg_ident(c, name);
+    char *q = xasprintf("%s.%s", s, n);
+    free(s);
+    free(n);
+    return q;
+}
+
+bool
+pg_copy_begin(PgConn *c, const char *copy_sql, Err *err)
+{
+    PGresult *r;
+
+    if (c->conn == NULL)
+        return err_set(err, EC_PG_CONNECT, "not connected");
+    log_debug("[%d] %s", PQbackendPID(c->conn), copy_sql);
+    r = PQexec(c->conn, copy_sql);
+    if (PQresultStatus(r) != PGRES_COPY_IN)
+    {
+        pg_err_from_result(err, c, r, "could not start COPY");
+        PQclear(r);
+        return false;
+    }
+    PQclear(r);
+    return true;
+}
+
+bool
+pg_copy_put(PgConn *c, const char *data, size_t len, Err *err)
+{
+    while (len > 0)
+    {
+        int chunk = len > (1u << 30) ? (1 << 30) : (int) len;
+        if (PQputCopyData(c->conn, data, chunk) != 1)
+            return pg_err_from_result(err, c, NULL, "COPY data could not be sent");
+        data += chunk;
+        len -= (size_t) chunk;
+    }
+    return true;
+}
+
+bool
+pg_copy_end(PgConn *c, Err *err)
+{
+    PGresult *r;
+    bool ok = true;
+
+    if (PQputCopyEnd(c->conn, NULL) != 1)
+        return pg_err_from_result(err, c, NULL, "COPY could not be finished");
+    r = PQgetResult(c->conn);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        ok = pg_err_from_result(err, c, r, "COPY failed");
+    PQclear(r);
+    pg_drain(c);
+    return ok;
+}
+
+void
+pg_copy_abort(PgConn *c, const char *reason)
+{
+    if (c->conn == NULL)
+        return;
+    (void) PQputCopyEnd(c->conn, reason);
+    pg_drain(c);
+}
+
+bool
+pg_err_is_connection(const Err *err)
+{
+    return err->code == EC_PG_CONNECT || strncmp(err->sqlstate, "08", 2) == 0 ||
+           strcmp(err->sqlstate, "57P01") == 0 || strcmp(err->sqlstate, "57P02") == 0 ||
+           strcmp(err->sqlstate, "57P03") == 0;
+}

@@ -1,0 +1,198 @@
+/*
+ * UUIDv7 layout, text form and version checks.  Pure: no I/O, no clock.
+ */
+#include "v7fill/uuid7.h"
+
+#include <string.h>
+
+#include "v7fill/civil.h"
+
+bool
+uuid7_check_time(int64_t us, Err *err)
+{
+    char text[40];
+
+    if (us < 0)
+    {
+        civil_format_rfc3339(us, true, text, sizeof text);
+        err_set(err, EC_FORMAT, "time %s is before 1970-01-01T00:00:00Z and cannot be a UUIDv7",
+                text);
+        return false;
+    }
+    if (us > UUID7_MAX_US)
+    {
+        civil_format_rfc3339(us, true, text, sizeof text);
+        err_set(err, EC_FORMAT, "time %s is past the 48-bit millisecond range of UUIDv7", text);
+        return false;
+    }
+    return true;
+}
+
+static void
+uuid7_pack(int64_t ms, unsigned rand_a, uint64_t rand62, Uuid *out)
+{
+    uint64_t hi = ((uint64_t) ms << 16) | 0x7000u | (rand_a & 0x0fffu);
+    uint64_t lo = (UINT64_C(2) << 62) | (rand62 & UUID7_RAND_MASK);
+
+    for (int i = 0; i < 8; i++)
+    {
+        out->b[i] = (uint8_t) (hi >> (56 - 8 * i));
+        out->b[8 + i] = (uint8_t) (lo >> (56 - 8 * i));
+    }
+}
+
+bool
+uuid7_from_us(int64_t us, uint64_t rand62, Uuid *out, Err *err)
+{
+    int64_t ms;
+    int64_t frac;
+
+    if (!uuid7_check_time(us, err))
+        return false;
+    ms = us / 1000;
+    frac = us % 1000;
+    uuid7_pack(ms, (unsigned) (frac * 4096 / 1000), rand62, out);
+    return true;
+}
+
+bool
+uuid7_floor(int64_t us, Uuid *out, Err *err)
+{
+    if (!uuid7_check_time(us, err))
+        return false;
+    uuid7_pack(us / 1000, 0, 0, out);
+    return true;
+}
+
+bool
+uuid7_floor_bare(int64_t us, Uuid *out, Err *err)
+{
+    if (!uuid7_floor(us, out, err))
+        return false;
+    out->b[6] &= 0x0f;
+    out->b[8] &= 0x3f;
+    return true;
+}
+
+int
+uuid_version(const Uuid *u)
+{
+    return u->b[6] >> 4;
+}
+
+bool
+uuid_variant_rfc(const Uuid *u)
+{
+    return (u->b[8] & 0xc0) == 0x80;
+}
+
+bool
+uuid7_check(const Uuid *u, Err *err)
+{
+    char text[UUID_TEXT_SIZE];
+    static const Uuid nil;
+
+    uuid_format(u, text);
+    if (memcmp(u, &nil, sizeof nil) == 0)
+        return err_set(err, EC_FORMAT, "%s is the nil UUID, not a UUIDv7", text);
+    if (uuid_version(u) != 7)
+        return err_set(err, EC_FORMAT, "%s is not a UUIDv7 (version %d)", text, uuid_version(u));
+    if (!uuid_variant_rfc(u))
+        return err_set(err, EC_FORMAT, "%s is not a UUIDv7 (variant bits are not 10)", text);
+    return true;
+}
+
+int64_t
+uuid7_ms(const Uuid *u)
+{
+    int64_t ms = 0;
+    for (int i = 0; i < 6; i++)
+        ms = (ms << 8) | u->b[i];
+    return ms;
+}
+
+unsigned
+uuid7_rand_a(const Uuid *u)
+{
+    return ((unsigned) (u->b[6] & 0x0f) << 8) | u->b[7];
+}
+
+int64_t
+uuid7_us(const Uuid *u)
+{
+    /* rand_a = floor(f * 4096 / 1000) is injective on 0..999 because 4096 > 1000,
+     * so the smallest f mapping to rand_a, ceil(rand_a * 1000 / 4096), inverts it. */
+    int64_t a = uuid7_rand_a(u);
+    return uuid7_ms(u) * 1000 + (a * 1000 + 4095) / 4096;
+}
+
+static int
+hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+bool
+uuid_parse(const char *text, size_t len, Uuid *out, Err *err)
+{
+    size_t pos = 0;
+    int nib = 0;
+
+    if (len != UUID_TEXT_LEN)
+        return err_set(err, EC_FORMAT,
+                       "invalid UUID \"%.*s\": expected 36 characters (8-4-4-4-12 hex digits), "
+                       "got %zu",
+                       (int) (len > 64 ? 64 : len), text, len);
+    for (pos = 0; pos < len; pos++)
+    {
+        char c = text[pos];
+        int v;
+
+        if (pos == 8 || pos == 13 || pos == 18 || pos == 23)
+        {
+            if (c != '-')
+                return err_set(err, EC_FORMAT, "invalid UUID \"%.36s\": expected '-' at position %zu",
+                               text, pos + 1);
+            continue;
+        }
+        v = hex_value(c);
+        if (v < 0)
+            return err_set(err, EC_FORMAT,
+                           "invalid UUID \"%.36s\": non-hex character at position %zu", text,
+                           pos + 1);
+        if (nib % 2 == 0)
+            out->b[nib / 2] = (uint8_t) (v << 4);
+        else
+            out->b[nib / 2] |= (uint8_t) v;
+        nib++;
+    }
+    return true;
+}
+
+void
+uuid_format(const Uuid *u, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    size_t o = 0;
+
+    for (int i = 0; i < 16; i++)
+    {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = digits[u->b[i] >> 4];
+        out[o++] = digits[u->b[i] & 0x0f];
+    }
+    out[o] = '\0';
+}
+
+int
+uuid_compare(const Uuid *a, const Uuid *b)
+{
+    return memcmp(a->b, b->b, sizeof a->b);
+}

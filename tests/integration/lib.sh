@@ -1,0 +1,31 @@
+# Helpers sourced by integration tests.  Each test gets a fresh database named
+# after the test file; PG* variables point at the throwaway cluster.
+set -euo pipefail
+V7FILL=${V7FILL:?}
+T_NAME=$(basename "${BASH_SOURCE[1]}" .sh)
+export PGDATABASE="db_${T_NAME}"
+psql -q -X -d postgres -c "DROP DATABASE IF EXISTS \"$PGDATABASE\"" >/dev/null
+psql -q -X -d postgres -c "CREATE DATABASE \"$PGDATABASE\"" >/dev/null
+T_TMP=$(mktemp -d)
+trap 'rm -rf "$T_TMP"' EXIT
+
+# q SQL: run a query, print unaligned tuples only.
+q() { psql -X -q -At -v ON_ERROR_STOP=1 -c "$1"; }
+# sql FILE-or-text via stdin
+sqlf() { psql -X -q -v ON_ERROR_STOP=1 "$@" >/dev/null; }
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# assert_eq EXPECTED ACTUAL WHAT
+assert_eq() { [ "$1" == "$2" ] || fail "$3: expected [$1], got [$2]"; }
+# assert_contains HAYSTACK NEEDLE WHAT
+assert_contains() { case "$1" in *"$2"*) ;; *) fail "$3: [$2] not found in: $1" ;; esac; }
+assert_not_contains() { case "$1" in *"$2"*) fail "$3: [$2] unexpectedly in: $1" ;; *) ;; esac; }
+# run_expect STATUS CMD...: run, capture stdout+stderr in $OUT, check exit status
+run_expect() {
+    local want=$1; shift
+    set +e
+    OUT=$("$@" 2>&1)
+    local got=$?
+    set -e
+    [ "$got" = "$want" ] || fail "exit status of [$*]: expected $want, got $got; output: $OUT"
+}
