@@ -1,0 +1,88 @@
+/*
+ * Source interface: anything that yields records (CSV files, later a pgoutput
+ * stream or a table of another database).  The pipeline pulls records one at a
+ * time, copies what it keeps into its batch, and asks for the position after
+ * the last record it committed, to resume there.
+ *
+ * A record the source could read but not make valid (wrong field count,
+ * invalid UTF-8) is still returned, with `error` set: the pipeline rejects it
+ * with that reason, so nothing read is ever lost.  A failure that makes
+ * reading further impossible (I/O error, truncated zstd frame, unterminated
+ * quote at end of file) is returned as false + Err.
+ */
+#ifndef V7FILL_SOURCE_H
+#define V7FILL_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "v7fill/err.h"
+
+typedef struct Field
+{
+    const char *data; /* NULL when is_null */
+    size_t len;
+    bool is_null;
+} Field;
+
+typedef struct Record
+{
+    size_t nfields;
+    const Field *fields; /* borrowed: valid until the next call on the source */
+    const char *raw;     /* the record's bytes as read (for the rejects output) */
+    size_t raw_len;
+    uint64_t line;       /* 1-based line where the record starts (0 if not line based) */
+    const char *error;   /* non-NULL: reason the record is invalid (borrowed) */
+} Record;
+
+/* Where a source stands: enough to reopen it and continue after the last
+ * record handed out.  `identity` names what was read (path, size and a
+ * fingerprint of the first bytes), so a checkpoint is never applied to a
+ * different file. */
+typedef struct SourcePosition
+{
+    char identity[256];
+    uint64_t offset; /* bytes of (decompressed) input consumed */
+    uint64_t line;   /* lines consumed */
+    uint64_t records;
+} SourcePosition;
+
+typedef struct Source Source;
+
+typedef struct SourceOps
+{
+    /* Next record; *eof = true and no record at the end. */
+    bool (*next)(Source *s, Record *rec, bool *eof, Err *err);
+    /* Column names (from the header or given); borrowed. */
+    const char *const *(*columns)(Source *s, size_t *ncolumns);
+    /* Position after the last record returned by next. */
+    void (*position)(Source *s, SourcePosition *pos);
+    /* Skip to a position saved earlier; error if the identity differs. */
+    bool (*seek)(Source *s, const SourcePosition *pos, Err *err);
+    /* Progress: input bytes read so far and the total (0 if unknown). */
+    void (*progress)(Source *s, uint64_t *done, uint64_t *total);
+    /* A short name for messages: "orders.csv.zst", "stdin". */
+    const char *(*name)(Source *s);
+    void (*close)(Source *s);
+} SourceOps;
+
+struct Source
+{
+    const SourceOps *ops;
+};
+
+static inline bool
+source_next(Source *s, Record *rec, bool *eof, Err *err)
+{
+    return s->ops->next(s, rec, eof, err);
+}
+
+static inline void
+source_close(Source *s)
+{
+    if (s)
+        s->ops->close(s);
+}
+
+#endif /* V7FILL_SOURCE_H */

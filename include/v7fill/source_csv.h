@@ -1,0 +1,33 @@
+/*
+ * CSV source (libcsv), plain or zstd-compressed (by the .zst suffix or the
+ * zstd magic number), a file or standard input ("-").  Memory is bounded by
+ * the longest record, not the file.
+ */
+#ifndef V7FILL_SOURCE_CSV_H
+#define V7FILL_SOURCE_CSV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "v7fill/source.h"
+
+typedef struct CsvOptions
+{
+    bool header;          /* first record names the columns (default true) */
+    char delimiter;       /* default ',' */
+    char quote;           /* default '"' */
+    char escape;          /* 0 = doubled quote (RFC 4180); else e.g. '\\' */
+    const char *null_string; /* an unquoted field equal to this is NULL; an unquoted
+                                empty field is always NULL (as PostgreSQL's COPY CSV) */
+    bool check_utf8;      /* reject records with invalid UTF-8 (default true) */
+    size_t max_record_bytes; /* a longer record is an error (default 256 MiB) */
+} CsvOptions;
+
+void csv_options_default(CsvOptions *o);
+
+/* Open `path` ("-" = stdin).  With header=false, columns are named c1..cN
+ * after the first record.  A UTF-8 BOM at the start is skipped. */
+V7FILL_MUST_CHECK bool source_csv_open(const char *path, const CsvOptions *opts, Source **out,
+                                       Err *err);
+
+#endif /* V7FILL_SOURCE_CSV_H */
