@@ -3,6 +3,7 @@
  */
 #include "v7fill/uuid7.h"
 
+#include <endian.h>
 #include <string.h>
 
 #include "v7fill/civil.h"
@@ -31,14 +32,11 @@ uuid7_check_time(int64_t us, Err *err)
 static void
 uuid7_pack(int64_t ms, unsigned rand_a, uint64_t rand62, Uuid *out)
 {
-    uint64_t hi = ((uint64_t) ms << 16) | 0x7000u | (rand_a & 0x0fffu);
-    uint64_t lo = (UINT64_C(2) << 62) | (rand62 & UUID7_RAND_MASK);
+    uint64_t hi = htobe64(((uint64_t) ms << 16) | 0x7000u | (rand_a & 0x0fffu));
+    uint64_t lo = htobe64((UINT64_C(2) << 62) | (rand62 & UUID7_RAND_MASK));
 
-    for (int i = 0; i < 8; i++)
-    {
-        out->b[i] = (uint8_t) (hi >> (56 - 8 * i));
-        out->b[8 + i] = (uint8_t) (lo >> (56 - 8 * i));
-    }
+    memcpy(out->b, &hi, 8);
+    memcpy(out->b + 8, &lo, 8);
 }
 
 bool

@@ -21,6 +21,8 @@ typedef struct Command
 
 static const Command commands[] = {
     {"uuid", cmd_uuid, "UUIDv7 helpers: floor bound of a time, time of an id, new ids"},
+    {"plan", cmd_plan, "show what an import would do; writes nothing"},
+    {"import", cmd_import, "import CSV / zstd files into the partitioned target"},
 };
 
 static void

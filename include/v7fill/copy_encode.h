@@ -1,0 +1,20 @@
+/*
+ * COPY text-format encoding (the only place that knows its escaping rules):
+ * backslash, tab, newline and carriage return are escaped, NULL is \N,
+ * columns are tab-separated, rows end with a newline.
+ */
+#ifndef V7FILL_COPY_ENCODE_H
+#define V7FILL_COPY_ENCODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "v7fill/mem.h"
+
+/* Append one field (is_null → \N). */
+void copy_encode_field(Buf *out, const char *data, size_t len, bool is_null);
+/* Append the column separator / the row terminator. */
+void copy_encode_sep(Buf *out);
+void copy_encode_eol(Buf *out);
+
+#endif /* V7FILL_COPY_ENCODE_H */

@@ -1,0 +1,114 @@
+/*
+ * The sink: writes one batch in one transaction.
+ *
+ *   BEGIN
+ *   [probe the lookup table for the batch's reference hashes]
+ *   COPY lookup (ref_hash, id[, ref])  -- new references only
+ *   COPY target (...)                  -- rows whose reference was new
+ *   before_commit hook (rejects durable, checkpoint row)
+ *   COMMIT
+ *
+ * Exactness under concurrency comes from the lookup table's primary key: a
+ * reference another process committed meanwhile makes the lookup COPY fail
+ * with 23505, the batch part is rolled back to its savepoint, probed, and
+ * written again without those rows.  Lookup rows are sent in hash order so two
+ * importers always lock in the same order (no deadlock).
+ *
+ * A value the server refuses (SQLSTATE class 22 or 23) rolls back to a
+ * savepoint and the rows are split in halves until the offending rows are
+ * found; they are marked rejected with the server's message and SQLSTATE, and
+ * their batch-mates land.
+ */
+#ifndef V7FILL_SINK_H
+#define V7FILL_SINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "v7fill/err.h"
+#include "v7fill/mem.h"
+#include "v7fill/pg.h"
+#include "v7fill/uuid7.h"
+
+#define REF_HASH_LEN 16
+
+typedef enum RowOutcome
+{
+    ROW_PENDING = 0, /* to be written */
+    ROW_INSERTED,
+    ROW_DUPLICATE,   /* reference already imported (or twice in this batch) */
+    ROW_REJECTED,    /* client-side or server-side, with a reason */
+    ROW_EXPIRED,     /* too late for the retention (not written) */
+} RowOutcome;
+
+typedef struct BatchRow
+{
+    uint8_t hash[REF_HASH_LEN];
+    Uuid id;
+    int64_t time_us;
+    uint64_t src_line;
+    RowOutcome outcome;
+    bool client_decided;  /* outcome decided before the sink (kept when a batch is redone) */
+    size_t copy_off, copy_len; /* target COPY line in data */
+    size_t ref_off, ref_len;   /* source reference in data */
+    size_t raw_off, raw_len;   /* raw input record in data */
+    size_t reason_off;         /* NUL-terminated reason in data (rejects) */
+    char sqlstate[6];
+} BatchRow;
+
+typedef struct Batch
+{
+    BatchRow *rows;
+    size_t nrows;
+    size_t cap;
+    Buf data; /* every byte the rows point into */
+} Batch;
+
+void batch_init(Batch *b);
+void batch_reset(Batch *b);
+void batch_free(Batch *b);
+/* Append a row (zeroed except what the caller fills); returns it. */
+BatchRow *batch_add(Batch *b);
+/* Store bytes in the batch; returns their offset. */
+size_t batch_store(Batch *b, const void *p, size_t len);
+/* Mark a row rejected with a reason (copied into the batch). */
+void batch_reject(Batch *b, BatchRow *r, const char *reason, const char *sqlstate);
+const char *batch_reason(const Batch *b, const BatchRow *r);
+
+typedef struct SinkConfig
+{
+    const char *target_q;   /* quoted schema.table */
+    const char *copy_cols;  /* "(col, col, ...)" quoted */
+    const char *lookup_q;   /* quoted schema.lookup */
+    bool keep_ref_text;     /* store the reference text in the lookup */
+} SinkConfig;
+
+typedef bool (*SinkHook)(void *ctx, Batch *b, Err *err);
+
+typedef struct SinkStats
+{
+    uint64_t probes;       /* batches that probed the lookup */
+    uint64_t conflicts;    /* lookup COPYs that hit a concurrent reference */
+    uint64_t splits;       /* savepoint rollbacks while isolating bad rows */
+} SinkStats;
+
+typedef struct Sink Sink;
+
+Sink *sink_new(PgConn *c, const SinkConfig *cfg);
+void sink_free(Sink *s);
+const SinkStats *sink_stats(const Sink *s);
+
+/* Write the batch's pending rows in one transaction; on success every pending
+ * row is INSERTED, DUPLICATE or REJECTED and `before_commit` ran inside the
+ * transaction.  On failure the transaction is rolled back (or the connection
+ * is gone: check pg_err_is_connection) and row outcomes of server-side
+ * decisions are reset to pending. */
+V7FILL_MUST_CHECK bool sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx,
+                                  Err *err);
+
+/* Read-only: mark pending rows whose reference is already in the lookup as
+ * DUPLICATE (plan). */
+V7FILL_MUST_CHECK bool sink_probe_only(Sink *s, Batch *b, Err *err);
+
+#endif /* V7FILL_SINK_H */

@@ -1,0 +1,75 @@
+/*
+ * v7fill's own tables in the target database:
+ *
+ *   v7fill.id_key      the secret HMAC key of each target (ids are
+ *                      reproducible per target, unpredictable without it)
+ *   v7fill.checkpoint  per target and input file: position after the last
+ *                      committed batch, running counts, rejects file length
+ *   v7fill.run         one row per run: counts, elapsed time, statistics (JSON)
+ *   <table>_source_ref the lookup of imported source references (in the
+ *                      target's schema, name overridable)
+ *
+ * All created on first use under an advisory lock, so concurrent first runs
+ * do not race.
+ */
+#ifndef V7FILL_STATE_H
+#define V7FILL_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "v7fill/err.h"
+#include "v7fill/pg.h"
+
+#define ID_KEY_LEN 32
+
+/* Create the v7fill schema and its tables if missing. */
+V7FILL_MUST_CHECK bool state_setup(PgConn *c, Err *err);
+
+/* Fetch the target's key, creating it (random) on first use. */
+V7FILL_MUST_CHECK bool state_id_key(PgConn *c, const char *schema, const char *table,
+                                    uint8_t key[ID_KEY_LEN], Err *err);
+
+/* Default lookup table name: <table>_source_ref (error if over 63 bytes). */
+V7FILL_MUST_CHECK bool state_lookup_name(const char *table, const char *override, char **out,
+                                         Err *err);
+/* Create the lookup table if missing: (ref_hash bytea PRIMARY KEY, id uuid, ref text). */
+V7FILL_MUST_CHECK bool state_lookup_create(PgConn *c, const char *schema, const char *lookup,
+                                           Err *err);
+/* Does the lookup table exist? (plan, which must not create it) */
+V7FILL_MUST_CHECK bool state_lookup_exists(PgConn *c, const char *schema, const char *lookup,
+                                           bool *exists, Err *err);
+
+typedef struct Checkpoint
+{
+    bool found;
+    bool finished;
+    uint64_t offset;
+    uint64_t line;
+    uint64_t records;
+    uint64_t read;
+    uint64_t inserted;
+    uint64_t duplicates;
+    uint64_t rejected;
+    uint64_t expired;
+    uint64_t rejects_size;
+    char rejects_path[1024];
+} Checkpoint;
+
+V7FILL_MUST_CHECK bool state_checkpoint_get(PgConn *c, const char *schema, const char *table,
+                                            const char *identity, Checkpoint *cp, Err *err);
+/* Upsert; meant to run inside the batch's transaction. */
+V7FILL_MUST_CHECK bool state_checkpoint_put(PgConn *c, const char *schema, const char *table,
+                                            const char *identity, const char *source_name,
+                                            const Checkpoint *cp, Err *err);
+
+/* Record a finished (or failed) run; `stats_json` may be NULL. */
+V7FILL_MUST_CHECK bool state_run_record(PgConn *c, const char *schema, const char *table,
+                                        const char *command, const char *status,
+                                        double elapsed_s, uint64_t read, uint64_t inserted,
+                                        uint64_t duplicates, uint64_t rejected,
+                                        uint64_t partitions_created, const char *stats_json,
+                                        Err *err);
+
+#endif /* V7FILL_STATE_H */

@@ -1,0 +1,414 @@
+/*
+ * v7fill import / v7fill plan: option parsing over the pipeline, and the
+ * final report.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "v7fill/import_report.h"
+#include "v7fill/log.h"
+#include "v7fill/pipeline.h"
+#include "v7fill/timeparse.h"
+
+static void
+import_usage(FILE *out, const char *cmd)
+{
+    fprintf(out,
+            "Usage:\n"
+            "  v7fill %s TABLE FILE... [OPTION]...\n"
+            "\n"
+            "%s\n"
+            "FILE may be '-' (standard input); zstd input (*.zst or the zstd magic number) is\n"
+            "decompressed on the fly.\n"
+            "\n"
+            "Input:\n"
+            "      --time-column=COL      event time column (default: created_at)\n"
+            "      --time-format=FMT      iso (default), epoch-s, epoch-ms, epoch-us, or a\n"
+            "                             strptime pattern such as '%%d/%%m/%%Y %%H:%%M:%%S'\n"
+            "      --input-timezone=TZ    zone of times without an offset (default UTC)\n"
+            "      --id-column=COL        the input carries ids: keep valid UUIDv7s, reject others\n"
+            "      --source-ref=TEMPLATE  what names a row in its origin, e.g. 'legacy.orders:{id}'\n"
+            "                             (default: all of the record's values)\n"
+            "      --map=CSVCOL=TARGETCOL write CSVCOL into TARGETCOL (repeatable)\n"
+            "      --ignore-column=COL    skip an input column (repeatable)\n"
+            "      --header / --no-header first line names the columns (default: --header)\n"
+            "      --delimiter=C          field delimiter (default ',')\n"
+            "      --quote=C              quote character (default '\"')\n"
+            "      --escape=C             escape character inside quotes (default: doubled quote)\n"
+            "      --null=STRING          unquoted STRING is NULL (an unquoted empty field always is)\n"
+            "      --encoding=UTF8        input encoding (only UTF8; invalid bytes are rejected)\n"
+            "\n"
+            "Writing:\n"
+            "      --batch-rows=N         rows per transaction (default 10000)\n"
+            "      --rejects=FILE         rejected rows with reasons (default TABLE.rejects.csv)\n"
+            "      --max-rejects=N|P%%     stop when more rows than this are rejected\n"
+            "      --max-future=DURATION  reject rows this far ahead of now as \"clock ahead\"\n"
+            "                             (default 5min)\n"
+            "      --lookup-table=NAME    source-reference lookup (default TABLE_source_ref)\n"
+            "      --keep-ref-text        store the reference text in the lookup table\n"
+            "      --granularity=G        window size for new partitions: day, week, month,\n"
+            "                             quarter, year (default: as the existing partitions)\n"
+            "      --lock-timeout=MS      lock_timeout while attaching partitions (default 5000)\n"
+            "      --no-analyze           do not ANALYZE the filled partitions and the parent\n"
+            "\n"
+            "Output:\n"
+            "      --report-json=FILE     the final report as JSON ('-' = stdout)\n"
+            "      --json                 print the report as JSON instead of the table\n"
+            "      --no-progress          no progress display\n"
+            "  -h, --help                 this help\n"
+            "\n"
+            "Exit status: 0 done (rejected rows, if any, are in the rejects file); 2 usage;\n"
+            "3 configuration; 4 unreadable input; 5 database error; 6 --max-rejects reached.\n",
+            cmd,
+            strcmp(cmd, "plan") == 0
+                ? "Show what an import would do: windows touched, partitions that would be\n"
+                  "created (DDL), rows that would be rejected and why.  Writes nothing."
+                : "Import CSV dumps into TABLE, partitioned on a UUIDv7 key: mint an id from\n"
+                  "each row's event time, create missing partitions lock-light, skip rows\n"
+                  "already imported, COPY in batches (one transaction each).  Rerunning the\n"
+                  "same command resumes an interrupted import and inserts nothing twice.");
+}
+
+enum
+{
+    OPT_TIME_COLUMN = 256,
+    OPT_TIME_FORMAT,
+    OPT_INPUT_TZ,
+    OPT_ID_COLUMN,
+    OPT_SOURCE_REF,
+    OPT_MAP,
+    OPT_IGNORE,
+    OPT_HEADER,
+    OPT_NO_HEADER,
+    OPT_DELIMITER,
+    OPT_QUOTE,
+    OPT_ESCAPE,
+    OPT_NULL,
+    OPT_ENCODING,
+    OPT_BATCH_ROWS,
+    OPT_REJECTS,
+    OPT_MAX_REJECTS,
+    OPT_MAX_FUTURE,
+    OPT_LOOKUP,
+    OPT_KEEP_REF,
+    OPT_GRANULARITY,
+    OPT_LOCK_TIMEOUT,
+    OPT_NO_ANALYZE,
+    OPT_REPORT_JSON,
+    OPT_JSON,
+    OPT_NO_PROGRESS,
+};
+
+static bool
+single_char(const char *cmd, const char *opt, const char *value, char *out, Err *err)
+{
+    if (strcmp(value, "\\t") == 0 || strcmp(value, "tab") == 0)
+    {
+        *out = '\t';
+        return true;
+    }
+    if (strlen(value) != 1)
+    {
+        cli_usage_error(err, cmd, "%s takes a single character, got \"%s\"", opt, value);
+        return false;
+    }
+    *out = value[0];
+    return true;
+}
+
+static bool
+parse_max_rejects(const char *cmd, const char *value, ImportOptions *o, Err *err)
+{
+    size_t len = strlen(value);
+    char *end = NULL;
+
+    if (len > 1 && value[len - 1] == '%')
+    {
+        double pct = strtod(value, &end);
+        if (end != value + len - 1 || pct < 0 || pct > 100)
+        {
+            cli_usage_error(err, cmd, "invalid --max-rejects \"%s\": expected N or P%%", value);
+            return false;
+        }
+        o->max_rejects_pct = pct;
+        return true;
+    }
+    {
+        long n;
+        if (!cli_parse_long(cmd, "--max-rejects", value, 0, 2000000000L, &n, err))
+            return false;
+        o->max_rejects = (uint64_t) n;
+    }
+    return true;
+}
+
+static int
+import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
+{
+    const char *cmd = plan ? "plan" : "import";
+    static const struct option longopts[] = {
+        {"time-column", required_argument, NULL, OPT_TIME_COLUMN},
+        {"time-format", required_argument, NULL, OPT_TIME_FORMAT},
+        {"input-timezone", required_argument, NULL, OPT_INPUT_TZ},
+        {"id-column", required_argument, NULL, OPT_ID_COLUMN},
+        {"source-ref", required_argument, NULL, OPT_SOURCE_REF},
+        {"map", required_argument, NULL, OPT_MAP},
+        {"ignore-column", required_argument, NULL, OPT_IGNORE},
+        {"header", no_argument, NULL, OPT_HEADER},
+        {"no-header", no_argument, NULL, OPT_NO_HEADER},
+        {"delimiter", required_argument, NULL, OPT_DELIMITER},
+        {"quote", required_argument, NULL, OPT_QUOTE},
+        {"escape", required_argument, NULL, OPT_ESCAPE},
+        {"null", required_argument, NULL, OPT_NULL},
+        {"encoding", required_argument, NULL, OPT_ENCODING},
+        {"batch-rows", required_argument, NULL, OPT_BATCH_ROWS},
+        {"rejects", required_argument, NULL, OPT_REJECTS},
+        {"max-rejects", required_argument, NULL, OPT_MAX_REJECTS},
+        {"max-future", required_argument, NULL, OPT_MAX_FUTURE},
+        {"lookup-table", required_argument, NULL, OPT_LOOKUP},
+        {"keep-ref-text", no_argument, NULL, OPT_KEEP_REF},
+        {"granularity", required_argument, NULL, OPT_GRANULARITY},
+        {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
+        {"no-analyze", no_argument, NULL, OPT_NO_ANALYZE},
+        {"report-json", required_argument, NULL, OPT_REPORT_JSON},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    ImportOptions o;
+    ColumnMap *maps = NULL;
+    size_t nmaps = 0;
+    const char **ignore = NULL;
+    size_t nignore = 0;
+    const char *report_json = NULL;
+    bool json = false;
+    ImportStats st;
+    PgConn *conn = NULL;
+    int status = 0;
+    int c;
+    long n;
+
+    import_options_default(&o);
+    o.plan = plan;
+    o.progress = log_current_level >= LOG_LEVEL_INFO;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+    {
+        switch (c)
+        {
+            case OPT_TIME_COLUMN:
+                o.time_column = optarg;
+                break;
+            case OPT_TIME_FORMAT:
+                o.time_format = optarg;
+                break;
+            case OPT_INPUT_TZ:
+                o.input_tz = optarg;
+                break;
+            case OPT_ID_COLUMN:
+                o.id_column = optarg;
+                break;
+            case OPT_SOURCE_REF:
+                o.source_ref = optarg;
+                break;
+            case OPT_MAP:
+            {
+                char *eq = strchr(optarg, '=');
+                if (eq == NULL || eq == optarg || eq[1] == '\0')
+                {
+                    status = cli_usage_error(err, cmd, "--map takes CSVCOL=TARGETCOL, got \"%s\"",
+                                             optarg);
+                    goto out;
+                }
+                *eq = '\0';
+                maps = xrealloc(maps, (nmaps + 1) * sizeof *maps);
+                maps[nmaps].from = optarg;
+                maps[nmaps].to = eq + 1;
+                nmaps++;
+                break;
+            }
+            case OPT_IGNORE:
+                ignore = xrealloc(ignore, (nignore + 1) * sizeof *ignore);
+                ignore[nignore++] = optarg;
+                break;
+            case OPT_HEADER:
+                o.csv.header = true;
+                break;
+            case OPT_NO_HEADER:
+                o.csv.header = false;
+                break;
+            case OPT_DELIMITER:
+                if (!single_char(cmd, "--delimiter", optarg, &o.csv.delimiter, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                break;
+            case OPT_QUOTE:
+                if (!single_char(cmd, "--quote", optarg, &o.csv.quote, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                break;
+            case OPT_ESCAPE:
+                if (!single_char(cmd, "--escape", optarg, &o.csv.escape, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                break;
+            case OPT_NULL:
+                o.csv.null_string = optarg;
+                break;
+            case OPT_ENCODING:
+                if (strcasecmp(optarg, "UTF8") != 0 && strcasecmp(optarg, "UTF-8") != 0)
+                {
+                    status = cli_usage_error(err, cmd,
+                                             "unsupported --encoding \"%s\": only UTF8 input is "
+                                             "supported (convert with iconv first)",
+                                             optarg);
+                    goto out;
+                }
+                o.csv.check_utf8 = true;
+                break;
+            case OPT_BATCH_ROWS:
+                if (!cli_parse_long(cmd, "--batch-rows", optarg, 1, 1000000, &n, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                o.batch_rows = (size_t) n;
+                break;
+            case OPT_REJECTS:
+                o.rejects_path = optarg;
+                break;
+            case OPT_MAX_REJECTS:
+                if (!parse_max_rejects(cmd, optarg, &o, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                break;
+            case OPT_MAX_FUTURE:
+                if (!duration_parse(optarg, &o.max_future_us, err))
+                {
+                    err_prefix(err, "--max-future");
+                    err->code = EC_USAGE;
+                    status = 2;
+                    goto out;
+                }
+                break;
+            case OPT_LOOKUP:
+                o.lookup_table = optarg;
+                break;
+            case OPT_KEEP_REF:
+                o.keep_ref_text = true;
+                break;
+            case OPT_GRANULARITY:
+                if (!granularity_parse(optarg, &o.granularity, err))
+                {
+                    err->code = EC_USAGE;
+                    status = 2;
+                    goto out;
+                }
+                break;
+            case OPT_LOCK_TIMEOUT:
+                if (!cli_parse_long(cmd, "--lock-timeout", optarg, 1, 3600000, &n, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                o.lock_timeout_ms = (int) n;
+                break;
+            case OPT_NO_ANALYZE:
+                o.analyze = false;
+                break;
+            case OPT_REPORT_JSON:
+                report_json = optarg;
+                break;
+            case OPT_JSON:
+                json = true;
+                break;
+            case OPT_NO_PROGRESS:
+                o.progress = false;
+                break;
+            case 'h':
+                import_usage(stdout, cmd);
+                goto out;
+            default:
+                status = cli_usage_error(err, cmd, "unknown or incomplete option");
+                goto out;
+        }
+    }
+    if (argc - optind < 2)
+    {
+        status = cli_usage_error(err, cmd, "\"%s\" needs a TABLE and at least one FILE", cmd);
+        goto out;
+    }
+    o.table = argv[optind];
+    o.files = (const char *const *) argv + optind + 1;
+    o.nfiles = (size_t) (argc - optind - 1);
+    o.maps = maps;
+    o.nmaps = nmaps;
+    o.ignore = ignore;
+    o.nignore = nignore;
+    if (json)
+        o.progress = false;
+
+    if (!pg_connect(g->conninfo, &conn, err))
+    {
+        status = 1;
+        goto out;
+    }
+    if (!import_run(conn, &o, &st, err))
+        status = 1;
+    if (st.read > 0 || status == 0)
+    {
+        if (json)
+        {
+            char *text = import_report_json(&st, plan);
+            if (text)
+                printf("%s\n", text);
+            free(text);
+        }
+        else
+            import_report_print(stdout, &st, plan);
+    }
+    if (report_json)
+    {
+        Err rerr = {0};
+        if (!import_report_write_json(report_json, &st, plan, &rerr))
+        {
+            if (status == 0)
+            {
+                *err = rerr;
+                status = 1;
+            }
+            else
+                log_warn("%s", rerr.msg);
+        }
+    }
+    import_stats_free(&st);
+out:
+    pg_close(conn);
+    free(maps);
+    free(ignore);
+    return status;
+}
+
+int
+cmd_import(int argc, char **argv, const GlobalOpts *g, Err *err)
+{
+    return import_main(argc, argv, g, err, false);
+}
+
+int
+cmd_plan(int argc, char **argv, const GlobalOpts *g, Err *err)
+{
+    return import_main(argc, argv, g, err, true);
+}

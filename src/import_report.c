@@ -1,0 +1,162 @@
+/*
+ * Import / plan report rendering.
+ */
+#include "v7fill/import_report.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "v7fill/civil.h"
+
+static void
+window_label(const WindowCount *w, char *out, size_t size)
+{
+    char a[48];
+    char b[48];
+    civil_format_rfc3339(w->lower_us, false, a, sizeof a);
+    civil_format_rfc3339(w->upper_us, false, b, sizeof b);
+    /* dates only: windows start at midnight UTC */
+    a[10] = '\0';
+    b[10] = '\0';
+    (void) snprintf(out, size, "[%s, %s)", a, b);
+}
+
+void
+import_report_print(FILE *out, const ImportStats *st, bool plan)
+{
+    double rate = st->elapsed_s > 0 ? (double) st->read / st->elapsed_s : 0;
+
+    fprintf(out, "%s\n", plan ? "plan (nothing was written)" : "import report");
+    fprintf(out, "  files          %" PRIu64 "%s\n", st->files,
+            st->files_resumed ? " (resumed)" : "");
+    fprintf(out, "  rows read      %" PRIu64 "\n", st->read);
+    fprintf(out, "  %-14s %" PRIu64 "\n", plan ? "would insert" : "inserted", st->inserted);
+    fprintf(out, "  duplicates     %" PRIu64 "\n", st->duplicates);
+    fprintf(out, "  rejected       %" PRIu64 "\n", st->rejected);
+    for (size_t i = 0; i < st->nreasons; i++)
+        fprintf(out, "    %-28s %" PRIu64 "   e.g. %s\n", st->reasons[i].reason,
+                st->reasons[i].count, st->reasons[i].example);
+    if (st->expired)
+        fprintf(out, "  expired        %" PRIu64 "\n", st->expired);
+    if (!plan)
+    {
+        fprintf(out, "  partitions     %" PRIu64 " created\n", st->partitions_created);
+        fprintf(out, "  elapsed        %.2f s (%.0f rows/s)\n", st->elapsed_s, rate);
+        if (st->rejected)
+            fprintf(out, "  rejects file   %s\n", st->rejects_path);
+    }
+    if (st->nwindows)
+    {
+        fprintf(out, "  rows per window:\n");
+        for (size_t i = 0; i < st->nwindows; i++)
+        {
+            char label[64];
+            window_label(&st->windows[i], label, sizeof label);
+            fprintf(out, "    %s %-32s %10" PRIu64 "%s\n", label,
+                    st->windows[i].partition[0] ? st->windows[i].partition : "(new partition)",
+                    st->windows[i].rows, plan && st->windows[i].created ? "  would be created" : "");
+        }
+    }
+    if (plan && st->ddl.len)
+        fprintf(out, "  partitions that would be created:\n%s\n", st->ddl.data);
+    fprintf(out, "read=%" PRIu64 " inserted=%" PRIu64 " duplicates=%" PRIu64 " rejected=%" PRIu64,
+            st->read, st->inserted, st->duplicates, st->rejected);
+    if (st->expired)
+        fprintf(out, " expired=%" PRIu64, st->expired);
+    fprintf(out, " (%s)\n",
+            import_stats_balanced(st)
+                ? (st->expired ? "balanced: read = inserted + duplicates + rejected + expired"
+                               : "balanced: read = inserted + duplicates + rejected")
+                : "DOES NOT BALANCE");
+}
+
+char *
+import_report_json(const ImportStats *st, bool plan)
+{
+    json_t *root = json_object();
+    json_t *reasons = json_array();
+    json_t *windows = json_array();
+    char *text;
+
+    json_object_set_new(root, "plan", json_boolean(plan));
+    json_object_set_new(root, "files", json_integer((json_int_t) st->files));
+    json_object_set_new(root, "files_resumed", json_integer((json_int_t) st->files_resumed));
+    json_object_set_new(root, "read", json_integer((json_int_t) st->read));
+    json_object_set_new(root, "inserted", json_integer((json_int_t) st->inserted));
+    json_object_set_new(root, "duplicates", json_integer((json_int_t) st->duplicates));
+    json_object_set_new(root, "rejected", json_integer((json_int_t) st->rejected));
+    json_object_set_new(root, "expired", json_integer((json_int_t) st->expired));
+    json_object_set_new(root, "balanced", json_boolean(import_stats_balanced(st)));
+    json_object_set_new(root, "partitions_created",
+                        json_integer((json_int_t) st->partitions_created));
+    json_object_set_new(root, "batches", json_integer((json_int_t) st->batches));
+    json_object_set_new(root, "elapsed_s", json_real(st->elapsed_s));
+    json_object_set_new(root, "rows_per_s",
+                        json_real(st->elapsed_s > 0 ? (double) st->read / st->elapsed_s : 0));
+    json_object_set_new(root, "rejects_file", json_string(st->rejects_path));
+    json_object_set_new(root, "lookup_table", json_string(st->lookup_table));
+    for (size_t i = 0; i < st->nreasons; i++)
+    {
+        json_t *r = json_object();
+        json_object_set_new(r, "reason", json_string(st->reasons[i].reason));
+        json_object_set_new(r, "count", json_integer((json_int_t) st->reasons[i].count));
+        json_object_set_new(r, "example", json_string(st->reasons[i].example));
+        json_array_append_new(reasons, r);
+    }
+    json_object_set_new(root, "rejected_by_reason", reasons);
+    for (size_t i = 0; i < st->nwindows; i++)
+    {
+        json_t *w = json_object();
+        char a[48];
+        char b[48];
+        civil_format_rfc3339(st->windows[i].lower_us, false, a, sizeof a);
+        civil_format_rfc3339(st->windows[i].upper_us, false, b, sizeof b);
+        json_object_set_new(w, "from", json_string(a));
+        json_object_set_new(w, "to", json_string(b));
+        json_object_set_new(w, "partition", st->windows[i].partition[0]
+                                                ? json_string(st->windows[i].partition)
+                                                : json_null());
+        json_object_set_new(w, "rows", json_integer((json_int_t) st->windows[i].rows));
+        if (plan)
+            json_object_set_new(w, "would_create", json_boolean(st->windows[i].created));
+        json_array_append_new(windows, w);
+    }
+    json_object_set_new(root, "windows", windows);
+    if (plan)
+        json_object_set_new(root, "ddl", json_string(st->ddl.data ? st->ddl.data : ""));
+    text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    return text;
+}
+
+bool
+import_report_write_json(const char *path, const ImportStats *st, bool plan, Err *err)
+{
+    char *text = import_report_json(st, plan);
+    FILE *f;
+    bool ok = true;
+
+    if (text == NULL)
+        return err_set(err, EC_INTERNAL, "could not render the JSON report");
+    if (strcmp(path, "-") == 0)
+    {
+        fputs(text, stdout);
+        fputc('\n', stdout);
+        free(text);
+        return true;
+    }
+    f = fopen(path, "w");
+    if (f == NULL)
+    {
+        free(text);
+        return err_errno(err, EC_IO, "could not write report \"%s\"", path);
+    }
+    if (fputs(text, f) < 0 || fputc('\n', f) == EOF)
+        ok = err_errno(err, EC_IO, "could not write report \"%s\"", path);
+    if (fclose(f) != 0 && ok)
+        ok = err_errno(err, EC_IO, "could not write report \"%s\"", path);
+    free(text);
+    return ok;
+}

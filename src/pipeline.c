@@ -1,0 +1,1191 @@
+/*
+ * Import pipeline: source -> record -> mint -> route -> sink -> track.
+ *
+ * One batch at a time: records are classified and encoded into a Batch
+ * (bounded by --batch-rows), the windows they need are ensured, the sink
+ * writes the batch in one transaction whose last statements make the rejects
+ * durable and advance the checkpoint.  A lost connection is retried; whether
+ * the batch committed is read back from the checkpoint, so nothing is counted
+ * or written twice.
+ */
+#include "v7fill/pipeline.h"
+
+#include <inttypes.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "v7fill/catalog.h"
+#include "v7fill/civil.h"
+#include "v7fill/copy_encode.h"
+#include "v7fill/import_report.h"
+#include "v7fill/log.h"
+#include "v7fill/rejects.h"
+#include "v7fill/srcref.h"
+#include "v7fill/state.h"
+#include "v7fill/timeparse.h"
+#include "v7fill/uuid7.h"
+
+#define DEFAULT_BATCH_ROWS 10000
+
+/* What happens to each source column. */
+typedef struct SourceColumn
+{
+    int target;       /* target column index, -1 = not written */
+    bool is_time;     /* the event time column */
+    bool is_id;       /* the id column */
+    bool format_time; /* write the parsed time (UTC text) instead of the raw text */
+} SourceColumn;
+
+typedef struct Importer
+{
+    PgConn *conn;
+    const ImportOptions *o;
+    ImportStats *st;
+    TargetTable *target;
+    char *target_q;
+    char *lookup_name;
+    char *lookup_q;
+    char *copy_cols;
+    IdKeyer *keyer;
+    TimeParser *tparser;
+    Rejects *rejects;
+    Sink *sink;
+    Batch batch;
+    Buf ref;
+    EnsureOptions ensure;
+    int64_t now_us;
+    /* per file */
+    Source *src;
+    const char *src_name;
+    SourceColumn *cols;
+    size_t ncols;
+    int time_idx;
+    int id_idx;
+    SrcrefTemplate *tmpl;
+    bool lookup_exists;
+    SinkStats sink_total;
+    char identity[256];
+    bool use_checkpoint;
+    Checkpoint cp;    /* committed state of the current file */
+    uint64_t file_read, file_inserted, file_duplicates, file_rejected, file_expired;
+    /* in-batch dedup: open addressing over row indexes + 1 */
+    uint32_t *seen;
+    size_t seen_cap;
+    int64_t *times;
+    size_t times_cap;
+    /* progress */
+    double started;
+    double last_progress;
+} Importer;
+
+static double
+mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+static int64_t
+wall_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void
+import_options_default(ImportOptions *o)
+{
+    memset(o, 0, sizeof *o);
+    csv_options_default(&o->csv);
+    o->batch_rows = DEFAULT_BATCH_ROWS;
+    o->max_rejects = UINT64_MAX;
+    o->max_rejects_pct = -1;
+    o->max_future_us = 5 * US_PER_MIN;
+    o->analyze = true;
+    o->granularity = GRAN_AUTO;
+    o->lock_timeout_ms = 5000;
+    o->reconnect_attempts = 5;
+}
+
+bool
+import_stats_balanced(const ImportStats *st)
+{
+    return st->read == st->inserted + st->duplicates + st->rejected + st->expired;
+}
+
+void
+import_stats_free(ImportStats *st)
+{
+    free(st->reasons);
+    free(st->windows);
+    buf_free(&st->ddl);
+    memset(st, 0, sizeof *st);
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+static void
+stats_reason(ImportStats *st, const char *category, const char *example)
+{
+    for (size_t i = 0; i < st->nreasons; i++)
+    {
+        if (strcmp(st->reasons[i].reason, category) == 0)
+        {
+            st->reasons[i].count++;
+            return;
+        }
+    }
+    st->reasons = xrealloc(st->reasons, (st->nreasons + 1) * sizeof *st->reasons);
+    memset(&st->reasons[st->nreasons], 0, sizeof *st->reasons);
+    (void) snprintf(st->reasons[st->nreasons].reason, sizeof st->reasons[0].reason, "%s",
+                    category);
+    (void) snprintf(st->reasons[st->nreasons].example, sizeof st->reasons[0].example, "%s",
+                    example);
+    st->reasons[st->nreasons].count = 1;
+    st->nreasons++;
+}
+
+static WindowCount *
+stats_window(Importer *im, int64_t us)
+{
+    ImportStats *st = im->st;
+    const Partition *p = catalog_partition_for(im->target, us);
+    int64_t lo;
+    int64_t hi;
+    size_t a = 0;
+    size_t b = st->nwindows;
+
+    if (p)
+    {
+        lo = p->lower_us;
+        hi = p->upper_us;
+    }
+    else
+        window_of(im->ensure.granularity == GRAN_AUTO ? GRAN_MONTH : im->ensure.granularity, us,
+                  &lo, &hi);
+    while (a < b)
+    {
+        size_t m = (a + b) / 2;
+        if (st->windows[m].lower_us < lo)
+            a = m + 1;
+        else
+            b = m;
+    }
+    if (a < st->nwindows && st->windows[a].lower_us == lo)
+        return &st->windows[a];
+    st->windows = xrealloc(st->windows, (st->nwindows + 1) * sizeof *st->windows);
+    memmove(&st->windows[a + 1], &st->windows[a], (st->nwindows - a) * sizeof *st->windows);
+    memset(&st->windows[a], 0, sizeof *st->windows);
+    st->windows[a].lower_us = lo;
+    st->windows[a].upper_us = hi;
+    if (p)
+        (void) snprintf(st->windows[a].partition, sizeof st->windows[a].partition, "%s", p->name);
+    st->nwindows++;
+    return &st->windows[a];
+}
+
+/* ---- mapping ------------------------------------------------------------- */
+
+static bool
+name_listed(const char *name, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(list[i], name) == 0)
+            return true;
+    return false;
+}
+
+static bool
+is_timestamp_type(const char *type)
+{
+    return strncmp(type, "timestamp", 9) == 0;
+}
+
+/*
+ * importer_map_columns decides, for each source column, which target column
+ * receives it, and builds the COPY column list: the key column first, then the
+ * mapped columns in source order.
+ */
+static bool
+importer_map_columns(Importer *im, Err *err)
+{
+    const ImportOptions *o = im->o;
+    TargetTable *t = im->target;
+    size_t ncols = 0;
+    const char *const *names = im->src->ops->columns(im->src, &ncols);
+    bool *written = xcalloc(t->ncolumns, sizeof *written);
+    int key_idx = catalog_column_index(t, t->key_column);
+    Buf cols;
+    bool ok = false;
+
+    free(im->cols);
+    im->cols = xcalloc(ncols ? ncols : 1, sizeof *im->cols);
+    im->ncols = ncols;
+    im->time_idx = -1;
+    im->id_idx = -1;
+
+    for (size_t m = 0; m < o->nmaps; m++)
+    {
+        bool found = false;
+        for (size_t i = 0; i < ncols; i++)
+            found = found || strcmp(names[i], o->maps[m].from) == 0;
+        if (!found)
+        {
+            err_set(err, EC_USAGE, "--map %s=%s: %s has no column \"%s\"", o->maps[m].from,
+                    o->maps[m].to, im->src_name, o->maps[m].from);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < ncols; i++)
+    {
+        const char *to = names[i];
+        int ti;
+
+        im->cols[i].target = -1;
+        if (o->time_column ? strcmp(names[i], o->time_column) == 0
+                           : strcmp(names[i], "created_at") == 0)
+        {
+            im->cols[i].is_time = true;
+            im->time_idx = (int) i;
+        }
+        if (o->id_column && strcmp(names[i], o->id_column) == 0)
+        {
+            im->cols[i].is_id = true;
+            im->id_idx = (int) i;
+            continue;
+        }
+        if (name_listed(names[i], o->ignore, o->nignore))
+            continue;
+        for (size_t m = 0; m < o->nmaps; m++)
+            if (strcmp(o->maps[m].from, names[i]) == 0)
+                to = o->maps[m].to;
+        ti = catalog_column_index(t, to);
+        if (ti < 0)
+        {
+            if (im->cols[i].is_time)
+                continue; /* the event time need not be stored */
+            err_set(err, EC_USAGE, "column \"%s\" of %s has no column \"%s\" in the target %s.%s",
+                    names[i], im->src_name, to, t->schema, t->name);
+            err_hint(err, "Map it with --map %s=TARGET_COLUMN or skip it with --ignore-column %s.",
+                     names[i], names[i]);
+            goto out;
+        }
+        if (ti == key_idx)
+        {
+            err_set(err, EC_USAGE,
+                    "column \"%s\" of %s would write the partition key \"%s\", which v7fill mints",
+                    names[i], im->src_name, t->key_column);
+            err_hint(err, "Use --id-column %s to keep valid UUIDv7 ids from the input, or "
+                          "--ignore-column %s.",
+                     names[i], names[i]);
+            goto out;
+        }
+        if (t->columns[ti].generated)
+        {
+            err_set(err, EC_USAGE, "target column \"%s\" is generated and cannot be written",
+                    t->columns[ti].name);
+            goto out;
+        }
+        if (written[ti])
+        {
+            err_set(err, EC_USAGE, "target column \"%s\" receives two source columns", to);
+            goto out;
+        }
+        written[ti] = true;
+        im->cols[i].target = ti;
+        im->cols[i].format_time = im->cols[i].is_time && is_timestamp_type(t->columns[ti].type);
+    }
+    if (o->time_column && im->time_idx < 0)
+    {
+        err_set(err, EC_USAGE, "--time-column %s: %s has no such column", o->time_column,
+                im->src_name);
+        goto out;
+    }
+    if (im->time_idx < 0 && im->id_idx < 0)
+    {
+        err_set(err, EC_USAGE, "%s has no event time column", im->src_name);
+        err_hint(err, "Name it with --time-column (the default is created_at), or give ids "
+                      "with --id-column.");
+        goto out;
+    }
+    if (o->id_column && im->id_idx < 0)
+    {
+        err_set(err, EC_USAGE, "--id-column %s: %s has no such column", o->id_column,
+                im->src_name);
+        goto out;
+    }
+    for (size_t ti = 0; ti < t->ncolumns; ti++)
+    {
+        if ((int) ti == key_idx || written[ti])
+            continue;
+        if (t->columns[ti].not_null && !t->columns[ti].has_default)
+        {
+            err_set(err, EC_USAGE,
+                    "target column \"%s\" is NOT NULL without a default and %s has no value "
+                    "for it",
+                    t->columns[ti].name, im->src_name);
+            err_hint(err, "Map a source column to it with --map SOURCE=%s.", t->columns[ti].name);
+            goto out;
+        }
+    }
+    buf_init(&cols);
+    buf_putc(&cols, '(');
+    {
+        char *q = pg_ident(im->conn, t->key_column);
+        buf_puts(&cols, q);
+        free(q);
+    }
+    for (size_t i = 0; i < ncols; i++)
+    {
+        if (im->cols[i].target >= 0)
+        {
+            char *q = pg_ident(im->conn, t->columns[im->cols[i].target].name);
+            buf_puts(&cols, ", ");
+            buf_puts(&cols, q);
+            free(q);
+        }
+    }
+    buf_putc(&cols, ')');
+    free(im->copy_cols);
+    im->copy_cols = cols.data;
+    srcref_template_free(im->tmpl);
+    im->tmpl = NULL;
+    if (o->source_ref && !srcref_template_compile(o->source_ref, names, ncols, &im->tmpl, err))
+        goto out;
+    ok = true;
+out:
+    free(written);
+    return ok;
+}
+
+/* ---- per record ---------------------------------------------------------- */
+
+static const char *
+reject_category(const char *reason)
+{
+    static const char *const known[] = {
+        "expected", "invalid UTF-8", "NUL byte", "unparsable time", "missing event time",
+        "clock ahead", "time out of range", "not a UUIDv7", "invalid UUID", "nil UUID",
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strstr(reason, known[i]))
+            return strcmp(known[i], "expected") == 0 ? "wrong field count" : known[i];
+    return "invalid record";
+}
+
+static void
+importer_client_reject(Importer *im, BatchRow *r, const char *category, const char *reason)
+{
+    char full[512];
+    (void) category;
+    (void) snprintf(full, sizeof full, "%s", reason);
+    batch_reject(&im->batch, r, full, NULL);
+    r->client_decided = true;
+}
+
+/* Open-addressing set of the batch's reference hashes: true if already there. */
+static bool
+importer_seen(Importer *im, size_t row_idx)
+{
+    const BatchRow *r = &im->batch.rows[row_idx];
+    uint64_t h;
+    size_t mask;
+    size_t pos;
+
+    if (im->seen_cap < 2 * im->o->batch_rows + 2)
+    {
+        size_t cap = 1024;
+        while (cap < 2 * im->o->batch_rows + 2)
+            cap *= 2;
+        free(im->seen);
+        im->seen = xcalloc(cap, sizeof *im->seen);
+        im->seen_cap = cap;
+    }
+    memcpy(&h, r->hash, sizeof h);
+    mask = im->seen_cap - 1;
+    for (pos = (size_t) h & mask; im->seen[pos] != 0; pos = (pos + 1) & mask)
+    {
+        const BatchRow *o = &im->batch.rows[im->seen[pos] - 1];
+        if (memcmp(o->hash, r->hash, REF_HASH_LEN) == 0)
+            return true;
+    }
+    im->seen[pos] = (uint32_t) (row_idx + 1);
+    return false;
+}
+
+static void
+format_event_time(Buf *out, int64_t us)
+{
+    char text[48];
+    civil_format_rfc3339(us, true, text, sizeof text);
+    buf_puts(out, text);
+}
+
+/*
+ * importer_add_record classifies one record into the batch: a client-side
+ * reject, an in-batch duplicate, or a pending row with its id and COPY line.
+ */
+static bool
+importer_add_record(Importer *im, const Record *rec, Err *err)
+{
+    Batch *b = &im->batch;
+    BatchRow *r = batch_add(b);
+    size_t row_idx = b->nrows - 1;
+    Err rerr = {0};
+    char where[64];
+    uint8_t mac[32];
+    uint64_t bits = 0;
+    int64_t us = 0;
+    bool have_time = false;
+
+    r->src_line = rec->line;
+    r->raw_off = batch_store(b, rec->raw ? rec->raw : "", rec->raw ? rec->raw_len : 0);
+    r->raw_len = rec->raw ? rec->raw_len : 0;
+    (void) snprintf(where, sizeof where, "line %" PRIu64, rec->line);
+
+    if (rec->error)
+    {
+        importer_client_reject(im, r, NULL, rec->error);
+        return true;
+    }
+    if (im->time_idx >= 0)
+    {
+        const Field *f = &rec->fields[im->time_idx];
+        if (f->is_null || f->len == 0)
+        {
+            importer_client_reject(im, r, NULL, "missing event time");
+            return true;
+        }
+        if (!time_parse(im->tparser, f->data, f->len, &us, &rerr))
+        {
+            char reason[sizeof rerr.msg + 32];
+            (void) snprintf(reason, sizeof reason, "unparsable time: %s", rerr.msg);
+            importer_client_reject(im, r, NULL, reason);
+            return true;
+        }
+        have_time = true;
+    }
+
+    /* Source reference → keyed hash: the lookup key and the id's random bits. */
+    buf_reset(&im->ref);
+    if (im->tmpl)
+        srcref_build(im->tmpl, rec->fields, rec->nfields, &im->ref);
+    else
+        srcref_default(rec->fields, rec->nfields, &im->ref);
+    if (!id_keyer_hmac(im->keyer, im->ref.data, im->ref.len, mac, err))
+        return false;
+    memcpy(r->hash, mac, REF_HASH_LEN);
+    for (int i = 0; i < 8; i++)
+        bits = (bits << 8) | mac[REF_HASH_LEN + i];
+    r->ref_off = batch_store(b, im->ref.data, im->ref.len);
+    r->ref_len = im->ref.len;
+
+    bool keep_id = false;
+    if (im->id_idx >= 0 && !(rec->fields[im->id_idx].is_null || rec->fields[im->id_idx].len == 0))
+    {
+        /* The input carries an id: keep it if it is a UUIDv7, reject it otherwise.
+         * An empty id is minted like any row without one. */
+        const Field *f = &rec->fields[im->id_idx];
+        if (!uuid_parse(f->data, f->len, &r->id, &rerr) || !uuid7_check(&r->id, &rerr))
+        {
+            importer_client_reject(im, r, NULL, rerr.msg);
+            return true;
+        }
+        keep_id = true;
+        if (!have_time)
+            us = uuid7_us(&r->id);
+        have_time = true;
+    }
+    if (!have_time)
+    {
+        importer_client_reject(im, r, NULL, "missing event time: no time column and no id");
+        return true;
+    }
+    if (us > im->now_us + im->o->max_future_us)
+    {
+        char t[48];
+        char reason[160];
+        civil_format_rfc3339(us, true, t, sizeof t);
+        (void) snprintf(reason, sizeof reason,
+                        "clock ahead: event time %s is beyond now + --max-future", t);
+        importer_client_reject(im, r, NULL, reason);
+        return true;
+    }
+    if (!keep_id && !uuid7_from_us(us, bits, &r->id, &rerr))
+    {
+        char reason[sizeof rerr.msg + 32];
+        (void) snprintf(reason, sizeof reason, "time out of range: %s", rerr.msg);
+        importer_client_reject(im, r, NULL, reason);
+        return true;
+    }
+    r->time_us = keep_id ? uuid7_us(&r->id) : us;
+
+    if (importer_seen(im, row_idx))
+    {
+        r->outcome = ROW_DUPLICATE;
+        r->client_decided = true;
+        return true;
+    }
+
+    /* The target's COPY line: id, then the mapped fields. */
+    {
+        Buf *d = &b->data;
+        char idtext[UUID_TEXT_SIZE];
+        size_t start = d->len;
+
+        uuid_format(&r->id, idtext);
+        buf_append(d, idtext, UUID_TEXT_LEN);
+        for (size_t i = 0; i < im->ncols; i++)
+        {
+            const Field *f = &rec->fields[i];
+            if (im->cols[i].target < 0)
+                continue;
+            copy_encode_sep(d);
+            if (im->cols[i].format_time)
+                format_event_time(d, us);
+            else
+                copy_encode_field(d, f->data, f->len, f->is_null);
+        }
+        copy_encode_eol(d);
+        r->copy_off = start;
+        r->copy_len = d->len - start;
+    }
+    return true;
+}
+
+/* ---- batch commit -------------------------------------------------------- */
+
+typedef struct BatchTotals
+{
+    uint64_t read, inserted, duplicates, rejected, expired;
+} BatchTotals;
+
+static void
+batch_totals(const Batch *b, BatchTotals *t)
+{
+    memset(t, 0, sizeof *t);
+    t->read = b->nrows;
+    for (size_t i = 0; i < b->nrows; i++)
+    {
+        switch (b->rows[i].outcome)
+        {
+            case ROW_INSERTED:
+                t->inserted++;
+                break;
+            case ROW_DUPLICATE:
+                t->duplicates++;
+                break;
+            case ROW_REJECTED:
+                t->rejected++;
+                break;
+            case ROW_EXPIRED:
+                t->expired++;
+                break;
+            case ROW_PENDING:
+                break;
+        }
+    }
+}
+
+typedef struct CommitCtx
+{
+    Importer *im;
+    SourcePosition pos;
+    bool finished;
+    Checkpoint next; /* checkpoint as of this batch's commit */
+} CommitCtx;
+
+/* Inside the batch's transaction: rejects durable, then the checkpoint. */
+static bool
+importer_before_commit(void *arg, Batch *b, Err *err)
+{
+    CommitCtx *cc = arg;
+    Importer *im = cc->im;
+    BatchTotals t;
+
+    for (size_t i = 0; i < b->nrows; i++)
+    {
+        const BatchRow *r = &b->rows[i];
+        if (r->outcome != ROW_REJECTED)
+            continue;
+        if (!rejects_write(im->rejects, im->src_name, r->src_line, batch_reason(b, r),
+                           r->sqlstate, b->data.data + r->raw_off, r->raw_len, err))
+            return false;
+    }
+    if (!rejects_sync(im->rejects, err))
+        return false;
+    batch_totals(b, &t);
+    cc->next = im->cp;
+    cc->next.offset = cc->pos.offset;
+    cc->next.line = cc->pos.line;
+    cc->next.records = cc->pos.records;
+    cc->next.read += t.read;
+    cc->next.inserted += t.inserted;
+    cc->next.duplicates += t.duplicates;
+    cc->next.rejected += t.rejected;
+    cc->next.expired += t.expired;
+    cc->next.rejects_size = rejects_size(im->rejects);
+    cc->next.finished = cc->finished;
+    (void) snprintf(cc->next.rejects_path, sizeof cc->next.rejects_path, "%s",
+                    rejects_path(im->rejects));
+    if (!im->use_checkpoint)
+        return true;
+    return state_checkpoint_put(im->conn, im->target->schema, im->target->name, im->identity,
+                                im->src_name, &cc->next, err);
+}
+
+static bool
+importer_reconnect(Importer *im, Err *err)
+{
+    int delay = 1;
+
+    for (int attempt = 1; attempt <= im->o->reconnect_attempts; attempt++)
+    {
+        Err rerr = {0};
+
+        log_warn("connection lost (%s); reconnecting in %d s (attempt %d of %d)", err->msg, delay,
+                 attempt, im->o->reconnect_attempts);
+        sleep((unsigned) delay);
+        if (pg_reconnect(im->conn, &rerr))
+        {
+            log_info("reconnected; continuing from the last committed batch");
+            return true;
+        }
+        delay = delay < 16 ? delay * 2 : 30;
+    }
+    err_hint(err, "The server could not be reached again.  Committed batches are kept: run "
+                  "the same command again to resume.");
+    return false;
+}
+
+static void
+importer_count_committed(Importer *im, const Batch *b)
+{
+    ImportStats *st = im->st;
+
+    for (size_t i = 0; i < b->nrows; i++)
+    {
+        const BatchRow *r = &b->rows[i];
+        st->read++;
+        switch (r->outcome)
+        {
+            case ROW_INSERTED:
+                st->inserted++;
+                stats_window(im, r->time_us)->rows++;
+                break;
+            case ROW_DUPLICATE:
+                st->duplicates++;
+                break;
+            case ROW_REJECTED:
+            {
+                char example[256];
+                const char *reason = batch_reason(b, r);
+                char category[96];
+
+                if (r->sqlstate[0])
+                    (void) snprintf(category, sizeof category, "server: SQLSTATE %s", r->sqlstate);
+                else
+                    (void) snprintf(category, sizeof category, "%s", reject_category(reason));
+                (void) snprintf(example, sizeof example, "%s:%" PRIu64 ": %s", im->src_name,
+                                r->src_line, reason);
+                st->rejected++;
+                stats_reason(st, category, example);
+                break;
+            }
+            case ROW_EXPIRED:
+                st->expired++;
+                break;
+            case ROW_PENDING:
+                break;
+        }
+    }
+}
+
+static bool
+importer_ensure_windows(Importer *im, Err *err)
+{
+    Batch *b = &im->batch;
+    size_t n = 0;
+    EnsureResult res = {0};
+
+    if (im->times_cap < b->nrows)
+    {
+        im->times_cap = b->nrows;
+        im->times = xrealloc(im->times, im->times_cap * sizeof *im->times);
+    }
+    for (size_t i = 0; i < b->nrows; i++)
+        if (b->rows[i].outcome == ROW_PENDING)
+            im->times[n++] = uuid7_us(&b->rows[i].id);
+    if (n == 0)
+        return true;
+    if (!partitions_ensure_times(im->conn, im->target, im->times, n, &im->ensure, &res, err))
+        return false;
+    im->st->partitions_created += (uint64_t) (res.created + res.gaps_filled);
+    if (res.issues > 0)
+        return err_set(err, EC_CONFIG, "partitions could not be created for this batch (%d issue%s)",
+                       res.issues, res.issues == 1 ? "" : "s");
+    return true;
+}
+
+/* Plan: classify the batch without writing; windows that would be created. */
+static bool
+importer_plan_batch(Importer *im, Err *err)
+{
+    Batch *b = &im->batch;
+
+    if (im->sink && !sink_probe_only(im->sink, b, err))
+        return false;
+    for (size_t i = 0; i < b->nrows; i++)
+    {
+        BatchRow *r = &b->rows[i];
+        if (r->outcome == ROW_PENDING)
+        {
+            WindowCount *w = stats_window(im, r->time_us);
+            w->rows++;
+            w->created = w->partition[0] == '\0';
+            r->outcome = ROW_INSERTED; /* would be inserted */
+        }
+    }
+    importer_count_committed(im, b);
+    return true;
+}
+
+static bool
+importer_flush(Importer *im, bool finished, Err *err)
+{
+    Batch *b = &im->batch;
+    CommitCtx cc = {0};
+    uint64_t rejects_before = rejects_size(im->rejects);
+    int attempts = 0;
+
+    if (b->nrows == 0 && !finished)
+        return true;
+    im->src->ops->position(im->src, &cc.pos);
+    cc.im = im;
+    cc.finished = finished;
+    if (im->o->plan)
+    {
+        bool ok = importer_plan_batch(im, err);
+        batch_reset(b);
+        memset(im->seen, 0, im->seen_cap * sizeof *im->seen);
+        return ok;
+    }
+    for (;;)
+    {
+        bool ok = importer_ensure_windows(im, err) &&
+                  sink_write(im->sink, b, importer_before_commit, &cc, err);
+        if (ok)
+            break;
+        if (!pg_err_is_connection(err) || ++attempts > 3)
+            return false;
+        if (!importer_reconnect(im, err))
+            return false;
+        /* Did the batch commit before the connection went?  The checkpoint says. */
+        {
+            Checkpoint now;
+            Err cerr = {0};
+
+            if (im->use_checkpoint &&
+                state_checkpoint_get(im->conn, im->target->schema, im->target->name, im->identity,
+                                     &now, &cerr) &&
+                now.found && now.records == cc.pos.records && now.offset == cc.pos.offset)
+            {
+                log_info("the batch ending at line %" PRIu64 " had committed", cc.pos.line);
+                /* Outcomes were reset with the failure; take the committed counts. */
+                im->st->read += now.read - im->cp.read;
+                im->st->inserted += now.inserted - im->cp.inserted;
+                im->st->duplicates += now.duplicates - im->cp.duplicates;
+                im->st->rejected += now.rejected - im->cp.rejected;
+                im->st->expired += now.expired - im->cp.expired;
+                im->cp = now;
+                im->st->batches++;
+                batch_reset(b);
+                memset(im->seen, 0, im->seen_cap * sizeof *im->seen);
+                return true;
+            }
+            if (!rejects_truncate(im->rejects, rejects_before, err))
+                return false;
+        }
+    }
+    importer_count_committed(im, b);
+    im->cp = cc.next;
+    im->st->batches++;
+    batch_reset(b);
+    memset(im->seen, 0, im->seen_cap * sizeof *im->seen);
+    return true;
+}
+
+/* ---- progress ------------------------------------------------------------ */
+
+static void
+importer_progress(Importer *im, bool final)
+{
+    double now = mono_now();
+    uint64_t done = 0;
+    uint64_t total = 0;
+    double rate;
+    bool tty = im->o->progress && isatty(STDERR_FILENO);
+
+    if (!final && now - im->last_progress < (tty ? 0.5 : 10.0))
+        return;
+    if (!tty && log_current_level < LOG_LEVEL_INFO)
+        return;
+    im->last_progress = now;
+    im->src->ops->progress(im->src, &done, &total);
+    rate = (double) im->st->read / (now - im->started > 0.001 ? now - im->started : 0.001);
+    if (tty)
+    {
+        char eta[32] = "";
+        if (total > 0 && done > 0 && done < total)
+        {
+            double secs = (now - im->started) * (double) (total - done) / (double) done;
+            (void) snprintf(eta, sizeof eta, "  ETA %dm%02ds", (int) secs / 60, (int) secs % 60);
+        }
+        fprintf(stderr, "\r%s: %.1f/%.1f MB  %" PRIu64 " rows  %.0f rows/s%s   ", im->src_name,
+                (double) done / 1e6, (double) total / 1e6, im->st->read, rate, eta);
+        if (final)
+            fputc('\n', stderr);
+    }
+    else if (im->o->progress)
+        log_info("%s: %" PRIu64 " rows read, %" PRIu64 " inserted, %.0f rows/s", im->src_name,
+                 im->st->read, im->st->inserted, rate);
+}
+
+/* ---- files --------------------------------------------------------------- */
+
+static void
+importer_drop_sink(Importer *im)
+{
+    if (im->sink == NULL)
+        return;
+    im->sink_total.probes += sink_stats(im->sink)->probes;
+    im->sink_total.conflicts += sink_stats(im->sink)->conflicts;
+    im->sink_total.splits += sink_stats(im->sink)->splits;
+    sink_free(im->sink);
+    im->sink = NULL;
+}
+
+static bool
+importer_open_file(Importer *im, const char *path, Err *err)
+{
+    SourcePosition pos;
+
+    if (!source_csv_open(path, &im->o->csv, &im->src, err))
+        return false;
+    im->src_name = im->src->ops->name(im->src);
+    if (!importer_map_columns(im, err))
+        return false;
+    /* The COPY column list follows this file's columns. */
+    importer_drop_sink(im);
+    if (!(im->o->plan && !im->lookup_exists))
+    {
+        SinkConfig sc = {im->target_q, im->copy_cols, im->lookup_q, im->o->keep_ref_text};
+        im->sink = sink_new(im->conn, &sc);
+    }
+    im->src->ops->position(im->src, &pos);
+    memset(&im->cp, 0, sizeof im->cp);
+    im->use_checkpoint = !im->o->plan;
+    if (strncmp(pos.identity, "stdin", 5) == 0)
+    {
+        /* stdin cannot be resumed; a per-run identity still tells after a lost
+         * connection whether a batch committed. */
+        uint8_t rnd[8];
+        if (RAND_bytes(rnd, sizeof rnd) != 1)
+            return err_set(err, EC_INTERNAL, "OpenSSL RAND_bytes failed");
+        (void) snprintf(im->identity, sizeof im->identity, "stdin:%02x%02x%02x%02x%02x%02x%02x%02x",
+                        rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+        return true;
+    }
+    (void) snprintf(im->identity, sizeof im->identity, "%s", pos.identity);
+    if (!im->use_checkpoint)
+        return true;
+    if (!state_checkpoint_get(im->conn, im->target->schema, im->target->name, im->identity,
+                              &im->cp, err))
+        return false;
+    if (im->cp.found && !im->cp.finished && im->cp.records > 0)
+    {
+        SourcePosition at = pos;
+
+        at.offset = im->cp.offset;
+        at.line = im->cp.line;
+        at.records = im->cp.records;
+        if (!im->src->ops->seek(im->src, &at, err))
+            return false;
+        if (strcmp(im->cp.rejects_path, rejects_path(im->rejects)) == 0 &&
+            !rejects_truncate(im->rejects, im->cp.rejects_size, err))
+            return false;
+        log_info("%s: resuming after line %" PRIu64 " (%" PRIu64 " rows already accounted for)",
+                 im->src_name, im->cp.line, im->cp.read);
+        im->st->files_resumed++;
+        im->st->read += im->cp.read;
+        im->st->inserted += im->cp.inserted;
+        im->st->duplicates += im->cp.duplicates;
+        im->st->rejected += im->cp.rejected;
+        im->st->expired += im->cp.expired;
+    }
+    else
+        memset(&im->cp, 0, sizeof im->cp);
+    return true;
+}
+
+static bool
+importer_check_rejects_limit(Importer *im, Err *err)
+{
+    const ImportStats *st = im->st;
+    bool over = st->rejected > im->o->max_rejects;
+
+    if (im->o->max_rejects_pct >= 0 && st->read >= 100)
+        over = over || (double) st->rejected * 100.0 / (double) st->read > im->o->max_rejects_pct;
+    if (!over)
+        return true;
+    err_set(err, EC_LIMIT, "too many rejected rows: %" PRIu64 " of %" PRIu64 " read", st->rejected,
+            st->read);
+    err_detail(err, "The rejected rows and their reasons are in \"%s\".  Batches committed so far "
+                    "are kept.",
+               rejects_path(im->rejects));
+    err_hint(err, "Fix the input or raise --max-rejects, then run the same command again to "
+                  "resume.");
+    return false;
+}
+
+static bool
+importer_file(Importer *im, const char *path, Err *err)
+{
+    bool ok = true;
+
+    if (!importer_open_file(im, path, err))
+        return false;
+    im->st->files++;
+    for (;;)
+    {
+        Record rec;
+        bool eof = false;
+
+        if (!source_next(im->src, &rec, &eof, err))
+        {
+            ok = false;
+            break;
+        }
+        if (eof)
+            break;
+        if (!importer_add_record(im, &rec, err))
+        {
+            ok = false;
+            break;
+        }
+        if (im->batch.nrows >= im->o->batch_rows)
+        {
+            if (!importer_flush(im, false, err) || !importer_check_rejects_limit(im, err))
+            {
+                ok = false;
+                break;
+            }
+            importer_progress(im, false);
+        }
+    }
+    if (ok)
+        ok = importer_flush(im, true, err) && importer_check_rejects_limit(im, err);
+    else if (err->code == EC_FORMAT && im->batch.nrows > 0 && !im->o->plan)
+    {
+        /* The input broke mid-file: keep what was read before the break. */
+        Err ferr = {0};
+        if (!importer_flush(im, false, &ferr))
+            log_warn("could not commit the rows read before the error: %s", ferr.msg);
+    }
+    importer_progress(im, true);
+    source_close(im->src);
+    im->src = NULL;
+    return ok;
+}
+
+static bool
+importer_analyze(Importer *im, Err *err)
+{
+    ImportStats *st = im->st;
+
+    for (size_t i = 0; i < st->nwindows; i++)
+    {
+        char *q;
+        char *sql;
+        bool ok;
+
+        if (st->windows[i].rows == 0 || st->windows[i].partition[0] == '\0')
+            continue;
+        q = pg_qualified(im->conn, im->target->schema, st->windows[i].partition);
+        sql = xasprintf("ANALYZE %s", q);
+        ok = pg_exec(im->conn, sql, err);
+        free(sql);
+        free(q);
+        if (!ok)
+            return false;
+    }
+    {
+        char *sql = xasprintf("ANALYZE %s", im->target_q);
+        bool ok = pg_exec(im->conn, sql, err);
+        free(sql);
+        return ok;
+    }
+}
+
+static void
+importer_free(Importer *im)
+{
+    catalog_target_free(im->target);
+    free(im->target_q);
+    free(im->lookup_name);
+    free(im->lookup_q);
+    free(im->copy_cols);
+    id_keyer_free(im->keyer);
+    time_parser_free(im->tparser);
+    rejects_close(im->rejects);
+    batch_free(&im->batch);
+    buf_free(&im->ref);
+    free(im->cols);
+    srcref_template_free(im->tmpl);
+    free(im->seen);
+    free(im->times);
+    source_close(im->src);
+}
+
+bool
+import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
+{
+    Importer im;
+    uint8_t key[ID_KEY_LEN];
+    bool ok = false;
+    bool lookup_exists = true;
+
+    memset(&im, 0, sizeof im);
+    memset(st, 0, sizeof *st);
+    buf_init(&st->ddl);
+    im.conn = c;
+    im.o = o;
+    im.st = st;
+    im.started = mono_now();
+    im.now_us = o->now_us ? o->now_us : wall_now_us();
+    batch_init(&im.batch);
+    buf_init(&im.ref);
+    ensure_options_default(&im.ensure);
+    im.ensure.granularity = o->granularity;
+    im.ensure.lock_timeout_ms = o->lock_timeout_ms;
+    if (o->plan)
+    {
+        im.ensure.dry_run = true;
+        im.ensure.ddl_out = &st->ddl;
+    }
+
+    if (!catalog_load_target(c, o->table, &im.target, err))
+        goto out;
+    if (im.target->key_kind != KEY_UUID7)
+    {
+        err_set(err, EC_CONFIG, "import needs a target partitioned on a uuid key; %s.%s is "
+                                "partitioned on \"%s\" (not uuid)",
+                im.target->schema, im.target->name, im.target->key_column);
+        goto out;
+    }
+    im.target_q = pg_qualified(c, im.target->schema, im.target->name);
+    if (!state_lookup_name(im.target->name, o->lookup_table, &im.lookup_name, err))
+        goto out;
+    im.lookup_q = pg_qualified(c, im.target->schema, im.lookup_name);
+    (void) snprintf(st->lookup_table, sizeof st->lookup_table, "%s.%s", im.target->schema,
+                    im.lookup_name);
+    if (!time_parser_new(o->time_format, o->input_tz, &im.tparser, err))
+        goto out;
+
+    if (o->plan)
+    {
+        /* Read-only: a target never imported into has no key yet; any key gives
+         * the same windows and classifications. */
+        bool have_state = false;
+        PGresult *res;
+        const char *params[2] = {im.target->schema, im.target->name};
+
+        if (!pg_query(c, "SELECT to_regclass('v7fill.id_key') IS NOT NULL", 0, NULL, &res, err))
+            goto out;
+        have_state = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+        PQclear(res);
+        memset(key, 0, sizeof key);
+        if (have_state)
+        {
+            if (!pg_query(c,
+                          "SELECT encode(key, 'hex') FROM v7fill.id_key "
+                          "WHERE target_schema = $1 AND target_table = $2",
+                          2, params, &res, err))
+                goto out;
+            if (PQntuples(res) == 1)
+            {
+                const char *hex = PQgetvalue(res, 0, 0);
+                for (size_t i = 0; i < ID_KEY_LEN && hex[2 * i]; i++)
+                {
+                    unsigned v = 0;
+                    (void) sscanf(hex + 2 * i, "%2x", &v);
+                    key[i] = (uint8_t) v;
+                }
+            }
+            PQclear(res);
+        }
+        if (!state_lookup_exists(c, im.target->schema, im.lookup_name, &lookup_exists, err))
+            goto out;
+        if (!rejects_open(NULL, &im.rejects, err))
+            goto out;
+    }
+    else
+    {
+        char *path = o->rejects_path ? xstrdup(o->rejects_path)
+                                     : xasprintf("%s.rejects.csv", im.target->name);
+        (void) snprintf(st->rejects_path, sizeof st->rejects_path, "%s", path);
+        ok = rejects_open(path, &im.rejects, err);
+        free(path);
+        if (!ok)
+            goto out;
+        ok = false;
+        if (!state_setup(c, err) || !state_id_key(c, im.target->schema, im.target->name, key, err) ||
+            !state_lookup_create(c, im.target->schema, im.lookup_name, err))
+            goto out;
+    }
+    if (!id_keyer_new(key, sizeof key, &im.keyer, err))
+        goto out;
+    memset(key, 0, sizeof key);
+
+    im.lookup_exists = lookup_exists;
+    for (size_t f = 0; f < o->nfiles; f++)
+        if (!importer_file(&im, o->files[f], err))
+            goto out;
+    if (!o->plan && o->analyze && st->inserted > 0 && !importer_analyze(&im, err))
+        goto out;
+    ok = true;
+out:
+    st->elapsed_s = mono_now() - im.started;
+    importer_drop_sink(&im);
+    st->sink = im.sink_total;
+    if (ok && !import_stats_balanced(st))
+    {
+        err_set(err, EC_INTERNAL,
+                "accounting does not balance: read %" PRIu64 " != inserted %" PRIu64
+                " + duplicates %" PRIu64 " + rejected %" PRIu64 " + expired %" PRIu64,
+                st->read, st->inserted, st->duplicates, st->rejected, st->expired);
+        ok = false;
+    }
+    if (!o->plan && im.target && !pg_is_broken(c))
+    {
+        /* Run history: one row per run, also for failed runs (status = the error). */
+        Err rerr = {0};
+        char *json = import_report_json(st, false);
+        bool setup_done = ok || err->code != EC_PG_CONNECT;
+
+        if (setup_done && !state_run_record(c, im.target->schema, im.target->name, "import",
+                                            ok ? "done" : err->msg, st->elapsed_s, st->read,
+                                            st->inserted, st->duplicates, st->rejected,
+                                            st->partitions_created, json, &rerr))
+            log_debug("could not record the run in v7fill.run: %s", rerr.msg);
+        free(json);
+    }
+    importer_free(&im);
+    return ok;
+}

@@ -1,0 +1,184 @@
+/*
+ * Rejects file writer (CSV, RFC 4180 quoting).
+ */
+#include "v7fill/rejects.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "v7fill/mem.h"
+
+struct Rejects
+{
+    char *path;
+    int fd;
+    Buf buf;       /* pending bytes, written on sync or when large */
+    uint64_t size; /* bytes in the file plus pending */
+};
+
+static const char header[] = "source,line,reason,sqlstate,record\n";
+
+static bool
+rejects_flush(Rejects *r, Err *err)
+{
+    size_t off = 0;
+
+    while (off < r->buf.len)
+    {
+        ssize_t n = write(r->fd, r->buf.data + off, r->buf.len - off);
+        if (n < 0)
+        {
+            if (errno == EINTR)
+                continue;
+            return err_errno(err, EC_IO, "could not write rejects file \"%s\"", r->path);
+        }
+        off += (size_t) n;
+    }
+    buf_reset(&r->buf);
+    return true;
+}
+
+bool
+rejects_open(const char *path, Rejects **out, Err *err)
+{
+    Rejects *r = xcalloc(1, sizeof *r);
+    struct stat st;
+
+    buf_init(&r->buf);
+    r->fd = -1;
+    if (path == NULL)
+    {
+        *out = r;
+        return true;
+    }
+    r->path = xstrdup(path);
+    r->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (r->fd < 0)
+    {
+        err_errno(err, EC_IO, "could not open rejects file \"%s\"", path);
+        rejects_close(r);
+        return false;
+    }
+    if (fstat(r->fd, &st) != 0)
+    {
+        err_errno(err, EC_IO, "could not stat rejects file \"%s\"", path);
+        rejects_close(r);
+        return false;
+    }
+    r->size = (uint64_t) st.st_size;
+    if (r->size == 0)
+    {
+        buf_append(&r->buf, header, sizeof header - 1);
+        r->size = sizeof header - 1;
+        if (!rejects_sync(r, err))
+        {
+            rejects_close(r);
+            return false;
+        }
+    }
+    *out = r;
+    return true;
+}
+
+static void
+csv_quote(Buf *b, const char *s, size_t len)
+{
+    buf_putc(b, '"');
+    for (size_t i = 0; i < len; i++)
+    {
+        if (s[i] == '"')
+            buf_putc(b, '"');
+        buf_putc(b, s[i]);
+    }
+    buf_putc(b, '"');
+}
+
+bool
+rejects_write(Rejects *r, const char *source, uint64_t line, const char *reason,
+              const char *sqlstate, const char *raw, size_t raw_len, Err *err)
+{
+    size_t before = r->buf.len;
+
+    if (r->fd < 0)
+        return true;
+    /* The raw record keeps its bytes but not its final line terminator. */
+    while (raw_len > 0 && (raw[raw_len - 1] == '\n' || raw[raw_len - 1] == '\r'))
+        raw_len--;
+    csv_quote(&r->buf, source, strlen(source));
+    buf_printf(&r->buf, ",%llu,", (unsigned long long) line);
+    csv_quote(&r->buf, reason, strlen(reason));
+    buf_putc(&r->buf, ',');
+    if (sqlstate && sqlstate[0])
+        buf_puts(&r->buf, sqlstate);
+    buf_putc(&r->buf, ',');
+    csv_quote(&r->buf, raw ? raw : "", raw ? raw_len : 0);
+    buf_putc(&r->buf, '\n');
+    r->size += r->buf.len - before;
+    if (r->buf.len >= (1u << 20))
+        return rejects_flush(r, err);
+    return true;
+}
+
+bool
+rejects_sync(Rejects *r, Err *err)
+{
+    if (r->fd < 0)
+        return true;
+    if (!rejects_flush(r, err))
+        return false;
+    if (fsync(r->fd) != 0)
+        return err_errno(err, EC_IO, "could not fsync rejects file \"%s\"", r->path);
+    return true;
+}
+
+uint64_t
+rejects_size(const Rejects *r)
+{
+    return r->size;
+}
+
+bool
+rejects_truncate(Rejects *r, uint64_t size, Err *err)
+{
+    if (r->fd < 0)
+        return true;
+    if (!rejects_flush(r, err))
+        return false;
+    if (size > r->size)
+        return err_set(err, EC_IO,
+                       "rejects file \"%s\" is shorter (%llu bytes) than the checkpoint "
+                       "recorded (%llu bytes)",
+                       r->path, (unsigned long long) r->size, (unsigned long long) size);
+    if (ftruncate(r->fd, (off_t) size) != 0)
+        return err_errno(err, EC_IO, "could not truncate rejects file \"%s\"", r->path);
+    r->size = size;
+    return true;
+}
+
+const char *
+rejects_path(const Rejects *r)
+{
+    return r->path ? r->path : "(none)";
+}
+
+void
+rejects_close(Rejects *r)
+{
+    if (r == NULL)
+        return;
+    if (r->fd >= 0)
+    {
+        Err ignored;
+        if (!rejects_sync(r, &ignored))
+            fprintf(stderr, "v7fill: %s\n", ignored.msg);
+        close(r->fd);
+    }
+    buf_free(&r->buf);
+    free(r->path);
+    free(r);
+}

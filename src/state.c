@@ -1,0 +1,289 @@
+/*
+ * v7fill schema management, id keys, checkpoints and run history.
+ */
+#include "v7fill/state.h"
+
+#include <inttypes.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "v7fill/mem.h"
+
+/* Advisory lock key for creating v7fill's own objects: "v7fS" "etup". */
+#define STATE_SETUP_LOCK "7665318803486371184"
+
+static const char *const setup_sql =
+    "CREATE SCHEMA IF NOT EXISTS v7fill;"
+    "CREATE TABLE IF NOT EXISTS v7fill.id_key ("
+    "  target_schema text NOT NULL, target_table text NOT NULL,"
+    "  key bytea NOT NULL, created_at timestamptz NOT NULL DEFAULT now(),"
+    "  PRIMARY KEY (target_schema, target_table));"
+    "CREATE TABLE IF NOT EXISTS v7fill.checkpoint ("
+    "  target_schema text NOT NULL, target_table text NOT NULL, file_identity text NOT NULL,"
+    "  source_name text NOT NULL, byte_offset bigint NOT NULL, line bigint NOT NULL,"
+    "  records bigint NOT NULL, rows_read bigint NOT NULL, inserted bigint NOT NULL,"
+    "  duplicates bigint NOT NULL, rejected bigint NOT NULL, expired bigint NOT NULL DEFAULT 0,"
+    "  rejects_path text, rejects_size bigint NOT NULL DEFAULT 0,"
+    "  finished boolean NOT NULL DEFAULT false, updated_at timestamptz NOT NULL DEFAULT now(),"
+    "  PRIMARY KEY (target_schema, target_table, file_identity));"
+    "CREATE TABLE IF NOT EXISTS v7fill.run ("
+    "  run_id bigserial PRIMARY KEY, target_schema text NOT NULL, target_table text NOT NULL,"
+    "  command text NOT NULL, status text NOT NULL, finished_at timestamptz NOT NULL DEFAULT now(),"
+    "  elapsed_s double precision NOT NULL, rows_read bigint NOT NULL, inserted bigint NOT NULL,"
+    "  duplicates bigint NOT NULL, rejected bigint NOT NULL, partitions_created bigint NOT NULL,"
+    "  stats jsonb);"
+    "REVOKE ALL ON v7fill.id_key FROM PUBLIC;";
+
+bool
+state_setup(PgConn *c, Err *err)
+{
+    PGresult *res;
+    bool exists;
+
+    /* Fast path: everything there already (no lock, no DDL). */
+    if (!pg_query(c,
+                  "SELECT to_regclass('v7fill.id_key') IS NOT NULL AND "
+                  "to_regclass('v7fill.checkpoint') IS NOT NULL AND "
+                  "to_regclass('v7fill.run') IS NOT NULL",
+                  0, NULL, &res, err))
+        return false;
+    exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    if (exists)
+        return true;
+    if (!pg_exec(c, "BEGIN", err))
+        return false;
+    if (!pg_exec(c, "SELECT pg_advisory_xact_lock(" STATE_SETUP_LOCK ")", err) ||
+        !pg_exec(c, setup_sql, err))
+    {
+        Err ignored;
+        if (!pg_exec(c, "ROLLBACK", &ignored))
+            (void) 0;
+        err_prefix(err, "could not create v7fill's own tables (schema v7fill)");
+        if (!err->hint[0])
+            err_hint(err, "The first run needs CREATE on the database; later runs only need "
+                          "write access to the v7fill schema.");
+        return false;
+    }
+    return pg_exec(c, "COMMIT", err);
+}
+
+bool
+state_id_key(PgConn *c, const char *schema, const char *table, uint8_t key[ID_KEY_LEN], Err *err)
+{
+    uint8_t fresh[ID_KEY_LEN];
+    char hex[2 * ID_KEY_LEN + 3];
+    const char *params[3];
+    PGresult *res;
+    size_t len = 0;
+    unsigned char *raw;
+
+    if (RAND_bytes(fresh, sizeof fresh) != 1)
+        return err_set(err, EC_INTERNAL, "OpenSSL RAND_bytes failed");
+    hex[0] = '\\';
+    hex[1] = 'x';
+    for (size_t i = 0; i < ID_KEY_LEN; i++)
+        (void) snprintf(hex + 2 + 2 * i, 3, "%02x", fresh[i]);
+    params[0] = schema;
+    params[1] = table;
+    params[2] = hex;
+    /* Insert-if-absent then read: two concurrent first runs agree on one key. */
+    if (!pg_exec_params(c,
+                        "INSERT INTO v7fill.id_key (target_schema, target_table, key) "
+                        "VALUES ($1, $2, $3::bytea) ON CONFLICT DO NOTHING",
+                        3, params, err))
+        return false;
+    memset(hex, 0, sizeof hex);
+    memset(fresh, 0, sizeof fresh);
+    if (!pg_query(c,
+                  "SELECT key FROM v7fill.id_key WHERE target_schema = $1 AND target_table = $2",
+                  2, params, &res, err))
+        return false;
+    if (PQntuples(res) != 1)
+    {
+        PQclear(res);
+        return err_set(err, EC_INTERNAL, "id key of %s.%s not found after creating it", schema,
+                       table);
+    }
+    raw = PQunescapeBytea((const unsigned char *) PQgetvalue(res, 0, 0), &len);
+    PQclear(res);
+    if (raw == NULL || len != ID_KEY_LEN)
+    {
+        PQfreemem(raw);
+        return err_set(err, EC_CONFIG, "id key of %s.%s in v7fill.id_key is not %d bytes", schema,
+                       table, ID_KEY_LEN);
+    }
+    memcpy(key, raw, ID_KEY_LEN);
+    memset(raw, 0, len);
+    PQfreemem(raw);
+    return true;
+}
+
+bool
+state_lookup_name(const char *table, const char *override, char **out, Err *err)
+{
+    char *name = override ? xstrdup(override) : xasprintf("%s_source_ref", table);
+
+    if (strlen(name) > 63)
+    {
+        err_set(err, EC_CONFIG, "lookup table name \"%s\" is longer than 63 bytes", name);
+        err_hint(err, "Name it with --lookup-table.");
+        free(name);
+        return false;
+    }
+    *out = name;
+    return true;
+}
+
+bool
+state_lookup_create(PgConn *c, const char *schema, const char *lookup, Err *err)
+{
+    char *q = pg_qualified(c, schema, lookup);
+    char *sql = xasprintf("CREATE TABLE IF NOT EXISTS %s ("
+                          "ref_hash bytea PRIMARY KEY, id uuid NOT NULL, ref text)",
+                          q);
+    bool exists = false;
+    bool ok;
+
+    ok = state_lookup_exists(c, schema, lookup, &exists, err);
+    if (ok && !exists)
+    {
+        ok = pg_exec(c, "BEGIN", err) &&
+             pg_exec(c, "SELECT pg_advisory_xact_lock(" STATE_SETUP_LOCK ")", err) &&
+             pg_exec(c, sql, err) && pg_exec(c, "COMMIT", err);
+        if (!ok)
+        {
+            Err ignored;
+            if (!pg_exec(c, "ROLLBACK", &ignored))
+                (void) 0;
+            err_prefix(err, "could not create lookup table %s", q);
+        }
+    }
+    free(sql);
+    free(q);
+    return ok;
+}
+
+bool
+state_lookup_exists(PgConn *c, const char *schema, const char *lookup, bool *exists, Err *err)
+{
+    const char *params[2] = {schema, lookup};
+    PGresult *res;
+
+    if (!pg_query(c,
+                  "SELECT 1 FROM pg_class k JOIN pg_namespace n ON n.oid = k.relnamespace "
+                  "WHERE n.nspname = $1 AND k.relname = $2",
+                  2, params, &res, err))
+        return false;
+    *exists = PQntuples(res) > 0;
+    PQclear(res);
+    return true;
+}
+
+static uint64_t
+state_u64(const PGresult *res, int row, int col)
+{
+    return (uint64_t) strtoull(PQgetvalue(res, row, col), NULL, 10);
+}
+
+bool
+state_checkpoint_get(PgConn *c, const char *schema, const char *table, const char *identity,
+                     Checkpoint *cp, Err *err)
+{
+    const char *params[3] = {schema, table, identity};
+    PGresult *res;
+
+    memset(cp, 0, sizeof *cp);
+    if (!pg_query(c,
+                  "SELECT finished, byte_offset, line, records, rows_read, inserted, duplicates, "
+                  "rejected, expired, rejects_size, coalesce(rejects_path, '') "
+                  "FROM v7fill.checkpoint "
+                  "WHERE target_schema = $1 AND target_table = $2 AND file_identity = $3",
+                  3, params, &res, err))
+        return false;
+    if (PQntuples(res) == 1)
+    {
+        cp->found = true;
+        cp->finished = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+        cp->offset = state_u64(res, 0, 1);
+        cp->line = state_u64(res, 0, 2);
+        cp->records = state_u64(res, 0, 3);
+        cp->read = state_u64(res, 0, 4);
+        cp->inserted = state_u64(res, 0, 5);
+        cp->duplicates = state_u64(res, 0, 6);
+        cp->rejected = state_u64(res, 0, 7);
+        cp->expired = state_u64(res, 0, 8);
+        cp->rejects_size = state_u64(res, 0, 9);
+        (void) snprintf(cp->rejects_path, sizeof cp->rejects_path, "%s", PQgetvalue(res, 0, 10));
+    }
+    PQclear(res);
+    return true;
+}
+
+bool
+state_checkpoint_put(PgConn *c, const char *schema, const char *table, const char *identity,
+                     const char *source_name, const Checkpoint *cp, Err *err)
+{
+    char nums[10][24];
+    const char *params[15];
+    uint64_t vals[10] = {cp->offset,     cp->line,       cp->records,  cp->read,
+                         cp->inserted,   cp->duplicates, cp->rejected, cp->expired,
+                         cp->rejects_size, 0};
+
+    for (int i = 0; i < 9; i++)
+        (void) snprintf(nums[i], sizeof nums[i], "%" PRIu64, vals[i]);
+    params[0] = schema;
+    params[1] = table;
+    params[2] = identity;
+    params[3] = source_name;
+    for (int i = 0; i < 9; i++)
+        params[4 + i] = nums[i];
+    params[13] = cp->rejects_path[0] ? cp->rejects_path : NULL;
+    params[14] = cp->finished ? "true" : "false";
+    return pg_exec_params(
+        c,
+        "INSERT INTO v7fill.checkpoint (target_schema, target_table, file_identity, source_name, "
+        "byte_offset, line, records, rows_read, inserted, duplicates, rejected, expired, "
+        "rejects_size, rejects_path, finished, updated_at) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, now()) "
+        "ON CONFLICT (target_schema, target_table, file_identity) DO UPDATE SET "
+        "source_name = EXCLUDED.source_name, byte_offset = EXCLUDED.byte_offset, "
+        "line = EXCLUDED.line, records = EXCLUDED.records, rows_read = EXCLUDED.rows_read, "
+        "inserted = EXCLUDED.inserted, duplicates = EXCLUDED.duplicates, "
+        "rejected = EXCLUDED.rejected, expired = EXCLUDED.expired, "
+        "rejects_size = EXCLUDED.rejects_size, rejects_path = EXCLUDED.rejects_path, "
+        "finished = EXCLUDED.finished, updated_at = now()",
+        15, params, err);
+}
+
+bool
+state_run_record(PgConn *c, const char *schema, const char *table, const char *command,
+                 const char *status, double elapsed_s, uint64_t read, uint64_t inserted,
+                 uint64_t duplicates, uint64_t rejected, uint64_t partitions_created,
+                 const char *stats_json, Err *err)
+{
+    char nums[6][32];
+    const char *params[11];
+
+    (void) snprintf(nums[0], sizeof nums[0], "%.3f", elapsed_s);
+    (void) snprintf(nums[1], sizeof nums[1], "%" PRIu64, read);
+    (void) snprintf(nums[2], sizeof nums[2], "%" PRIu64, inserted);
+    (void) snprintf(nums[3], sizeof nums[3], "%" PRIu64, duplicates);
+    (void) snprintf(nums[4], sizeof nums[4], "%" PRIu64, rejected);
+    (void) snprintf(nums[5], sizeof nums[5], "%" PRIu64, partitions_created);
+    params[0] = schema;
+    params[1] = table;
+    params[2] = command;
+    params[3] = status;
+    for (int i = 0; i < 6; i++)
+        params[4 + i] = nums[i];
+    params[10] = stats_json;
+    return pg_exec_params(c,
+                          "INSERT INTO v7fill.run (target_schema, target_table, command, status, "
+                          "elapsed_s, rows_read, inserted, duplicates, rejected, "
+                          "partitions_created, stats) "
+                          "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb)",
+                          11, params, err);
+}
