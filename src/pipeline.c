@@ -186,6 +186,8 @@ stats_window(Importer *im, int64_t us)
     st->windows[a].upper_us = hi;
     if (p)
         (void) snprintf(st->windows[a].partition, sizeof st->windows[a].partition, "%s", p->name);
+    else
+        st->windows[a].created = true; /* plan: no partition yet, it would be created */
     st->nwindows++;
     return &st->windows[a];
 }
@@ -745,12 +747,7 @@ importer_plan_batch(Importer *im, Err *err)
     {
         BatchRow *r = &b->rows[i];
         if (r->outcome == ROW_PENDING)
-        {
-            WindowCount *w = stats_window(im, r->time_us);
-            w->rows++;
-            w->created = w->partition[0] == '\0';
             r->outcome = ROW_INSERTED; /* would be inserted */
-        }
     }
     importer_count_committed(im, b);
     return true;
@@ -815,7 +812,8 @@ importer_flush(Importer *im, bool finished, Err *err)
     }
     importer_count_committed(im, b);
     im->cp = cc.next;
-    im->st->batches++;
+    if (b->nrows > 0)
+        im->st->batches++;
     batch_reset(b);
     memset(im->seen, 0, im->seen_cap * sizeof *im->seen);
     return true;
@@ -1033,6 +1031,24 @@ importer_analyze(Importer *im, Err *err)
     }
 }
 
+/* Plan: the DDL of every window that would be created, once each. */
+static bool
+importer_plan_ddl(Importer *im, Err *err)
+{
+    ImportStats *st = im->st;
+    int64_t *times = xmalloc((st->nwindows ? st->nwindows : 1) * sizeof *times);
+    size_t n = 0;
+    EnsureResult res = {0};
+    bool ok;
+
+    for (size_t i = 0; i < st->nwindows; i++)
+        if (st->windows[i].created)
+            times[n++] = st->windows[i].lower_us;
+    ok = n == 0 || partitions_ensure_times(im->conn, im->target, times, n, &im->ensure, &res, err);
+    free(times);
+    return ok;
+}
+
 static void
 importer_free(Importer *im)
 {
@@ -1157,6 +1173,8 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
     for (size_t f = 0; f < o->nfiles; f++)
         if (!importer_file(&im, o->files[f], err))
             goto out;
+    if (o->plan && !importer_plan_ddl(&im, err))
+        goto out;
     if (!o->plan && o->analyze && st->inserted > 0 && !importer_analyze(&im, err))
         goto out;
     ok = true;

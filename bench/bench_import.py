@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Import throughput of v7fill beside raw COPY of the same rows, in one run.
+
+For each size (BENCH_ROWS, default 1,000,000; BENCH_ROWS_BIG, default 5,000,000, 0 = skip):
+  generate N events over 36 months (7 columns) into a CSV file;
+  v7fill import (fresh) into `ev` -> rows/s, client CPU, server CPU, peak RSS;
+  v7fill import again (every row a duplicate) -> rows/s;
+  export the rows v7fill wrote (same ids) and the lookup rows;
+  (a) COPY ... FROM STDIN (FORMAT csv) of those rows into `ev_a` (same schema);
+  (b) the same into `ev_b` plus the lookup rows into a same-shaped lookup, one transaction.
+Partitions are created before every timed load (same 38 monthly windows for all),
+so every figure measures loading only.  Ratios: v7fill / (a), v7fill / (b).
+"""
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+V7FILL = os.environ["V7FILL"]
+PSQL = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1"]
+SCHEMA = """
+CREATE TABLE {t} (
+    id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, account_id bigint NOT NULL,
+    kind text NOT NULL, amount numeric(12,2), payload jsonb, note text
+) PARTITION BY RANGE (id);
+"""
+
+
+def psql(sql, capture=False):
+    r = subprocess.run(PSQL + ["-At", "-c", sql], check=True, capture_output=True, text=True)
+    return r.stdout.strip()
+
+
+def server_cpu():
+    """CPU seconds used so far by every postgres process of the throwaway cluster."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    pidfile = os.path.join(os.environ["PGTMP_DIR"], "data", "postmaster.pid")
+    with open(pidfile) as f:
+        pm = int(f.readline())
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ppid = int(fields[1])
+        if int(pid) == pm or ppid == pm:
+            total += (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / tick
+    return total
+
+
+def timed(cmd, stdin=None):
+    """Run cmd; wall seconds, its CPU seconds, its peak RSS (KiB), server CPU seconds."""
+    s0 = server_cpu()
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.monotonic() - t0
+    s1 = server_cpu()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise SystemExit(f"{cmd[0]} failed with status {p.returncode}")
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss, s1 - s0
+
+
+def generate(path, n):
+    random.seed(1)
+    start = 1_700_000_000  # 2023-11-14
+    span = 36 * 30 * 86400
+    kinds = ["signup", "login", "purchase", "refund", "logout"]
+    with open(path, "w") as f:
+        f.write("legacy_id,created_at,account_id,kind,amount,payload,note\n")
+        for i in range(n):
+            t = start + random.random() * span
+            sec = int(t)
+            us = int((t - sec) * 1e6)
+            ts = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(sec)) + f".{us:06d}+00"
+            amount = f"{random.randrange(100, 100000) / 100:.2f}" if i % 3 == 0 else ""
+            f.write(f'{i},{ts},{1000 + i % 5000},{kinds[i % 5]},{amount},'
+                    f'"{{""n"": {i % 100}}}",note {i % 1000}\n')
+
+
+def reset():
+    psql("DROP TABLE IF EXISTS ev, ev_source_ref, ev_a, ev_b, ev_b_ref CASCADE;"
+         "DROP SCHEMA IF EXISTS v7fill CASCADE")
+    for t in ("ev", "ev_a", "ev_b"):
+        psql(SCHEMA.format(t=t))
+        subprocess.run([V7FILL, "-q", "partitions", t, "--from", "2023-11-01", "--to", "2027-01-01",
+                        "--granularity", "month"], check=True, stdout=subprocess.DEVNULL)
+    psql("CREATE TABLE ev_b_ref (ref_hash bytea PRIMARY KEY, id uuid NOT NULL, ref text)")
+    psql("CHECKPOINT")
+
+
+def run(n, tmp):
+    csv = os.path.join(tmp, f"ev{n}.csv")
+    generate(csv, n)
+    reset()
+    imp = [V7FILL, "-q", "import", "ev", csv, "--source-ref", "ev:{legacy_id}",
+           "--ignore-column", "legacy_id", "--no-progress", "--no-analyze",
+           "--rejects", os.path.join(tmp, "rej.csv")]
+    w_fresh, c_fresh, rss, s_fresh = timed(imp)
+    w_again, c_again, rss2, s_again = timed(imp)
+    rows = os.path.join(tmp, "rows.csv")
+    refs = os.path.join(tmp, "refs.csv")
+    psql(f"\\copy (SELECT * FROM ev) TO '{rows}' (FORMAT csv)")
+    psql(f"\\copy (SELECT * FROM ev_source_ref) TO '{refs}' (FORMAT csv)")
+    psql("CHECKPOINT")
+    with open(rows) as f:
+        w_a, _, _, _ = timed(PSQL + ["-c", "COPY ev_a FROM STDIN (FORMAT csv)"], stdin=f)
+    psql("CHECKPOINT")
+    script = os.path.join(tmp, "b.sql")
+    with open(script, "w") as f:
+        f.write("BEGIN;\n")
+        f.write(f"\\copy ev_b FROM '{rows}' (FORMAT csv)\n")
+        f.write(f"\\copy ev_b_ref FROM '{refs}' (FORMAT csv)\n")
+        f.write("COMMIT;\n")
+    w_b, _, _, _ = timed(PSQL + ["-f", script])
+    got = int(psql("SELECT count(*) FROM ev"))
+    assert got == n, f"v7fill imported {got} of {n} rows"
+    r_fresh, r_again, r_a, r_b = n / w_fresh, n / w_again, n / w_a, n / w_b
+    print(f"\n== {n:,} rows, 7 columns, 38 monthly partitions (PostgreSQL {psql('SHOW server_version')})")
+    print(f"  (a) COPY target only                 {r_a:10,.0f} rows/s")
+    print(f"  (b) COPY target + lookup, one txn    {r_b:10,.0f} rows/s")
+    print(f"  v7fill import, fresh                 {r_fresh:10,.0f} rows/s   "
+          f"{r_fresh / r_a:.2f}x (a)   {r_fresh / r_b:.2f}x (b)   target >= 0.80x (b)")
+    print(f"  v7fill import, all duplicates        {r_again:10,.0f} rows/s   "
+          f"{r_again / r_fresh:.1f}x fresh   target >= 3x")
+    print(f"  v7fill CPU {c_fresh:.1f} s vs server CPU {s_fresh:.1f} s during the fresh import "
+          f"({100 * c_fresh / max(s_fresh, 0.001):.0f}%, target <= 15%)")
+    print(f"  v7fill peak RSS {rss / 1024:.1f} MiB")
+    print(f"  cost per row {1e6 * w_fresh / n:.2f} us")
+    return 1e6 * w_fresh / n, rss
+
+
+def main():
+    n1 = int(os.environ.get("BENCH_ROWS", "1000000"))
+    n2 = int(os.environ.get("BENCH_ROWS_BIG", "5000000"))
+    with tempfile.TemporaryDirectory() as tmp:
+        c1, rss1 = run(n1, tmp)
+        if n2:
+            c2, rss2 = run(n2, tmp)
+            print(f"\n== growth {n1:,} -> {n2:,} rows: cost per row {c1:.2f} -> {c2:.2f} us "
+                  f"({100 * (c2 / c1 - 1):+.0f}%, target <= +25%); "
+                  f"peak RSS {rss1 / 1024:.1f} -> {rss2 / 1024:.1f} MiB")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+# Input paths with bad or unusual input: each gives a clear error or reject,
+# and nothing is lost (read = inserted + duplicates + rejected).
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+sqlf <<'SQL'
+CREATE TABLE e (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, v text)
+    PARTITION BY RANGE (id);
+SQL
+balanced() { python3 -c "import json,sys; r=json.load(open('$1')); sys.exit(0 if r['balanced'] and r['read']==$2 else 1)" \
+    || fail "$1: not balanced or read != $2: $(cat "$1")"; }
+
+# stdin, epoch-ms times
+printf 'created_at,v\n1782864000123,a\n1782864000456,b\n' | \
+    run_expect 0 "$V7FILL" import e - --time-format epoch-ms --no-progress --report-json s.json --rejects r0.csv
+balanced s.json 2
+assert_eq "2026-07-01 00:00:00.123+00" "$(q "SELECT created_at FROM e WHERE v = 'a'")" "epoch-ms stored as the instant"
+assert_eq "$("$V7FILL" uuid floor 2026-07-01T00:00:00.123Z | cut -c1-13)" "$(q "SELECT left(id::text, 13) FROM e WHERE v = 'a'")" "id time = event time"
+
+# local times in a named zone, strptime pattern
+printf 'created_at,v\n01/07/2026 02:00:00,tz\n' >tz.csv
+run_expect 0 "$V7FILL" import e tz.csv --time-format '%d/%m/%Y %H:%M:%S' --input-timezone Europe/Berlin --no-progress --rejects r1.csv
+assert_eq "2026-07-01 00:00:00+00" "$(q "SELECT created_at FROM e WHERE v = 'tz'")" "Berlin summer time is UTC+2"
+run_expect 3 "$V7FILL" import e tz.csv --input-timezone Mars/Olympus --no-progress
+assert_contains "$OUT" "Mars/Olympus" "unknown zone named"
+
+# an unknown column is an error with a hint, before anything is written
+printf 'created_at,v,extra\n2026-07-01,x,y\n' >extra.csv
+run_expect 2 "$V7FILL" import e extra.csv --no-progress
+assert_contains "$OUT" "has no column \"extra\"" "unknown column named"
+assert_contains "$OUT" "--ignore-column extra" "hint"
+run_expect 0 "$V7FILL" import e extra.csv --ignore-column extra --no-progress --rejects r2.csv
+
+# the partition key cannot be written by accident
+printf 'id,created_at,v\n,2026-07-01,x\n' >idcol.csv
+run_expect 2 "$V7FILL" import e idcol.csv --no-progress
+assert_contains "$OUT" "--id-column id" "hint to use --id-column"
+
+# ids carried by the input: uuid4 rejected, v7 kept, empty minted
+v7=$("$V7FILL" uuid new --at 2026-07-02T00:00:00Z)
+printf 'id,created_at,v\nf47ac10b-58cc-4372-a567-0e02b2c3d479,2026-07-01,u4\n%s,2026-07-02,v7\n,2026-07-03,none\nnot-a-uuid,2026-07-03,bad\n' "$v7" >ids.csv
+run_expect 0 "$V7FILL" import e ids.csv --id-column id --no-progress --rejects rid.csv --report-json ids.json
+balanced ids.json 4
+assert_contains "$(cat rid.csv)" "not a UUIDv7 (version 4)" "uuid4 rejected by name"
+assert_contains "$(cat rid.csv)" "invalid UUID" "garbage id rejected"
+assert_eq "$v7" "$(q "SELECT id FROM e WHERE v = 'v7'")" "valid v7 kept"
+assert_eq 1 "$(q "SELECT count(*) FROM e WHERE v = 'none'")" "empty id minted"
+
+# impossible and pre-1970 times, clock ahead
+printf 'created_at,v\n2026-02-30,feb30\n1969-12-31T23:59:59Z,old\n2999-01-01,future\n,missing\n2026-07-01,ok\n' >times.csv
+run_expect 0 "$V7FILL" import e times.csv --no-progress --rejects rt.csv --report-json t.json
+balanced t.json 5
+assert_contains "$(cat rt.csv)" "February" "impossible date explained"
+assert_contains "$(cat rt.csv)" "before 1970" "pre-1970 explained"
+assert_contains "$(cat rt.csv)" "clock ahead" "future explained"
+assert_contains "$(cat rt.csv)" "missing event time" "missing time explained"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'e'::regclass AND c.relname LIKE 'e__2999%'")" "no far-future partition"
+
+# --max-rejects: stop with status 6, committed batches stay
+python3 -c "
+print('created_at,v')
+for i in range(50): print(f'2026-07-{1 + i % 28:02d},ok{i}')
+for i in range(10): print(f'garbage{i},bad{i}')
+" >many.csv
+run_expect 6 "$V7FILL" import e many.csv --max-rejects 5 --batch-rows 25 --no-progress --rejects rm.csv
+assert_contains "$OUT" "too many rejected rows" "limit message"
+assert_eq 50 "$(q "SELECT count(*) FROM e WHERE v ~ '^ok[0-9]+$'")" "batches before the limit committed"
+
+# a header-only file and a file that is not CSV at all
+printf 'created_at,v\n' >hdr.csv
+run_expect 0 "$V7FILL" import e hdr.csv --no-progress --rejects rh.csv --report-json h.json
+balanced h.json 0
+head -c 3000 /dev/urandom >binary.csv
+set +e; "$V7FILL" import e binary.csv --no-progress --rejects rb.csv >bin.out 2>&1; st=$?; set -e
+[ "$st" = 0 ] || [ "$st" = 2 ] || [ "$st" = 4 ] || fail "binary input: unexpected status $st: $(cat bin.out)"
+grep -q "ERROR\|rejected" bin.out || fail "binary input: no clear message: $(cat bin.out)"
+
+# a truncated zstd file: error naming the file, rows before the break kept or none, exit 4
+python3 -c "
+print('created_at,v')
+for i in range(20000): print(f'2026-08-{1 + i % 28:02d}T00:00:{i % 60:02d}Z,z{i}')
+" | zstd -q -c >z.csv.zst
+head -c 20000 z.csv.zst >trunc.csv.zst
+run_expect 4 "$V7FILL" import e trunc.csv.zst --no-progress --rejects rz.csv
+assert_contains "$OUT" "trunc.csv.zst" "error names the file"
+
+# injection attempts through the template and the header never reach SQL text
+printf 'created_at,v\n2026-07-05,inj\n' >inj.csv
+run_expect 0 "$V7FILL" import e inj.csv --source-ref "x'); DROP TABLE e; --{v}" --no-progress --rejects ri.csv
+assert_eq t "$(q "SELECT to_regclass('e') IS NOT NULL")" "table still there"
+printf 'created_at,"v""; DROP TABLE e; --"\n2026-07-05,inj2\n' >inj2.csv
+run_expect 2 "$V7FILL" import e inj2.csv --no-progress --rejects ri2.csv
+assert_eq t "$(q "SELECT to_regclass('e') IS NOT NULL")" "table still there after hostile header"
+
+# a password in the connection string never appears in output
+run_expect 5 "$V7FILL" -d "host=$PGHOST port=$PGPORT dbname=nosuchdb user=postgres password=Sup3rSecret" import e inj.csv --no-progress
+assert_not_contains "$OUT" "Sup3rSecret" "password not echoed"
