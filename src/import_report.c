@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "v7fill/civil.h"
+#include "v7fill/timeparse.h"
 
 static void
 window_label(const WindowCount *w, char *out, size_t size)
@@ -38,7 +39,23 @@ import_report_print(FILE *out, const ImportStats *st, bool plan)
     for (size_t i = 0; i < st->nreasons; i++)
         fprintf(out, "    %-28s %" PRIu64 "   e.g. %s\n", st->reasons[i].reason,
                 st->reasons[i].count, st->reasons[i].example);
-    if (st->expired)
+    if (st->retention_us > 0)
+    {
+        char ret[48];
+        char near[48];
+        duration_format(st->retention_us, ret, sizeof ret);
+        duration_format(st->near_cutoff_us, near, sizeof near);
+        fprintf(out, "  %-14s %" PRIu64 "   (window retired under retention %s: not inserted%s)\n",
+                "expired", st->expired, ret, st->expired_kept ? "" : "; see the late-rows file");
+        if (st->expired_kept)
+            fprintf(out, "  expired, kept  %" PRIu64 "   (--keep-expired: retention will drop them)\n",
+                    st->expired_kept);
+        fprintf(out, "  near cutoff    %" PRIu64 "   (inserted; window retires within %s)\n",
+                st->near_cutoff, near);
+        if ((st->expired || st->near_cutoff || st->expired_kept) && st->late_path[0])
+            fprintf(out, "  late rows file %s\n", st->late_path);
+    }
+    else if (st->expired)
         fprintf(out, "  expired        %" PRIu64 "\n", st->expired);
     if (!plan)
     {
@@ -54,9 +71,18 @@ import_report_print(FILE *out, const ImportStats *st, bool plan)
         {
             char label[64];
             window_label(&st->windows[i], label, sizeof label);
-            fprintf(out, "    %s %-32s %10" PRIu64 "%s\n", label,
+            char left[64] = "";
+            if (st->windows[i].near_cutoff > 0)
+            {
+                char d[48];
+                duration_format(st->windows[i].time_left_us, d, sizeof d);
+                (void) snprintf(left, sizeof left, "  %" PRIu64 " near cutoff, retires in %s",
+                                st->windows[i].near_cutoff, d);
+            }
+            fprintf(out, "    %s %-32s %10" PRIu64 "%s%s\n", label,
                     st->windows[i].partition[0] ? st->windows[i].partition : "(new partition)",
-                    st->windows[i].rows, plan && st->windows[i].created ? "  would be created" : "");
+                    st->windows[i].rows, plan && st->windows[i].created ? "  would be created" : "",
+                    left);
         }
     }
     if (plan && st->ddl.len)
@@ -88,6 +114,12 @@ import_report_json(const ImportStats *st, bool plan)
     json_object_set_new(root, "duplicates", json_integer((json_int_t) st->duplicates));
     json_object_set_new(root, "rejected", json_integer((json_int_t) st->rejected));
     json_object_set_new(root, "expired", json_integer((json_int_t) st->expired));
+    json_object_set_new(root, "expired_kept", json_integer((json_int_t) st->expired_kept));
+    json_object_set_new(root, "near_cutoff", json_integer((json_int_t) st->near_cutoff));
+    json_object_set_new(root, "retention_s",
+                        st->retention_us ? json_real((double) st->retention_us / 1e6) : json_null());
+    json_object_set_new(root, "near_cutoff_s", json_real((double) st->near_cutoff_us / 1e6));
+    json_object_set_new(root, "late_file", st->late_path[0] ? json_string(st->late_path) : json_null());
     json_object_set_new(root, "balanced", json_boolean(import_stats_balanced(st)));
     json_object_set_new(root, "partitions_created",
                         json_integer((json_int_t) st->partitions_created));
@@ -119,6 +151,7 @@ import_report_json(const ImportStats *st, bool plan)
                                                 ? json_string(st->windows[i].partition)
                                                 : json_null());
         json_object_set_new(w, "rows", json_integer((json_int_t) st->windows[i].rows));
+        json_object_set_new(w, "near_cutoff", json_integer((json_int_t) st->windows[i].near_cutoff));
         if (plan)
             json_object_set_new(w, "would_create", json_boolean(st->windows[i].created));
         json_array_append_new(windows, w);
@@ -126,6 +159,13 @@ import_report_json(const ImportStats *st, bool plan)
     json_object_set_new(root, "windows", windows);
     if (plan)
         json_object_set_new(root, "ddl", json_string(st->ddl.data ? st->ddl.data : ""));
+    if (st->delay_json)
+    {
+        json_error_t jerr;
+        json_t *delay = json_loads(st->delay_json, 0, &jerr);
+        if (delay)
+            json_object_set_new(root, "delay", delay);
+    }
     text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
     return text;

@@ -27,6 +27,7 @@
 #include "v7fill/srcref.h"
 #include "v7fill/state.h"
 #include "v7fill/timeparse.h"
+#include "v7fill/tracker.h"
 #include "v7fill/uuid7.h"
 
 #define DEFAULT_BATCH_ROWS 10000
@@ -53,6 +54,9 @@ typedef struct Importer
     IdKeyer *keyer;
     TimeParser *tparser;
     Rejects *rejects;
+    Rejects *late;     /* late-rows output (expired and near-cutoff rows) */
+    Tracker *tracker;
+    Granularity gran;  /* window size for rows whose partition does not exist yet */
     Sink *sink;
     Batch batch;
     Buf ref;
@@ -124,6 +128,7 @@ import_stats_free(ImportStats *st)
 {
     free(st->reasons);
     free(st->windows);
+    free(st->delay_json);
     buf_free(&st->ddl);
     memset(st, 0, sizeof *st);
 }
@@ -561,6 +566,91 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
     return true;
 }
 
+/* ---- retention ----------------------------------------------------------- */
+
+/*
+ * importer_classify puts every pending row of the batch in its window and
+ * classifies it against the retention.  Expired rows are not written (unless
+ * --keep-expired) and so never cause a partition to be created.
+ */
+static void
+importer_classify(Importer *im)
+{
+    Batch *b = &im->batch;
+    int64_t now = im->o->now_us ? im->o->now_us : wall_now_us();
+
+    for (size_t i = 0; i < b->nrows; i++)
+    {
+        BatchRow *r = &b->rows[i];
+        const Partition *p;
+        DelayClass c;
+
+        if (r->outcome != ROW_PENDING)
+            continue;
+        p = catalog_partition_for(im->target, r->time_us);
+        if (p)
+        {
+            r->window_lower_us = p->lower_us;
+            r->window_upper_us = p->upper_us;
+        }
+        else
+            window_of(im->gran, r->time_us, &r->window_lower_us, &r->window_upper_us);
+        c = tracker_classify(im->tracker, r->window_upper_us, now, NULL);
+        r->delay_class = (uint8_t) c;
+        if (c == DELAY_EXPIRED && !im->o->keep_expired)
+        {
+            r->outcome = ROW_EXPIRED;
+            r->client_decided = true;
+        }
+    }
+}
+
+static bool
+importer_write_late(Importer *im, const Batch *b, Err *err)
+{
+    int64_t now = im->o->now_us ? im->o->now_us : wall_now_us();
+
+    for (size_t i = 0; i < b->nrows; i++)
+    {
+        const BatchRow *r = &b->rows[i];
+        char line[24];
+        char id[UUID_TEXT_SIZE];
+        char event[48];
+        char delay[48];
+        char left[48];
+        char *ref;
+        const char *fields[8];
+        bool ok;
+        int64_t time_left;
+
+        if (r->delay_class == DELAY_ON_TIME ||
+            (r->outcome != ROW_INSERTED && r->outcome != ROW_EXPIRED))
+            continue;
+        (void) tracker_classify(im->tracker, r->window_upper_us, now, &time_left);
+        (void) snprintf(line, sizeof line, "%" PRIu64, r->src_line);
+        uuid_format(&r->id, id);
+        civil_format_rfc3339(r->time_us, true, event, sizeof event);
+        duration_format(now - r->time_us, delay, sizeof delay);
+        duration_format(time_left, left, sizeof left);
+        ref = xstrndup(b->data.data + r->ref_off, r->ref_len);
+        fields[0] = im->src_name;
+        fields[1] = line;
+        fields[2] = r->delay_class == DELAY_EXPIRED
+                        ? (r->outcome == ROW_INSERTED ? "expired (kept)" : "expired")
+                        : "near cutoff";
+        fields[3] = id;
+        fields[4] = event;
+        fields[5] = delay;
+        fields[6] = left;
+        fields[7] = ref;
+        ok = rejects_write_row(im->late, fields, 8, err);
+        free(ref);
+        if (!ok)
+            return false;
+    }
+    return rejects_sync(im->late, err);
+}
+
 /* ---- batch commit -------------------------------------------------------- */
 
 typedef struct BatchTotals
@@ -620,7 +710,7 @@ importer_before_commit(void *arg, Batch *b, Err *err)
                            r->sqlstate, b->data.data + r->raw_off, r->raw_len, err))
             return false;
     }
-    if (!rejects_sync(im->rejects, err))
+    if (!rejects_sync(im->rejects, err) || !importer_write_late(im, b, err))
         return false;
     batch_totals(b, &t);
     cc->next = im->cp;
@@ -633,6 +723,7 @@ importer_before_commit(void *arg, Batch *b, Err *err)
     cc->next.rejected += t.rejected;
     cc->next.expired += t.expired;
     cc->next.rejects_size = rejects_size(im->rejects);
+    cc->next.late_size = rejects_size(im->late);
     cc->next.finished = cc->finished;
     (void) snprintf(cc->next.rejects_path, sizeof cc->next.rejects_path, "%s",
                     rejects_path(im->rejects));
@@ -670,17 +761,33 @@ static void
 importer_count_committed(Importer *im, const Batch *b)
 {
     ImportStats *st = im->st;
+    int64_t now = im->o->now_us ? im->o->now_us : wall_now_us();
 
     for (size_t i = 0; i < b->nrows; i++)
     {
         const BatchRow *r = &b->rows[i];
         st->read++;
+        if (r->outcome == ROW_INSERTED || r->outcome == ROW_EXPIRED)
+            tracker_add(im->tracker, r->time_us, now, (DelayClass) r->delay_class,
+                        r->window_lower_us, r->window_upper_us, b->data.data + r->ref_off,
+                        r->ref_len);
         switch (r->outcome)
         {
             case ROW_INSERTED:
+            {
+                WindowCount *w = stats_window(im, r->time_us);
                 st->inserted++;
-                stats_window(im, r->time_us)->rows++;
+                w->rows++;
+                if (r->delay_class == DELAY_NEAR_CUTOFF)
+                {
+                    st->near_cutoff++;
+                    w->near_cutoff++;
+                }
+                else if (r->delay_class == DELAY_EXPIRED)
+                    st->expired_kept++;
+                (void) tracker_classify(im->tracker, r->window_upper_us, now, &w->time_left_us);
                 break;
+            }
             case ROW_DUPLICATE:
                 st->duplicates++;
                 break;
@@ -728,10 +835,14 @@ importer_ensure_windows(Importer *im, Err *err)
         return true;
     if (!partitions_ensure_times(im->conn, im->target, im->times, n, &im->ensure, &res, err))
         return false;
-    im->st->partitions_created += (uint64_t) (res.created + res.gaps_filled);
+    im->st->partitions_created += (uint64_t) res.partitions_created;
     if (res.issues > 0)
-        return err_set(err, EC_CONFIG, "partitions could not be created for this batch (%d issue%s)",
-                       res.issues, res.issues == 1 ? "" : "s");
+    {
+        *err = res.issue;
+        if (err->code == EC_OK)
+            err_set(err, EC_CONFIG, "partitions could not be created for this batch");
+        return false;
+    }
     return true;
 }
 
@@ -766,6 +877,7 @@ importer_flush(Importer *im, bool finished, Err *err)
     im->src->ops->position(im->src, &cc.pos);
     cc.im = im;
     cc.finished = finished;
+    importer_classify(im);
     if (im->o->plan)
     {
         bool ok = importer_plan_batch(im, err);
@@ -918,6 +1030,8 @@ importer_open_file(Importer *im, const char *path, Err *err)
         if (strcmp(im->cp.rejects_path, rejects_path(im->rejects)) == 0 &&
             !rejects_truncate(im->rejects, im->cp.rejects_size, err))
             return false;
+        if (im->cp.late_size > 0 && !rejects_truncate(im->late, im->cp.late_size, err))
+            return false;
         log_info("%s: resuming after line %" PRIu64 " (%" PRIu64 " rows already accounted for)",
                  im->src_name, im->cp.line, im->cp.read);
         im->st->files_resumed++;
@@ -1060,6 +1174,8 @@ importer_free(Importer *im)
     id_keyer_free(im->keyer);
     time_parser_free(im->tparser);
     rejects_close(im->rejects);
+    rejects_close(im->late);
+    tracker_free(im->tracker);
     batch_free(&im->batch);
     buf_free(&im->ref);
     free(im->cols);
@@ -1113,6 +1229,21 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
                     im.lookup_name);
     if (!time_parser_new(o->time_format, o->input_tz, &im.tparser, err))
         goto out;
+    if (!partitions_effective_granularity(im.target, &im.ensure, &im.gran, err))
+        goto out;
+    {
+        /* Near cutoff: 10% of the retention by default, but at least one window. */
+        int64_t near = o->near_cutoff_us;
+        int64_t lo;
+        int64_t hi;
+
+        window_of(im.gran, im.now_us, &lo, &hi);
+        if (near == 0 && o->retention_us > 0)
+            near = o->retention_us / 10 > hi - lo ? o->retention_us / 10 : hi - lo;
+        im.tracker = tracker_new(o->retention_us, near);
+        st->retention_us = o->retention_us;
+        st->near_cutoff_us = near;
+    }
 
     if (o->plan)
     {
@@ -1148,7 +1279,7 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
         }
         if (!state_lookup_exists(c, im.target->schema, im.lookup_name, &lookup_exists, err))
             goto out;
-        if (!rejects_open(NULL, &im.rejects, err))
+        if (!rejects_open(NULL, &im.rejects, err) || !rejects_open(NULL, &im.late, err))
             goto out;
     }
     else
@@ -1157,6 +1288,18 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
                                      : xasprintf("%s.rejects.csv", im.target->name);
         (void) snprintf(st->rejects_path, sizeof st->rejects_path, "%s", path);
         ok = rejects_open(path, &im.rejects, err);
+        free(path);
+        if (!ok)
+            goto out;
+        /* Rows can only be late when there is a retention to be late for. */
+        path = o->retention_us == 0 ? NULL
+               : o->late_path       ? xstrdup(o->late_path)
+                                    : xasprintf("%s.late.csv", im.target->name);
+        if (path)
+            (void) snprintf(st->late_path, sizeof st->late_path, "%s", path);
+        ok = rejects_open_csv(path,
+                              "source,line,class,id,event_time,delay,time_left,source_ref\n",
+                              &im.late, err);
         free(path);
         if (!ok)
             goto out;
@@ -1175,6 +1318,10 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
             goto out;
     if (o->plan && !importer_plan_ddl(&im, err))
         goto out;
+    if (st->expired_kept > 0)
+        log_warn("%" PRIu64 " rows were inserted into windows already past the retention "
+                 "(--keep-expired): retention will drop them",
+                 st->expired_kept);
     if (!o->plan && o->analyze && st->inserted > 0 && !importer_analyze(&im, err))
         goto out;
     ok = true;
@@ -1182,6 +1329,8 @@ out:
     st->elapsed_s = mono_now() - im.started;
     importer_drop_sink(&im);
     st->sink = im.sink_total;
+    if (im.tracker)
+        st->delay_json = tracker_to_json(im.tracker);
     if (ok && !import_stats_balanced(st))
     {
         err_set(err, EC_INTERNAL,

@@ -46,6 +46,12 @@ rejects_flush(Rejects *r, Err *err)
 bool
 rejects_open(const char *path, Rejects **out, Err *err)
 {
+    return rejects_open_csv(path, header, out, err);
+}
+
+bool
+rejects_open_csv(const char *path, const char *first_line, Rejects **out, Err *err)
+{
     Rejects *r = xcalloc(1, sizeof *r);
     struct stat st;
 
@@ -73,8 +79,8 @@ rejects_open(const char *path, Rejects **out, Err *err)
     r->size = (uint64_t) st.st_size;
     if (r->size == 0)
     {
-        buf_append(&r->buf, header, sizeof header - 1);
-        r->size = sizeof header - 1;
+        buf_puts(&r->buf, first_line);
+        r->size = strlen(first_line);
         if (!rejects_sync(r, err))
         {
             rejects_close(r);
@@ -117,6 +123,26 @@ rejects_write(Rejects *r, const char *source, uint64_t line, const char *reason,
         buf_puts(&r->buf, sqlstate);
     buf_putc(&r->buf, ',');
     csv_quote(&r->buf, raw ? raw : "", raw ? raw_len : 0);
+    buf_putc(&r->buf, '\n');
+    r->size += r->buf.len - before;
+    if (r->buf.len >= (1u << 20))
+        return rejects_flush(r, err);
+    return true;
+}
+
+bool
+rejects_write_row(Rejects *r, const char *const *fields, size_t n, Err *err)
+{
+    size_t before = r->buf.len;
+
+    if (r->fd < 0)
+        return true;
+    for (size_t i = 0; i < n; i++)
+    {
+        if (i)
+            buf_putc(&r->buf, ',');
+        csv_quote(&r->buf, fields[i] ? fields[i] : "", fields[i] ? strlen(fields[i]) : 0);
+    }
     buf_putc(&r->buf, '\n');
     r->size += r->buf.len - before;
     if (r->buf.len >= (1u << 20))

@@ -26,6 +26,7 @@ static const char *const setup_sql =
     "  records bigint NOT NULL, rows_read bigint NOT NULL, inserted bigint NOT NULL,"
     "  duplicates bigint NOT NULL, rejected bigint NOT NULL, expired bigint NOT NULL DEFAULT 0,"
     "  rejects_path text, rejects_size bigint NOT NULL DEFAULT 0,"
+    "  late_size bigint NOT NULL DEFAULT 0,"
     "  finished boolean NOT NULL DEFAULT false, updated_at timestamptz NOT NULL DEFAULT now(),"
     "  PRIMARY KEY (target_schema, target_table, file_identity));"
     "CREATE TABLE IF NOT EXISTS v7fill.run ("
@@ -198,7 +199,7 @@ state_checkpoint_get(PgConn *c, const char *schema, const char *table, const cha
     memset(cp, 0, sizeof *cp);
     if (!pg_query(c,
                   "SELECT finished, byte_offset, line, records, rows_read, inserted, duplicates, "
-                  "rejected, expired, rejects_size, coalesce(rejects_path, '') "
+                  "rejected, expired, rejects_size, coalesce(rejects_path, ''), late_size "
                   "FROM v7fill.checkpoint "
                   "WHERE target_schema = $1 AND target_table = $2 AND file_identity = $3",
                   3, params, &res, err))
@@ -217,6 +218,7 @@ state_checkpoint_get(PgConn *c, const char *schema, const char *table, const cha
         cp->expired = state_u64(res, 0, 8);
         cp->rejects_size = state_u64(res, 0, 9);
         (void) snprintf(cp->rejects_path, sizeof cp->rejects_path, "%s", PQgetvalue(res, 0, 10));
+        cp->late_size = state_u64(res, 0, 11);
     }
     PQclear(res);
     return true;
@@ -227,12 +229,12 @@ state_checkpoint_put(PgConn *c, const char *schema, const char *table, const cha
                      const char *source_name, const Checkpoint *cp, Err *err)
 {
     char nums[10][24];
-    const char *params[15];
+    const char *params[16];
     uint64_t vals[10] = {cp->offset,     cp->line,       cp->records,  cp->read,
                          cp->inserted,   cp->duplicates, cp->rejected, cp->expired,
-                         cp->rejects_size, 0};
+                         cp->rejects_size, cp->late_size};
 
-    for (int i = 0; i < 9; i++)
+    for (int i = 0; i < 10; i++)
         (void) snprintf(nums[i], sizeof nums[i], "%" PRIu64, vals[i]);
     params[0] = schema;
     params[1] = table;
@@ -242,20 +244,21 @@ state_checkpoint_put(PgConn *c, const char *schema, const char *table, const cha
         params[4 + i] = nums[i];
     params[13] = cp->rejects_path[0] ? cp->rejects_path : NULL;
     params[14] = cp->finished ? "true" : "false";
+    params[15] = nums[9];
     return pg_exec_params(
         c,
         "INSERT INTO v7fill.checkpoint (target_schema, target_table, file_identity, source_name, "
         "byte_offset, line, records, rows_read, inserted, duplicates, rejected, expired, "
-        "rejects_size, rejects_path, finished, updated_at) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, now()) "
+        "rejects_size, rejects_path, finished, late_size, updated_at) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, now()) "
         "ON CONFLICT (target_schema, target_table, file_identity) DO UPDATE SET "
         "source_name = EXCLUDED.source_name, byte_offset = EXCLUDED.byte_offset, "
         "line = EXCLUDED.line, records = EXCLUDED.records, rows_read = EXCLUDED.rows_read, "
         "inserted = EXCLUDED.inserted, duplicates = EXCLUDED.duplicates, "
         "rejected = EXCLUDED.rejected, expired = EXCLUDED.expired, "
         "rejects_size = EXCLUDED.rejects_size, rejects_path = EXCLUDED.rejects_path, "
-        "finished = EXCLUDED.finished, updated_at = now()",
-        15, params, err);
+        "finished = EXCLUDED.finished, late_size = EXCLUDED.late_size, updated_at = now()",
+        16, params, err);
 }
 
 bool

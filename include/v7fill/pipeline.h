@@ -56,6 +56,10 @@ typedef struct ImportOptions
     int lock_timeout_ms;
     int reconnect_attempts;   /* after a lost connection (default 5) */
     int64_t now_us;           /* 0 = the real clock (tests inject a time) */
+    int64_t retention_us;     /* 0 = no retention: every row is on time */
+    int64_t near_cutoff_us;   /* 0 = 10% of the retention, at least one window */
+    bool keep_expired;        /* insert rows whose window is retired anyway */
+    const char *late_path;    /* late-rows output; NULL → "<table>.late.csv" */
 } ImportOptions;
 
 void import_options_default(ImportOptions *o);
@@ -73,6 +77,8 @@ typedef struct WindowCount
     int64_t upper_us;
     char partition[128]; /* "" when the partition does not exist (plan) */
     uint64_t rows;       /* inserted (import) / would be written (plan) */
+    uint64_t near_cutoff; /* of which near the retention cutoff */
+    int64_t time_left_us; /* until the window retires (INT64_MAX: no retention) */
     bool created;        /* created by this run (import) / would be created (plan) */
 } WindowCount;
 
@@ -85,6 +91,8 @@ typedef struct ImportStats
     uint64_t duplicates;
     uint64_t rejected;
     uint64_t expired;
+    uint64_t near_cutoff;     /* inserted, in windows that retire within --near-cutoff */
+    uint64_t expired_kept;    /* expired rows inserted anyway (--keep-expired) */
     uint64_t batches;
     uint64_t partitions_created;
     double elapsed_s;
@@ -94,6 +102,10 @@ typedef struct ImportStats
     WindowCount *windows;
     Buf ddl;              /* plan: partitions that would be created */
     char rejects_path[1024];
+    char late_path[1024];
+    int64_t retention_us;
+    int64_t near_cutoff_us;
+    char *delay_json;     /* the tracker's statistics (tracker_to_json), or NULL */
     char lookup_table[256];
     SinkStats sink;
 } ImportStats;

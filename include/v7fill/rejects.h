@@ -23,6 +23,13 @@ typedef struct Rejects Rejects;
 /* Open `path` for appending (created if missing, header written when empty).
  * path NULL → rejects are counted but not written (plan). */
 V7FILL_MUST_CHECK bool rejects_open(const char *path, Rejects **out, Err *err);
+/* The same writer for another durable CSV output with its own header line
+ * (the late-rows output uses it). */
+V7FILL_MUST_CHECK bool rejects_open_csv(const char *path, const char *header, Rejects **out,
+                                        Err *err);
+/* Append one CSV row of `n` fields (each quoted). */
+V7FILL_MUST_CHECK bool rejects_write_row(Rejects *r, const char *const *fields, size_t n,
+                                         Err *err);
 V7FILL_MUST_CHECK bool rejects_write(Rejects *r, const char *source, uint64_t line,
                                      const char *reason, const char *sqlstate, const char *raw,
                                      size_t raw_len, Err *err);

@@ -55,6 +55,9 @@ typedef struct BatchRow
     size_t raw_off, raw_len;   /* raw input record in data */
     size_t reason_off;         /* NUL-terminated reason in data (rejects) */
     char sqlstate[6];
+    uint8_t delay_class;       /* DelayClass (tracker.h) */
+    int64_t window_lower_us;   /* the id's window */
+    int64_t window_upper_us;
 } BatchRow;
 
 typedef struct Batch

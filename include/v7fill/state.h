@@ -54,6 +54,7 @@ typedef struct Checkpoint
     uint64_t rejected;
     uint64_t expired;
     uint64_t rejects_size;
+    uint64_t late_size;
     char rejects_path[1024];
 } Checkpoint;
 

@@ -55,6 +55,14 @@ import_usage(FILE *out, const char *cmd)
             "      --lock-timeout=MS      lock_timeout while attaching partitions (default 5000)\n"
             "      --no-analyze           do not ANALYZE the filled partitions and the parent\n"
             "\n"
+            "Retention (late rows):\n"
+            "      --retention=DURATION   the table's retention (default: as stored with\n"
+            "                             `v7fill retention`, else pg_partman's, else none)\n"
+            "      --near-cutoff=DURATION rows whose window retires within this are reported\n"
+            "                             (default 10%% of the retention, at least one window)\n"
+            "      --keep-expired         insert rows whose window is already retired (warned)\n"
+            "      --late-rows=FILE       expired and near-cutoff rows (default TABLE.late.csv)\n"
+            "\n"
             "Output:\n"
             "      --report-json=FILE     the final report as JSON ('-' = stdout)\n"
             "      --json                 print the report as JSON instead of the table\n"
@@ -101,6 +109,10 @@ enum
     OPT_REPORT_JSON,
     OPT_JSON,
     OPT_NO_PROGRESS,
+    OPT_RETENTION,
+    OPT_NEAR_CUTOFF,
+    OPT_KEEP_EXPIRED,
+    OPT_LATE_ROWS,
 };
 
 static bool
@@ -177,6 +189,10 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
         {"report-json", required_argument, NULL, OPT_REPORT_JSON},
         {"json", no_argument, NULL, OPT_JSON},
         {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+        {"retention", required_argument, NULL, OPT_RETENTION},
+        {"near-cutoff", required_argument, NULL, OPT_NEAR_CUTOFF},
+        {"keep-expired", no_argument, NULL, OPT_KEEP_EXPIRED},
+        {"late-rows", required_argument, NULL, OPT_LATE_ROWS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -336,6 +352,23 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
                 break;
             case OPT_NO_PROGRESS:
                 o.progress = false;
+                break;
+            case OPT_RETENTION:
+            case OPT_NEAR_CUTOFF:
+                if (!duration_parse(optarg, c == OPT_RETENTION ? &o.retention_us : &o.near_cutoff_us,
+                                    err))
+                {
+                    err_prefix(err, c == OPT_RETENTION ? "--retention" : "--near-cutoff");
+                    err->code = EC_USAGE;
+                    status = 2;
+                    goto out;
+                }
+                break;
+            case OPT_KEEP_EXPIRED:
+                o.keep_expired = true;
+                break;
+            case OPT_LATE_ROWS:
+                o.late_path = optarg;
                 break;
             case 'h':
                 import_usage(stdout, cmd);
