@@ -200,6 +200,13 @@ bool
 pg_query(PgConn *c, const char *sql, int nparams, const char *const *params, PGresult **res,
          Err *err)
 {
+    return pg_query_ex(c, sql, nparams, NULL, params, NULL, NULL, 0, res, err);
+}
+
+bool
+pg_query_ex(PgConn *c, const char *sql, int nparams, const Oid *types, const char *const *values,
+            const int *lengths, const int *formats, int result_format, PGresult **res, Err *err)
+{
     PGresult *r;
     ExecStatusType st;
 
@@ -207,7 +214,7 @@ pg_query(PgConn *c, const char *sql, int nparams, const char *const *params, PGr
     if (c->conn == NULL)
         return err_set(err, EC_PG_CONNECT, "not connected");
     log_debug("[%d] %s", PQbackendPID(c->conn), sql);
-    r = PQexecParams(c->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    r = PQexecParams(c->conn, sql, nparams, types, values, lengths, formats, result_format);
     st = PQresultStatus(r);
     if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
     {

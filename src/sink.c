@@ -152,69 +152,57 @@ cmp_row_id(const void *a, const void *b)
     return uuid_compare(&x->id, &y->id);
 }
 
-static bool
-hex_decode(const char *s, uint8_t *out, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-    {
-        int hi = -1;
-        int lo = -1;
-        char a = s[2 * i];
-        char b = s[2 * i + 1];
-
-        if (a >= '0' && a <= '9')
-            hi = a - '0';
-        else if (a >= 'a' && a <= 'f')
-            hi = a - 'a' + 10;
-        if (b >= '0' && b <= '9')
-            lo = b - '0';
-        else if (b >= 'a' && b <= 'f')
-            lo = b - 'a' + 10;
-        if (hi < 0 || lo < 0)
-            return false;
-        out[i] = (uint8_t) (hi << 4 | lo);
-    }
-    return true;
-}
-
 /*
  * sink_probe marks rows[0..n) whose hash is in the lookup as DUPLICATE.  rows
  * is sorted by hash here so answers can be matched by binary search.
  */
+static void
+put_be32(Buf *b, uint32_t v)
+{
+    uint8_t x[4] = {(uint8_t) (v >> 24), (uint8_t) (v >> 16), (uint8_t) (v >> 8), (uint8_t) v};
+    buf_append(b, x, 4);
+}
+
 static bool
 sink_probe(Sink *s, BatchRow **rows, size_t n, size_t *ndup, Err *err)
 {
+    /* The hashes travel as one binary bytea[] parameter and come back binary:
+     * no hex text to build or parse on either side. */
+    static const Oid types[1] = {1001}; /* bytea[] */
+    static const int formats[1] = {1};
     PGresult *res;
-    const char *params[1];
+    const char *values[1];
+    int lengths[1];
 
     *ndup = 0;
     if (n == 0)
         return true;
     qsort(rows, n, sizeof *rows, cmp_row_hash);
     buf_reset(&s->param);
-    buf_putc(&s->param, '{');
+    put_be32(&s->param, 1);  /* dimensions */
+    put_be32(&s->param, 0);  /* no NULLs */
+    put_be32(&s->param, 17); /* element type bytea */
+    put_be32(&s->param, (uint32_t) n);
+    put_be32(&s->param, 1);  /* lower bound */
     for (size_t i = 0; i < n; i++)
     {
-        if (i)
-            buf_putc(&s->param, ',');
-        buf_append(&s->param, "\"\\\\x", 4);
-        put_hex(&s->param, rows[i]->hash, REF_HASH_LEN);
-        buf_putc(&s->param, '"');
+        put_be32(&s->param, REF_HASH_LEN);
+        buf_append(&s->param, rows[i]->hash, REF_HASH_LEN);
     }
-    buf_putc(&s->param, '}');
-    params[0] = s->param.data;
+    values[0] = s->param.data;
+    lengths[0] = (int) s->param.len;
     s->stats.probes++;
-    if (!pg_query(s->conn, s->probe_sql, 1, params, &res, err))
+    if (!pg_query_ex(s->conn, s->probe_sql, 1, types, values, lengths, formats, 1, &res, err))
         return false;
     for (int i = 0; i < PQntuples(res); i++)
     {
-        const char *v = PQgetvalue(res, i, 0);
         BatchRow key;
         BatchRow *keyp = &key;
         BatchRow **hit;
 
-        if (strlen(v) != 2 + 2 * REF_HASH_LEN || !hex_decode(v + 2, key.hash, REF_HASH_LEN))
+        if (PQgetlength(res, i, 0) != REF_HASH_LEN)
             continue;
+        memcpy(key.hash, PQgetvalue(res, i, 0), REF_HASH_LEN);
         hit = bsearch(&keyp, rows, n, sizeof *rows, cmp_row_hash);
         if (hit && (*hit)->outcome == ROW_PENDING)
         {

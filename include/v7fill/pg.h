@@ -44,6 +44,13 @@ V7FILL_MUST_CHECK bool pg_exec_params(PgConn *c, const char *sql, int nparams,
 V7FILL_MUST_CHECK bool pg_query(PgConn *c, const char *sql, int nparams, const char *const *params,
                                 PGresult **res, Err *err);
 
+/* The general form: parameter types/lengths/formats as PQexecParams, results
+ * in text (0) or binary (1). */
+V7FILL_MUST_CHECK bool pg_query_ex(PgConn *c, const char *sql, int nparams, const Oid *types,
+                                   const char *const *values, const int *lengths,
+                                   const int *formats, int result_format, PGresult **res,
+                                   Err *err);
+
 /* Quote an identifier through PQescapeIdentifier; caller frees with free(). */
 char *pg_ident(PgConn *c, const char *name);
 /* "schema"."name", both quoted; caller frees. */
