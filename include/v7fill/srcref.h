@@ -1,0 +1,56 @@
+/*
+ * Source reference: a stable byte string naming a row in its origin.  v7fill
+ * hashes it with a keyed HMAC to mint the id's random bits and to find rows
+ * it already imported, so the same row must always give the same bytes and
+ * two different rows must not.
+ *
+ * Two ways to make one:
+ *
+ * - A template (--source-ref), e.g. "legacy.orders:{id}": literal text with
+ *   {column} placeholders; "{{" and "}}" stand for literal braces.  A value is
+ *   copied as it is, except that a backslash is doubled; a NULL renders as
+ *   \N (backslash, capital N).  So a NULL never renders like any text value
+ *   ("\N" as text renders as \\N), and values that hold no backslash - ids,
+ *   codes - appear verbatim.  Adjacent placeholders ("{a}{b}") are as
+ *   ambiguous as the user made them: give the template a separator.
+ *
+ * - The default, without a template: every field of the row, in order, as
+ *   <length in decimal> ':' <bytes> ',' and a NULL as "N,".  For example
+ *   ("abc", "", NULL) → 3:abc,0:,N,  Being length-prefixed, no value can
+ *   shift a field boundary ("a","bc" → 1:a,2:bc, versus "ab","c" →
+ *   2:ab,1:c,), and it is built from parsed values, not the raw line, so the
+ *   row written with CRLF or LF, quoted or not, gives the same bytes.
+ *
+ * Both are valid UTF-8 when the values are, and contain no NUL byte unless a
+ * value does, so the text can be stored in a PostgreSQL text column.
+ */
+#ifndef V7FILL_SRCREF_H
+#define V7FILL_SRCREF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "v7fill/err.h"
+#include "v7fill/mem.h"
+#include "v7fill/source.h"
+
+typedef struct SrcrefTemplate SrcrefTemplate;
+
+/* Compile `tmpl` against the source's column names (matched exactly, case
+ * included).  Errors quote the template: EC_USAGE for its syntax (unclosed
+ * or stray brace, empty name, '{' inside a name) and for a template without
+ * any placeholder (every row would get the same reference), EC_CONFIG for a
+ * name that is not a column of the input. */
+V7FILL_MUST_CHECK bool srcref_template_compile(const char *tmpl, const char *const *columns,
+                                               size_t ncolumns, SrcrefTemplate **out, Err *err);
+
+/* Render the template for one record into `out` (reset first).  A column
+ * past nfields renders as NULL. */
+void srcref_build(const SrcrefTemplate *t, const Field *fields, size_t nfields, Buf *out);
+
+/* The default reference (see above) into `out` (reset first). */
+void srcref_default(const Field *fields, size_t nfields, Buf *out);
+
+void srcref_template_free(SrcrefTemplate *t);
+
+#endif /* V7FILL_SRCREF_H */

@@ -1,0 +1,234 @@
+/*
+ * Source references: template rendering and the default encoding.
+ */
+#include "v7fill/srcref.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct SrcrefPart
+{
+    size_t off;    /* literal: offset into lit */
+    size_t len;    /* literal: length; 0 for a column */
+    size_t column; /* SIZE_MAX for a literal */
+} SrcrefPart;
+
+struct SrcrefTemplate
+{
+    SrcrefPart *parts;
+    size_t nparts;
+    char *lit; /* the literal pieces, braces unescaped */
+};
+
+static void
+tmpl_add(SrcrefTemplate *t, size_t *cap, size_t off, size_t len, size_t column)
+{
+    if (t->nparts == *cap)
+    {
+        *cap = *cap ? *cap * 2 : 8;
+        t->parts = xrealloc(t->parts, *cap * sizeof *t->parts);
+    }
+    t->parts[t->nparts].off = off;
+    t->parts[t->nparts].len = len;
+    t->parts[t->nparts].column = column;
+    t->nparts++;
+}
+
+bool
+srcref_template_compile(const char *tmpl, const char *const *columns, size_t ncolumns,
+                        SrcrefTemplate **out, Err *err)
+{
+    SrcrefTemplate *t = xcalloc(1, sizeof *t);
+    size_t cap = 0;
+    size_t n = strlen(tmpl);
+    size_t o = 0;     /* length of lit so far */
+    size_t lit0 = 0;  /* start of the pending literal in lit */
+    size_t i = 0;
+    bool has_column = false;
+
+    *out = NULL;
+    t->lit = xmalloc(n + 1);
+    while (i < n)
+    {
+        char c = tmpl[i];
+        size_t start;
+        size_t col;
+
+        if (c == '}')
+        {
+            if (tmpl[i + 1] != '}')
+            {
+                err_set(err, EC_USAGE,
+                        "invalid source reference template \"%.200s\": single '}' at position %zu "
+                        "(write \"}}\" for a literal brace)",
+                        tmpl, i + 1);
+                srcref_template_free(t);
+                return false;
+            }
+            t->lit[o++] = '}';
+            i += 2;
+            continue;
+        }
+        if (c != '{')
+        {
+            t->lit[o++] = c;
+            i++;
+            continue;
+        }
+        if (tmpl[i + 1] == '{')
+        {
+            t->lit[o++] = '{';
+            i += 2;
+            continue;
+        }
+        /* A placeholder: the name runs to the next '}'. */
+        start = ++i;
+        while (i < n && tmpl[i] != '}' && tmpl[i] != '{')
+            i++;
+        if (i == n || tmpl[i] == '{')
+        {
+            err_set(err, EC_USAGE,
+                    "invalid source reference template \"%.200s\": unclosed '{' at position %zu",
+                    tmpl, start);
+            srcref_template_free(t);
+            return false;
+        }
+        if (i == start)
+        {
+            err_set(err, EC_USAGE,
+                    "invalid source reference template \"%.200s\": empty column name at "
+                    "position %zu",
+                    tmpl, start);
+            srcref_template_free(t);
+            return false;
+        }
+        for (col = 0; col < ncolumns; col++)
+            if (strlen(columns[col]) == i - start &&
+                memcmp(columns[col], tmpl + start, i - start) == 0)
+                break;
+        if (col == ncolumns)
+        {
+            err_set(err, EC_CONFIG,
+                    "source reference template \"%.200s\" names column \"%.*s\", which the input "
+                    "does not have",
+                    tmpl, (int) (i - start > 100 ? 100 : i - start), tmpl + start);
+            srcref_template_free(t);
+            return false;
+        }
+        if (o > lit0)
+            tmpl_add(t, &cap, lit0, o - lit0, SIZE_MAX);
+        lit0 = o;
+        tmpl_add(t, &cap, 0, 0, col);
+        has_column = true;
+        i++; /* the '}' */
+    }
+    if (o > lit0)
+        tmpl_add(t, &cap, lit0, o - lit0, SIZE_MAX);
+    t->lit[o] = '\0';
+    if (!has_column)
+    {
+        /* Every row would get the same reference and all but the first
+         * would be skipped as already imported. */
+        err_set(err, EC_USAGE,
+                "invalid source reference template \"%.200s\": it names no column, so every row "
+                "would get the same reference",
+                tmpl);
+        srcref_template_free(t);
+        return false;
+    }
+    *out = t;
+    return true;
+}
+
+/* A value with its backslashes doubled, so that \N stays the NULL marker's. */
+static void
+append_escaped(Buf *out, const char *p, size_t n)
+{
+    while (n > 0)
+    {
+        const char *bs = memchr(p, '\\', n);
+        size_t run = bs ? (size_t) (bs - p) + 1 : n;
+
+        buf_append(out, p, run);
+        if (bs)
+            buf_putc(out, '\\');
+        p += run;
+        n -= run;
+    }
+}
+
+void
+srcref_build(const SrcrefTemplate *t, const Field *fields, size_t nfields, Buf *out)
+{
+    buf_reset(out);
+    buf_reserve(out, 0); /* data is never NULL, even for an empty rendering */
+    for (size_t i = 0; i < t->nparts; i++)
+    {
+        const SrcrefPart *part = &t->parts[i];
+        const Field *f;
+
+        if (part->column == SIZE_MAX)
+        {
+            buf_append(out, t->lit + part->off, part->len);
+            continue;
+        }
+        f = part->column < nfields ? &fields[part->column] : NULL;
+        if (f == NULL || f->is_null)
+            buf_append(out, "\\N", 2);
+        else
+            append_escaped(out, f->data, f->len);
+    }
+}
+
+void
+srcref_default(const Field *fields, size_t nfields, Buf *out)
+{
+    size_t need = 0;
+    char *p;
+
+    /* One reservation per row: at most 20 digits, ':' and ',' per field. */
+    for (size_t i = 0; i < nfields; i++)
+        need += (fields[i].is_null ? 0 : fields[i].len) + 22;
+    buf_reset(out);
+    buf_reserve(out, need);
+    p = out->data;
+    for (size_t i = 0; i < nfields; i++)
+    {
+        const Field *f = &fields[i];
+        char digits[24];
+        size_t nd = 0;
+        size_t len = f->len;
+
+        if (f->is_null)
+        {
+            *p++ = 'N';
+            *p++ = ',';
+            continue;
+        }
+        do
+        {
+            digits[nd++] = (char) ('0' + len % 10);
+            len /= 10;
+        } while (len > 0);
+        while (nd > 0)
+            *p++ = digits[--nd];
+        *p++ = ':';
+        if (f->len > 0)
+            memcpy(p, f->data, f->len);
+        p += f->len;
+        *p++ = ',';
+    }
+    out->len = (size_t) (p - out->data);
+    out->data[out->len] = '\0';
+}
+
+void
+srcref_template_free(SrcrefTemplate *t)
+{
+    if (t == NULL)
+        return;
+    free(t->parts);
+    free(t->lit);
+    free(t);
+}
