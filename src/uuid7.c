@@ -121,7 +121,10 @@ uuid7_us(const Uuid *u)
     /* rand_a = floor(f * 4096 / 1000) is injective on 0..999 because 4096 > 1000,
      * so the smallest f mapping to rand_a, ceil(rand_a * 1000 / 4096), inverts it. */
     int64_t a = uuid7_rand_a(u);
-    return uuid7_ms(u) * 1000 + (a * 1000 + 4095) / 4096;
+    int64_t frac = (a * 1000 + 4095) / 4096;
+    /* rand_a 4092..4095 are never minted (they would decode to 1000 µs); ids of
+     * other generators may carry them: stay inside the id's own millisecond. */
+    return uuid7_ms(u) * 1000 + (frac > 999 ? 999 : frac);
 }
 
 static int

@@ -53,7 +53,8 @@ V7FILL_MUST_CHECK bool uuid7_check(const Uuid *u, Err *err);
 /* Milliseconds since the epoch carried by the id. */
 int64_t uuid7_ms(const Uuid *u);
 /* Microseconds: ms*1000 plus the fraction decoded from rand_a (exact inverse of
- * the minting formula for every µs value). */
+ * the minting formula for every µs value; rand_a above 4091, which v7fill never
+ * mints, decodes to 999 so the time stays in the id's millisecond). */
 int64_t uuid7_us(const Uuid *u);
 /* rand_a's 12 bits (0 when the id carries no sub-millisecond fraction). */
 unsigned uuid7_rand_a(const Uuid *u);

@@ -4,6 +4,7 @@
  */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -19,6 +20,9 @@ uuid_usage(FILE *out)
             "Usage:\n"
             "  v7fill uuid floor TIME [--bare]   smallest UUIDv7 of TIME's millisecond\n"
             "  v7fill uuid time UUID             the instant a UUIDv7 carries (RFC 3339, UTC)\n"
+            "  v7fill uuid floor|time --stdin    one TIME or UUID per input line, one answer per\n"
+            "                                    output line (\"ERROR<TAB>message\" for a bad line;\n"
+            "                                    exit status 4 if any line was bad)\n"
             "  v7fill uuid new [--at TIME] [--count N]\n"
             "                                    new UUIDv7s (CSPRNG bits), now or at TIME\n"
             "\n"
@@ -30,66 +34,110 @@ uuid_usage(FILE *out)
             "\n"
             "Options:\n"
             "      --bare     floor with version and variant bits zero (pg_partman 5.2+ bounds)\n"
+            "      --stdin    read the arguments from standard input, one per line\n"
             "      --at=TIME  mint ids at TIME instead of now\n"
             "  -n, --count=N  how many ids (default 1)\n"
             "  -h, --help     this help\n");
 }
 
+/* One answer for one argument: floor of a TIME or time of a UUID, into out. */
+static bool
+uuid_answer(bool floor, bool bare, const char *arg, char *out, size_t size, Err *err)
+{
+    Uuid u;
+
+    if (floor)
+    {
+        int64_t us;
+        if (!time_parse_iso(arg, &us, err) ||
+            !(bare ? uuid7_floor_bare(us, &u, err) : uuid7_floor(us, &u, err)))
+            return false;
+        uuid_format(&u, out);
+        return true;
+    }
+    if (!uuid_parse(arg, strlen(arg), &u, err) || !uuid7_check(&u, err))
+        return false;
+    /* µs are shown when rand_a carries a fraction (RFC 9562 6.2 method 3). */
+    civil_format_rfc3339(uuid7_us(&u), uuid7_rand_a(&u) != 0, out, size);
+    return true;
+}
+
+/* --stdin: one argument per line; a bad line answers "ERROR<TAB>message". */
 static int
-uuid_floor_cmd(int argc, char **argv, Err *err)
+uuid_stdin(bool floor, bool bare, Err *err)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long bad = 0;
+    long lineno = 0;
+
+    while ((len = getline(&line, &cap, stdin)) >= 0)
+    {
+        char out[64];
+        Err lerr = {0};
+
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
+        if (uuid_answer(floor, bare, line, out, sizeof out, &lerr))
+            printf("%s\n", out);
+        else
+        {
+            printf("ERROR\t%s\n", lerr.msg);
+            bad++;
+        }
+    }
+    free(line);
+    if (bad > 0)
+    {
+        err_set(err, EC_FORMAT, "%ld of %ld input lines could not be converted", bad, lineno);
+        return 4;
+    }
+    return 0;
+}
+
+static int
+uuid_floor_or_time(int argc, char **argv, bool floor, Err *err)
 {
     static const struct option longopts[] = {
         {"bare", no_argument, NULL, 'b'},
+        {"stdin", no_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    const char *sub = floor ? "uuid floor" : "uuid time";
     bool bare = false;
-    int64_t us;
-    Uuid u;
-    char text[UUID_TEXT_SIZE];
+    bool from_stdin = false;
+    char out[64];
     int c;
 
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
     {
-        if (c == 'b')
+        if (c == 'b' && floor)
             bare = true;
+        else if (c == 's')
+            from_stdin = true;
         else if (c == 'h')
         {
             uuid_usage(stdout);
             return 0;
         }
         else
-            return cli_usage_error(err, "uuid", "unknown option for \"uuid floor\"");
+            return cli_usage_error(err, "uuid", "unknown option for \"%s\"", sub);
+    }
+    if (from_stdin)
+    {
+        if (optind != argc)
+            return cli_usage_error(err, "uuid", "\"%s --stdin\" takes no argument", sub);
+        return uuid_stdin(floor, bare, err);
     }
     if (argc - optind != 1)
-        return cli_usage_error(err, "uuid", "\"uuid floor\" takes exactly one TIME");
-    if (!time_parse_iso(argv[optind], &us, err))
+        return cli_usage_error(err, "uuid", "\"%s\" takes exactly one %s", sub,
+                               floor ? "TIME" : "UUID");
+    if (!uuid_answer(floor, bare, argv[optind], out, sizeof out, err))
         return 1;
-    if (!(bare ? uuid7_floor_bare(us, &u, err) : uuid7_floor(us, &u, err)))
-        return 1;
-    uuid_format(&u, text);
-    printf("%s\n", text);
-    return 0;
-}
-
-static int
-uuid_time_cmd(int argc, char **argv, Err *err)
-{
-    Uuid u;
-    char text[48];
-
-    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
-    {
-        uuid_usage(stdout);
-        return 0;
-    }
-    if (argc != 2)
-        return cli_usage_error(err, "uuid", "\"uuid time\" takes exactly one UUID");
-    if (!uuid_parse(argv[1], strlen(argv[1]), &u, err) || !uuid7_check(&u, err))
-        return 1;
-    /* µs are shown when rand_a carries a fraction (RFC 9562 6.2 method 3). */
-    civil_format_rfc3339(uuid7_us(&u), uuid7_rand_a(&u) != 0, text, sizeof text);
-    printf("%s\n", text);
+    printf("%s\n", out);
     return 0;
 }
 
@@ -171,9 +219,9 @@ cmd_uuid(int argc, char **argv, const GlobalOpts *g, Err *err)
         return 0;
     }
     if (strcmp(argv[1], "floor") == 0)
-        return uuid_floor_cmd(argc - 1, argv + 1, err);
+        return uuid_floor_or_time(argc - 1, argv + 1, true, err);
     if (strcmp(argv[1], "time") == 0)
-        return uuid_time_cmd(argc - 1, argv + 1, err);
+        return uuid_floor_or_time(argc - 1, argv + 1, false, err);
     if (strcmp(argv[1], "new") == 0)
         return uuid_new_cmd(argc - 1, argv + 1, err);
     return cli_usage_error(err, "uuid", "unknown uuid subcommand \"%s\"", argv[1]);

@@ -87,6 +87,19 @@ test_sub_millisecond_fraction_round_trips_for_every_microsecond(void **state)
 }
 
 static void
+test_rand_a_beyond_minted_range_stays_in_its_millisecond(void **state)
+{
+    Err err = {0};
+    Uuid u;
+    const char *text = "019f1af9-b400-7fff-8000-000000000000"; /* rand_a = 4095 */
+    (void) state;
+
+    assert_true(uuid_parse(text, strlen(text), &u, &err));
+    assert_int_equal(uuid7_rand_a(&u), 4095);
+    assert_int_equal(uuid7_us(&u), uuid7_ms(&u) * 1000 + 999);
+}
+
+static void
 test_minted_id_has_version_variant_and_caller_bits(void **state)
 {
     Err err = {0};
@@ -279,6 +292,7 @@ main(void)
         cmocka_unit_test(test_bare_floor_has_version_and_variant_zero),
         cmocka_unit_test(test_rfc9562_example_carries_its_milliseconds),
         cmocka_unit_test(test_sub_millisecond_fraction_round_trips_for_every_microsecond),
+        cmocka_unit_test(test_rand_a_beyond_minted_range_stays_in_its_millisecond),
         cmocka_unit_test(test_minted_id_has_version_variant_and_caller_bits),
         cmocka_unit_test(test_times_outside_48_bit_range_are_errors),
         cmocka_unit_test(test_uuid4_is_rejected_naming_its_version),
