@@ -28,15 +28,44 @@ pg_notice_processor(void *arg, const char *message)
     log_detail("server: %.*s", (int) len, message);
 }
 
+/*
+ * pg_session_options: the user's own options (from the connection string, else
+ * PGOPTIONS; ours would otherwise replace them) followed by the settings v7fill
+ * needs for stable text output, which must win.  Caller frees.
+ */
+static char *
+pg_session_options(const char *conninfo)
+{
+    static const char ours[] = "-c DateStyle=ISO -c TimeZone=UTC -c extra_float_digits=3";
+    const char *user = getenv("PGOPTIONS");
+    char *result;
+    PQconninfoOption *opts = NULL;
+
+    if (conninfo && conninfo[0])
+    {
+        char *errmsg = NULL;
+        opts = PQconninfoParse(conninfo, &errmsg);
+        PQfreemem(errmsg);
+        for (PQconninfoOption *o = opts; o && o->keyword; o++)
+            if (strcmp(o->keyword, "options") == 0 && o->val && o->val[0])
+                user = o->val;
+    }
+    result = user && user[0] ? xasprintf("%s %s", user, ours) : xstrdup(ours);
+    if (opts)
+        PQconninfoFree(opts);
+    return result;
+}
+
 static bool
 pg_open(PgConn *c, Err *err)
 {
+    char *options = pg_session_options(c->conninfo);
     const char *keys[] = {"dbname", "fallback_application_name", "client_encoding", "options",
                           NULL};
-    const char *vals[] = {c->conninfo, "v7fill", "UTF8",
-                          "-c DateStyle=ISO -c TimeZone=UTC -c extra_float_digits=3", NULL};
+    const char *vals[] = {c->conninfo, "v7fill", "UTF8", options, NULL};
 
     c->conn = PQconnectdbParams(keys, vals, 1);
+    free(options);
     if (c->conn == NULL)
         return err_set(err, EC_PG_CONNECT, "could not allocate a connection");
     if (PQstatus(c->conn) != CONNECTION_OK)

@@ -43,7 +43,33 @@ typedef struct Partition
     int64_t lower_us;  /* bounds as times, [lower, upper); MINVALUE/MAXVALUE as INT64_MIN/MAX */
     int64_t upper_us;
     char *bound_expr;  /* pg_get_expr(relpartbound) as the server printed it */
+    /* Added for the route stage: */
+    unsigned int oid;  /* 0 for a planned (dry-run) partition */
+    char *lower_text;  /* bound value in canonical text (uuid, "2026-07-01 00:00:00+00", */
+    char *upper_text;  /* "1782864000000"); NULL for MINVALUE/MAXVALUE and DEFAULT */
+    double reltuples;  /* planner's row estimate; -1 = never vacuumed/analyzed */
+    bool planned;      /* added by a dry run: would be created, not in the catalog */
 } Partition;
+
+/* A privilege on the parent (aclexplode of relacl / attacl), copied to new partitions. */
+typedef struct Grant
+{
+    char *column;    /* NULL: table-level privilege */
+    char *grantee;   /* NULL: PUBLIC */
+    char *privilege; /* SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER */
+    bool grantable;  /* WITH GRANT OPTION */
+} Grant;
+
+/* Cheap fingerprint of the partition list: count, sum of oids and sum of the
+ * pg_class xmins of the partitions.  Attaching, detaching or altering a
+ * partition changes it; comparing it is how v7fill knows whether its copy of
+ * the list is still true without re-reading every bound. */
+typedef struct CatalogStamp
+{
+    int64_t count;
+    int64_t oid_sum;
+    int64_t xmin_sum;
+} CatalogStamp;
 
 typedef struct TargetTable
 {
@@ -60,6 +86,14 @@ typedef struct TargetTable
     bool has_default;
     char *owner;
     char *tablespace;     /* NULL = database default */
+    /* Added for the route stage: */
+    char *key_type;       /* format_type() of the key column */
+    char *partkeydef;     /* e.g. "RANGE (id)", from pg_partitioned_table (no locks taken) */
+    char *relacl;         /* the parent's ACL as text; NULL = default privileges */
+    size_t ngrants;
+    Grant *grants;        /* the parent's table and column privileges, owner's own excluded */
+    CatalogStamp stamp;   /* of `partitions` as last read */
+    bool stamp_valid;     /* false: the list must be re-read before it is trusted */
 } TargetTable;
 
 /* Resolve `table` (schema-qualified or through search_path; as typed in SQL,
@@ -77,5 +111,37 @@ int catalog_column_index(const TargetTable *t, const char *name);
 
 /* The non-default partition whose range holds `us`, or NULL. */
 const Partition *catalog_partition_for(const TargetTable *t, int64_t us);
+
+/* Insert *p into t's partition list, keeping the order; takes over p's
+ * strings (p is zeroed). */
+void catalog_add_partition(TargetTable *t, Partition *p);
+
+/* Fingerprint of the target's partitions now (one cheap query). */
+V7FILL_MUST_CHECK bool catalog_read_stamp(PgConn *c, const TargetTable *t, CatalogStamp *out,
+                                          Err *err);
+
+/* Parse pg_get_expr(relpartbound) of a partition of a `kind`-keyed table
+ * ("FOR VALUES FROM ('...') TO (MAXVALUE)", "DEFAULT") into p's is_default,
+ * lower_us/upper_us and lower_text/upper_text (allocated; freed by the caller
+ * or catalog_target_free).  uuid bounds map to their millisecond (a bound
+ * above the minimum v7 of its millisecond maps to the next one);
+ * timestamptz/timestamp text is read as printed under DateStyle ISO, any
+ * offset; bigint is epoch milliseconds.  Anything else → EC_FORMAT. */
+V7FILL_MUST_CHECK bool catalog_parse_bound(KeyKind kind, const char *expr, Partition *p,
+                                           Err *err);
+
+/* Bound value for time `us` as canonical text (unquoted): the UUIDv7 floor in
+ * `style`, "2026-07-01 00:00:00+00" (timestamptz, explicit offset so the DDL
+ * means the same under any TimeZone), "2026-07-01 00:00:00" (timestamp) or
+ * epoch milliseconds.  `us` must be representable (uuid: 1970..10889, whole
+ * milliseconds for uuid/bigint); otherwise EC_FORMAT.  Caller frees. */
+V7FILL_MUST_CHECK bool catalog_bound_literal(KeyKind kind, BoundStyle style, int64_t us,
+                                             char **out, Err *err);
+
+/* "uuid7", "timestamptz", "timestamp", "bigint-ms" / "min-v7", "bare". */
+const char *catalog_key_kind_name(KeyKind kind);
+const char *catalog_bound_style_name(BoundStyle style);
+/* The SQL type of the key for casts in DDL: "pg_catalog.uuid", ... */
+const char *catalog_key_sql_type(KeyKind kind);
 
 #endif /* V7FILL_CATALOG_H */

@@ -21,8 +21,12 @@ typedef struct Command
 
 static const Command commands[] = {
     {"uuid", cmd_uuid, "UUIDv7 helpers: floor bound of a time, time of an id, new ids"},
+    {"partitions", cmd_partitions, "list or create the target's time windows (lock-light)"},
     {"plan", cmd_plan, "show what an import would do; writes nothing"},
     {"import", cmd_import, "import CSV / zstd files into the partitioned target"},
+    {"report", cmd_report, "windows against the retention, delay of late rows, verdict"},
+    {"retention", cmd_retention, "set, show or clear the retention v7fill keeps for a table"},
+    {"maintain", cmd_maintain, "create windows ahead, retire windows past the retention"},
 };
 
 static void
