@@ -396,6 +396,13 @@ importer_client_reject(Importer *im, BatchRow *r, const char *category, const ch
     r->client_decided = true;
 }
 
+static void
+importer_seen_reset(Importer *im)
+{
+    if (im->seen)
+        memset(im->seen, 0, im->seen_cap * sizeof *im->seen);
+}
+
 /* Open-addressing set of the batch's reference hashes: true if already there. */
 static bool
 importer_seen(Importer *im, size_t row_idx)
@@ -882,7 +889,7 @@ importer_flush(Importer *im, bool finished, Err *err)
     {
         bool ok = importer_plan_batch(im, err);
         batch_reset(b);
-        memset(im->seen, 0, im->seen_cap * sizeof *im->seen);
+        importer_seen_reset(im);
         return ok;
     }
     for (;;)
@@ -915,7 +922,7 @@ importer_flush(Importer *im, bool finished, Err *err)
                 im->cp = now;
                 im->st->batches++;
                 batch_reset(b);
-                memset(im->seen, 0, im->seen_cap * sizeof *im->seen);
+                importer_seen_reset(im);
                 return true;
             }
             if (!rejects_truncate(im->rejects, rejects_before, err))
@@ -927,7 +934,7 @@ importer_flush(Importer *im, bool finished, Err *err)
     if (b->nrows > 0)
         im->st->batches++;
     batch_reset(b);
-    memset(im->seen, 0, im->seen_cap * sizeof *im->seen);
+    importer_seen_reset(im);
     return true;
 }
 

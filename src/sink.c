@@ -393,7 +393,7 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
         ok = sink_probe(s, s->scratch, n, &ndup, err);
         n = compact_pending(s->scratch, n);
     }
-    if (ok)
+    if (ok && n > 0)
     {
         qsort(s->scratch, n, sizeof *s->scratch, cmp_row_id);
         ok = sink_write_rows(s, b, s->scratch, n, err);
