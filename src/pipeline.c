@@ -433,12 +433,52 @@ importer_seen(Importer *im, size_t row_idx)
     return false;
 }
 
+static char *
+put_digits(char *p, int value, int width)
+{
+    for (int i = width - 1; i >= 0; i--)
+    {
+        p[i] = (char) ('0' + value % 10);
+        value /= 10;
+    }
+    return p + width;
+}
+
+/* "YYYY-MM-DD HH:MM:SS.ffffff+00": on the hot path of every row with a time
+ * column, so written without snprintf. */
 static void
 format_event_time(Buf *out, int64_t us)
 {
-    char text[48];
-    civil_format_rfc3339(us, true, text, sizeof text);
-    buf_puts(out, text);
+    CivilTime ct;
+    char *p;
+
+    civil_from_us(us, &ct);
+    if (ct.year < 0 || ct.year > 9999)
+    {
+        char text[48];
+        civil_format_rfc3339(us, true, text, sizeof text);
+        buf_puts(out, text);
+        return;
+    }
+    buf_reserve(out, 32);
+    p = out->data + out->len;
+    p = put_digits(p, ct.year, 4);
+    *p++ = '-';
+    p = put_digits(p, ct.month, 2);
+    *p++ = '-';
+    p = put_digits(p, ct.day, 2);
+    *p++ = ' ';
+    p = put_digits(p, ct.hour, 2);
+    *p++ = ':';
+    p = put_digits(p, ct.minute, 2);
+    *p++ = ':';
+    p = put_digits(p, ct.second, 2);
+    *p++ = '.';
+    p = put_digits(p, ct.usec, 6);
+    memcpy(p, "+00", 3);
+    p += 3;
+    out->len = (size_t) (p - out->data);
+    out->data[out->len] = '\0';
 }
 
 /*
