@@ -256,6 +256,39 @@ pg_query_ex(PgConn *c, const char *sql, int nparams, const Oid *types, const cha
 }
 
 bool
+pg_send_query_ex(PgConn *c, const char *sql, int nparams, const Oid *types,
+                 const char *const *values, const int *lengths, const int *formats,
+                 int result_format, Err *err)
+{
+    if (c->conn == NULL)
+        return err_set(err, EC_PG_CONNECT, "not connected");
+    log_debug("[%d] (async) %s", PQbackendPID(c->conn), sql);
+    if (!PQsendQueryParams(c->conn, sql, nparams, types, values, lengths, formats,
+                           result_format))
+        return pg_err_from_result(err, c, NULL, "query could not be sent");
+    return true;
+}
+
+bool
+pg_collect(PgConn *c, PGresult **res, Err *err)
+{
+    PGresult *r = PQgetResult(c->conn);
+    ExecStatusType st = PQresultStatus(r);
+
+    *res = NULL;
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
+    {
+        pg_err_from_result(err, c, r, "query failed");
+        PQclear(r);
+        pg_drain(c);
+        return false;
+    }
+    pg_drain(c);
+    *res = r;
+    return true;
+}
+
+bool
 pg_exec_params(PgConn *c, const char *sql, int nparams, const char *const *params, Err *err)
 {
     PGresult *r;

@@ -58,7 +58,10 @@ typedef struct Importer
     Tracker *tracker;
     Granularity gran;  /* window size for rows whose partition does not exist yet */
     Sink *sink;
-    Batch batch;
+    Batch bufs[2];      /* double buffer: one filling, one waiting for its probe */
+    Batch *batch;       /* the batch being filled */
+    Batch *ready;       /* full, its duplicate probe in flight; flushed next */
+    SourcePosition ready_pos;
     Buf ref;
     EnsureOptions ensure;
     int64_t now_us;
@@ -392,7 +395,7 @@ importer_client_reject(Importer *im, BatchRow *r, const char *category, const ch
     char full[512];
     (void) category;
     (void) snprintf(full, sizeof full, "%s", reason);
-    batch_reject(&im->batch, r, full, NULL);
+    batch_reject(im->batch, r, full, NULL);
     r->client_decided = true;
 }
 
@@ -407,7 +410,7 @@ importer_seen_reset(Importer *im)
 static bool
 importer_seen(Importer *im, size_t row_idx)
 {
-    const BatchRow *r = &im->batch.rows[row_idx];
+    const BatchRow *r = &im->batch->rows[row_idx];
     uint64_t h;
     size_t mask;
     size_t pos;
@@ -425,7 +428,7 @@ importer_seen(Importer *im, size_t row_idx)
     mask = im->seen_cap - 1;
     for (pos = (size_t) h & mask; im->seen[pos] != 0; pos = (pos + 1) & mask)
     {
-        const BatchRow *o = &im->batch.rows[im->seen[pos] - 1];
+        const BatchRow *o = &im->batch->rows[im->seen[pos] - 1];
         if (memcmp(o->hash, r->hash, REF_HASH_LEN) == 0)
             return true;
     }
@@ -488,7 +491,7 @@ format_event_time(Buf *out, int64_t us)
 static bool
 importer_add_record(Importer *im, const Record *rec, Err *err)
 {
-    Batch *b = &im->batch;
+    Batch *b = im->batch;
     BatchRow *r = batch_add(b);
     size_t row_idx = b->nrows - 1;
     Err rerr = {0};
@@ -621,9 +624,8 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
  * --keep-expired) and so never cause a partition to be created.
  */
 static void
-importer_classify(Importer *im)
+importer_classify(Importer *im, Batch *b)
 {
-    Batch *b = &im->batch;
     int64_t now = im->o->now_us ? im->o->now_us : wall_now_us();
 
     for (size_t i = 0; i < b->nrows; i++)
@@ -864,9 +866,8 @@ importer_count_committed(Importer *im, const Batch *b)
 }
 
 static bool
-importer_ensure_windows(Importer *im, Err *err)
+importer_ensure_windows(Importer *im, Batch *b, Err *err)
 {
-    Batch *b = &im->batch;
     size_t n = 0;
     EnsureResult res = {0};
 
@@ -895,9 +896,8 @@ importer_ensure_windows(Importer *im, Err *err)
 
 /* Plan: classify the batch without writing; windows that would be created. */
 static bool
-importer_plan_batch(Importer *im, Err *err)
+importer_plan_batch(Importer *im, Batch *b, Err *err)
 {
-    Batch *b = &im->batch;
 
     if (im->sink && !sink_probe_only(im->sink, b, err))
         return false;
@@ -911,31 +911,49 @@ importer_plan_batch(Importer *im, Err *err)
     return true;
 }
 
+/*
+ * importer_flush writes batch b, whose last record ends at *pos, in one
+ * transaction (or classifies it, for a plan).
+ */
 static bool
-importer_flush(Importer *im, bool finished, Err *err)
+importer_flush(Importer *im, Batch *b, const SourcePosition *pos, bool finished, Err *err)
 {
-    Batch *b = &im->batch;
     CommitCtx cc = {0};
     uint64_t rejects_before = rejects_size(im->rejects);
     int attempts = 0;
 
+    if (im->sink && !sink_probe_collect(im->sink, err))
+    {
+        if (!pg_err_is_connection(err))
+            return false;
+        /* the batch is probed again after reconnecting, below */
+    }
     if (b->nrows == 0 && !finished)
         return true;
-    im->src->ops->position(im->src, &cc.pos);
+    cc.pos = *pos;
     cc.im = im;
     cc.finished = finished;
-    importer_classify(im);
+    importer_classify(im, b);
     if (im->o->plan)
     {
-        bool ok = importer_plan_batch(im, err);
+        bool ok = importer_plan_batch(im, b, err);
         batch_reset(b);
         importer_seen_reset(im);
         return ok;
     }
     for (;;)
     {
-        bool ok = importer_ensure_windows(im, err) &&
-                  sink_write(im->sink, b, importer_before_commit, &cc, err);
+        bool ok;
+
+        if (pg_is_broken(im->conn))
+        {
+            if (!pg_err_is_connection(err))
+                err_set(err, EC_PG_CONNECT, "the connection to the server was lost");
+            ok = false;
+        }
+        else
+            ok = importer_ensure_windows(im, b, err) &&
+                 sink_write(im->sink, b, importer_before_commit, &cc, err);
         if (ok)
             break;
         if (!pg_err_is_connection(err) || ++attempts > 3)
@@ -1113,6 +1131,50 @@ importer_check_rejects_limit(Importer *im, Err *err)
     return false;
 }
 
+/* Flush the batch waiting for its probe, if any. */
+static bool
+importer_flush_ready(Importer *im, Err *err)
+{
+    Batch *b = im->ready;
+
+    if (b == NULL)
+        return true;
+    im->ready = NULL;
+    return importer_flush(im, b, &im->ready_pos, false, err);
+}
+
+/*
+ * importer_batch_full: the filling batch is full.  While duplicates keep
+ * showing up (a re-import), its lookup probe is sent and the next batch is
+ * read while the server answers; otherwise it is written at once.
+ */
+static bool
+importer_batch_full(Importer *im, Err *err)
+{
+    Batch *b = im->batch;
+    SourcePosition pos;
+
+    im->src->ops->position(im->src, &pos);
+    if (!importer_flush_ready(im, err))
+        return false;
+    if (im->o->plan || im->sink == NULL || !sink_wants_probe(im->sink))
+        return importer_flush(im, b, &pos, false, err);
+    importer_classify(im, b);
+    if (!sink_probe_send(im->sink, b, err))
+    {
+        if (!pg_err_is_connection(err))
+            return false;
+        /* written (and probed again) after reconnecting */
+        return importer_flush(im, b, &pos, false, err);
+    }
+    im->ready = b;
+    im->ready_pos = pos;
+    im->batch = b == &im->bufs[0] ? &im->bufs[1] : &im->bufs[0];
+    batch_reset(im->batch);
+    importer_seen_reset(im);
+    return true;
+}
+
 static bool
 importer_file(Importer *im, const char *path, Err *err)
 {
@@ -1138,9 +1200,9 @@ importer_file(Importer *im, const char *path, Err *err)
             ok = false;
             break;
         }
-        if (im->batch.nrows >= im->o->batch_rows)
+        if (im->batch->nrows >= im->o->batch_rows)
         {
-            if (!importer_flush(im, false, err) || !importer_check_rejects_limit(im, err))
+            if (!importer_batch_full(im, err) || !importer_check_rejects_limit(im, err))
             {
                 ok = false;
                 break;
@@ -1149,13 +1211,29 @@ importer_file(Importer *im, const char *path, Err *err)
         }
     }
     if (ok)
-        ok = importer_flush(im, true, err) && importer_check_rejects_limit(im, err);
-    else if (err->code == EC_FORMAT && im->batch.nrows > 0 && !im->o->plan)
+    {
+        SourcePosition pos;
+        ok = importer_flush_ready(im, err);
+        im->src->ops->position(im->src, &pos);
+        ok = ok && importer_flush(im, im->batch, &pos, true, err) &&
+             importer_check_rejects_limit(im, err);
+    }
+    else if (err->code == EC_FORMAT && !im->o->plan)
     {
         /* The input broke mid-file: keep what was read before the break. */
         Err ferr = {0};
-        if (!importer_flush(im, false, &ferr))
+        SourcePosition pos;
+
+        im->src->ops->position(im->src, &pos);
+        if (!importer_flush_ready(im, &ferr) ||
+            (im->batch->nrows > 0 && !importer_flush(im, im->batch, &pos, false, &ferr)))
             log_warn("could not commit the rows read before the error: %s", ferr.msg);
+    }
+    else if (im->sink)
+    {
+        Err ignored;
+        if (!sink_probe_collect(im->sink, &ignored))
+            log_debug("probe left behind: %s", ignored.msg);
     }
     importer_progress(im, true);
     source_close(im->src);
@@ -1232,7 +1310,8 @@ importer_free(Importer *im)
     rejects_close(im->rejects);
     rejects_close(im->late);
     tracker_free(im->tracker);
-    batch_free(&im->batch);
+    batch_free(&im->bufs[0]);
+    batch_free(&im->bufs[1]);
     buf_free(&im->ref);
     free(im->cols);
     srcref_template_free(im->tmpl);
@@ -1257,7 +1336,9 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
     im.st = st;
     im.started = mono_now();
     im.now_us = o->now_us ? o->now_us : wall_now_us();
-    batch_init(&im.batch);
+    batch_init(&im.bufs[0]);
+    batch_init(&im.bufs[1]);
+    im.batch = &im.bufs[0];
     buf_init(&im.ref);
     ensure_options_default(&im.ensure);
     im.ensure.granularity = o->granularity;

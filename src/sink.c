@@ -25,6 +25,13 @@ struct Sink
     Buf param;        /* probe array literal */
     BatchRow **scratch;
     size_t scratch_cap;
+    /* probe ahead */
+    Batch *probe_inflight;   /* batch whose probe was sent and not collected */
+    Batch *probed;           /* batch whose duplicates are already marked */
+    BatchRow **probe_rows;   /* its pending rows, sorted by hash */
+    size_t probe_nrows;
+    size_t probe_cap;
+    size_t probe_ndup;       /* duplicates the collected probe found */
 };
 
 void
@@ -114,6 +121,7 @@ sink_free(Sink *s)
     buf_free(&s->copy);
     buf_free(&s->param);
     free(s->scratch);
+    free(s->probe_rows);
     free(s);
 }
 
@@ -178,20 +186,14 @@ put_be32(Buf *b, uint32_t v)
     buf_append(b, x, 4);
 }
 
-static bool
-sink_probe(Sink *s, BatchRow **rows, size_t n, size_t *ndup, Err *err)
-{
-    /* The hashes travel as one binary bytea[] parameter and come back binary:
-     * no hex text to build or parse on either side. */
-    static const Oid types[1] = {1001}; /* bytea[] */
-    static const int formats[1] = {1};
-    PGresult *res;
-    const char *values[1];
-    int lengths[1];
+static const Oid probe_types[1] = {1001}; /* bytea[] */
+static const int probe_formats[1] = {1};
 
-    *ndup = 0;
-    if (n == 0)
-        return true;
+/* The hashes travel as one binary bytea[] parameter and come back binary: no
+ * hex text to build or parse on either side.  rows get sorted by hash. */
+static void
+sink_probe_param(Sink *s, BatchRow **rows, size_t n)
+{
     qsort(rows, n, sizeof *rows, cmp_row_hash);
     buf_reset(&s->param);
     put_be32(&s->param, 1);  /* dimensions */
@@ -204,11 +206,14 @@ sink_probe(Sink *s, BatchRow **rows, size_t n, size_t *ndup, Err *err)
         put_be32(&s->param, REF_HASH_LEN);
         buf_append(&s->param, rows[i]->hash, REF_HASH_LEN);
     }
-    values[0] = s->param.data;
-    lengths[0] = (int) s->param.len;
-    s->stats.probes++;
-    if (!pg_query_ex(s->conn, s->probe_sql, 1, types, values, lengths, formats, 1, &res, err))
-        return false;
+}
+
+/* Mark rows (sorted by hash) found in the probe's answer as DUPLICATE. */
+static size_t
+sink_probe_mark(PGresult *res, BatchRow **rows, size_t n)
+{
+    size_t ndup = 0;
+
     for (int i = 0; i < PQntuples(res); i++)
     {
         BatchRow key;
@@ -222,10 +227,86 @@ sink_probe(Sink *s, BatchRow **rows, size_t n, size_t *ndup, Err *err)
         if (hit && (*hit)->outcome == ROW_PENDING)
         {
             (*hit)->outcome = ROW_DUPLICATE;
-            (*ndup)++;
+            ndup++;
         }
     }
+    return ndup;
+}
+
+static bool
+sink_probe(Sink *s, BatchRow **rows, size_t n, size_t *ndup, Err *err)
+{
+    PGresult *res;
+    const char *values[1];
+    int lengths[1];
+
+    *ndup = 0;
+    if (n == 0)
+        return true;
+    sink_probe_param(s, rows, n);
+    values[0] = s->param.data;
+    lengths[0] = (int) s->param.len;
+    s->stats.probes++;
+    if (!pg_query_ex(s->conn, s->probe_sql, 1, probe_types, values, lengths, probe_formats, 1,
+                     &res, err))
+        return false;
+    *ndup = sink_probe_mark(res, rows, n);
     PQclear(res);
+    return true;
+}
+
+bool
+sink_wants_probe(const Sink *s)
+{
+    return s->probe_first;
+}
+
+bool
+sink_probe_send(Sink *s, Batch *b, Err *err)
+{
+    const char *values[1];
+    int lengths[1];
+    size_t n = 0;
+
+    if (s->probe_cap < b->nrows)
+    {
+        s->probe_cap = b->nrows;
+        s->probe_rows = xrealloc(s->probe_rows, s->probe_cap * sizeof *s->probe_rows);
+    }
+    for (size_t i = 0; i < b->nrows; i++)
+        if (b->rows[i].outcome == ROW_PENDING)
+            s->probe_rows[n++] = &b->rows[i];
+    s->probe_nrows = n;
+    if (n == 0)
+    {
+        s->probed = b;
+        return true;
+    }
+    sink_probe_param(s, s->probe_rows, n);
+    values[0] = s->param.data;
+    lengths[0] = (int) s->param.len;
+    s->stats.probes++;
+    if (!pg_send_query_ex(s->conn, s->probe_sql, 1, probe_types, values, lengths, probe_formats,
+                          1, err))
+        return false;
+    s->probe_inflight = b;
+    return true;
+}
+
+bool
+sink_probe_collect(Sink *s, Err *err)
+{
+    PGresult *res;
+    Batch *b = s->probe_inflight;
+
+    if (b == NULL)
+        return true;
+    s->probe_inflight = NULL;
+    if (!pg_collect(s->conn, &res, err))
+        return false;
+    s->probe_ndup = sink_probe_mark(res, s->probe_rows, s->probe_nrows);
+    PQclear(res);
+    s->probed = b;
     return true;
 }
 
@@ -402,11 +483,22 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
     size_t ndup = 0;
     bool ok;
 
-    ok = sink_exec(s, "BEGIN", err);
-    if (ok && s->probe_first && n > 0)
+    if (s->probed == b)
     {
-        ok = sink_probe(s, s->scratch, n, &ndup, err);
-        n = compact_pending(s->scratch, n);
+        /* Probed ahead, outside the transaction: duplicates are marked already. */
+        ndup = s->probe_ndup;
+        s->probed = NULL;
+        s->probe_ndup = 0;
+        ok = sink_exec(s, "BEGIN", err);
+    }
+    else
+    {
+        ok = sink_exec(s, "BEGIN", err);
+        if (ok && s->probe_first && n > 0)
+        {
+            ok = sink_probe(s, s->scratch, n, &ndup, err);
+            n = compact_pending(s->scratch, n);
+        }
     }
     if (ok && n > 0)
     {

@@ -51,6 +51,13 @@ V7FILL_MUST_CHECK bool pg_query_ex(PgConn *c, const char *sql, int nparams, cons
                                    const int *formats, int result_format, PGresult **res,
                                    Err *err);
 
+/* Send a query without waiting (one at a time); pg_collect waits for its
+ * rows (caller PQclears) and leaves the connection idle. */
+V7FILL_MUST_CHECK bool pg_send_query_ex(PgConn *c, const char *sql, int nparams, const Oid *types,
+                                        const char *const *values, const int *lengths,
+                                        const int *formats, int result_format, Err *err);
+V7FILL_MUST_CHECK bool pg_collect(PgConn *c, PGresult **res, Err *err);
+
 /* Quote an identifier through PQescapeIdentifier; caller frees with free(). */
 char *pg_ident(PgConn *c, const char *name);
 /* "schema"."name", both quoted; caller frees. */

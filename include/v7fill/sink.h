@@ -110,6 +110,18 @@ const SinkStats *sink_stats(const Sink *s);
 V7FILL_MUST_CHECK bool sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx,
                                   Err *err);
 
+/* Probe ahead: while the lookup answers for batch b, the caller reads the next
+ * batch.  The probe runs outside any transaction (its answers are committed
+ * references, so marking them duplicate is safe; a reference committed after
+ * it is still caught by the lookup's primary key).  sink_wants_probe says
+ * whether the sink would probe the next batch (duplicates were seen lately);
+ * sink_probe_send starts it, sink_probe_collect (called before any other
+ * statement on the connection) marks the duplicates, and sink_write then skips
+ * its own probe for that batch. */
+bool sink_wants_probe(const Sink *s);
+V7FILL_MUST_CHECK bool sink_probe_send(Sink *s, Batch *b, Err *err);
+V7FILL_MUST_CHECK bool sink_probe_collect(Sink *s, Err *err);
+
 /* Read-only: mark pending rows whose reference is already in the lookup as
  * DUPLICATE (plan). */
 V7FILL_MUST_CHECK bool sink_probe_only(Sink *s, Batch *b, Err *err);
