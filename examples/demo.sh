@@ -24,6 +24,10 @@ echo "   ..."
 step "v7fill import events events.csv.zst --id-column id"
 "$V7FILL" import events "$data" --id-column id --rejects events.rejects.csv
 
+step "v7fill report events --retention 2y   (windows vs retention, delays, verdict)"
+"$V7FILL" report events --retention 2y --html report.html
+echo "(also written as one self-contained HTML page: report.html)"
+
 step "the rejects file: file, line, reason, SQLSTATE, raw record"
 cat events.rejects.csv
 

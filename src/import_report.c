@@ -45,6 +45,7 @@ import_report_print(FILE *out, const ImportStats *st, bool plan)
         char near[48];
         duration_format(st->retention_us, ret, sizeof ret);
         duration_format(st->near_cutoff_us, near, sizeof near);
+        fprintf(out, "  retention      %s\n", st->retention_from);
         fprintf(out, "  %-14s %" PRIu64 "   (window retired under retention %s: not inserted%s)\n",
                 "expired", st->expired, ret, st->expired_kept ? "" : "; see the late-rows file");
         if (st->expired_kept)
@@ -119,6 +120,7 @@ import_report_json(const ImportStats *st, bool plan)
     json_object_set_new(root, "retention_s",
                         st->retention_us ? json_real((double) st->retention_us / 1e6) : json_null());
     json_object_set_new(root, "near_cutoff_s", json_real((double) st->near_cutoff_us / 1e6));
+    json_object_set_new(root, "retention_from", json_string(st->retention_from));
     json_object_set_new(root, "late_file", st->late_path[0] ? json_string(st->late_path) : json_null());
     json_object_set_new(root, "balanced", json_boolean(import_stats_balanced(st)));
     json_object_set_new(root, "partitions_created",

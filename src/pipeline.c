@@ -23,7 +23,9 @@
 #include "v7fill/copy_encode.h"
 #include "v7fill/import_report.h"
 #include "v7fill/log.h"
+#include "v7fill/maintain.h"
 #include "v7fill/rejects.h"
+#include "v7fill/retention.h"
 #include "v7fill/srcref.h"
 #include "v7fill/state.h"
 #include "v7fill/timeparse.h"
@@ -742,6 +744,43 @@ typedef struct CommitCtx
     Checkpoint next; /* checkpoint as of this batch's commit */
 } CommitCtx;
 
+/* Record, with the batch, which partitions received rows (maintenance will
+ * not retire a window that did within its quiet period).  Last statement
+ * before COMMIT, as maintain.h asks. */
+static bool
+importer_note_activity(Importer *im, const Batch *b, Err *err)
+{
+    const char *names[64];
+    size_t n = 0;
+    bool ok = true;
+
+    for (size_t i = 0; i < b->nrows; i++)
+    {
+        const Partition *p;
+        bool seen = false;
+
+        if (b->rows[i].outcome != ROW_INSERTED)
+            continue;
+        p = catalog_partition_for(im->target, b->rows[i].time_us);
+        if (p == NULL)
+            continue;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = names[k] == p->name;
+        if (seen)
+            continue;
+        names[n++] = p->name;
+        if (n == sizeof names / sizeof names[0])
+        {
+            ok = maintain_note_activity(im->conn, im->target->schema, im->target->name, names, n,
+                                        err);
+            n = 0;
+            if (!ok)
+                return false;
+        }
+    }
+    return maintain_note_activity(im->conn, im->target->schema, im->target->name, names, n, err);
+}
+
 /* Inside the batch's transaction: rejects durable, then the checkpoint. */
 static bool
 importer_before_commit(void *arg, Batch *b, Err *err)
@@ -776,10 +815,11 @@ importer_before_commit(void *arg, Batch *b, Err *err)
     cc->next.finished = cc->finished;
     (void) snprintf(cc->next.rejects_path, sizeof cc->next.rejects_path, "%s",
                     rejects_path(im->rejects));
-    if (!im->use_checkpoint)
-        return true;
-    return state_checkpoint_put(im->conn, im->target->schema, im->target->name, im->identity,
-                                im->src_name, &cc->next, err);
+    if (im->use_checkpoint &&
+        !state_checkpoint_put(im->conn, im->target->schema, im->target->name, im->identity,
+                              im->src_name, &cc->next, err))
+        return false;
+    return importer_note_activity(im, b, err);
 }
 
 static bool
@@ -1370,15 +1410,19 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
         goto out;
     {
         /* Near cutoff: 10% of the retention by default, but at least one window. */
+        Retention ret;
         int64_t near = o->near_cutoff_us;
         int64_t lo;
         int64_t hi;
 
+        if (!retention_resolve(c, im.target->schema, im.target->name, o->retention, &ret, err))
+            goto out;
+        st->retention_us = ret.source == RETENTION_NONE ? 0 : ret.us;
+        retention_describe(&ret, st->retention_from, sizeof st->retention_from);
         window_of(im.gran, im.now_us, &lo, &hi);
-        if (near == 0 && o->retention_us > 0)
-            near = o->retention_us / 10 > hi - lo ? o->retention_us / 10 : hi - lo;
-        im.tracker = tracker_new(o->retention_us, near);
-        st->retention_us = o->retention_us;
+        if (near == 0 && st->retention_us > 0)
+            near = st->retention_us / 10 > hi - lo ? st->retention_us / 10 : hi - lo;
+        im.tracker = tracker_new(st->retention_us, near);
         st->near_cutoff_us = near;
     }
 
@@ -1429,7 +1473,7 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
         if (!ok)
             goto out;
         /* Rows can only be late when there is a retention to be late for. */
-        path = o->retention_us == 0 ? NULL
+        path = st->retention_us == 0 ? NULL
                : o->late_path       ? xstrdup(o->late_path)
                                     : xasprintf("%s.late.csv", im.target->name);
         if (path)
@@ -1441,7 +1485,8 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
         if (!ok)
             goto out;
         ok = false;
-        if (!state_setup(c, err) || !state_id_key(c, im.target->schema, im.target->name, key, err) ||
+        if (!state_setup(c, err) || !maintain_setup(c, err) ||
+            !state_id_key(c, im.target->schema, im.target->name, key, err) ||
             !state_lookup_create(c, im.target->schema, im.lookup_name, err))
             goto out;
     }

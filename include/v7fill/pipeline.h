@@ -56,7 +56,8 @@ typedef struct ImportOptions
     int lock_timeout_ms;
     int reconnect_attempts;   /* after a lost connection (default 5) */
     int64_t now_us;           /* 0 = the real clock (tests inject a time) */
-    int64_t retention_us;     /* 0 = no retention: every row is on time */
+    const char *retention;    /* --retention; NULL: stored (v7fill retention), else
+                                 pg_partman's, else none (every row is on time) */
     int64_t near_cutoff_us;   /* 0 = 10% of the retention, at least one window */
     bool keep_expired;        /* insert rows whose window is retired anyway */
     const char *late_path;    /* late-rows output; NULL → "<table>.late.csv" */
@@ -103,7 +104,8 @@ typedef struct ImportStats
     Buf ddl;              /* plan: partitions that would be created */
     char rejects_path[1024];
     char late_path[1024];
-    int64_t retention_us;
+    int64_t retention_us;     /* 0 = none */
+    char retention_from[256]; /* where it came from, for the report */
     int64_t near_cutoff_us;
     char *delay_json;     /* the tracker's statistics (tracker_to_json), or NULL */
     char lookup_table[256];

@@ -62,4 +62,68 @@ int64_t tracker_max(const Tracker *t);
 /* The run's statistics as JSON (jansson); caller frees. */
 char *tracker_to_json(const Tracker *t);
 
+/* ------------------------------------------------------------------------
+ * Added for the report: read access to the aggregates, and merging of the
+ * JSON documents of many runs.
+ */
+
+#define TRACKER_LARGEST 10  /* largest delays kept, with their references */
+#define TRACKER_REF_MAX 200 /* bytes of a reference kept (cut at a UTF-8 boundary) */
+
+/* One of the largest delays. */
+typedef struct TrackerLargest
+{
+    int64_t delay_us;
+    int64_t id_us;
+    int64_t insert_us;
+    DelayClass cls;
+    bool ref_truncated;               /* the reference was longer than TRACKER_REF_MAX */
+    char ref[TRACKER_REF_MAX + 1];    /* valid UTF-8, no NUL inside (U+FFFD replaces bad bytes) */
+} TrackerLargest;
+
+/* Rows per window, by class.  min_time_left_us: the smallest time left (window
+ * retirement − insert) any of its rows had when it was added; INT64_MAX
+ * without retention. */
+typedef struct TrackerWindow
+{
+    int64_t lower_us;
+    int64_t upper_us;
+    uint64_t rows[3]; /* indexed by DelayClass */
+    int64_t min_time_left_us;
+} TrackerWindow;
+
+/* A bucket of the coarse display histogram: delays in [lower_us, upper_us)
+ * (the first bucket also holds negative delays, the last has upper INT64_MAX). */
+typedef struct TrackerBucket
+{
+    int64_t lower_us;
+    int64_t upper_us;
+    const char *label; /* its lower edge: "<1ms", "1ms", "10ms", ..., "1h", "1d", "30d", "365d" */
+    uint64_t count;
+} TrackerBucket;
+
+/* Rows of all classes. */
+uint64_t tracker_total(const Tracker *t);
+/* Rows whose id time was after their insert time (clock ahead); counted as
+ * delay 0 in the histograms and percentiles, exact in min. */
+uint64_t tracker_negative(const Tracker *t);
+
+/* The largest delays, largest first (at most TRACKER_LARGEST); borrowed. */
+size_t tracker_largest(const Tracker *t, const TrackerLargest **out);
+/* The windows rows went to, by lower bound; borrowed.  The number of windows
+ * is capped (TRACKER_MAX_WINDOWS in tracker.c); rows of windows beyond the cap
+ * are counted by tracker_untracked_window_rows. */
+size_t tracker_windows(const Tracker *t, const TrackerWindow **out);
+uint64_t tracker_untracked_window_rows(const Tracker *t);
+/* The display histogram (its bucket count is fixed); borrowed. */
+size_t tracker_display(const Tracker *t, const TrackerBucket **out);
+
+/* Add the statistics of one run (a document from tracker_to_json, possibly
+ * re-serialised by jsonb) into t: counts, histograms, largest delays and
+ * windows add up; t's retention settings are kept.  A document that is not
+ * v7fill's tracker format → EC_FORMAT, t unchanged. */
+V7FILL_MUST_CHECK bool tracker_merge_json(Tracker *t, const char *json, Err *err);
+
+const char *delay_class_name(DelayClass c); /* "on_time", "near_cutoff", "expired" */
+
 #endif /* V7FILL_TRACKER_H */

@@ -354,11 +354,12 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
                 o.progress = false;
                 break;
             case OPT_RETENTION:
+                o.retention = optarg;
+                break;
             case OPT_NEAR_CUTOFF:
-                if (!duration_parse(optarg, c == OPT_RETENTION ? &o.retention_us : &o.near_cutoff_us,
-                                    err))
+                if (!duration_parse(optarg, &o.near_cutoff_us, err))
                 {
-                    err_prefix(err, c == OPT_RETENTION ? "--retention" : "--near-cutoff");
+                    err_prefix(err, "--near-cutoff");
                     err->code = EC_USAGE;
                     status = 2;
                     goto out;

@@ -30,6 +30,8 @@ partitions_usage(FILE *out)
             "  v7fill partitions TABLE --list [--json]\n"
             "  v7fill partitions TABLE --from T1 --to T2 [OPTION]...\n"
             "  v7fill partitions TABLE --ahead N [OPTION]...\n"
+            "  v7fill partitions TABLE --maintain [--retention R] [--ahead N] [--drop|--detach-only]\n"
+            "                    [--quiet-period D] [--dry-run]\n"
             "\n"
             "List the time windows (partitions) of TABLE, or make sure every window of\n"
             "[T1, T2) exists, or the current window and the next N (for cron).  Partitions\n"
@@ -61,6 +63,18 @@ partitions_usage(FILE *out)
             "      --lock-timeout=MS    lock_timeout per attempt (default 5000)\n"
             "      --lock-retries=N     attempts after a lock timeout (default 5)\n"
             "      --json               JSON output\n"
+            "      --maintain           ensure now's window and the next --ahead N (default 4),\n"
+            "                           and retire the windows whose upper bound is older than\n"
+            "                           now - retention: DETACH ... CONCURRENTLY (plain DETACH\n"
+            "                           when a DEFAULT partition exists), then DROP; prints\n"
+            "                           \"created=N detached=N dropped=N issues=N\" (same as\n"
+            "                           \"v7fill maintain\"; see its --help for every option)\n"
+            "      --retention=R        retention for --maintain (default: the one stored with\n"
+            "                           \"v7fill retention TABLE set\", else pg_partman's)\n"
+            "      --drop               drop retired windows after detaching them (default)\n"
+            "      --detach-only        detach retired windows and keep them as tables\n"
+            "      --quiet-period=D     do not retire a window that received rows within D\n"
+            "                           (default 1h): a late row is arriving there right now\n"
             "  -h, --help               this help\n"
             "\n"
             "Exit status: 0 done; 2 usage; 3 unsupported table, a name clash, or windows\n"
@@ -519,6 +533,16 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
 int
 cmd_partitions(int argc, char **argv, const GlobalOpts *g, Err *err)
 {
+    /* --maintain is `v7fill maintain` with the same options. */
+    for (int i = 1; i < argc; i++)
+    {
+        if (strcmp(argv[i], "--maintain") == 0)
+        {
+            memmove(&argv[i], &argv[i + 1], (size_t) (argc - i) * sizeof *argv);
+            return cmd_maintain(argc - 1, argv, g, err);
+        }
+    }
+
     enum
     {
         OPT_FROM = 256,

@@ -1,0 +1,733 @@
+/*
+ * Maintenance: windows ahead (through partitions_ensure_range) and
+ * retirement of windows past the retention cutoff, guarded by the quiet
+ * period recorded in v7fill.window_activity.
+ *
+ * The guard has two halves.  Before a detach, a window with an insert
+ * recorded within the quiet period is refused.  An import batch may still
+ * start writing into the window between that check and the detach; the
+ * detach then waits for the batch's transaction (DETACH CONCURRENTLY waits
+ * for every transaction using the parent, plain DETACH for its lock), and
+ * the batch records its activity in that same transaction.  So the record is
+ * read again after the detach: if it moved, the detached table holds rows
+ * that just arrived and is kept, not dropped.
+ */
+#include "v7fill/maintain.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "v7fill/civil.h"
+#include "v7fill/log.h"
+#include "v7fill/mem.h"
+#include "v7fill/state.h"
+#include "v7fill/timeparse.h"
+
+/* The advisory lock state_setup takes ("v7fS" "etup"): v7fill's own objects
+ * are created under one lock, so concurrent first runs never race. */
+#define STATE_SETUP_LOCK "7665318803486371184"
+
+static const char *const create_sql =
+    "CREATE TABLE IF NOT EXISTS v7fill.window_activity ("
+    "  target_schema text NOT NULL, target_table text NOT NULL,"
+    "  partition_name text NOT NULL, last_insert_at timestamptz NOT NULL,"
+    "  PRIMARY KEY (target_schema, target_table, partition_name))";
+
+/* A partition past the cutoff, copied out of the catalog list (which is
+ * refreshed while we work). */
+typedef struct Candidate
+{
+    char *schema;
+    char *name;
+    unsigned int oid;
+    int64_t lower_us;
+    int64_t upper_us;
+} Candidate;
+
+/* What the retirement of one window reads about its activity. */
+typedef struct Activity
+{
+    bool found;
+    bool recent;      /* within the quiet period (plus the refresh slack) */
+    int64_t last_us;  /* last_insert_at */
+    int64_t age_us;   /* now() − last_insert_at */
+    char last[48];    /* last_insert_at as text */
+} Activity;
+
+void
+maintain_options_default(MaintainOptions *o)
+{
+    memset(o, 0, sizeof *o);
+    o->ahead = MAINTAIN_DEFAULT_AHEAD;
+    o->quiet_period_us = MAINTAIN_DEFAULT_QUIET;
+    o->granularity = GRAN_AUTO;
+    o->lock_timeout_ms = 5000;
+}
+
+void
+maintain_result_format(const MaintainResult *r, char *out, size_t size)
+{
+    (void) snprintf(out, size, "created=%d detached=%d dropped=%d issues=%d", r->created,
+                    r->detached, r->dropped, r->issues);
+}
+
+bool
+maintain_setup(PgConn *c, Err *err)
+{
+    PGresult *res;
+    bool exists;
+
+    if (!state_setup(c, err))
+        return false;
+    if (!pg_query(c, "SELECT to_regclass('v7fill.window_activity') IS NOT NULL", 0, NULL, &res,
+                  err))
+        return false;
+    exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    if (exists)
+        return true;
+    if (!pg_exec(c, "BEGIN", err))
+        return false;
+    if (!pg_exec(c, "SELECT pg_advisory_xact_lock(" STATE_SETUP_LOCK ")", err) ||
+        !pg_exec(c, create_sql, err))
+    {
+        Err ignored;
+
+        if (!pg_exec(c, "ROLLBACK", &ignored))
+            (void) 0;
+        err_prefix(err, "could not create v7fill.window_activity");
+        return false;
+    }
+    return pg_exec(c, "COMMIT", err);
+}
+
+/* A text[] literal: every element double-quoted, " and \ escaped, so any
+ * name survives; it travels as a parameter. */
+static void
+text_array(Buf *b, const char *const *items, size_t n)
+{
+    buf_putc(b, '{');
+    for (size_t i = 0; i < n; i++)
+    {
+        if (i)
+            buf_putc(b, ',');
+        buf_putc(b, '"');
+        for (const char *s = items[i]; *s; s++)
+        {
+            if (*s == '"' || *s == '\\')
+                buf_putc(b, '\\');
+            buf_putc(b, *s);
+        }
+        buf_putc(b, '"');
+    }
+    buf_putc(b, '}');
+}
+
+bool
+maintain_note_activity(PgConn *c, const char *schema, const char *table,
+                       const char *const *partitions, size_t n, Err *err)
+{
+    char slack[32];
+    const char *params[4];
+    Buf arr;
+    bool ok;
+
+    if (n == 0)
+        return true;
+    buf_init(&arr);
+    text_array(&arr, partitions, n);
+    (void) snprintf(slack, sizeof slack, "%d seconds", MAINTAIN_ACTIVITY_SLACK_S);
+    params[0] = schema;
+    params[1] = table;
+    params[2] = arr.data;
+    params[3] = slack;
+    /* The NOT EXISTS skips windows noted a moment ago without locking their
+     * row; DISTINCT because ON CONFLICT may touch a row once per statement;
+     * ORDER BY so that concurrent batches lock rows in one order. */
+    ok = pg_exec_params(
+        c,
+        "INSERT INTO v7fill.window_activity AS a "
+        "(target_schema, target_table, partition_name, last_insert_at) "
+        "SELECT DISTINCT $1::text, $2::text, u.p, now() FROM unnest($3::text[]) AS u(p) "
+        " WHERE NOT EXISTS (SELECT 1 FROM v7fill.window_activity w "
+        "                    WHERE w.target_schema = $1 AND w.target_table = $2 "
+        "                      AND w.partition_name = u.p "
+        "                      AND w.last_insert_at >= now() - $4::interval) "
+        " ORDER BY u.p "
+        "ON CONFLICT (target_schema, target_table, partition_name) DO UPDATE "
+        "SET last_insert_at = GREATEST(a.last_insert_at, EXCLUDED.last_insert_at)",
+        4, params, err);
+    buf_free(&arr);
+    if (!ok)
+        err_prefix(err, "could not record the windows written to in v7fill.window_activity");
+    return ok;
+}
+
+/* ---------------------------------------------------------------- events */
+
+typedef struct Ctx
+{
+    PgConn *conn;
+    TargetTable *t;
+    const MaintainOptions *o;
+    MaintainResult *r;
+    int64_t now_us;
+    int64_t cutoff_us;
+    bool have_activity; /* v7fill.window_activity exists */
+    bool concurrently;
+    char qparent[600];
+    char retention[48];
+    char quiet[48];
+} Ctx;
+
+static void
+fmt_bound(int64_t us, char *out, size_t size)
+{
+    CivilTime ct;
+
+    if (us == INT64_MIN)
+        (void) snprintf(out, size, "MINVALUE");
+    else if (us == INT64_MAX)
+        (void) snprintf(out, size, "MAXVALUE");
+    else
+    {
+        civil_from_us(us, &ct);
+        if (ct.hour == 0 && ct.minute == 0 && ct.second == 0 && ct.usec == 0)
+            (void) snprintf(out, size, "%04d-%02d-%02d", ct.year, ct.month, ct.day);
+        else
+            civil_format_rfc3339(us, ct.usec % 1000 != 0, out, size);
+    }
+}
+
+/* "events__2026_05 [2026-05-01, 2026-06-01)" */
+static void
+label(const char *name, int64_t lower, int64_t upper, char *out, size_t size)
+{
+    char a[48];
+    char b[48];
+
+    fmt_bound(lower, a, sizeof a);
+    fmt_bound(upper, b, sizeof b);
+    (void) snprintf(out, size, "%s [%s, %s)", name, a, b);
+}
+
+static void emit(const Ctx *x, MaintainAction action, const char *schema, const char *name,
+                 int64_t lower, int64_t upper, const char *fmt, ...) V7FILL_PRINTF(7, 8);
+
+static void
+emit(const Ctx *x, MaintainAction action, const char *schema, const char *name, int64_t lower,
+     int64_t upper, const char *fmt, ...)
+{
+    MaintainEvent ev;
+    char msg[2048];
+    va_list ap;
+
+    if (x->o->on_event == NULL)
+        return;
+    va_start(ap, fmt);
+    (void) vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    memset(&ev, 0, sizeof ev);
+    ev.action = action;
+    ev.dry_run = x->o->dry_run;
+    ev.schema = schema;
+    ev.partition = name;
+    ev.lower_us = lower;
+    ev.upper_us = upper;
+    ev.message = msg;
+    x->o->on_event(x->o->on_event_arg, &ev);
+}
+
+/* Count an issue; the first one is kept whole in r->issue. */
+static void
+issue(Ctx *x, const Err *e)
+{
+    if (x->r->issues++ == 0)
+        x->r->issue = *e;
+}
+
+/* ----------------------------------------------------------------- ahead */
+
+static void
+on_window(void *arg, const WindowReport *w)
+{
+    const Ctx *x = arg;
+
+    if (w->action != WINDOW_CREATED && w->action != WINDOW_GAPS_FILLED)
+        return;
+    for (size_t i = 0; i < w->npieces; i++)
+    {
+        char l[200];
+
+        label(w->pieces[i].name, w->pieces[i].lower_us, w->pieces[i].upper_us, l, sizeof l);
+        emit(x, MAINTAIN_CREATED, x->t->schema, w->pieces[i].name, w->pieces[i].lower_us,
+             w->pieces[i].upper_us, "%s %s", w->dry_run ? "would create" : "created", l);
+    }
+}
+
+static bool
+ensure_ahead(Ctx *x, Err *err)
+{
+    const MaintainOptions *o = x->o;
+    EnsureOptions eo;
+    EnsureResult er;
+    Granularity g;
+    TimeParser *zone = NULL;
+    int64_t to = x->now_us;
+    bool ok = true;
+
+    ensure_options_default(&eo);
+    eo.granularity = o->granularity;
+    eo.dry_run = o->dry_run;
+    eo.window_tz = o->window_tz;
+    eo.name_pattern = o->name_pattern;
+    eo.lock_timeout_ms = o->lock_timeout_ms;
+    eo.on_window = on_window;
+    eo.on_window_arg = x;
+    if (!partitions_effective_granularity(x->t, &eo, &g, err))
+        return false;
+    if (o->window_tz && !time_parser_new("iso", o->window_tz, &zone, err))
+        return false;
+    /* Now's window and the next `ahead`, as `partitions --ahead` counts. */
+    for (int i = 0; i <= o->ahead && ok; i++)
+    {
+        Window w;
+
+        ok = window_at(g, zone, to, &w, err);
+        to = w.upper_us;
+    }
+    time_parser_free(zone);
+    if (!ok)
+        return false;
+    memset(&er, 0, sizeof er);
+    if (!partitions_ensure_range(x->conn, x->t, x->now_us, to, &eo, &er, err))
+    {
+        x->r->created += er.partitions_created;
+        err_prefix(err, "could not create the windows ahead");
+        return false;
+    }
+    x->r->created += er.partitions_created;
+    if (er.issues > 0)
+    {
+        emit(x, MAINTAIN_ISSUE, x->t->schema, "", 0, 0, "%s", er.issue.msg);
+        x->r->issues += er.issues - 1;
+        issue(x, &er.issue);
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------- retire */
+
+static bool
+read_activity(Ctx *x, const char *name, Activity *a, Err *err)
+{
+    char window[48];
+    const char *params[4];
+    PGresult *res;
+
+    memset(a, 0, sizeof *a);
+    if (!x->have_activity)
+        return true;
+    (void) snprintf(window, sizeof window, "%" PRId64 " microseconds",
+                    x->o->quiet_period_us + (int64_t) MAINTAIN_ACTIVITY_SLACK_S * US_PER_SEC);
+    params[0] = x->t->schema;
+    params[1] = x->t->name;
+    params[2] = name;
+    params[3] = window;
+    /* The server's clock on both sides: the quiet period is about real
+     * inserts happening now, also when maintenance pretends another now. */
+    if (!pg_query(x->conn,
+                  "SELECT last_insert_at::text, "
+                  "       (extract(epoch FROM last_insert_at) * 1000000)::int8, "
+                  "       last_insert_at > now() - $4::interval, "
+                  "       (extract(epoch FROM now() - last_insert_at) * 1000000)::int8 "
+                  "  FROM v7fill.window_activity "
+                  " WHERE target_schema = $1 AND target_table = $2 AND partition_name = $3",
+                  4, params, &res, err))
+    {
+        err_prefix(err, "could not read v7fill.window_activity");
+        return false;
+    }
+    if (PQntuples(res) == 1)
+    {
+        a->found = true;
+        (void) snprintf(a->last, sizeof a->last, "%s", PQgetvalue(res, 0, 0));
+        a->last_us = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+        a->recent = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
+        a->age_us = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
+    }
+    PQclear(res);
+    return true;
+}
+
+static void
+refuse(Ctx *x, const Candidate *cd, const Activity *a)
+{
+    char l[200];
+    char age[48];
+    Err e;
+
+    label(cd->name, cd->lower_us, cd->upper_us, l, sizeof l);
+    duration_format(a->age_us > 0 ? a->age_us : 0, age, sizeof age);
+    emit(x, MAINTAIN_REFUSED, cd->schema, cd->name, cd->lower_us, cd->upper_us,
+         "refused to retire %s: it received rows %s ago (%s), within the quiet period of %s: a "
+         "late row is arriving there right now",
+         l, age, a->last, x->quiet);
+    memset(&e, 0, sizeof e);
+    err_set(&e, EC_CONFIG, "refused to retire window %s of %s.%s: it received rows %s ago, "
+                           "within the quiet period of %s",
+            l, x->t->schema, x->t->name, age, x->quiet);
+    err_detail(&e, "The window is past the retention cutoff (its upper bound is older than now "
+                   "minus %s), but v7fill.window_activity records an insert at %s: a late row "
+                   "is arriving there right now.",
+               x->retention, a->last);
+    err_hint(&e, "Find out why rows still arrive for that window (retention must exceed the "
+                 "longest delivery delay: see \"v7fill report\").  Maintenance retires it once "
+                 "it has been quiet for --quiet-period.");
+    issue(x, &e);
+}
+
+/* A statement the server refused for one window: an issue, not the end of
+ * the run.  A lost connection is the end. */
+static bool
+window_failed(Ctx *x, const Candidate *cd, const char *what, Err *err)
+{
+    char l[200];
+    Err e;
+
+    if (err->code == EC_PG_CONNECT)
+        return false;
+    label(cd->name, cd->lower_us, cd->upper_us, l, sizeof l);
+    e = *err;
+    err_clear(err);
+    emit(x, MAINTAIN_ISSUE, cd->schema, cd->name, cd->lower_us, cd->upper_us,
+         "could not %s %s: %s%s%s%s", what, l, e.msg, e.sqlstate[0] ? " (SQLSTATE " : "",
+         e.sqlstate, e.sqlstate[0] ? ")" : "");
+    err_prefix(&e, "could not %s %s of %s.%s", what, l, x->t->schema, x->t->name);
+    if (strcmp(e.sqlstate, "55P03") == 0 && !e.hint[0])
+        err_hint(&e, "Another session held a conflicting lock for longer than --lock-timeout; "
+                     "run maintenance again later.");
+    else if (!e.hint[0] && strcmp(what, "detach") == 0)
+        err_hint(&e, "A DETACH ... CONCURRENTLY that failed half-way leaves the partition "
+                     "\"detach pending\"; the next maintenance run finalizes it.");
+    e.code = EC_CONFIG;
+    issue(x, &e);
+    return true;
+}
+
+/* Attached: 1, pending detach: 2, no longer a partition: 0. */
+static bool
+attach_state(Ctx *x, const Candidate *cd, int *state, Err *err)
+{
+    char child[16];
+    char parent[16];
+    const char *params[2] = {child, parent};
+    PGresult *res;
+
+    (void) snprintf(child, sizeof child, "%u", cd->oid);
+    (void) snprintf(parent, sizeof parent, "%u", x->t->oid);
+    if (!pg_query(x->conn,
+                  PQserverVersion(pg_raw(x->conn)) >= 140000
+                      ? "SELECT inhdetachpending FROM pg_catalog.pg_inherits "
+                        "WHERE inhrelid = $1::oid AND inhparent = $2::oid"
+                      : "SELECT false FROM pg_catalog.pg_inherits "
+                        "WHERE inhrelid = $1::oid AND inhparent = $2::oid",
+                  2, params, &res, err))
+        return false;
+    *state = PQntuples(res) == 0 ? 0 : strcmp(PQgetvalue(res, 0, 0), "t") == 0 ? 2 : 1;
+    PQclear(res);
+    return true;
+}
+
+static void
+unlock_parent(Ctx *x)
+{
+    char sql[96];
+    Err ignored;
+
+    (void) snprintf(sql, sizeof sql, "SELECT pg_catalog.pg_advisory_unlock(%" PRId64 ")",
+                    partitions_lock_key(x->t->oid));
+    if (!pg_exec(x->conn, sql, &ignored))
+        (void) 0;
+}
+
+/* Detach (or finalize a pending detach of) one partition.  *done: it is no
+ * longer a partition of the parent because of us. */
+static bool
+detach(Ctx *x, const Candidate *cd, const char *qchild, bool *done, Err *err)
+{
+    char l[200];
+    char *sql;
+    int state;
+    bool ok;
+
+    *done = false;
+    label(cd->name, cd->lower_us, cd->upper_us, l, sizeof l);
+    if (!attach_state(x, cd, &state, err))
+        return window_failed(x, cd, "detach", err);
+    if (state == 0)
+    {
+        emit(x, MAINTAIN_NOTE, cd->schema, cd->name, cd->lower_us, cd->upper_us,
+             "%s is no longer a partition of %s.%s (detached by another session); left alone",
+             l, x->t->schema, x->t->name);
+        return true;
+    }
+    if (state == 2)
+    {
+        /* An earlier DETACH ... CONCURRENTLY stopped half-way. */
+        sql = xasprintf("ALTER TABLE %s DETACH PARTITION %s FINALIZE", x->qparent, qchild);
+        ok = pg_exec(x->conn, sql, err);
+        free(sql);
+        if (!ok)
+            return window_failed(x, cd, "finalize the pending detach of", err);
+        *done = true;
+        x->r->detached++;
+        emit(x, MAINTAIN_DETACHED, cd->schema, cd->name, cd->lower_us, cd->upper_us,
+             "detached %s (finalized a DETACH CONCURRENTLY that had stopped half-way)", l);
+        return true;
+    }
+    sql = xasprintf("ALTER TABLE %s DETACH PARTITION %s%s", x->qparent, qchild,
+                    x->concurrently ? " CONCURRENTLY" : "");
+    ok = pg_exec(x->conn, sql, err);
+    free(sql);
+    if (!ok)
+        return window_failed(x, cd, "detach", err);
+    *done = true;
+    x->r->detached++;
+    emit(x, MAINTAIN_DETACHED, cd->schema, cd->name, cd->lower_us, cd->upper_us, "detached %s%s",
+         l, x->concurrently ? " (CONCURRENTLY)" : "");
+    return true;
+}
+
+static bool
+retire_one(Ctx *x, const Candidate *cd, Err *err)
+{
+    Activity before;
+    Activity after;
+    char l[200];
+    char *qchild;
+    char lock_sql[96];
+    bool done = false;
+    bool ok = true;
+
+    label(cd->name, cd->lower_us, cd->upper_us, l, sizeof l);
+    if (!read_activity(x, cd->name, &before, err))
+        return false;
+    if (before.recent)
+    {
+        refuse(x, cd, &before);
+        return true;
+    }
+    if (x->o->dry_run)
+    {
+        x->r->detached++;
+        emit(x, MAINTAIN_DETACHED, cd->schema, cd->name, cd->lower_us, cd->upper_us,
+             "would detach %s%s", l, x->concurrently ? " (CONCURRENTLY)" : "");
+        if (x->o->detach_only)
+            emit(x, MAINTAIN_KEPT, cd->schema, cd->name, cd->lower_us, cd->upper_us,
+                 "would keep %s.%s as a standalone table (--detach-only)", cd->schema, cd->name);
+        else
+        {
+            x->r->dropped++;
+            emit(x, MAINTAIN_DROPPED, cd->schema, cd->name, cd->lower_us, cd->upper_us,
+                 "would drop %s.%s", cd->schema, cd->name);
+        }
+        return true;
+    }
+
+    /* One v7fill process changes a parent's partitions at a time; the same
+     * key partitions_ensure_* takes.  Session-level, because DETACH
+     * CONCURRENTLY runs outside a transaction. */
+    (void) snprintf(lock_sql, sizeof lock_sql, "SELECT pg_catalog.pg_advisory_lock(%" PRId64 ")",
+                    partitions_lock_key(x->t->oid));
+    if (!pg_exec(x->conn, lock_sql, err))
+        return window_failed(x, cd, "lock the partitions for retiring", err);
+    qchild = pg_qualified(x->conn, cd->schema, cd->name);
+    if (!detach(x, cd, qchild, &done, err))
+        ok = false;
+    else if (done)
+    {
+        /* See the top of the file: a batch that wrote into the window while
+         * the detach waited for it has committed its activity by now. */
+        if (!read_activity(x, cd->name, &after, err))
+            ok = false;
+        else if (after.found && (!before.found || after.last_us > before.last_us))
+        {
+            Err e;
+
+            emit(x, MAINTAIN_ISSUE, cd->schema, cd->name, cd->lower_us, cd->upper_us,
+                 "detached %s but did not drop it: rows arrived during the detach (at %s); the "
+                 "table is kept as %s.%s",
+                 l, after.last, cd->schema, cd->name);
+            memset(&e, 0, sizeof e);
+            err_set(&e, EC_CONFIG, "detached window %s of %s.%s but kept the table: rows "
+                                   "arrived in it during the detach",
+                    l, x->t->schema, x->t->name);
+            err_detail(&e, "v7fill.window_activity records an insert at %s, after the quiet "
+                           "period check.  The rows are in %s.%s, which is no longer a "
+                           "partition.",
+                       after.last, cd->schema, cd->name);
+            err_hint(&e, "Look at the rows, then re-attach the table or drop it yourself.");
+            issue(x, &e);
+        }
+        else if (x->o->detach_only)
+            emit(x, MAINTAIN_KEPT, cd->schema, cd->name, cd->lower_us, cd->upper_us,
+                 "kept %s.%s as a standalone table (--detach-only)", cd->schema, cd->name);
+        else
+        {
+            char *sql = xasprintf("DROP TABLE %s", qchild);
+
+            if (!pg_exec(x->conn, sql, err))
+                ok = window_failed(x, cd, "drop the detached table of", err);
+            else
+            {
+                const char *params[3] = {x->t->schema, x->t->name, cd->name};
+
+                x->r->dropped++;
+                emit(x, MAINTAIN_DROPPED, cd->schema, cd->name, cd->lower_us, cd->upper_us,
+                     "dropped %s.%s", cd->schema, cd->name);
+                if (x->have_activity &&
+                    !pg_exec_params(x->conn,
+                                    "DELETE FROM v7fill.window_activity WHERE target_schema = $1 "
+                                    "AND target_table = $2 AND partition_name = $3",
+                                    3, params, err))
+                    ok = false;
+            }
+            free(sql);
+        }
+    }
+    free(qchild);
+    unlock_parent(x);
+    return ok;
+}
+
+static bool
+server_now(PgConn *c, int64_t *out, Err *err)
+{
+    PGresult *res;
+
+    if (!pg_query(c, "SELECT (extract(epoch FROM now()) * 1000000)::int8", 0, NULL, &res, err))
+        return false;
+    *out = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return true;
+}
+
+static bool
+retire(Ctx *x, Err *err)
+{
+    Candidate *cands = NULL;
+    size_t n = 0;
+    PGresult *res;
+    bool ok = true;
+
+    for (size_t i = 0; i < x->t->npartitions; i++)
+    {
+        const Partition *p = &x->t->partitions[i];
+
+        /* pg_partman's rule: retired once the upper bound is older than
+         * now − retention (strictly). */
+        if (p->is_default || p->planned || p->upper_us == INT64_MAX || p->upper_us >= x->cutoff_us)
+            continue;
+        cands = xrealloc(cands, (n + 1) * sizeof *cands);
+        cands[n].schema = xstrdup(p->schema);
+        cands[n].name = xstrdup(p->name);
+        cands[n].oid = p->oid;
+        cands[n].lower_us = p->lower_us;
+        cands[n].upper_us = p->upper_us;
+        n++;
+    }
+    if (n == 0)
+        return true;
+
+    if (!pg_query(x->conn, "SELECT to_regclass('v7fill.window_activity') IS NOT NULL", 0, NULL,
+                  &res, err))
+    {
+        ok = false;
+        goto out;
+    }
+    x->have_activity = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    x->concurrently = PQserverVersion(pg_raw(x->conn)) >= 140000 && !x->t->has_default;
+    if (!x->concurrently)
+    {
+        const char *why = x->t->has_default
+                              ? "it has a DEFAULT partition, which rules out CONCURRENTLY"
+                              : "the server is older than PostgreSQL 14";
+
+        emit(x, MAINTAIN_NOTE, x->t->schema, x->t->name, 0, 0,
+             "%s plain DETACH PARTITION on %s.%s: %s; it takes an ACCESS EXCLUSIVE lock on the "
+             "parent for the detach",
+             x->o->dry_run ? "would use" : "using", x->t->schema, x->t->name, why);
+    }
+    if (!x->o->dry_run)
+    {
+        char sql[64];
+
+        (void) snprintf(sql, sizeof sql, "SET lock_timeout = '%dms'", x->o->lock_timeout_ms);
+        if (!pg_exec(x->conn, sql, err))
+        {
+            ok = false;
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n && ok; i++)
+        ok = retire_one(x, &cands[i], err);
+    if (!x->o->dry_run)
+    {
+        Err ignored;
+
+        if (!pg_exec(x->conn, "RESET lock_timeout", &ignored))
+            (void) 0;
+        if (ok)
+            ok = catalog_refresh_partitions(x->conn, x->t, err);
+    }
+out:
+    for (size_t i = 0; i < n; i++)
+    {
+        free(cands[i].schema);
+        free(cands[i].name);
+    }
+    free(cands);
+    return ok;
+}
+
+bool
+maintain_run(PgConn *c, TargetTable *t, const MaintainOptions *o, MaintainResult *r, Err *err)
+{
+    MaintainOptions opts = *o;
+    Ctx x;
+    char *q;
+
+    memset(r, 0, sizeof *r);
+    if (opts.ahead < 0)
+        opts.ahead = 0;
+    if (opts.quiet_period_us < 0)
+        opts.quiet_period_us = 0;
+    if (opts.lock_timeout_ms <= 0)
+        opts.lock_timeout_ms = 5000;
+    memset(&x, 0, sizeof x);
+    x.conn = c;
+    x.t = t;
+    x.o = &opts;
+    x.r = r;
+    if (opts.now_us != 0)
+        x.now_us = opts.now_us;
+    else if (!server_now(c, &x.now_us, err))
+        return false;
+    q = pg_qualified(c, t->schema, t->name);
+    (void) snprintf(x.qparent, sizeof x.qparent, "%s", q);
+    free(q);
+    duration_format(opts.retention_us, x.retention, sizeof x.retention);
+    duration_format(opts.quiet_period_us, x.quiet, sizeof x.quiet);
+
+    if (!ensure_ahead(&x, err))
+        return false;
+    if (opts.retention_us <= 0)
+        return true;
+    x.cutoff_us = x.now_us - opts.retention_us;
+    return retire(&x, err);
+}

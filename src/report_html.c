@@ -1,0 +1,788 @@
+/*
+ * The report as one self-contained HTML page: inline CSS, two inline SVG
+ * charts (rows per window with the retention cutoff drawn as a line; the
+ * delay histogram with the retention marked), tables with the numbers, and
+ * the JSON report in a data block.  No scripts, no external assets: the file
+ * can be mailed, archived or opened offline.
+ *
+ * Every text from the database (names, source references) is escaped for
+ * HTML; the JSON block has '<' written as \u003c so no content can end it.
+ */
+#include "v7fill/report.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "v7fill/civil.h"
+#include "v7fill/mem.h"
+#include "v7fill/timeparse.h"
+
+#define CHART_W 1060.0
+#define ML      70.0  /* margins: left (y labels), right, top, bottom (x labels) */
+#define MR      20.0
+#define MT      34.0
+#define MB      78.0
+
+#define C_LIVE  "#2f81f7"
+#define C_NEAR  "#fb8c00"
+#define C_PAST  "#8c959f"
+#define C_CUT   "#cf222e"
+#define C_NOW   "#1a7f37"
+#define C_DELAY "#8250df"
+#define C_GRID  "#e6eaef"
+#define C_AXIS  "#57606a"
+
+static const char css[] =
+    "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,'Helvetica Neue',Arial,"
+    "sans-serif;color:#1f2328;background:#fff;max-width:1100px;margin:24px auto;padding:0 16px}"
+    "h1{font-size:22px;margin:0 0 2px}h2{font-size:17px;margin:28px 0 8px;padding-bottom:4px;"
+    "border-bottom:1px solid #d1d9e0}"
+    ".sub{color:#59636e;margin:0 0 12px}"
+    ".verdict{padding:12px 16px;border-radius:6px;margin:16px 0;font-weight:600}"
+    ".ok{background:#dafbe1;border:1px solid #4ac26b}"
+    ".warn{background:#ffebe9;border:1px solid #ff8182}"
+    ".none{background:#f6f8fa;border:1px solid #d1d9e0}"
+    "table{border-collapse:collapse;width:100%;margin:6px 0 12px}"
+    "th,td{padding:4px 8px;border-bottom:1px solid #e6eaef;text-align:left;vertical-align:top}"
+    "th{background:#f6f8fa;font-weight:600}"
+    ".num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+    ".kv{width:auto}.kv td:first-child{color:#59636e;padding-right:24px}"
+    "code,.ref{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;"
+    "word-break:break-all}"
+    ".st-past_cutoff{color:#6e7781}.st-near_cutoff{color:#bc4c00;font-weight:600}"
+    ".legend{display:flex;gap:18px;flex-wrap:wrap;color:#59636e;font-size:12px;margin:2px 0 6px}"
+    ".legend i{display:inline-block;width:12px;height:12px;margin-right:5px;"
+    "vertical-align:-1px;border-radius:2px}"
+    ".chart{width:100%;height:auto;display:block}"
+    ".muted{color:#59636e}"
+    "footer{margin:32px 0 8px;color:#8c959f;font-size:12px}";
+
+/* ----------------------------------------------------------------- text */
+
+static void
+esc(FILE *f, const char *s)
+{
+    for (; *s; s++)
+    {
+        switch (*s)
+        {
+            case '&':
+                fputs("&amp;", f);
+                break;
+            case '<':
+                fputs("&lt;", f);
+                break;
+            case '>':
+                fputs("&gt;", f);
+                break;
+            case '"':
+                fputs("&quot;", f);
+                break;
+            case '\'':
+                fputs("&#39;", f);
+                break;
+            default:
+                fputc(*s, f);
+        }
+    }
+}
+
+static void escf(FILE *f, const char *fmt, ...) V7FILL_PRINTF(2, 3);
+
+/* printf, then escaped. */
+static void
+escf(FILE *f, const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void) vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    esc(f, buf);
+}
+
+static void
+fmt_date(int64_t us, char *out, size_t size)
+{
+    CivilTime ct;
+
+    if (us == INT64_MIN)
+        (void) snprintf(out, size, "MINVALUE");
+    else if (us == INT64_MAX)
+        (void) snprintf(out, size, "MAXVALUE");
+    else
+    {
+        civil_from_us(us, &ct);
+        if (ct.hour == 0 && ct.minute == 0 && ct.second == 0 && ct.usec == 0)
+            (void) snprintf(out, size, "%04d-%02d-%02d", ct.year, ct.month, ct.day);
+        else
+            (void) snprintf(out, size, "%04d-%02d-%02d %02d:%02d UTC", ct.year, ct.month, ct.day,
+                            ct.hour, ct.minute);
+    }
+}
+
+static void
+fmt_count(double v, char *out, size_t size)
+{
+    char digits[32];
+    size_t n;
+    size_t o = 0;
+
+    if (v < 0)
+    {
+        (void) snprintf(out, size, "?");
+        return;
+    }
+    (void) snprintf(digits, sizeof digits, "%.0f", v);
+    n = strlen(digits);
+    for (size_t i = 0; i < n && o + 2 < size; i++)
+    {
+        if (i > 0 && (n - i) % 3 == 0)
+            out[o++] = ',';
+        out[o++] = digits[i];
+    }
+    out[o] = '\0';
+}
+
+/* Axis labels: 950, 1.2k, 35k, 1.5M. */
+static void
+fmt_si(double v, char *out, size_t size)
+{
+    if (v >= 1e9)
+        (void) snprintf(out, size, "%.3gG", v / 1e9);
+    else if (v >= 1e6)
+        (void) snprintf(out, size, "%.3gM", v / 1e6);
+    else if (v >= 1e3)
+        (void) snprintf(out, size, "%.3gk", v / 1e3);
+    else
+        (void) snprintf(out, size, "%.0f", v);
+}
+
+/* The smallest 1-2-5 step giving at most `ticks` intervals up to max. */
+static double
+nice_step(double max, int ticks)
+{
+    double raw = max / ticks;
+    double mag;
+    double norm;
+
+    if (raw <= 0)
+        return 1;
+    mag = pow(10, floor(log10(raw)));
+    norm = raw / mag;
+    if (norm <= 1)
+        return mag < 1 ? 1 : mag;
+    if (norm <= 2)
+        return 2 * mag < 1 ? 1 : 2 * mag;
+    if (norm <= 5)
+        return 5 * mag;
+    return 10 * mag;
+}
+
+/* ----------------------------------------------------------------- charts */
+
+/* Y axis with grid lines; returns the top of the scale. */
+static double
+y_axis(FILE *f, double max, double plot_h, const char *title)
+{
+    double step = nice_step(max > 0 ? max : 1, 5);
+    double top = ceil((max > 0 ? max : 1) / step) * step;
+
+    for (double v = 0; v <= top + step / 2; v += step)
+    {
+        double y = MT + plot_h - v / top * plot_h;
+        char l[32];
+
+        fmt_si(v, l, sizeof l);
+        fprintf(f,
+                "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>"
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"%s\">%s</text>\n",
+                ML, CHART_W - MR, y, y, v == 0 ? C_AXIS : C_GRID, ML - 8, y + 4, C_AXIS, l);
+    }
+    fprintf(f,
+            "<text transform=\"translate(16 %.1f) rotate(-90)\" text-anchor=\"middle\" "
+            "fill=\"%s\">%s</text>\n",
+            MT + plot_h / 2, C_AXIS, title);
+    return top;
+}
+
+static const char *
+state_color(WindowState s)
+{
+    switch (s)
+    {
+        case WSTATE_NEAR_CUTOFF:
+            return C_NEAR;
+        case WSTATE_PAST_CUTOFF:
+            return C_PAST;
+        case WSTATE_LIVE:
+        case WSTATE_NO_RETENTION:
+            break;
+    }
+    return C_LIVE;
+}
+
+/* x of instant `us` on a chart of n equal slots, one per window: inside a
+ * window proportionally, before the first / after the last at the edges. */
+static double
+time_x(const Report *r, int64_t us, double slot)
+{
+    for (size_t i = 0; i < r->nwindows; i++)
+    {
+        const ReportWindow *w = &r->windows[i];
+
+        if (us < w->lower_us)
+            return ML + (double) i * slot;
+        if (us < w->upper_us)
+        {
+            double frac = 0.5;
+
+            if (w->lower_us != INT64_MIN && w->upper_us != INT64_MAX)
+                frac = (double) (us - w->lower_us) / (double) (w->upper_us - w->lower_us);
+            return ML + ((double) i + frac) * slot;
+        }
+    }
+    return ML + (double) r->nwindows * slot;
+}
+
+static void
+marker(FILE *f, double x, double plot_h, const char *color, const char *anchor, const char *text)
+{
+    fprintf(f,
+            "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+            "stroke-width=\"2\" stroke-dasharray=\"6 4\"/>\n",
+            x, x, MT - 12, MT + plot_h, color);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" fill=\"%s\" font-weight=\"600\">",
+            strcmp(anchor, "end") == 0 ? x - 5 : x + 5, MT - 16 + 10, anchor, color);
+    esc(f, text);
+    fputs("</text>\n", f);
+}
+
+static void
+windows_chart(FILE *f, const Report *r)
+{
+    const double h = 360;
+    const double plot_w = CHART_W - ML - MR;
+    const double plot_h = h - MT - MB;
+    double max = 0;
+    double slot;
+    double bw;
+    double top;
+    size_t every;
+
+    if (r->nwindows == 0)
+    {
+        fputs("<p class=\"muted\">The table has no partitions.</p>\n", f);
+        return;
+    }
+    for (size_t i = 0; i < r->nwindows; i++)
+        if (r->windows[i].rows > max)
+            max = r->windows[i].rows;
+    slot = plot_w / (double) r->nwindows;
+    bw = slot * 0.78 < 1 ? 1 : slot * 0.78;
+    every = (size_t) ceil(34.0 / slot); /* rotated labels need ~34 px apart */
+    if (every < 1)
+        every = 1;
+    fprintf(f,
+            "<svg class=\"chart\" viewBox=\"0 0 %.0f %.0f\" xmlns=\"http://www.w3.org/2000/svg\" "
+            "role=\"img\" aria-label=\"rows per window\" font-family=\"system-ui,sans-serif\" "
+            "font-size=\"11\">\n",
+            CHART_W, h);
+    top = y_axis(f, max, plot_h, "rows");
+    if (r->retention.us > 0)
+    {
+        double xc = time_x(r, r->cutoff_us, slot);
+
+        /* Everything left of the cutoff is due for retirement: shade it. */
+        if (xc > ML)
+            fprintf(f,
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
+                    "fill-opacity=\"0.07\"/>\n",
+                    ML, MT, xc - ML, plot_h, C_CUT);
+    }
+    for (size_t i = 0; i < r->nwindows; i++)
+    {
+        const ReportWindow *w = &r->windows[i];
+        double x = ML + (double) i * slot + (slot - bw) / 2;
+        double bh = w->rows > 0 ? w->rows / top * plot_h : 0;
+        char rows[32];
+        char lower[32];
+        char upper[32];
+
+        fmt_count(w->rows, rows, sizeof rows);
+        fmt_date(w->lower_us, lower, sizeof lower);
+        fmt_date(w->upper_us, upper, sizeof upper);
+        if (bh > 0 && bh < 1)
+            bh = 1;
+        fprintf(f,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" rx=\"1\">"
+                "<title>",
+                x, MT + plot_h - bh, bw, bh, state_color(w->state));
+        escf(f, "%s [%s, %s): %s%s rows, %s", w->name, lower, upper, w->rows_exact ? "" : "~",
+             rows, window_state_name(w->state));
+        fputs("</title></rect>\n", f);
+        /* The count on top, where it fits: small windows are hard to see. */
+        if (slot >= 36 && w->rows >= 0)
+        {
+            char si[32];
+
+            fmt_si(w->rows, si, sizeof si);
+            fprintf(f,
+                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">%s%s</text>\n",
+                    x + bw / 2, MT + plot_h - bh - 4, C_AXIS, w->rows_exact ? "" : "~", si);
+        }
+        if (i % every == 0)
+        {
+            double lx = ML + ((double) i + 0.5) * slot;
+
+            fprintf(f,
+                    "<text transform=\"translate(%.1f %.1f) rotate(-45)\" text-anchor=\"end\" "
+                    "fill=\"%s\">",
+                    lx + 3, MT + plot_h + 14, C_AXIS);
+            esc(f, lower);
+            fputs("</text>\n", f);
+        }
+    }
+    {
+        double xn = time_x(r, r->now_us, slot);
+        double xc = r->retention.us > 0 ? time_x(r, r->cutoff_us, slot) : 0;
+        char text[200];
+
+        if (r->retention.us > 0)
+        {
+            char cut[32];
+
+            fmt_date(r->cutoff_us, cut, sizeof cut);
+            (void) snprintf(text, sizeof text, "retention cutoff: now − %s (%s)",
+                            r->retention.text, cut);
+            /* Label on the side with room. */
+            marker(f, xc, plot_h, C_CUT, xc - ML > 260 ? "end" : "start", text);
+        }
+        /* "now" goes right of its line unless that runs off the chart or
+         * into the cutoff's label (which then sits right of its own line). */
+        marker(f, xn, plot_h, C_NOW,
+               xn + 40 > CHART_W - MR ||
+                       (r->retention.us > 0 && xc - ML <= 260 && xn > xc && xn - xc < 300)
+                   ? "end"
+                   : "start",
+               "now");
+    }
+    fputs("</svg>\n", f);
+    fprintf(f,
+            "<div class=\"legend\"><span><i style=\"background:%s\"></i>live</span>"
+            "<span><i style=\"background:%s\"></i>near the cutoff</span>"
+            "<span><i style=\"background:%s\"></i>past the cutoff (maintenance retires it)</span>"
+            "<span><i style=\"background:%s\"></i>retention cutoff</span>"
+            "<span><i style=\"background:%s\"></i>now</span></div>\n",
+            C_LIVE, C_NEAR, C_PAST, C_CUT, C_NOW);
+}
+
+static void
+delay_chart(FILE *f, const Report *r)
+{
+    const double h = 320;
+    const double plot_w = CHART_W - ML - MR;
+    const double plot_h = h - MT - MB + 30;
+    const TrackerBucket *b;
+    size_t nb = tracker_display(r->stats, &b);
+    size_t first = nb;
+    size_t last = 0;
+    size_t ret_bucket = nb;
+    double max = 0;
+    double slot;
+    double top;
+    uint64_t total = tracker_total(r->stats);
+
+    if (total == 0)
+    {
+        fputs("<p class=\"muted\">No delays recorded: no runs with statistics.</p>\n", f);
+        return;
+    }
+    for (size_t i = 0; i < nb; i++)
+    {
+        if (b[i].count)
+        {
+            if (first == nb)
+                first = i;
+            last = i;
+            if ((double) b[i].count > max)
+                max = (double) b[i].count;
+        }
+        if (r->retention.us > 0 && r->retention.us >= b[i].lower_us &&
+            r->retention.us < b[i].upper_us)
+            ret_bucket = i;
+    }
+    /* Show the retention's bucket too, so the marker has its place. */
+    if (ret_bucket < nb)
+    {
+        if (ret_bucket < first)
+            first = ret_bucket;
+        if (ret_bucket > last)
+            last = ret_bucket;
+    }
+    slot = plot_w / (double) (last - first + 1);
+    fprintf(f,
+            "<svg class=\"chart\" viewBox=\"0 0 %.0f %.0f\" xmlns=\"http://www.w3.org/2000/svg\" "
+            "role=\"img\" aria-label=\"delay histogram\" font-family=\"system-ui,sans-serif\" "
+            "font-size=\"11\">\n",
+            CHART_W, h);
+    top = y_axis(f, max, plot_h, "rows");
+    for (size_t i = first; i <= last; i++)
+    {
+        double x = ML + (double) (i - first) * slot;
+        double bh = (double) b[i].count / top * plot_h;
+        bool late = r->retention.us > 0 && b[i].lower_us >= r->retention.us;
+        char count[32];
+        const char *upper = i + 1 < nb ? b[i + 1].label : "∞";
+
+        if (bh > 0 && bh < 1)
+            bh = 1;
+        fmt_count((double) b[i].count, count, sizeof count);
+        fprintf(f,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" rx=\"1\">"
+                "<title>",
+                x + slot * 0.1, MT + plot_h - bh, slot * 0.8, bh,
+                late ? C_CUT : C_DELAY);
+        escf(f, "%s – %s: %s rows (%.1f%%)", i == 0 ? "0" : b[i].label, upper, count,
+             100.0 * (double) b[i].count / (double) total);
+        fputs("</title></rect>\n", f);
+        if (b[i].count && slot >= 30)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">%s</text>\n",
+                    x + slot / 2, MT + plot_h - bh - 4, C_AXIS, count);
+        /* Bucket edges on the axis: a histogram's labels are its boundaries. */
+        fprintf(f,
+                "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>"
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">%s</text>\n",
+                x, x, MT + plot_h, MT + plot_h + 5, C_AXIS, x, MT + plot_h + 18, C_AXIS,
+                i == 0 ? "0" : b[i].label);
+        if (i == last)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">%s</text>\n",
+                    x + slot - 8, MT + plot_h + 18, C_AXIS, upper);
+    }
+    fprintf(f,
+            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">delay: id time → "
+            "insert (log-spaced buckets)</text>\n",
+            ML + plot_w / 2, MT + plot_h + 40, C_AXIS);
+    if (ret_bucket < nb)
+    {
+        const TrackerBucket *rb = &b[ret_bucket];
+        double frac = 0;
+        double x;
+        char text[160];
+
+        /* Within its bucket the retention sits on a log scale, like the edges. */
+        if (rb->lower_us > 0 && rb->upper_us != INT64_MAX)
+            frac = log((double) r->retention.us / (double) rb->lower_us) /
+                   log((double) rb->upper_us / (double) rb->lower_us);
+        x = ML + ((double) (ret_bucket - first) + frac) * slot;
+        (void) snprintf(text, sizeof text, "retention %s", r->retention.text);
+        marker(f, x, plot_h, C_CUT, x - ML > plot_w / 2 ? "end" : "start", text);
+    }
+    fputs("</svg>\n", f);
+}
+
+/* ----------------------------------------------------------------- tables */
+
+static void
+kv(FILE *f, const char *k, const char *v)
+{
+    fputs("<tr><td>", f);
+    esc(f, k);
+    fputs("</td><td>", f);
+    esc(f, v);
+    fputs("</td></tr>\n", f);
+}
+
+static void
+summary(FILE *f, const Report *r)
+{
+    char ret[512];
+    char buf[256];
+    char a[48];
+
+    fputs("<table class=\"kv\">\n", f);
+    retention_describe(&r->retention, ret, sizeof ret);
+    kv(f, "retention", ret);
+    if (r->retention.us > 0)
+    {
+        fmt_date(r->cutoff_us, a, sizeof a);
+        (void) snprintf(buf, sizeof buf, "%s (windows whose upper bound is older are retired)", a);
+        kv(f, "cutoff (now − retention)", buf);
+        if (r->near_cutoff_us > 0)
+            duration_format(r->near_cutoff_us, buf, sizeof buf);
+        else
+        {
+            duration_format(r->retention.us / 10, a, sizeof a);
+            (void) snprintf(buf, sizeof buf,
+                            "10%% of the retention (%s) or the window's length, whichever is "
+                            "longer",
+                            a);
+        }
+        kv(f, "near-cutoff horizon", buf);
+    }
+    if (r->partman.manages)
+    {
+        (void) snprintf(buf, sizeof buf, "pg_partman %s (%s.part_config)%s%s", r->partman.version,
+                        r->partman.schema, r->partman.has_retention ? ", retention " : "",
+                        r->partman.has_retention ? r->partman.retention : "");
+        kv(f, "managed by", buf);
+    }
+    (void) snprintf(buf, sizeof buf, "%zu%s%s", r->runs, r->runs_skipped ? " (statistics of " : "",
+                    r->runs_skipped ? "some runs unreadable)" : "");
+    kv(f, "runs merged", buf);
+    if (r->since_set)
+    {
+        fmt_date(r->since_us, a, sizeof a);
+        kv(f, "runs since", a);
+    }
+    fputs("</table>\n", f);
+}
+
+static void
+delay_table(FILE *f, const Report *r)
+{
+    static const double ps[] = {50, 90, 99};
+    char d[48];
+
+    if (tracker_total(r->stats) == 0)
+        return;
+    fputs("<table class=\"kv\" id=\"delay-stats\">\n", f);
+    fprintf(f,
+            "<tr><td>rows</td><td class=\"num\" data-value=\"%" PRIu64 "\">%" PRIu64 "</td></tr>\n"
+            "<tr><td>on time</td><td class=\"num\" data-value=\"%" PRIu64 "\">%" PRIu64
+            "</td></tr>\n"
+            "<tr><td>near cutoff</td><td class=\"num\" data-value=\"%" PRIu64 "\">%" PRIu64
+            "</td></tr>\n"
+            "<tr><td>expired</td><td class=\"num\" data-value=\"%" PRIu64 "\">%" PRIu64
+            "</td></tr>\n",
+            tracker_total(r->stats), tracker_total(r->stats),
+            tracker_count(r->stats, DELAY_ON_TIME), tracker_count(r->stats, DELAY_ON_TIME),
+            tracker_count(r->stats, DELAY_NEAR_CUTOFF), tracker_count(r->stats, DELAY_NEAR_CUTOFF),
+            tracker_count(r->stats, DELAY_EXPIRED), tracker_count(r->stats, DELAY_EXPIRED));
+    duration_format(tracker_min(r->stats), d, sizeof d);
+    fprintf(f, "<tr><td>min</td><td class=\"num\" data-us=\"%" PRId64 "\">%s</td></tr>\n",
+            tracker_min(r->stats), d);
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+    {
+        int64_t v = tracker_percentile(r->stats, ps[i]);
+
+        duration_format(v, d, sizeof d);
+        fprintf(f, "<tr><td>p%.0f</td><td class=\"num\" data-us=\"%" PRId64 "\">%s</td></tr>\n",
+                ps[i], v, d);
+    }
+    duration_format(tracker_max(r->stats), d, sizeof d);
+    fprintf(f, "<tr><td>max</td><td class=\"num\" data-us=\"%" PRId64 "\">%s</td></tr>\n",
+            tracker_max(r->stats), d);
+    fputs("</table>\n", f);
+}
+
+static void
+near_table(FILE *f, const Report *r)
+{
+    size_t n = 0;
+
+    if (r->retention.us <= 0)
+    {
+        fputs("<p class=\"muted\">No retention: no window is ever retired.</p>\n", f);
+        return;
+    }
+    for (size_t i = 0; i < r->nwindows; i++)
+        n += r->windows[i].state == WSTATE_NEAR_CUTOFF;
+    if (n == 0)
+    {
+        fputs("<p class=\"muted\">None.</p>\n", f);
+        return;
+    }
+    fputs("<table id=\"near-cutoff\"><tr><th>window</th><th>from</th><th>to</th><th>retires</th>"
+          "<th class=\"num\">days left</th><th class=\"num\">rows</th>"
+          "<th class=\"num\">near-cutoff rows written</th></tr>\n",
+          f);
+    for (size_t i = 0; i < r->nwindows; i++)
+    {
+        const ReportWindow *w = &r->windows[i];
+        char lo[32];
+        char up[32];
+        char ret[32];
+        char rows[32];
+
+        if (w->state != WSTATE_NEAR_CUTOFF)
+            continue;
+        fmt_date(w->lower_us, lo, sizeof lo);
+        fmt_date(w->upper_us, up, sizeof up);
+        fmt_date(w->retires_at_us, ret, sizeof ret);
+        fmt_count(w->rows, rows, sizeof rows);
+        fputs("<tr><td><code>", f);
+        esc(f, w->name);
+        fprintf(f,
+                "</code></td><td>%s</td><td>%s</td><td>%s</td><td class=\"num\">%.1f</td>"
+                "<td class=\"num\">%s%s</td><td class=\"num\">%" PRIu64 "</td></tr>\n",
+                lo, up, ret, (double) w->time_left_us / (double) US_PER_DAY,
+                w->rows_exact ? "" : "~", rows, w->run_rows[DELAY_NEAR_CUTOFF]);
+    }
+    fputs("</table>\n", f);
+}
+
+static void
+largest_table(FILE *f, const Report *r)
+{
+    const TrackerLargest *l;
+    size_t n = tracker_largest(r->stats, &l);
+
+    if (n == 0)
+    {
+        fputs("<p class=\"muted\">None recorded.</p>\n", f);
+        return;
+    }
+    fputs("<table id=\"largest\"><tr><th class=\"num\">delay</th><th>id time</th>"
+          "<th>inserted</th><th>class</th><th>source reference</th></tr>\n",
+          f);
+    for (size_t i = 0; i < n; i++)
+    {
+        char d[48];
+        char id[48];
+        char ins[48];
+
+        duration_format(l[i].delay_us, d, sizeof d);
+        civil_format_rfc3339(l[i].id_us, false, id, sizeof id);
+        civil_format_rfc3339(l[i].insert_us, false, ins, sizeof ins);
+        fprintf(f,
+                "<tr><td class=\"num\" data-us=\"%" PRId64 "\">%s</td><td>%s</td><td>%s</td>"
+                "<td>%s</td><td class=\"ref\">",
+                l[i].delay_us, d, id, ins, delay_class_name(l[i].cls));
+        esc(f, l[i].ref);
+        if (l[i].ref_truncated)
+            fputs("…", f);
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
+static void
+windows_table(FILE *f, const Report *r)
+{
+    fputs("<table id=\"windows\"><tr><th>window</th><th>from</th><th>to</th>"
+          "<th class=\"num\">rows</th><th>state</th><th>retires</th>"
+          "<th class=\"num\">days left</th></tr>\n",
+          f);
+    for (size_t i = 0; i < r->nwindows; i++)
+    {
+        const ReportWindow *w = &r->windows[i];
+        char lo[32];
+        char up[32];
+        char rows[32];
+
+        fmt_date(w->lower_us, lo, sizeof lo);
+        fmt_date(w->upper_us, up, sizeof up);
+        fmt_count(w->rows, rows, sizeof rows);
+        fprintf(f, "<tr class=\"st-%s\"><td><code>", window_state_name(w->state));
+        esc(f, w->name);
+        fprintf(f, "</code></td><td>%s</td><td>%s</td>", lo, up);
+        if (w->rows < 0)
+            fputs("<td class=\"num\">?</td>", f);
+        else
+            fprintf(f, "<td class=\"num\" data-rows=\"%.0f\">%s%s</td>", w->rows,
+                    w->rows_exact ? "" : "~", rows);
+        fprintf(f, "<td>%s</td>", window_state_name(w->state));
+        if (w->state == WSTATE_NO_RETENTION)
+            fputs("<td>never</td><td class=\"num\">–</td></tr>\n", f);
+        else
+        {
+            char ret[32];
+
+            fmt_date(w->retires_at_us, ret, sizeof ret);
+            fprintf(f, "<td>%s</td><td class=\"num\">%.1f</td></tr>\n", ret,
+                    (double) w->time_left_us / (double) US_PER_DAY);
+        }
+    }
+    if (r->has_default)
+    {
+        char rows[32];
+
+        fmt_count(r->default_rows, rows, sizeof rows);
+        fputs("<tr><td><code>", f);
+        esc(f, r->default_name);
+        fprintf(f, "</code></td><td colspan=\"2\">DEFAULT</td><td class=\"num\">%s</td>"
+                   "<td>default</td><td>never</td><td class=\"num\">–</td></tr>\n",
+                rows);
+    }
+    fputs("</table>\n", f);
+}
+
+/* The JSON report as a data block; '<' becomes \u003c (only strings can hold
+ * it), so neither "</script" nor "<!--" can appear inside. */
+static void
+json_block(FILE *f, const Report *r)
+{
+    char *json = report_json(r);
+
+    fputs("<script type=\"application/json\" id=\"v7fill-report\">\n", f);
+    if (json)
+        for (const char *s = json; *s; s++)
+        {
+            if (*s == '<')
+                fputs("\\u003c", f);
+            else
+                fputc(*s, f);
+        }
+    fputs("\n</script>\n", f);
+    free(json);
+}
+
+bool
+report_write_html(const Report *r, const char *path, Err *err)
+{
+    FILE *f = fopen(path, "w");
+    char now[48];
+    const char *vclass = !r->verdict_known ? "none" : r->verdict_ok ? "ok" : "warn";
+
+    if (f == NULL)
+        return err_errno(err, EC_IO, "could not write %s", path);
+    fmt_date(r->now_us, now, sizeof now);
+    fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>",
+          f);
+    escf(f, "v7fill report: %s.%s", r->schema, r->table);
+    fprintf(f, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>", css);
+    escf(f, "Retention report: %s.%s", r->schema, r->table);
+    fputs("</h1>\n<p class=\"sub\">", f);
+    escf(f, "%s key · %zu windows · generated %s by v7fill %s",
+         catalog_key_kind_name(r->key_kind), r->nwindows, now, V7FILL_VERSION);
+    fprintf(f, "</p>\n<div class=\"verdict %s\" id=\"verdict\">%s", vclass,
+            !r->verdict_known ? "" : r->verdict_ok ? "✔ " : "⚠ ");
+    esc(f, r->verdict);
+    fputs("</div>\n", f);
+
+    summary(f, r);
+    fputs("<h2>Rows per window</h2>\n", f);
+    windows_chart(f, r);
+    fputs("<h2>Delay distribution</h2>\n", f);
+    delay_chart(f, r);
+    delay_table(f, r);
+    fputs("<h2>Windows near the cutoff</h2>\n", f);
+    near_table(f, r);
+    fputs("<h2>Largest delays</h2>\n", f);
+    largest_table(f, r);
+    fputs("<h2>All windows</h2>\n", f);
+    windows_table(f, r);
+    fputs("<footer>A window [from, to) retires once now &gt; to + retention. A row is expired "
+          "when its window's to + retention is not after its insert time.</footer>\n",
+          f);
+    json_block(f, r);
+    fputs("</body>\n</html>\n", f);
+    if (ferror(f))
+    {
+        int e = errno;
+
+        (void) fclose(f);
+        errno = e;
+        return err_errno(err, EC_IO, "could not write %s", path);
+    }
+    if (fclose(f) != 0)
+        return err_errno(err, EC_IO, "could not write %s", path);
+    return true;
+}

@@ -1,0 +1,409 @@
+/*
+ * Where a table's retention comes from: the command line, v7fill's own
+ * v7fill.retention, or pg_partman's part_config (read, never written).
+ *
+ * pg_partman is read defensively: its schema is whatever CREATE EXTENSION
+ * chose, and part_config's columns differ across versions, so the schema
+ * comes from pg_extension and the columns from pg_attribute before anything
+ * is selected.  Its retention is interval text; the server converts it, so
+ * '1 mon' or '30 days 12:00' mean exactly what they mean to pg_partman.
+ */
+#include "v7fill/retention.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "v7fill/mem.h"
+#include "v7fill/state.h"
+#include "v7fill/timeparse.h"
+
+/* The advisory lock state_setup takes ("v7fS" "etup"): v7fill's own objects
+ * are created under one lock, so concurrent first runs never race. */
+#define STATE_SETUP_LOCK "7665318803486371184"
+
+static const char *const create_sql =
+    "CREATE TABLE IF NOT EXISTS v7fill.retention ("
+    "  target_schema text NOT NULL, target_table text NOT NULL,"
+    "  retention_us bigint NOT NULL CHECK (retention_us > 0),"
+    "  retention_text text NOT NULL,"
+    "  updated_at timestamptz NOT NULL DEFAULT now(),"
+    "  PRIMARY KEY (target_schema, target_table))";
+
+const char *
+retention_source_name(RetentionSource s)
+{
+    switch (s)
+    {
+        case RETENTION_NONE:
+            return "none";
+        case RETENTION_CLI:
+            return "--retention";
+        case RETENTION_STORED:
+            return "stored by v7fill";
+        case RETENTION_PARTMAN:
+            return "pg_partman";
+    }
+    return "?";
+}
+
+void
+retention_describe(const Retention *r, char *out, size_t size)
+{
+    if (r->source == RETENTION_NONE)
+        (void) snprintf(out, size, "none");
+    else if (r->source == RETENTION_CLI)
+        (void) snprintf(out, size, "%s (--retention)", r->text);
+    else
+        (void) snprintf(out, size, "%s (%s, %s)", r->text, retention_source_name(r->source),
+                        r->where);
+}
+
+bool
+retention_parse(const char *text, Retention *out, Err *err)
+{
+    int64_t us;
+
+    memset(out, 0, sizeof *out);
+    if (!duration_parse(text, &us, err))
+    {
+        err_prefix(err, "invalid retention");
+        err->code = EC_USAGE;
+        return false;
+    }
+    if (us <= 0)
+    {
+        err_set(err, EC_USAGE, "invalid retention \"%s\": it must be longer than zero", text);
+        err_hint(err, "Without retention windows are never retired; leave the option out.");
+        return false;
+    }
+    out->source = RETENTION_CLI;
+    out->us = us;
+    (void) snprintf(out->text, sizeof out->text, "%s", text);
+    (void) snprintf(out->where, sizeof out->where, "--retention");
+    return true;
+}
+
+bool
+retention_setup(PgConn *c, Err *err)
+{
+    PGresult *res;
+    bool exists;
+
+    if (!state_setup(c, err))
+        return false;
+    if (!pg_query(c, "SELECT to_regclass('v7fill.retention') IS NOT NULL", 0, NULL, &res, err))
+        return false;
+    exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    if (exists)
+        return true;
+    if (!pg_exec(c, "BEGIN", err))
+        return false;
+    if (!pg_exec(c, "SELECT pg_advisory_xact_lock(" STATE_SETUP_LOCK ")", err) ||
+        !pg_exec(c, create_sql, err))
+    {
+        Err ignored;
+
+        if (!pg_exec(c, "ROLLBACK", &ignored))
+            (void) 0;
+        err_prefix(err, "could not create v7fill.retention");
+        return false;
+    }
+    return pg_exec(c, "COMMIT", err);
+}
+
+bool
+retention_stored_get(PgConn *c, const char *schema, const char *table, Retention *out, Err *err)
+{
+    const char *params[2] = {schema, table};
+    PGresult *res;
+
+    memset(out, 0, sizeof *out);
+    /* A plan must not create anything: a missing table means none stored. */
+    if (!pg_query(c, "SELECT to_regclass('v7fill.retention') IS NOT NULL", 0, NULL, &res, err))
+        return false;
+    if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
+    {
+        PQclear(res);
+        return true;
+    }
+    PQclear(res);
+    if (!pg_query(c,
+                  "SELECT retention_us, retention_text FROM v7fill.retention "
+                  "WHERE target_schema = $1 AND target_table = $2",
+                  2, params, &res, err))
+    {
+        err_prefix(err, "could not read the retention stored for %s.%s", schema, table);
+        return false;
+    }
+    if (PQntuples(res) == 1)
+    {
+        out->source = RETENTION_STORED;
+        out->us = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        (void) snprintf(out->text, sizeof out->text, "%s", PQgetvalue(res, 0, 1));
+        (void) snprintf(out->where, sizeof out->where, "v7fill.retention");
+    }
+    PQclear(res);
+    return true;
+}
+
+bool
+retention_stored_set(PgConn *c, const char *schema, const char *table, const char *text,
+                     Retention *out, Err *err)
+{
+    char us[24];
+    const char *params[4];
+
+    if (!retention_parse(text, out, err))
+        return false;
+    if (!retention_setup(c, err))
+        return false;
+    (void) snprintf(us, sizeof us, "%lld", (long long) out->us);
+    params[0] = schema;
+    params[1] = table;
+    params[2] = us;
+    params[3] = text;
+    if (!pg_exec_params(c,
+                        "INSERT INTO v7fill.retention (target_schema, target_table, "
+                        "retention_us, retention_text) VALUES ($1, $2, $3, $4) "
+                        "ON CONFLICT (target_schema, target_table) DO UPDATE SET "
+                        "retention_us = EXCLUDED.retention_us, "
+                        "retention_text = EXCLUDED.retention_text, updated_at = now()",
+                        4, params, err))
+    {
+        err_prefix(err, "could not store the retention of %s.%s", schema, table);
+        return false;
+    }
+    out->source = RETENTION_STORED;
+    (void) snprintf(out->where, sizeof out->where, "v7fill.retention");
+    return true;
+}
+
+bool
+retention_stored_clear(PgConn *c, const char *schema, const char *table, bool *existed, Err *err)
+{
+    const char *params[2] = {schema, table};
+    PGresult *res;
+
+    if (existed)
+        *existed = false;
+    if (!pg_query(c, "SELECT to_regclass('v7fill.retention') IS NOT NULL", 0, NULL, &res, err))
+        return false;
+    if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
+    {
+        PQclear(res);
+        return true;
+    }
+    PQclear(res);
+    if (!pg_query(c,
+                  "DELETE FROM v7fill.retention WHERE target_schema = $1 AND target_table = $2",
+                  2, params, &res, err))
+    {
+        err_prefix(err, "could not clear the retention of %s.%s", schema, table);
+        return false;
+    }
+    if (existed)
+        *existed = strcmp(PQcmdTuples(res), "0") != 0;
+    PQclear(res);
+    return true;
+}
+
+/* ------------------------------------------------------------ pg_partman */
+
+static bool
+partman_columns(PgConn *c, const char *regclass_text, bool *parent, bool *retention,
+                bool *interval, Err *err)
+{
+    const char *params[1] = {regclass_text};
+    PGresult *res;
+
+    *parent = *retention = *interval = false;
+    if (!pg_query(c,
+                  "SELECT a.attname FROM pg_catalog.pg_attribute a "
+                  "WHERE a.attrelid = $1::pg_catalog.regclass AND a.attnum > 0 "
+                  "AND NOT a.attisdropped",
+                  1, params, &res, err))
+        return false;
+    for (int i = 0; i < PQntuples(res); i++)
+    {
+        const char *name = PQgetvalue(res, i, 0);
+
+        if (strcmp(name, "parent_table") == 0)
+            *parent = true;
+        else if (strcmp(name, "retention") == 0)
+            *retention = true;
+        else if (strcmp(name, "partition_interval") == 0)
+            *interval = true;
+    }
+    PQclear(res);
+    return true;
+}
+
+static bool
+partman_err(Err *err, const PartmanInfo *p)
+{
+    err_prefix(err, "could not read pg_partman's configuration (%s.part_config)", p->schema);
+    if (!err->hint[0])
+        err_hint(err, "Pass the retention explicitly with --retention, which is used without "
+                      "looking at pg_partman.");
+    return false;
+}
+
+bool
+retention_partman(PgConn *c, const char *schema, const char *table, PartmanInfo *out, Err *err)
+{
+    PGresult *res;
+    char *q_config;
+    char *sql;
+    char *plain;
+    char *quoted_s;
+    char *quoted_t;
+    char *quoted;
+    const char *params[2];
+    bool has_parent;
+    bool has_retention;
+    bool has_interval;
+    bool ok;
+
+    memset(out, 0, sizeof *out);
+    if (!pg_query(c,
+                  "SELECT n.nspname, e.extversion, "
+                  "       pg_catalog.to_regclass(pg_catalog.quote_ident(n.nspname) || "
+                  "'.part_config')::pg_catalog.oid::text "
+                  "  FROM pg_catalog.pg_extension e "
+                  "  JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace "
+                  " WHERE e.extname = 'pg_partman'",
+                  0, NULL, &res, err))
+        return false;
+    if (PQntuples(res) == 0)
+    {
+        PQclear(res);
+        return true;
+    }
+    out->installed = true;
+    (void) snprintf(out->schema, sizeof out->schema, "%s", PQgetvalue(res, 0, 0));
+    (void) snprintf(out->version, sizeof out->version, "%s", PQgetvalue(res, 0, 1));
+    if (PQgetisnull(res, 0, 2))
+    {
+        /* An extension without part_config is not a pg_partman we know. */
+        PQclear(res);
+        return true;
+    }
+    {
+        char oid[16];
+
+        (void) snprintf(oid, sizeof oid, "%s", PQgetvalue(res, 0, 2));
+        PQclear(res);
+        if (!partman_columns(c, oid, &has_parent, &has_retention, &has_interval, err))
+            return partman_err(err, out);
+    }
+    if (!has_parent)
+        return true;
+
+    q_config = pg_qualified(c, out->schema, "part_config");
+    sql = xasprintf("SELECT %s, %s FROM %s WHERE parent_table IN ($1, $2) LIMIT 1",
+                    has_retention ? "retention::text" : "NULL::text",
+                    has_interval ? "partition_interval::text" : "NULL::text", q_config);
+    /* pg_partman keeps parent_table as 'schema.table' as it was given to
+     * create_parent(): plain for ordinary names, quoted for names that need
+     * it.  Both spellings are tried. */
+    plain = xasprintf("%s.%s", schema, table);
+    quoted_s = pg_ident(c, schema);
+    quoted_t = pg_ident(c, table);
+    quoted = xasprintf("%s.%s", quoted_s, quoted_t);
+    params[0] = plain;
+    params[1] = quoted;
+    ok = pg_query(c, sql, 2, params, &res, err);
+    free(sql);
+    free(q_config);
+    free(plain);
+    free(quoted_s);
+    free(quoted_t);
+    free(quoted);
+    if (!ok)
+        return partman_err(err, out);
+    if (PQntuples(res) == 0)
+    {
+        PQclear(res);
+        return true;
+    }
+    out->manages = true;
+    if (!PQgetisnull(res, 0, 1))
+        (void) snprintf(out->interval, sizeof out->interval, "%s", PQgetvalue(res, 0, 1));
+    if (!PQgetisnull(res, 0, 0) && PQgetvalue(res, 0, 0)[0] != '\0')
+    {
+        (void) snprintf(out->retention, sizeof out->retention, "%s", PQgetvalue(res, 0, 0));
+        out->has_retention = true;
+    }
+    PQclear(res);
+    if (!out->has_retention)
+        return true;
+
+    /* A bare number is an id-based retention (a count of ids), which the
+     * server would happily read as seconds. */
+    if (strspn(out->retention, "0123456789 ") == strlen(out->retention))
+    {
+        err_set(err, EC_CONFIG,
+                "pg_partman's retention \"%s\" for %s.%s is not an interval", out->retention,
+                schema, table);
+        err_detail(err, "A bare number is the retention of an id-based partition set.");
+        err_hint(err, "v7fill understands time-based retention only; pass --retention.");
+        return false;
+    }
+    params[0] = out->retention;
+    if (!pg_query(c, "SELECT extract(epoch FROM $1::interval)::float8", 1, params, &res, err))
+    {
+        char msg[sizeof err->msg];
+
+        memcpy(msg, err->msg, sizeof msg);
+        err_set(err, EC_CONFIG,
+                "pg_partman's retention \"%s\" for %s.%s is not an interval", out->retention,
+                schema, table);
+        err_detail(err, "%s", msg);
+        err_hint(err, "v7fill understands time-based retention only; pass --retention.");
+        return false;
+    }
+    {
+        double s = strtod(PQgetvalue(res, 0, 0), NULL);
+
+        PQclear(res);
+        if (!(s > 0) || s > 9.2e12)
+        {
+            err_set(err, EC_CONFIG, "pg_partman's retention \"%s\" for %s.%s is not a positive "
+                                    "length of time",
+                    out->retention, schema, table);
+            err_hint(err, "Fix part_config.retention, or pass --retention.");
+            return false;
+        }
+        out->retention_us = llround(s * 1e6);
+    }
+    return true;
+}
+
+bool
+retention_resolve(PgConn *c, const char *schema, const char *table, const char *cli_value,
+                  Retention *out, Err *err)
+{
+    PartmanInfo pm;
+
+    if (cli_value)
+        return retention_parse(cli_value, out, err);
+    if (!retention_stored_get(c, schema, table, out, err))
+        return false;
+    if (out->source == RETENTION_STORED)
+        return true;
+    if (!retention_partman(c, schema, table, &pm, err))
+        return false;
+    memset(out, 0, sizeof *out);
+    if (pm.manages && pm.has_retention)
+    {
+        out->source = RETENTION_PARTMAN;
+        out->us = pm.retention_us;
+        (void) snprintf(out->text, sizeof out->text, "%s", pm.retention);
+        (void) snprintf(out->where, sizeof out->where, "%s.part_config (pg_partman %s)",
+                        pm.schema, pm.version);
+    }
+    return true;
+}

@@ -1,0 +1,319 @@
+# v7fill report: windows with rows and retirement dates, near-cutoff windows, the delay
+# distribution merged over runs (percentiles checked against a sort of the same delays),
+# the largest delays with their source references, --since, the verdict both ways and
+# without retention, --json, and --html (one self-contained page that parses and carries
+# the numbers of the JSON report).
+#
+# Data comes from a real import when the import records statistics in v7fill.run;
+# otherwise from v7fill.run rows written here in the tracker's JSON format.
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+export PGTZ=UTC
+sqlf -f "$V7FILL_ROOT/examples/schema.sql"
+month0=$(date -u +%Y-%m-01)
+from=$(date -u -d "$month0 -7 months" +%Y-%m-%d)
+to=$(date -u -d "$month0 +2 months" +%Y-%m-%d)
+run_expect 0 "$V7FILL" partitions events --from "$from" --to "$to"
+
+jfield() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
+
+# Rows with known delays (seconds), each named by its note: run 1 has the long tail
+# (the largest, 45 days, is "r0"), run 2 only short delays.
+python3 - <<'PY'
+import csv, random, time, json
+random.seed(7)
+now = time.time()
+def rows(prefix, delays):
+    out = []
+    for i, d in enumerate(delays):
+        ts = now - d
+        # One reference with markup in it: the HTML page must escape it.
+        out.append((prefix + str(i) + ('<i>&"q' if prefix == "s" and i == 0 else ""), d, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + ".%03dZ" % int((ts % 1) * 1000)))
+    return out
+d1 = [45 * 86400] + [random.uniform(3600, 2 * 86400) for _ in range(240)] \
+     + [random.uniform(2 * 86400, 20 * 86400) for _ in range(50)] \
+     + [random.uniform(20 * 86400, 40 * 86400) for _ in range(9)]
+d2 = [7 * 3600] + [random.uniform(3600, 6 * 3600) for _ in range(99)]
+for name, rs in (("run1", rows("r", d1)), ("run2", rows("s", d2))):
+    with open(name + ".csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["created_at", "account_id", "kind", "amount", "payload", "note"])
+        for note, d, ts in rs:
+            w.writerow([ts, 1, "k", "1.00", "{}", note])
+    json.dump([[note, d, ts] for note, d, ts in rs], open(name + ".json", "w"))
+json.dump({"now": now}, open("gen.json", "w"))
+PY
+
+# Try the real import first (T_REPORT_CRAFTED=1 forces the crafted rows, to test that path).
+real=no
+if [ "${T_REPORT_CRAFTED:-0}" != 1 ] && "$V7FILL" import events run1.csv --retention 90d --source-ref 'legacy.orders:{note}' \
+        --no-progress >import1.log 2>&1 \
+   && [ "$(q "SELECT count(*) FROM v7fill.run r WHERE r.stats ->> 'format' LIKE 'v7fill-tracker/%'
+              OR EXISTS (SELECT 1 FROM jsonb_each(r.stats) e WHERE e.value ->> 'format' LIKE 'v7fill-tracker/%')")" = 1 ]; then
+    run_expect 0 "$V7FILL" import events run2.csv --retention 90d --source-ref 'legacy.orders:{note}' --no-progress
+    real=yes
+    echo "data: real imports (the import records statistics)"
+else
+    echo "data: crafted v7fill.run rows (the import records no statistics, or T_REPORT_CRAFTED=1)"
+    # The rows themselves, so that windows have counts.
+    q "TRUNCATE events" >/dev/null
+    q "DELETE FROM v7fill.run" >/dev/null 2>&1 || true
+    sqlf -f "$V7FILL_ROOT/contrib/sql/v7fill_uuid7.sql"
+    for f in run1 run2; do
+        python3 -c '
+import csv, json, sys
+w = csv.writer(sys.stdout)
+for note, d, ts in json.load(open(sys.argv[1])):
+    w.writerow([note, ts])' "$f.json" >"$f.rows"
+        psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<SQL
+CREATE TEMP TABLE x (note text, ts timestamptz);
+\copy x FROM '$T_TMP/$f.rows' WITH (FORMAT csv)
+INSERT INTO events (id, created_at, account_id, kind, amount, payload, note)
+SELECT uuid7_floor(ts), ts, 1, 'k', 1.00, '{}', note FROM x;
+SQL
+    done
+    q "ANALYZE events" >/dev/null
+    # v7fill's schema (state_setup) through a command that creates it.
+    run_expect 0 "$V7FILL" retention events set 1d
+    run_expect 0 "$V7FILL" retention events clear
+    for f in run1 run2; do
+        python3 - "$f" >"$f.stats" <<'PY'
+import json, sys, time, calendar
+name = sys.argv[1]
+now = json.load(open("gen.json"))["now"]
+rows = json.load(open(name + ".json"))
+def fine(v):
+    v = max(0, v)
+    if v < 256: return v
+    e = v.bit_length() - 1
+    return 256 + (e - 8) * 128 + ((v >> (e - 7)) & 127)
+edges = [0, 1000, 10**4, 10**5, 10**6, 10**7, 60 * 10**6, 600 * 10**6, 3600 * 10**6,
+         6 * 3600 * 10**6] + [d * 86400 * 10**6 for d in (1, 2, 7, 14, 30, 60, 90, 180, 365)]
+labels = ["<1ms", "1ms", "10ms", "100ms", "1s", "10s", "1min", "10min", "1h", "6h", "1d", "2d",
+          "7d", "14d", "30d", "60d", "90d", "180d", "365d"]
+ins = int(now * 1e6)
+hist, disp, wins, items = {}, [0] * len(edges), {}, []
+for note, d, ts in rows:
+    dus = int(round(d * 1e6))
+    hist[fine(dus)] = hist.get(fine(dus), 0) + 1
+    disp[max(i for i in range(len(edges)) if dus >= edges[i])] += 1
+    t = time.gmtime(ins / 1e6 - d)
+    lo = calendar.timegm((t.tm_year, t.tm_mon, 1, 0, 0, 0))
+    hi = calendar.timegm((t.tm_year + (t.tm_mon == 12), t.tm_mon % 12 + 1, 1, 0, 0, 0))
+    w = wins.setdefault(lo, {"lower_us": lo * 10**6, "upper_us": hi * 10**6, "on_time": 0,
+                             "near_cutoff": 0, "expired": 0})
+    w["on_time"] += 1
+    items.append((dus, note))
+items.sort(key=lambda x: -x[0])
+doc = {"format": "v7fill-tracker/1", "retention_us": 90 * 86400 * 10**6,
+       "counts": {"on_time": len(rows), "near_cutoff": 0, "expired": 0},
+       "delay_us": {"min": min(x[0] for x in items), "max": max(x[0] for x in items)},
+       "histogram": {"layout": "log2-sub128-us", "buckets": sorted([k, v] for k, v in hist.items())},
+       "display": [{"ge_us": edges[i], "label": labels[i], "count": disp[i]} for i in range(len(edges))],
+       "largest": [{"delay_us": dus, "id_us": ins - dus, "inserted_us": ins, "class": "on_time",
+                    "ref": "legacy.orders:" + note, "ref_truncated": False} for dus, note in items[:10]],
+       "windows": [wins[k] for k in sorted(wins)]}
+print(json.dumps(doc))
+PY
+        psql -X -q -v ON_ERROR_STOP=1 -v stats="$(cat "$f.stats")" >/dev/null <<'SQL'
+INSERT INTO v7fill.run (target_schema, target_table, command, status, elapsed_s, rows_read,
+                        inserted, duplicates, rejected, partitions_created, stats)
+VALUES ('public', 'events', 'import', 'done', 1, 0, 0, 0, 0, 0, :'stats'::jsonb);
+SQL
+    done
+fi
+assert_eq 400 "$(q "SELECT count(*) FROM events")" "rows in the table"
+
+# --- JSON report: windows, rows, retirement, near cutoff ---------------------------------
+"$V7FILL" report events --retention 90d --exact --json >r90.json || fail "report --json failed"
+python3 - <<'PY' || fail "windows of the JSON report"
+import json, subprocess, datetime
+d = json.load(open("r90.json"))
+now = datetime.datetime.fromisoformat(d["now"].replace("Z", "+00:00")).timestamp() * 1e6
+R = 90 * 86400 * 1e6
+counts = dict(line.split("|") for line in subprocess.run(
+    ["psql", "-X", "-At", "-c", "SELECT tableoid::regclass::text, count(*) FROM events GROUP BY 1"],
+    capture_output=True, text=True, check=True).stdout.split())
+assert d["retention"]["source"] == "--retention", d["retention"]
+assert len(d["windows"]) == 9, len(d["windows"])
+near = []
+for w in d["windows"]:
+    assert w["rows"] == int(counts.get(w["name"], 0)), (w["name"], w["rows"], counts)
+    assert w["rows_exact"]
+    left = w["upper_us"] + R - now
+    horizon = max(R / 10, w["upper_us"] - w["lower_us"])
+    state = "past_cutoff" if left < 0 else "near_cutoff" if left <= horizon else "live"
+    assert abs(w["time_left_us"] - left) < 2e6, (w["name"], w["time_left_us"], left)
+    assert w["state"] == state, (w["name"], w["state"], state)
+    if state == "near_cutoff":
+        near.append(w["name"])
+assert d["near_cutoff_windows"] == near, (d["near_cutoff_windows"], near)
+assert near, "some window is near the cutoff with 90d and monthly windows"
+PY
+
+# --- the delay distribution against a sort of the same delays ----------------------------
+python3 - "$real" <<'PY' || fail "delay distribution"
+import json, math, sys
+real = sys.argv[1] == "yes"
+d = json.load(open("r90.json"))
+delays = sorted(int(round(x[1] * 1e6)) for f in ("run1", "run2") for x in json.load(open(f + ".json")))
+st = d["delay"]
+assert st["rows"] == len(delays) == 400, st["rows"]
+assert d["runs"]["count"] == 2, d["runs"]
+# A real import inserts some seconds after the rows were generated.
+slack = 120e6 if real else 0
+for p in (50, 90, 99):
+    want = delays[math.ceil(p / 100 * len(delays)) - 1]
+    got = st["delay_us"]["p%d" % p]
+    assert abs(got - want) <= 0.01 * want + slack, (p, got, want)
+assert abs(st["delay_us"]["max"] - delays[-1]) <= slack, (st["delay_us"]["max"], delays[-1])
+assert st["largest"][0]["ref"] == "legacy.orders:r0", st["largest"][0]
+assert len(st["largest"]) == 10
+assert sum(b["count"] for b in st["display"]) == 400
+assert d["verdict"]["ok"] is True, d["verdict"]
+PY
+verdict=$(jfield r90.json 'd["verdict"]["text"]')
+assert_contains "$verdict" "retention 90d exceeds the largest observed delay 45d 0h" "verdict ok"
+case "$verdict" in
+    *" by 45d 0h 00m" | *" by 44d 23h 5"?m) ;;
+    *) fail "verdict margin (90d - 45d, a little less when real): $verdict" ;;
+esac
+
+# --- terminal output ----------------------------------------------------------------------
+run_expect 0 "$V7FILL" report events --retention 90d
+echo "$OUT" | head -n 60
+assert_contains "$OUT" "Retention: 90d (--retention)" "terminal: retention"
+assert_contains "$OUT" "retention cutoff: now − 90d" "terminal: cutoff marked"
+assert_contains "$OUT" "█" "terminal: bars"
+assert_contains "$OUT" "NEAR CUTOFF" "terminal: near-cutoff window"
+assert_contains "$OUT" "past the cutoff since" "terminal: windows past the cutoff"
+assert_contains "$OUT" "◀ retention 90d" "terminal: retention on the delay histogram"
+assert_contains "$OUT" "Windows near the cutoff: " "terminal: near-cutoff list"
+assert_contains "$OUT" "days left" "terminal: days left"
+assert_contains "$OUT" "legacy.orders:r0" "terminal: largest delay's reference"
+assert_contains "$OUT" "verdict: retention 90d exceeds the largest observed delay 45d" "terminal: verdict"
+
+# --- the warning, and no retention --------------------------------------------------------
+run_expect 0 "$V7FILL" report events --retention 30d
+assert_contains "$OUT" "WARNING: retention 30d does not exceed the largest observed delay 45d" "warning verdict"
+assert_contains "$OUT" "retention must exceed the longest delivery delay" "warning says why"
+run_expect 0 "$V7FILL" report events --retention 30d --json
+assert_eq False "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["verdict"]["ok"])' "$OUT")" "json: verdict not ok"
+run_expect 0 "$V7FILL" report events
+assert_contains "$OUT" "Retention: none" "no retention"
+assert_contains "$OUT" "verdict: no retention: windows are never retired" "verdict without retention"
+assert_not_contains "$OUT" "retention cutoff" "no cutoff line without retention"
+# stored retention is used
+run_expect 0 "$V7FILL" retention events set 60d
+run_expect 0 "$V7FILL" report events
+assert_contains "$OUT" "Retention: 60d (stored by v7fill, v7fill.retention)" "stored retention used"
+run_expect 0 "$V7FILL" retention events clear
+
+# --- --since ------------------------------------------------------------------------------
+q "UPDATE v7fill.run SET finished_at = now() - interval '10 days' WHERE run_id = (SELECT min(run_id) FROM v7fill.run)" >/dev/null
+"$V7FILL" report events --retention 90d --since 5d --json >since.json || fail "report --since failed"
+assert_eq 1 "$(jfield since.json 'd["runs"]["count"]')" "--since 5d: one run"
+assert_eq 100 "$(jfield since.json 'd["delay"]["rows"]')" "--since 5d: the second run's rows"
+assert_eq "legacy.orders:s" "$(jfield since.json 'd["delay"]["largest"][0]["ref"][:15]')" "--since: run 2's references"
+since_time=$(date -u -d '-20 days' +%Y-%m-%dT%H:%M:%SZ)
+run_expect 0 "$V7FILL" report events --retention 90d --since "$since_time" --json
+assert_eq 2 "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["runs"]["count"])' "$OUT")" "--since a time"
+run_expect 2 "$V7FILL" report events --since yesterday-ish
+run_expect 2 "$V7FILL" report events --near-cutoff 0s
+run_expect 3 "$V7FILL" report no_such_table
+
+# --- near cutoff horizon given explicitly --------------------------------------------------
+run_expect 0 "$V7FILL" report events --retention 90d --near-cutoff 400d --json
+python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert all(w["state"] in ("near_cutoff", "past_cutoff") for w in d["windows"]), d["windows"]
+' "$OUT" || fail "--near-cutoff 400d makes every live window near"
+
+# --- HTML ---------------------------------------------------------------------------------
+"$V7FILL" report events --retention 90d --exact --html report.html --json >html_run.json \
+    || fail "report --html --json failed"
+[ -s report.html ] || fail "no HTML written"
+python3 - <<'PY' || fail "HTML page"
+import json, re, html.parser
+page = open("report.html", encoding="utf-8").read()
+d = json.load(open("html_run.json"))
+VOID = {"meta", "br", "img", "input", "link", "hr", "col", "wbr", "area", "base", "source"}
+class P(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.stack, self.data, self.json, self.svgs, self.attrs = [], [], None, 0, []
+        self.in_json = False
+        self.verdict = None
+        self.in_verdict = False
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.attrs.append((tag, a))
+        if tag == "svg":
+            self.svgs += 1
+        if tag == "script":
+            assert a.get("type") == "application/json", "only a JSON data block, no scripts"
+            self.in_json = True
+        if tag == "div" and a.get("id") == "verdict":
+            self.in_verdict = True
+            self.verdict = ""
+        if tag not in VOID:
+            self.stack.append(tag)
+    def handle_startendtag(self, tag, attrs):
+        self.attrs.append((tag, dict(attrs)))
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            return
+        assert self.stack and self.stack[-1] == tag, ("unbalanced", tag, self.stack[-5:])
+        self.stack.pop()
+        if tag == "script":
+            self.in_json = False
+        if tag == "div":
+            self.in_verdict = False
+    def handle_data(self, data):
+        if self.in_json:
+            self.json = (self.json or "") + data
+        elif self.in_verdict:
+            self.verdict += data
+        self.data.append(data)
+p = P()
+p.feed(page)
+p.close()
+assert not p.stack, ("unclosed", p.stack)
+assert p.svgs == 2, p.svgs
+# self-contained: no external assets or links
+for tag, a in p.attrs:
+    for k in ("src", "href"):
+        assert k not in a, (tag, a)
+    assert tag not in ("link", "img", "iframe", "object"), tag
+assert "@import" not in page and "url(" not in page
+assert re.sub(r'xmlns="http://www.w3.org/2000/svg"', "", page).count("http") == 0
+# the embedded JSON is the report
+emb = json.loads(p.json)
+assert emb["windows"] == d["windows"] or [w["rows"] for w in emb["windows"]] == [w["rows"] for w in d["windows"]]
+assert emb["delay"]["delay_us"] == d["delay"]["delay_us"]
+assert emb["verdict"]["text"] == d["verdict"]["text"]
+# and the visible numbers are those of the JSON report
+text = "".join(p.data)
+rows_attr = {a.get("data-rows") for t, a in p.attrs if "data-rows" in a}
+for w in d["windows"]:
+    assert str(w["rows"]) in rows_attr, (w["name"], w["rows"])
+    assert w["name"] in text
+us_attr = {a.get("data-us") for t, a in p.attrs if "data-us" in a}
+for k in ("min", "p50", "p90", "p99", "max"):
+    assert str(d["delay"]["delay_us"][k]) in us_attr, k
+assert str(d["delay"]["rows"]) in {a.get("data-value") for t, a in p.attrs if "data-value" in a}
+assert d["verdict"]["text"] in p.verdict, (p.verdict, d["verdict"]["text"])
+assert "legacy.orders:r0" in text
+assert "retention cutoff: now − 90d" in text
+for name in d["near_cutoff_windows"]:
+    assert name in text
+print("html ok:", len(page), "bytes")
+PY
+# A reference with markup in it (run 2's largest delay) is escaped, not interpreted.
+run_expect 0 "$V7FILL" report events --retention 90d --since 5d --html since.html
+assert_contains "$(cat since.html)" 'legacy.orders:s0&lt;i&gt;&amp;&quot;q' "reference escaped in HTML"
+assert_not_contains "$(cat since.html)" 's0<i>' "no raw markup from data"
+[ -n "${V7FILL_REPORT_HTML_OUT:-}" ] && cp report.html "$V7FILL_REPORT_HTML_OUT"
+run_expect 1 "$V7FILL" report events --retention 90d --html /nonexistent/dir/r.html
+assert_contains "$OUT" "could not write /nonexistent/dir/r.html" "unwritable HTML path"
