@@ -56,6 +56,88 @@ pg_session_options(const char *conninfo)
     return result;
 }
 
+/* Replace every occurrence of `secret` in msg with "********". */
+static void
+pg_blank(char *msg, const char *secret)
+{
+    size_t n = strlen(secret);
+    char *p;
+
+    if (n == 0)
+        return;
+    while ((p = strstr(msg, secret)) != NULL)
+    {
+        size_t rest = strlen(p + n);
+        memmove(p + 8, p + n, rest + 1);
+        memcpy(p, "********", 8);
+    }
+}
+
+/*
+ * pg_redact_message keeps passwords out of libpq's connection errors.  When the
+ * connection string cannot be parsed, libpq quotes the offending fragment,
+ * which may hold the password: every quoted fragment is then elided.  When it
+ * can, the password (as given and percent-decoded by libpq) is blanked.
+ */
+static void
+pg_redact_message(const char *conninfo, char *msg)
+{
+    PQconninfoOption *opts;
+    char *errmsg = NULL;
+
+    if (conninfo == NULL || conninfo[0] == '\0')
+        return;
+    opts = PQconninfoParse(conninfo, &errmsg);
+    PQfreemem(errmsg);
+    if (opts == NULL)
+    {
+        char copy[1024];
+        size_t out = 0;
+        bool quoted = false;
+
+        (void) snprintf(copy, sizeof copy, "%s", msg);
+        for (const char *p = copy; *p && out + 6 < sizeof copy; p++)
+        {
+            if (*p == '"')
+            {
+                quoted = !quoted;
+                if (quoted)
+                {
+                    memcpy(msg + out, "\"...\"", 5);
+                    out += 5;
+                }
+                continue;
+            }
+            if (!quoted)
+                msg[out++] = *p;
+        }
+        msg[out] = '\0';
+        return;
+    }
+    for (PQconninfoOption *o = opts; o->keyword; o++)
+        if (strcmp(o->keyword, "password") == 0 && o->val && strlen(o->val) >= 3)
+            pg_blank(msg, o->val);
+    PQconninfoFree(opts);
+    /* The raw text after "password=" or in a URI's userinfo, in case libpq echoed it. */
+    {
+        const char *at = strstr(conninfo, "://");
+        const char *colon = at ? strchr(at + 3, ':') : NULL;
+        const char *end = colon ? strchr(colon, '@') : NULL;
+
+        if (colon && end && end > colon + 3)
+        {
+            char raw[256];
+            size_t n = (size_t) (end - colon - 1);
+            if (n < sizeof raw)
+            {
+                memcpy(raw, colon + 1, n);
+                raw[n] = '\0';
+                pg_blank(msg, raw);
+            }
+        }
+    }
+}
+
 static bool
 pg_open(PgConn *c, Err *err)
 {
@@ -77,6 +159,7 @@ pg_open(PgConn *c, Err *err)
         len = strlen(msg);
         while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == ' '))
             msg[--len] = '\0';
+        pg_redact_message(c->conninfo, msg);
         PQfinish(c->conn);
         c->conn = NULL;
         err_set(err, EC_PG_CONNECT, "could not connect to the database: %s", msg);

@@ -381,13 +381,22 @@ out:
 static const char *
 reject_category(const char *reason)
 {
-    static const char *const known[] = {
-        "expected", "invalid UTF-8", "NUL byte", "unparsable time", "missing event time",
-        "clock ahead", "time out of range", "not a UUIDv7", "invalid UUID", "nil UUID",
+    /* Prefixes the pipeline writes first, then what the CSV source says. */
+    static const char *const prefixes[] = {
+        "unparsable time", "missing event time", "clock ahead", "time out of range",
     };
+    static const char *const known[] = {
+        "not a UUIDv7", "invalid UUID", "nil UUID", "invalid UTF-8", "NUL byte", "quote character",
+    };
+
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(reason, prefixes[i], strlen(prefixes[i])) == 0)
+            return prefixes[i];
+    if (strncmp(reason, "expected ", 9) == 0 && strstr(reason, " fields, found "))
+        return "wrong field count";
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strstr(reason, known[i]))
-            return strcmp(known[i], "expected") == 0 ? "wrong field count" : known[i];
+            return known[i];
     return "invalid record";
 }
 
@@ -1123,23 +1132,27 @@ importer_open_file(Importer *im, const char *path, Err *err)
     if (!state_checkpoint_get(im->conn, im->target->schema, im->target->name, im->identity,
                               &im->cp, err))
         return false;
-    if (im->cp.found && !im->cp.finished && im->cp.records > 0)
+    if (im->cp.found && !im->cp.finished)
     {
         SourcePosition at = pos;
 
         at.offset = im->cp.offset;
         at.line = im->cp.line;
         at.records = im->cp.records;
-        if (!im->src->ops->seek(im->src, &at, err))
+        if (im->cp.records > 0 && !im->src->ops->seek(im->src, &at, err))
             return false;
         if (strcmp(im->cp.rejects_path, rejects_path(im->rejects)) == 0 &&
             !rejects_truncate(im->rejects, im->cp.rejects_size, err))
             return false;
         if (im->cp.late_size > 0 && !rejects_truncate(im->late, im->cp.late_size, err))
             return false;
-        log_info("%s: resuming after line %" PRIu64 " (%" PRIu64 " rows already accounted for)",
-                 im->src_name, im->cp.line, im->cp.read);
-        im->st->files_resumed++;
+        if (im->cp.records > 0)
+        {
+            log_info("%s: resuming after line %" PRIu64 " (%" PRIu64
+                     " rows already accounted for)",
+                     im->src_name, im->cp.line, im->cp.read);
+            im->st->files_resumed++;
+        }
         im->st->read += im->cp.read;
         im->st->inserted += im->cp.inserted;
         im->st->duplicates += im->cp.duplicates;
@@ -1147,7 +1160,20 @@ importer_open_file(Importer *im, const char *path, Err *err)
         im->st->expired += im->cp.expired;
     }
     else
+    {
+        /* Starting this file afresh: record where the rejects and late-rows files
+         * stand now, so that a crash before the first commit can cut them back. */
         memset(&im->cp, 0, sizeof im->cp);
+        im->cp.offset = pos.offset;
+        im->cp.line = pos.line;
+        im->cp.rejects_size = rejects_size(im->rejects);
+        im->cp.late_size = rejects_size(im->late);
+        (void) snprintf(im->cp.rejects_path, sizeof im->cp.rejects_path, "%s",
+                        rejects_path(im->rejects));
+        if (!state_checkpoint_put(im->conn, im->target->schema, im->target->name, im->identity,
+                                  im->src_name, &im->cp, err))
+            return false;
+    }
     return true;
 }
 

@@ -17,12 +17,18 @@ struct Rejects
 {
     char *path;
     int fd;
-    Buf buf;       /* pending bytes, written on sync or when large */
-    uint64_t size; /* bytes in the file plus pending */
+    Buf buf;         /* pending bytes, written on sync or when large */
+    uint64_t size;   /* bytes in the file plus pending */
+    uint64_t synced; /* bytes known to be written whole */
 };
 
 static const char header[] = "source,line,reason,sqlstate,record\n";
 
+/*
+ * rejects_flush writes the pending bytes.  On failure (disk full) the file is
+ * cut back to its last whole row and the pending rows are dropped: the batch
+ * that produced them fails and will write them again.
+ */
 static bool
 rejects_flush(Rejects *r, Err *err)
 {
@@ -35,11 +41,17 @@ rejects_flush(Rejects *r, Err *err)
         {
             if (errno == EINTR)
                 continue;
-            return err_errno(err, EC_IO, "could not write rejects file \"%s\"", r->path);
+            err_errno(err, EC_IO, "could not write rejects file \"%s\"", r->path);
+            if (ftruncate(r->fd, (off_t) r->synced) != 0)
+                err_detail(err, "The file could not be cut back to its last whole row either.");
+            buf_reset(&r->buf);
+            r->size = r->synced;
+            return false;
         }
         off += (size_t) n;
     }
     buf_reset(&r->buf);
+    r->synced = r->size;
     return true;
 }
 
@@ -77,6 +89,7 @@ rejects_open_csv(const char *path, const char *first_line, Rejects **out, Err *e
         return false;
     }
     r->size = (uint64_t) st.st_size;
+    r->synced = r->size;
     if (r->size == 0)
     {
         buf_puts(&r->buf, first_line);
@@ -173,6 +186,9 @@ rejects_truncate(Rejects *r, uint64_t size, Err *err)
 {
     if (r->fd < 0)
         return true;
+    /* Pending rows belong to the batch being undone. */
+    buf_reset(&r->buf);
+    r->size = r->synced;
     if (!rejects_flush(r, err))
         return false;
     if (size > r->size)
@@ -183,6 +199,7 @@ rejects_truncate(Rejects *r, uint64_t size, Err *err)
     if (ftruncate(r->fd, (off_t) size) != 0)
         return err_errno(err, EC_IO, "could not truncate rejects file \"%s\"", r->path);
     r->size = size;
+    r->synced = size;
     return true;
 }
 
