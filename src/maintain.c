@@ -26,10 +26,6 @@
 #include "v7fill/state.h"
 #include "v7fill/timeparse.h"
 
-/* The advisory lock state_setup takes ("v7fS" "etup"): v7fill's own objects
- * are created under one lock, so concurrent first runs never race. */
-#define STATE_SETUP_LOCK "7665318803486371184"
-
 static const char *const create_sql =
     "CREATE TABLE IF NOT EXISTS v7fill.window_activity ("
     "  target_schema text NOT NULL, target_table text NOT NULL,"
@@ -77,31 +73,9 @@ maintain_result_format(const MaintainResult *r, char *out, size_t size)
 bool
 maintain_setup(PgConn *c, Err *err)
 {
-    PGresult *res;
-    bool exists;
-
-    if (!state_setup(c, err))
-        return false;
-    if (!pg_query(c, "SELECT to_regclass('v7fill.window_activity') IS NOT NULL", 0, NULL, &res,
-                  err))
-        return false;
-    exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-    PQclear(res);
-    if (exists)
-        return true;
-    if (!pg_exec(c, "BEGIN", err))
-        return false;
-    if (!pg_exec(c, "SELECT pg_advisory_xact_lock(" STATE_SETUP_LOCK ")", err) ||
-        !pg_exec(c, create_sql, err))
-    {
-        Err ignored;
-
-        if (!pg_exec(c, "ROLLBACK", &ignored))
-            (void) 0;
-        err_prefix(err, "could not create v7fill.window_activity");
-        return false;
-    }
-    return pg_exec(c, "COMMIT", err);
+    return state_setup(c, err) &&
+           state_create_once(c, "SELECT to_regclass('v7fill.window_activity') IS NOT NULL", create_sql,
+                             "v7fill.window_activity", err);
 }
 
 /* A text[] literal: every element double-quoted, " and \ escaped, so any

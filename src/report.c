@@ -444,8 +444,8 @@ fail:
 
 /* -------------------------------------------------------------- terminal */
 
-static void
-fmt_date(int64_t us, char *out, size_t size)
+void
+report_fmt_date(int64_t us, const char *suffix, char *out, size_t size)
 {
     CivilTime ct;
 
@@ -459,14 +459,14 @@ fmt_date(int64_t us, char *out, size_t size)
         if (ct.hour == 0 && ct.minute == 0 && ct.second == 0 && ct.usec == 0)
             (void) snprintf(out, size, "%04d-%02d-%02d", ct.year, ct.month, ct.day);
         else
-            (void) snprintf(out, size, "%04d-%02d-%02d %02d:%02d", ct.year, ct.month, ct.day,
-                            ct.hour, ct.minute);
+            (void) snprintf(out, size, "%04d-%02d-%02d %02d:%02d%s", ct.year, ct.month, ct.day,
+                            ct.hour, ct.minute, suffix);
     }
 }
 
 /* 1234567 → "1,234,567". */
-static void
-fmt_count(double v, char *out, size_t size)
+void
+report_fmt_count(double v, char *out, size_t size)
 {
     char digits[32];
     size_t n;
@@ -537,7 +537,7 @@ print_windows(FILE *out, const Report *r)
     }
     if (namew > 40)
         namew = 40;
-    fmt_date(r->cutoff_us, cut, sizeof cut);
+    report_fmt_date(r->cutoff_us, "", cut, sizeof cut);
     fprintf(out, "Rows per window%s%s\n",
             any_estimate ? " (planner estimates; --exact counts them)" : "",
             any_unknown ? "; ? = not analyzed since rows arrived" : "");
@@ -557,8 +557,8 @@ print_windows(FILE *out, const Report *r)
                     cut);
             cutoff_shown = true;
         }
-        fmt_date(w->lower_us, lower, sizeof lower);
-        fmt_count(w->rows, rows, sizeof rows);
+        report_fmt_date(w->lower_us, "", lower, sizeof lower);
+        report_fmt_count(w->rows, rows, sizeof rows);
         fprintf(out, "  %-*.*s %-10s ", namew, namew, w->name, lower);
         bar(out, max > 0 && w->rows > 0 ? w->rows / max : 0, 30);
         fprintf(out, " %s%11s", w->rows_exact || w->rows < 0 ? " " : "~", rows);
@@ -567,12 +567,12 @@ print_windows(FILE *out, const Report *r)
             case WSTATE_NO_RETENTION:
                 break;
             case WSTATE_PAST_CUTOFF:
-                fmt_date(w->retires_at_us, when, sizeof when);
+                report_fmt_date(w->retires_at_us, "", when, sizeof when);
                 fprintf(out, "  past the cutoff since %s: maintenance retires it", when);
                 break;
             case WSTATE_NEAR_CUTOFF:
             case WSTATE_LIVE:
-                fmt_date(w->retires_at_us, when, sizeof when);
+                report_fmt_date(w->retires_at_us, "", when, sizeof when);
                 fmt_days(w->time_left_us, left, sizeof left);
                 fprintf(out, "  retires %s (%s left)%s", when, left,
                         w->state == WSTATE_NEAR_CUTOFF ? "  NEAR CUTOFF" : "");
@@ -588,7 +588,7 @@ print_windows(FILE *out, const Report *r)
     {
         char rows[32];
 
-        fmt_count(r->default_rows, rows, sizeof rows);
+        report_fmt_count(r->default_rows, rows, sizeof rows);
         fprintf(out, "  DEFAULT partition %s: %s rows (never retired)\n", r->default_name, rows);
     }
 }
@@ -614,9 +614,9 @@ print_near(FILE *out, const Report *r)
 
         if (w->state != WSTATE_NEAR_CUTOFF)
             continue;
-        fmt_date(w->lower_us, lower, sizeof lower);
-        fmt_date(w->upper_us, upper, sizeof upper);
-        fmt_date(w->retires_at_us, when, sizeof when);
+        report_fmt_date(w->lower_us, "", lower, sizeof lower);
+        report_fmt_date(w->upper_us, "", upper, sizeof upper);
+        report_fmt_date(w->retires_at_us, "", when, sizeof when);
         fmt_days(w->time_left_us, left, sizeof left);
         duration_format(w->near_cutoff_us, horizon, sizeof horizon);
         fprintf(out, "  %s [%s, %s): retires %s, %s left (horizon %s)", w->name, lower, upper,
@@ -641,7 +641,7 @@ print_delays(FILE *out, const Report *r)
 
     if (r->since_set)
     {
-        fmt_date(r->since_us, v[0], sizeof v[0]);
+        report_fmt_date(r->since_us, "", v[0], sizeof v[0]);
         (void) snprintf(since, sizeof since, " since %s", v[0]);
     }
     fprintf(out, "\nDelay, id time to insert: %" PRIu64 " rows from %zu run%s%s\n", total, r->runs,
@@ -678,7 +678,7 @@ print_delays(FILE *out, const Report *r)
         bool has_ret = r->retention.us > 0 && r->retention.us >= b[i].lower_us &&
                        r->retention.us < b[i].upper_us;
 
-        fmt_count((double) b[i].count, count, sizeof count);
+        report_fmt_count((double) b[i].count, count, sizeof count);
         fprintf(out, "  %-6s ", b[i].label);
         bar(out, max ? (double) b[i].count / (double) max : 0, 30);
         fprintf(out, " %11s %5.1f%%", count, 100.0 * (double) b[i].count / (double) total);
@@ -723,7 +723,7 @@ report_print(FILE *out, const Report *r)
     char ret[512];
     char now[48];
 
-    fmt_date(r->now_us, now, sizeof now);
+    report_fmt_date(r->now_us, "", now, sizeof now);
     retention_describe(&r->retention, ret, sizeof ret);
     fprintf(out, "Report for %s.%s (%s key) at %s\n", r->schema, r->table,
             catalog_key_kind_name(r->key_kind), now);

@@ -106,49 +106,6 @@ escf(FILE *f, const char *fmt, ...)
     esc(f, buf);
 }
 
-static void
-fmt_date(int64_t us, char *out, size_t size)
-{
-    CivilTime ct;
-
-    if (us == INT64_MIN)
-        (void) snprintf(out, size, "MINVALUE");
-    else if (us == INT64_MAX)
-        (void) snprintf(out, size, "MAXVALUE");
-    else
-    {
-        civil_from_us(us, &ct);
-        if (ct.hour == 0 && ct.minute == 0 && ct.second == 0 && ct.usec == 0)
-            (void) snprintf(out, size, "%04d-%02d-%02d", ct.year, ct.month, ct.day);
-        else
-            (void) snprintf(out, size, "%04d-%02d-%02d %02d:%02d UTC", ct.year, ct.month, ct.day,
-                            ct.hour, ct.minute);
-    }
-}
-
-static void
-fmt_count(double v, char *out, size_t size)
-{
-    char digits[32];
-    size_t n;
-    size_t o = 0;
-
-    if (v < 0)
-    {
-        (void) snprintf(out, size, "?");
-        return;
-    }
-    (void) snprintf(digits, sizeof digits, "%.0f", v);
-    n = strlen(digits);
-    for (size_t i = 0; i < n && o + 2 < size; i++)
-    {
-        if (i > 0 && (n - i) % 3 == 0)
-            out[o++] = ',';
-        out[o++] = digits[i];
-    }
-    out[o] = '\0';
-}
-
 /* Axis labels: 950, 1.2k, 35k, 1.5M. */
 static void
 fmt_si(double v, char *out, size_t size)
@@ -314,9 +271,9 @@ windows_chart(FILE *f, const Report *r)
         char lower[32];
         char upper[32];
 
-        fmt_count(w->rows, rows, sizeof rows);
-        fmt_date(w->lower_us, lower, sizeof lower);
-        fmt_date(w->upper_us, upper, sizeof upper);
+        report_fmt_count(w->rows, rows, sizeof rows);
+        report_fmt_date(w->lower_us, " UTC", lower, sizeof lower);
+        report_fmt_date(w->upper_us, " UTC", upper, sizeof upper);
         if (bh > 0 && bh < 1)
             bh = 1;
         fprintf(f,
@@ -357,7 +314,7 @@ windows_chart(FILE *f, const Report *r)
         {
             char cut[32];
 
-            fmt_date(r->cutoff_us, cut, sizeof cut);
+            report_fmt_date(r->cutoff_us, " UTC", cut, sizeof cut);
             (void) snprintf(text, sizeof text, "retention cutoff: now − %s (%s)",
                             r->retention.text, cut);
             /* Label on the side with room. */
@@ -442,7 +399,7 @@ delay_chart(FILE *f, const Report *r)
 
         if (bh > 0 && bh < 1)
             bh = 1;
-        fmt_count((double) b[i].count, count, sizeof count);
+        report_fmt_count((double) b[i].count, count, sizeof count);
         fprintf(f,
                 "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" rx=\"1\">"
                 "<title>",
@@ -510,7 +467,7 @@ summary(FILE *f, const Report *r)
     kv(f, "retention", ret);
     if (r->retention.us > 0)
     {
-        fmt_date(r->cutoff_us, a, sizeof a);
+        report_fmt_date(r->cutoff_us, " UTC", a, sizeof a);
         (void) snprintf(buf, sizeof buf, "%s (windows whose upper bound is older are retired)", a);
         kv(f, "cutoff (now − retention)", buf);
         if (r->near_cutoff_us > 0)
@@ -537,7 +494,7 @@ summary(FILE *f, const Report *r)
     kv(f, "runs merged", buf);
     if (r->since_set)
     {
-        fmt_date(r->since_us, a, sizeof a);
+        report_fmt_date(r->since_us, " UTC", a, sizeof a);
         kv(f, "runs since", a);
     }
     fputs("</table>\n", f);
@@ -612,10 +569,10 @@ near_table(FILE *f, const Report *r)
 
         if (w->state != WSTATE_NEAR_CUTOFF)
             continue;
-        fmt_date(w->lower_us, lo, sizeof lo);
-        fmt_date(w->upper_us, up, sizeof up);
-        fmt_date(w->retires_at_us, ret, sizeof ret);
-        fmt_count(w->rows, rows, sizeof rows);
+        report_fmt_date(w->lower_us, " UTC", lo, sizeof lo);
+        report_fmt_date(w->upper_us, " UTC", up, sizeof up);
+        report_fmt_date(w->retires_at_us, " UTC", ret, sizeof ret);
+        report_fmt_count(w->rows, rows, sizeof rows);
         fputs("<tr><td><code>", f);
         esc(f, w->name);
         fprintf(f,
@@ -676,9 +633,9 @@ windows_table(FILE *f, const Report *r)
         char up[32];
         char rows[32];
 
-        fmt_date(w->lower_us, lo, sizeof lo);
-        fmt_date(w->upper_us, up, sizeof up);
-        fmt_count(w->rows, rows, sizeof rows);
+        report_fmt_date(w->lower_us, " UTC", lo, sizeof lo);
+        report_fmt_date(w->upper_us, " UTC", up, sizeof up);
+        report_fmt_count(w->rows, rows, sizeof rows);
         fprintf(f, "<tr class=\"st-%s\"><td><code>", window_state_name(w->state));
         esc(f, w->name);
         fprintf(f, "</code></td><td>%s</td><td>%s</td>", lo, up);
@@ -694,7 +651,7 @@ windows_table(FILE *f, const Report *r)
         {
             char ret[32];
 
-            fmt_date(w->retires_at_us, ret, sizeof ret);
+            report_fmt_date(w->retires_at_us, " UTC", ret, sizeof ret);
             fprintf(f, "<td>%s</td><td class=\"num\">%.1f</td></tr>\n", ret,
                     (double) w->time_left_us / (double) US_PER_DAY);
         }
@@ -703,7 +660,7 @@ windows_table(FILE *f, const Report *r)
     {
         char rows[32];
 
-        fmt_count(r->default_rows, rows, sizeof rows);
+        report_fmt_count(r->default_rows, rows, sizeof rows);
         fputs("<tr><td><code>", f);
         esc(f, r->default_name);
         fprintf(f, "</code></td><td colspan=\"2\">DEFAULT</td><td class=\"num\">%s</td>"
@@ -742,7 +699,7 @@ report_write_html(const Report *r, const char *path, Err *err)
 
     if (f == NULL)
         return err_errno(err, EC_IO, "could not write %s", path);
-    fmt_date(r->now_us, now, sizeof now);
+    report_fmt_date(r->now_us, " UTC", now, sizeof now);
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>",
           f);

@@ -19,10 +19,6 @@
 #include "v7fill/state.h"
 #include "v7fill/timeparse.h"
 
-/* The advisory lock state_setup takes ("v7fS" "etup"): v7fill's own objects
- * are created under one lock, so concurrent first runs never race. */
-#define STATE_SETUP_LOCK "7665318803486371184"
-
 static const char *const create_sql =
     "CREATE TABLE IF NOT EXISTS v7fill.retention ("
     "  target_schema text NOT NULL, target_table text NOT NULL,"
@@ -88,30 +84,9 @@ retention_parse(const char *text, Retention *out, Err *err)
 bool
 retention_setup(PgConn *c, Err *err)
 {
-    PGresult *res;
-    bool exists;
-
-    if (!state_setup(c, err))
-        return false;
-    if (!pg_query(c, "SELECT to_regclass('v7fill.retention') IS NOT NULL", 0, NULL, &res, err))
-        return false;
-    exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-    PQclear(res);
-    if (exists)
-        return true;
-    if (!pg_exec(c, "BEGIN", err))
-        return false;
-    if (!pg_exec(c, "SELECT pg_advisory_xact_lock(" STATE_SETUP_LOCK ")", err) ||
-        !pg_exec(c, create_sql, err))
-    {
-        Err ignored;
-
-        if (!pg_exec(c, "ROLLBACK", &ignored))
-            (void) 0;
-        err_prefix(err, "could not create v7fill.retention");
-        return false;
-    }
-    return pg_exec(c, "COMMIT", err);
+    return state_setup(c, err) &&
+           state_create_once(c, "SELECT to_regclass('v7fill.retention') IS NOT NULL", create_sql,
+                             "v7fill.retention", err);
 }
 
 bool

@@ -38,17 +38,14 @@ static const char *const setup_sql =
     "REVOKE ALL ON v7fill.id_key FROM PUBLIC;";
 
 bool
-state_setup(PgConn *c, Err *err)
+state_create_once(PgConn *c, const char *exists_sql, const char *create_sql, const char *what,
+                  Err *err)
 {
     PGresult *res;
     bool exists;
 
     /* Fast path: everything there already (no lock, no DDL). */
-    if (!pg_query(c,
-                  "SELECT to_regclass('v7fill.id_key') IS NOT NULL AND "
-                  "to_regclass('v7fill.checkpoint') IS NOT NULL AND "
-                  "to_regclass('v7fill.run') IS NOT NULL",
-                  0, NULL, &res, err))
+    if (!pg_query(c, exists_sql, 0, NULL, &res, err))
         return false;
     exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
@@ -57,18 +54,28 @@ state_setup(PgConn *c, Err *err)
     if (!pg_exec(c, "BEGIN", err))
         return false;
     if (!pg_exec(c, "SELECT pg_advisory_xact_lock(" STATE_SETUP_LOCK ")", err) ||
-        !pg_exec(c, setup_sql, err))
+        !pg_exec(c, create_sql, err))
     {
         Err ignored;
         if (!pg_exec(c, "ROLLBACK", &ignored))
             (void) 0;
-        err_prefix(err, "could not create v7fill's own tables (schema v7fill)");
+        err_prefix(err, "could not create %s", what);
         if (!err->hint[0])
             err_hint(err, "The first run needs CREATE on the database; later runs only need "
                           "write access to the v7fill schema.");
         return false;
     }
     return pg_exec(c, "COMMIT", err);
+}
+
+bool
+state_setup(PgConn *c, Err *err)
+{
+    return state_create_once(c,
+                             "SELECT to_regclass('v7fill.id_key') IS NOT NULL AND "
+                             "to_regclass('v7fill.checkpoint') IS NOT NULL AND "
+                             "to_regclass('v7fill.run') IS NOT NULL",
+                             setup_sql, "v7fill's own tables (schema v7fill)", err);
 }
 
 bool

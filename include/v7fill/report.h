@@ -97,4 +97,10 @@ V7FILL_MUST_CHECK bool report_write_html(const Report *r, const char *path, Err 
 /* Short state name: "no_retention", "live", "near_cutoff", "past_cutoff". */
 const char *window_state_name(WindowState s);
 
+/* Shared by the terminal and HTML renderers: a bound as a date (midnight) or
+ * "YYYY-MM-DD HH:MM" + suffix, MINVALUE/MAXVALUE; a count with thousands
+ * separators ("?" when negative). */
+void report_fmt_date(int64_t us, const char *suffix, char *out, size_t size);
+void report_fmt_count(double v, char *out, size_t size);
+
 #endif /* V7FILL_REPORT_H */

@@ -27,6 +27,13 @@
 /* Create the v7fill schema and its tables if missing. */
 V7FILL_MUST_CHECK bool state_setup(PgConn *c, Err *err);
 
+/* Run `create_sql` unless `exists_sql` (one boolean) says the objects are there
+ * already; under the advisory lock all of v7fill's own DDL takes, so
+ * concurrent first runs do not race.  `what` names the objects in errors.
+ * Modules with tables of their own (retention, maintenance) use it. */
+V7FILL_MUST_CHECK bool state_create_once(PgConn *c, const char *exists_sql,
+                                         const char *create_sql, const char *what, Err *err);
+
 /* Fetch the target's key, creating it (random) on first use. */
 V7FILL_MUST_CHECK bool state_id_key(PgConn *c, const char *schema, const char *table,
                                     uint8_t key[ID_KEY_LEN], Err *err);
