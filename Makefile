@@ -6,6 +6,7 @@
 #   make demo            the main job on the bundled example, in a throwaway cluster
 #   make bench           benchmarks, each figure beside its baseline
 #   make fuzz            libFuzzer targets (clang), FUZZ_SECONDS each
+#   make valgrind        unit tests under valgrind memcheck (errors and leaks fail)
 #   make install PREFIX=/usr/local [DESTDIR=...]
 #
 # `check` and `demo` first run contrib/install-deps.sh when a dependency is missing.
@@ -71,15 +72,18 @@ $(BUILD)/libv7fill.a: $(LIB_OBJS)
 	$(AR) rcs $@ $^
 
 $(BUILD)/v7fill: $(CLI_OBJS) $(BUILD)/libv7fill.a
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libv7fill.a $(LDLIBS)
+	@echo "LINK $@"
+	@$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libv7fill.a $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libv7fill.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libv7fill.a $(LDLIBS) $(CMOCKA_LIBS)
+	@echo "LINK $@"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libv7fill.a $(LDLIBS) $(CMOCKA_LIBS)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libv7fill.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libv7fill.a $(LDLIBS)
+	@echo "LINK $@"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libv7fill.a $(LDLIBS)
 
 deps:
 	@contrib/install-deps.sh --if-missing
@@ -111,16 +115,68 @@ bench-real: $(BENCH_BINS) $(BUILD)/v7fill
 	@set -e; for b in $(BENCH_BINS); do $$b; done
 	@if [ -x bench/bench_import.sh ]; then V7FILL=$(CURDIR)/$(BUILD)/v7fill bench/bench_import.sh; fi
 
+# make fuzz [FUZZ_SECONDS=N] [FUZZ_TARGETS="fuzz_csv fuzz_zstd"]: every target built with
+# clang (libFuzzer + ASan + UBSan; undefined behaviour aborts), the library compiled once
+# into build-fuzz/.  Each target then runs FUZZ_SECONDS on build-fuzz/corpus-NAME, seeded
+# from tests/fuzz/corpus/NAME, one after the other.  A crash, leak or hang (-timeout) keeps
+# its input in build-fuzz/artifacts-NAME/; the remaining targets still run, and make fails
+# at the end.  CI: make fuzz FUZZ_SECONDS=10.
 FUZZ_SECONDS ?= 30
-FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
-fuzz:
-	@set -e; mkdir -p build-fuzz; for f in $(FUZZ_SRCS); do \
-	    n=$$(basename $$f .c); \
-	    clang -g -O1 -std=c11 -D_GNU_SOURCE -Iinclude $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined \
-	        -o build-fuzz/$$n $$f $(LIB_SRCS) $(LDLIBS); \
-	    mkdir -p build-fuzz/corpus-$$n; \
-	    build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus-$$n tests/fuzz/corpus/$$n; \
-	done
+FUZZ_TIMEOUT ?= 30
+FUZZ_CC      ?= clang
+FUZZ_SRCS    := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_TARGETS ?= $(FUZZ_SRCS:tests/fuzz/%.c=%)
+FUZZ_CFLAGS  := $(CPPFLAGS) -g -O1 -std=c11 $(PKG_CFLAGS) \
+                -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_OBJS    := $(LIB_SRCS:%.c=build-fuzz/%.o)
+
+build-fuzz/src/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	@echo "CC (fuzz) $<"
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+build-fuzz/libv7fill.a: $(FUZZ_OBJS)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c build-fuzz/libv7fill.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< build-fuzz/libv7fill.a $(LDLIBS)
+
+fuzz: $(FUZZ_TARGETS:%=build-fuzz/%)
+	@failed=""; for n in $(FUZZ_TARGETS); do \
+	    mkdir -p build-fuzz/corpus-$$n build-fuzz/artifacts-$$n; \
+	    seeds=""; if [ -d tests/fuzz/corpus/$$n ]; then seeds=tests/fuzz/corpus/$$n; fi; \
+	    echo "== $$n: $(FUZZ_SECONDS) s"; \
+	    if build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) -print_final_stats=1 \
+	            -artifact_prefix=build-fuzz/artifacts-$$n/ build-fuzz/corpus-$$n $$seeds \
+	            >build-fuzz/$$n.log 2>&1; then \
+	        grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' \
+	            build-fuzz/$$n.log | sed 's/^/   /'; \
+	    else \
+	        tail -n 40 build-fuzz/$$n.log; failed="$$failed $$n"; \
+	        echo "   FAILED: reproduce with build-fuzz/$$n build-fuzz/artifacts-$$n/<file>"; \
+	    fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: failed:$$failed"; exit 1; fi; \
+	echo "fuzz: $(words $(FUZZ_TARGETS)) targets, no finding"
+
+-include $(FUZZ_OBJS:.o=.d)
+
+# make valgrind: every unit test binary of the normal build under valgrind memcheck.
+# Any memory error or leak (definite, indirect, possible) fails; all binaries still run.
+VALGRIND       ?= valgrind
+VALGRIND_FLAGS ?= --error-exitcode=1 --leak-check=full --show-leak-kinds=definite,indirect,possible \
+                  --errors-for-leak-kinds=definite,indirect,possible --track-origins=yes --quiet
+.PHONY: valgrind
+valgrind: $(UNIT_BINS)
+	@if [ "$(SAN)" = 1 ]; then echo "valgrind: not with SAN=1 (ASan and valgrind exclude each other)" >&2; exit 2; fi
+	@failed=""; for t in $(UNIT_BINS); do \
+	    echo "== valgrind $$t"; \
+	    $(VALGRIND) $(VALGRIND_FLAGS) $$t >$$t.valgrind.log 2>&1 || { cat $$t.valgrind.log; failed="$$failed $$t"; }; \
+	    grep -E '^\[  (PASSED|FAILED)' $$t.valgrind.log | sed 's/^/   /'; \
+	done; \
+	if [ -n "$$failed" ]; then echo "valgrind: failed:$$failed"; exit 1; fi; \
+	echo "valgrind: $(words $(UNIT_BINS)) unit test binaries clean"
 
 install: $(BUILD)/v7fill
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DATADIR)/sql

@@ -102,6 +102,23 @@ err_clear(Err *e)
     e->hint[0] = '\0';
 }
 
+const char *
+err_printable(const char *text, char *buf, size_t size)
+{
+    size_t o = 0;
+
+    for (const unsigned char *p = (const unsigned char *) text; *p && o + 5 < size && o < 200;
+         p++)
+    {
+        if (*p < 0x20 || *p == 0x7f)
+            o += (size_t) snprintf(buf + o, size - o, "\\x%02x", *p);
+        else
+            buf[o++] = (char) *p;
+    }
+    buf[o < size ? o : size - 1] = '\0';
+    return buf;
+}
+
 int
 err_exit_status(ErrCode code)
 {

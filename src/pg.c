@@ -73,6 +73,43 @@ pg_blank(char *msg, const char *secret)
     }
 }
 
+/* May the quoted fragment come from the password?  Without a known secret
+ * (unparsable string): always.  Otherwise when they share 4 bytes in a row. */
+static bool
+pg_fragment_secret(const char *frag, size_t len, const char *secret)
+{
+    size_t slen;
+
+    if (secret == NULL)
+        return true;
+    slen = strlen(secret);
+    if (slen < 4 || len < 4)
+        return slen > 0 && len > 0 && memmem(frag, len, secret, slen) != NULL;
+    for (size_t i = 0; i + 4 <= slen; i++)
+        if (memmem(frag, len, secret + i, 4) != NULL)
+            return true;
+    return false;
+}
+
+/* A postgres:// or postgresql:// URI with user:password@ in it. */
+static bool
+pg_uri_has_password(const char *conninfo)
+{
+    const char *rest;
+    const char *at;
+    const char *colon;
+
+    if (strncmp(conninfo, "postgresql://", 13) == 0)
+        rest = conninfo + 13;
+    else if (strncmp(conninfo, "postgres://", 11) == 0)
+        rest = conninfo + 11;
+    else
+        return false;
+    at = strrchr(rest, '@');
+    colon = strchr(rest, ':');
+    return at && colon && colon < at;
+}
+
 /*
  * pg_redact_message keeps passwords out of libpq's connection errors.  When the
  * connection string cannot be parsed, libpq quotes the offending fragment,
@@ -89,30 +126,46 @@ pg_redact_message(const char *conninfo, char *msg)
         return;
     opts = PQconninfoParse(conninfo, &errmsg);
     PQfreemem(errmsg);
-    if (opts == NULL)
+    if (opts == NULL || pg_uri_has_password(conninfo))
     {
+        /* Unparsable: libpq quotes the offending fragment, which may hold the
+         * password.  A URI whose password holds an unencoded '/' or '@' is read
+         * partly as host or port, and quoted as such.  Elide every quoted
+         * fragment that could come from the password. */
         char copy[1024];
+        char secret[256] = "";
         size_t out = 0;
-        bool quoted = false;
+        const char *p;
 
-        (void) snprintf(copy, sizeof copy, "%s", msg);
-        for (const char *p = copy; *p && out + 6 < sizeof copy; p++)
+        if (opts != NULL)
         {
-            if (*p == '"')
+            const char *rest = strstr(conninfo, "://") + 3;
+            const char *colon = strchr(rest, ':');
+            const char *at = strrchr(rest, '@');
+            size_t n = (size_t) (at - colon - 1);
+            if (n >= sizeof secret)
+                n = sizeof secret - 1;
+            memcpy(secret, colon + 1, n);
+            secret[n] = '\0';
+        }
+        (void) snprintf(copy, sizeof copy, "%s", msg);
+        p = copy;
+        while (*p && out + 6 < sizeof copy)
+        {
+            const char *close = *p == '"' ? strchr(p + 1, '"') : NULL;
+
+            if (close && pg_fragment_secret(p + 1, (size_t) (close - p - 1), opts ? secret : NULL))
             {
-                quoted = !quoted;
-                if (quoted)
-                {
-                    memcpy(msg + out, "\"...\"", 5);
-                    out += 5;
-                }
+                memcpy(msg + out, "\"...\"", 5);
+                out += 5;
+                p = close + 1;
                 continue;
             }
-            if (!quoted)
-                msg[out++] = *p;
+            msg[out++] = *p++;
         }
         msg[out] = '\0';
-        return;
+        if (opts == NULL)
+            return;
     }
     for (PQconninfoOption *o = opts; o->keyword; o++)
         if (strcmp(o->keyword, "password") == 0 && o->val && strlen(o->val) >= 3)

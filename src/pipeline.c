@@ -249,8 +249,11 @@ importer_map_columns(Importer *im, Err *err)
             found = found || strcmp(names[i], o->maps[m].from) == 0;
         if (!found)
         {
-            err_set(err, EC_USAGE, "--map %s=%s: %s has no column \"%s\"", o->maps[m].from,
-                    o->maps[m].to, im->src_name, o->maps[m].from);
+            char pf[256];
+            char pt[256];
+            err_set(err, EC_USAGE, "--map %s=%s: %s has no column \"%s\"",
+                    err_printable(o->maps[m].from, pf, sizeof pf),
+                    err_printable(o->maps[m].to, pt, sizeof pt), im->src_name, pf);
             goto out;
         }
     }
@@ -258,7 +261,9 @@ importer_map_columns(Importer *im, Err *err)
     {
         const char *to = names[i];
         int ti;
+        char pn[256]; /* names[i] fit for a message: header names are untrusted */
 
+        err_printable(names[i], pn, sizeof pn);
         im->cols[i].target = -1;
         if (o->time_column ? strcmp(names[i], o->time_column) == 0
                            : strcmp(names[i], "created_at") == 0)
@@ -282,20 +287,21 @@ importer_map_columns(Importer *im, Err *err)
         {
             if (im->cols[i].is_time)
                 continue; /* the event time need not be stored */
-            err_set(err, EC_USAGE, "column \"%s\" of %s has no column \"%s\" in the target %s.%s",
-                    names[i], im->src_name, to, t->schema, t->name);
+            char pt[256];
+            err_set(err, EC_USAGE, "column \"%s\" of %s has no target column \"%s\" in %s.%s", pn,
+                    im->src_name, err_printable(to, pt, sizeof pt), t->schema, t->name);
             err_hint(err, "Map it with --map %s=TARGET_COLUMN or skip it with --ignore-column %s.",
-                     names[i], names[i]);
+                     pn, pn);
             goto out;
         }
         if (ti == key_idx)
         {
             err_set(err, EC_USAGE,
                     "column \"%s\" of %s would write the partition key \"%s\", which v7fill mints",
-                    names[i], im->src_name, t->key_column);
+                    pn, im->src_name, t->key_column);
             err_hint(err, "Use --id-column %s to keep valid UUIDv7 ids from the input, or "
                           "--ignore-column %s.",
-                     names[i], names[i]);
+                     pn, pn);
             goto out;
         }
         if (t->columns[ti].generated)
@@ -969,6 +975,7 @@ importer_flush(Importer *im, Batch *b, const SourcePosition *pos, bool finished,
 {
     CommitCtx cc = {0};
     uint64_t rejects_before = rejects_size(im->rejects);
+    uint64_t late_before = rejects_size(im->late);
     int attempts = 0;
 
     if (im->sink && !sink_probe_collect(im->sink, err))
@@ -1012,12 +1019,11 @@ importer_flush(Importer *im, Batch *b, const SourcePosition *pos, bool finished,
         /* Did the batch commit before the connection went?  The checkpoint says. */
         {
             Checkpoint now;
-            Err cerr = {0};
 
-            if (im->use_checkpoint &&
-                state_checkpoint_get(im->conn, im->target->schema, im->target->name, im->identity,
-                                     &now, &cerr) &&
-                now.found && now.records == cc.pos.records && now.offset == cc.pos.offset)
+            if (!state_checkpoint_get(im->conn, im->target->schema, im->target->name,
+                                      im->identity, &now, err))
+                return false;
+            if (now.found && now.records == cc.pos.records && now.offset == cc.pos.offset)
             {
                 log_info("the batch ending at line %" PRIu64 " had committed", cc.pos.line);
                 /* Outcomes were reset with the failure; take the committed counts. */
@@ -1032,7 +1038,25 @@ importer_flush(Importer *im, Batch *b, const SourcePosition *pos, bool finished,
                 importer_seen_reset(im);
                 return true;
             }
-            if (!rejects_truncate(im->rejects, rejects_before, err))
+            if (!now.found || now.records != im->cp.records || now.offset != im->cp.offset)
+            {
+                /* Neither this batch nor the last one the server acknowledged: it
+                 * lost commits (synchronous_commit = off, or a failover to an
+                 * asynchronous standby).  What it kept is consistent; resuming from
+                 * its checkpoint is the only way to lose nothing. */
+                err_set(err, EC_PG_CONNECT,
+                        "the server lost transactions it had acknowledged: its checkpoint "
+                        "for %s is at line %" PRIu64 ", v7fill had committed up to line %" PRIu64,
+                        im->src_name, now.found ? now.line : 0, im->cp.line);
+                err_detail(err, "This happens with synchronous_commit = off or after a failover "
+                                "to an asynchronous standby.  The batches the server kept are "
+                                "consistent.");
+                err_hint(err, "Run the same command again: it resumes from what the server "
+                              "kept and inserts the lost batches.");
+                return false;
+            }
+            if (!rejects_truncate(im->rejects, rejects_before, err) ||
+                !rejects_truncate(im->late, late_before, err))
                 return false;
         }
     }

@@ -988,11 +988,12 @@ header_check(CsvSource *s, const Record *rec, Err *err)
     for (size_t i = 1; i < rec->nfields; i++)
         if (strcmp(refs[i - 1].name, refs[i].name) == 0)
         {
+            char shown[256];
             ok = err_set(err, EC_FORMAT,
-                         "%s:%" PRIu64 ": duplicate column name \"%.200s\" in header (columns %zu "
+                         "%s:%" PRIu64 ": duplicate column name \"%s\" in header (columns %zu "
                          "and %zu)",
-                         s->display, rec->line, refs[i].name, refs[i - 1].index + 1,
-                         refs[i].index + 1);
+                         s->display, rec->line, err_printable(refs[i].name, shown, sizeof shown),
+                         refs[i - 1].index + 1, refs[i].index + 1);
             break;
         }
     free(refs);
@@ -1248,7 +1249,11 @@ source_csv_open(const char *path, const CsvOptions *opts, Source **out, Err *err
     s->fd = -1;
     s->path = xstrdup(path);
     s->is_stdin = strcmp(path, "-") == 0;
-    s->display = xstrdup(s->is_stdin ? "stdin" : path);
+    {
+        /* The name every message and the rejects file use: a path is untrusted text. */
+        char shown[256];
+        s->display = xstrdup(s->is_stdin ? "stdin" : err_printable(path, shown, sizeof shown));
+    }
     slash = strrchr(s->display, '/');
     s->short_name = xstrdup(slash && slash[1] ? slash + 1 : s->display);
     s->header = opts->header;

@@ -11,6 +11,7 @@
 #define V7FILL_ERR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #define V7FILL_MUST_CHECK   __attribute__((warn_unused_result))
 #define V7FILL_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -51,6 +52,10 @@ void err_detail(Err *e, const char *fmt, ...) V7FILL_PRINTF(2, 3);
 void err_hint(Err *e, const char *fmt, ...) V7FILL_PRINTF(2, 3);
 
 void err_clear(Err *e);
+
+/* A copy of untrusted text (a header name, a path) fit for a message: control
+ * bytes and DEL shown as \xNN, at most ~200 bytes.  Returns buf. */
+const char *err_printable(const char *text, char *buf, size_t size);
 
 /* Exit status for an error code (documented in the man page). */
 int err_exit_status(ErrCode code);

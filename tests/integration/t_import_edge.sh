@@ -26,7 +26,7 @@ assert_contains "$OUT" "Mars/Olympus" "unknown zone named"
 # an unknown column is an error with a hint, before anything is written
 printf 'created_at,v,extra\n2026-07-01,x,y\n' >extra.csv
 run_expect 2 "$V7FILL" import e extra.csv --no-progress
-assert_contains "$OUT" "has no column \"extra\"" "unknown column named"
+assert_contains "$OUT" "has no target column \"extra\"" "unknown column named"
 assert_contains "$OUT" "--ignore-column extra" "hint"
 run_expect 0 "$V7FILL" import e extra.csv --ignore-column extra --no-progress --rejects r2.csv
 
