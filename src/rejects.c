@@ -75,7 +75,7 @@ rejects_open_csv(const char *path, const char *first_line, Rejects **out, Err *e
         return true;
     }
     r->path = xstrdup(path);
-    r->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    r->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (r->fd < 0)
     {
         err_errno(err, EC_IO, "could not open rejects file \"%s\"", path);

@@ -149,8 +149,12 @@ bool
 state_lookup_create(PgConn *c, const char *schema, const char *lookup, Err *err)
 {
     char *q = pg_qualified(c, schema, lookup);
+    /* Rows are only ever inserted, in bulk, by imports that VACUUM the table
+     * when they finish; insert-triggered autovacuum during a long import would
+     * scan the whole (random-keyed) index again and again for nothing. */
     char *sql = xasprintf("CREATE TABLE IF NOT EXISTS %s ("
-                          "ref_hash bytea PRIMARY KEY, id uuid NOT NULL, ref text)",
+                          "ref_hash bytea PRIMARY KEY, id uuid NOT NULL, ref text) "
+                          "WITH (autovacuum_vacuum_insert_threshold = -1)",
                           q);
     bool exists = false;
     bool ok;
