@@ -6,8 +6,8 @@
 
 #include <stdio.h>
 
-static int64_t
-floor_div(int64_t a, int64_t b)
+int64_t
+civil_floor_div(int64_t a, int64_t b)
 {
     int64_t q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0)))
@@ -36,7 +36,7 @@ int64_t
 civil_days_from_date(int year, int month, int day)
 {
     int64_t y = (int64_t) year - (month <= 2);
-    int64_t era = floor_div(y, 400);
+    int64_t era = civil_floor_div(y, 400);
     int64_t yoe = y - era * 400;
     int64_t mp = (month + 9) % 12;
     int64_t doy = (153 * mp + 2) / 5 + day - 1;
@@ -48,7 +48,7 @@ void
 civil_date_from_days(int64_t days, int *year, int *month, int *day)
 {
     int64_t z = days + 719468;
-    int64_t era = floor_div(z, 146097);
+    int64_t era = civil_floor_div(z, 146097);
     int64_t doe = z - era * 146097;
     int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
     int64_t y = yoe + era * 400;
@@ -66,14 +66,14 @@ int
 civil_iso_weekday(int64_t days)
 {
     /* 1970-01-01 was a Thursday (4). */
-    int64_t w = floor_div(days + 3, 7);
+    int64_t w = civil_floor_div(days + 3, 7);
     return (int) (days + 3 - w * 7) + 1;
 }
 
 void
 civil_from_us(int64_t us, CivilTime *ct)
 {
-    int64_t days = floor_div(us, US_PER_DAY);
+    int64_t days = civil_floor_div(us, US_PER_DAY);
     int64_t rem = us - days * US_PER_DAY;
 
     civil_date_from_days(days, &ct->year, &ct->month, &ct->day);

@@ -579,18 +579,6 @@ retire_one(Ctx *x, const Candidate *cd, Err *err)
 }
 
 static bool
-server_now(PgConn *c, int64_t *out, Err *err)
-{
-    PGresult *res;
-
-    if (!pg_query(c, "SELECT (extract(epoch FROM now()) * 1000000)::int8", 0, NULL, &res, err))
-        return false;
-    *out = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-    PQclear(res);
-    return true;
-}
-
-static bool
 retire(Ctx *x, Err *err)
 {
     Candidate *cands = NULL;
@@ -690,7 +678,7 @@ maintain_run(PgConn *c, TargetTable *t, const MaintainOptions *o, MaintainResult
     x.r = r;
     if (opts.now_us != 0)
         x.now_us = opts.now_us;
-    else if (!server_now(c, &x.now_us, err))
+    else if (!pg_server_now_us(c, &x.now_us, err))
         return false;
     q = pg_qualified(c, t->schema, t->name);
     (void) snprintf(x.qparent, sizeof x.qparent, "%s", q);

@@ -456,6 +456,18 @@ pg_exec(PgConn *c, const char *sql, Err *err)
     return true;
 }
 
+bool
+pg_server_now_us(PgConn *c, int64_t *out, Err *err)
+{
+    PGresult *res;
+
+    if (!pg_query(c, "SELECT (extract(epoch FROM now()) * 1000000)::int8", 0, NULL, &res, err))
+        return false;
+    *out = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return true;
+}
+
 char *
 pg_ident(PgConn *c, const char *name)
 {

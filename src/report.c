@@ -72,18 +72,6 @@ sat_add(int64_t a, int64_t b)
 
 /* ---------------------------------------------------------------- gather */
 
-static bool
-server_now(PgConn *c, int64_t *out, Err *err)
-{
-    PGresult *res;
-
-    if (!pg_query(c, "SELECT (extract(epoch FROM now()) * 1000000)::int8", 0, NULL, &res, err))
-        return false;
-    *out = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-    PQclear(res);
-    return true;
-}
-
 /* Estimated rows of every partition of t, by oid. */
 typedef struct RowEstimate
 {
@@ -419,7 +407,7 @@ report_build(PgConn *c, const ReportOptions *o, Report **out, Err *err)
     r->default_rows = -1;
     if (o->now_us)
         r->now_us = o->now_us;
-    else if (!server_now(c, &r->now_us, err))
+    else if (!pg_server_now_us(c, &r->now_us, err))
         goto fail;
     if (!retention_resolve(c, t->schema, t->name, o->retention, &r->retention, err))
         goto fail;

@@ -70,14 +70,6 @@ granularity_name(Granularity g)
     return "?";
 }
 
-static int64_t
-floor_div(int64_t a, int64_t b)
-{
-    int64_t q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0)))
-        q--;
-    return q;
-}
 
 /* First and next-first day numbers of the window of g holding day `days`. */
 static void
@@ -119,7 +111,7 @@ window_of(Granularity g, int64_t us, int64_t *lower, int64_t *upper)
 {
     int64_t lo, hi;
 
-    window_days(g, floor_div(us, US_PER_DAY), &lo, &hi);
+    window_days(g, civil_floor_div(us, US_PER_DAY), &lo, &hi);
     *lower = lo * US_PER_DAY;
     *upper = hi * US_PER_DAY;
 }
@@ -172,7 +164,7 @@ window_at(Granularity g, const TimeParser *zone, int64_t us, Window *w, Err *err
         return err_set(err, EC_FORMAT, "time %s is outside the years 1 to 9999 that windows cover",
                        text);
     }
-    days = floor_div(us, US_PER_DAY);
+    days = civil_floor_div(us, US_PER_DAY);
     if (zone == NULL)
     {
         window_days(g, days, &lo, &hi);

@@ -27,6 +27,9 @@ typedef struct CivilTime
     int usec; /* 0..999999 */
 } CivilTime;
 
+/* a / b rounded toward negative infinity (b > 0). */
+int64_t civil_floor_div(int64_t a, int64_t b);
+
 /* Days since 1970-01-01 of a (valid) date. */
 int64_t civil_days_from_date(int year, int month, int day);
 /* Inverse of civil_days_from_date. */

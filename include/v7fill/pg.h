@@ -11,6 +11,7 @@
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "v7fill/err.h"
 
@@ -57,6 +58,9 @@ V7FILL_MUST_CHECK bool pg_send_query_ex(PgConn *c, const char *sql, int nparams,
                                         const char *const *values, const int *lengths,
                                         const int *formats, int result_format, Err *err);
 V7FILL_MUST_CHECK bool pg_collect(PgConn *c, PGresult **res, Err *err);
+
+/* The server's now() (transaction start) in µs since the epoch. */
+V7FILL_MUST_CHECK bool pg_server_now_us(PgConn *c, int64_t *out, Err *err);
 
 /* Quote an identifier through PQescapeIdentifier; caller frees with free(). */
 char *pg_ident(PgConn *c, const char *name);
