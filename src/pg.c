@@ -335,8 +335,10 @@ pg_err_from_result(Err *err, PgConn *c, const PGresult *res, const char *what)
         pg_trim_copy(msg, sizeof msg, c && c->conn ? PQerrorMessage(c->conn) : "no connection");
     if (msg[0] == '\0')
         (void) snprintf(msg, sizeof msg, "unexpected result status");
-    if ((sqlstate && strncmp(sqlstate, "08", 2) == 0) || (c && pg_is_broken(c)) ||
-        (sqlstate == NULL && res == NULL))
+    /* Every error the server sends carries a SQLSTATE; one without it was made by
+     * libpq itself: the connection failed ("server closed the connection
+     * unexpectedly" arrives before PQstatus turns CONNECTION_BAD). */
+    if (sqlstate == NULL || strncmp(sqlstate, "08", 2) == 0 || (c && pg_is_broken(c)))
         code = EC_PG_CONNECT;
     err_set(err, code, "%s: %s", what, msg);
     if (sqlstate)

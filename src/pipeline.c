@@ -997,32 +997,24 @@ importer_flush(Importer *im, Batch *b, const SourcePosition *pos, bool finished,
         importer_seen_reset(im);
         return ok;
     }
-    for (;;)
+    for (bool check_commit = false;;)
     {
         bool ok;
 
-        if (pg_is_broken(im->conn))
+        if (check_commit)
         {
-            if (!pg_err_is_connection(err))
-                err_set(err, EC_PG_CONNECT, "the connection to the server was lost");
-            ok = false;
-        }
-        else
-            ok = importer_ensure_windows(im, b, err) &&
-                 sink_write(im->sink, b, importer_before_commit, &cc, err);
-        if (ok)
-            break;
-        if (!pg_err_is_connection(err) || ++attempts > 3)
-            return false;
-        if (!importer_reconnect(im, err))
-            return false;
-        /* Did the batch commit before the connection went?  The checkpoint says. */
-        {
+            /* Did the batch commit before the connection went?  The checkpoint says. */
             Checkpoint now;
 
             if (!state_checkpoint_get(im->conn, im->target->schema, im->target->name,
                                       im->identity, &now, err))
-                return false;
+            {
+                /* Lost again before we could tell: reconnect and ask again. */
+                if (!pg_err_is_connection(err) || ++attempts > 5 || !importer_reconnect(im, err))
+                    return false;
+                continue;
+            }
+            check_commit = false;
             if (now.found && now.records == cc.pos.records && now.offset == cc.pos.offset)
             {
                 log_info("the batch ending at line %" PRIu64 " had committed", cc.pos.line);
@@ -1059,6 +1051,22 @@ importer_flush(Importer *im, Batch *b, const SourcePosition *pos, bool finished,
                 !rejects_truncate(im->late, late_before, err))
                 return false;
         }
+        if (pg_is_broken(im->conn))
+        {
+            if (!pg_err_is_connection(err))
+                err_set(err, EC_PG_CONNECT, "the connection to the server was lost");
+            ok = false;
+        }
+        else
+            ok = importer_ensure_windows(im, b, err) &&
+                 sink_write(im->sink, b, importer_before_commit, &cc, err);
+        if (ok)
+            break;
+        if (!pg_err_is_connection(err) || ++attempts > 5)
+            return false;
+        if (!importer_reconnect(im, err))
+            return false;
+        check_commit = true;
     }
     importer_count_committed(im, b);
     im->cp = cc.next;
