@@ -29,3 +29,21 @@ run_expect() {
     set -e
     [ "$got" = "$want" ] || fail "exit status of [$*]: expected $want, got $got; output: $OUT"
 }
+
+# Controlling the throwaway cluster itself (fault-injection tests).  PGBIN as in pgtmp.sh;
+# pg_ctl runs as the cluster's owner (the server refuses root).
+PGBIN=${PGBIN:-}
+if [ -z "$PGBIN" ]; then
+    for d in /usr/lib/postgresql/*/bin; do [ -x "$d/pg_ctl" ] && PGBIN=$d; done
+fi
+as_cluster_owner() {
+    if [ "$(id -u)" = 0 ]; then runuser -u "$(stat -c %U "$PGTMP_DIR/data")" -- "$@"; else "$@"; fi
+}
+pg_ctl_() { as_cluster_owner "$PGBIN/pg_ctl" -D "$PGTMP_DIR/data" -l "$PGTMP_DIR/server.log" "$@" >/dev/null; }
+wait_ready() {
+    for _ in $(seq 1 100); do
+        "$PGBIN/pg_isready" -q -h "$PGHOST" -p "$PGPORT" && return 0
+        sleep 0.1
+    done
+    fail "the cluster did not accept connections again"
+}

@@ -9,21 +9,6 @@ source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 export PGTZ=UTC
 
-PGBIN=${PGBIN:-}
-if [ -z "$PGBIN" ]; then
-    for d in /usr/lib/postgresql/*/bin; do [ -x "$d/pg_ctl" ] && PGBIN=$d; done
-fi
-as_cluster_owner() {
-    if [ "$(id -u)" = 0 ]; then runuser -u "$(stat -c %U "$PGTMP_DIR/data")" -- "$@"; else "$@"; fi
-}
-pg_ctl_() { as_cluster_owner "$PGBIN/pg_ctl" -D "$PGTMP_DIR/data" -l "$PGTMP_DIR/server.log" "$@" >/dev/null; }
-wait_ready() {
-    for _ in $(seq 1 100); do
-        "$PGBIN/pg_isready" -q -h "$PGHOST" -p "$PGPORT" && return 0
-        sleep 0.1
-    done
-    fail "the cluster did not accept connections again"
-}
 # whatever happens, leave the cluster running for the tests after this one
 trap '"$PGBIN/pg_isready" -q -h "$PGHOST" -p "$PGPORT" || pg_ctl_ -w -t 60 start; rm -rf "$T_TMP"' EXIT
 committed() { q "SELECT coalesce(sum(records), 0) FROM v7fill.checkpoint" 2>/dev/null || echo 0; }

@@ -13,21 +13,9 @@ source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 export PGTZ=UTC
 
-PGBIN=${PGBIN:-}
-if [ -z "$PGBIN" ]; then
-    for d in /usr/lib/postgresql/*/bin; do [ -x "$d/pg_ctl" ] && PGBIN=$d; done
-fi
-as_cluster_owner() {
-    if [ "$(id -u)" = 0 ]; then runuser -u "$(stat -c %U "$PGTMP_DIR/data")" -- "$@"; else "$@"; fi
-}
 restart_immediate() {
-    as_cluster_owner "$PGBIN/pg_ctl" -D "$PGTMP_DIR/data" -l "$PGTMP_DIR/server.log" \
-        -m immediate -w -t 60 restart >/dev/null
-    for _ in $(seq 1 100); do
-        "$PGBIN/pg_isready" -q -h "$PGHOST" -p "$PGPORT" && return 0
-        sleep 0.1
-    done
-    fail "the cluster did not accept connections again after the restart"
+    pg_ctl_ -m immediate -w -t 60 restart
+    wait_ready
 }
 
 q "ALTER DATABASE \"$PGDATABASE\" SET synchronous_commit = on" >/dev/null
