@@ -150,24 +150,6 @@ catalog_key_sql_type(KeyKind kind)
 
 /* ------------------------------------------------------------ bound codec */
 
-static int64_t
-clamp_add(int64_t a, int64_t b)
-{
-    int64_t r;
-    if (__builtin_add_overflow(a, b, &r))
-        return b > 0 ? INT64_MAX : INT64_MIN;
-    return r;
-}
-
-static int64_t
-clamp_mul(int64_t a, int64_t b)
-{
-    int64_t r;
-    if (__builtin_mul_overflow(a, b, &r))
-        return (a < 0) != (b < 0) ? INT64_MIN : INT64_MAX;
-    return r;
-}
-
 /* n digits at *s (n = 0: one or more), advancing *s. */
 static bool
 read_digits(const char **s, int min, int max, int64_t *v)
@@ -264,9 +246,9 @@ parse_server_timestamp(const char *text, bool with_offset, int64_t *us, Err *err
         second > 60)
         goto bad;
     days = civil_days_from_date((int) year, (int) month, (int) day);
-    *us = clamp_mul(days, US_PER_DAY);
-    *us = clamp_add(*us, hour * US_PER_HOUR + minute * US_PER_MIN + second * US_PER_SEC + frac);
-    *us = clamp_add(*us, -offset * US_PER_SEC);
+    *us = civil_sat_mul(days, US_PER_DAY);
+    *us = civil_sat_add(*us, hour * US_PER_HOUR + minute * US_PER_MIN + second * US_PER_SEC + frac);
+    *us = civil_sat_add(*us, -offset * US_PER_SEC);
     return true;
 
 bad:
@@ -349,7 +331,7 @@ parse_bound_value(KeyKind kind, const char **s, int64_t *us, char **text, Err *e
                         lit.data);
                 break;
             }
-            *us = clamp_mul((int64_t) v, 1000);
+            *us = civil_sat_mul((int64_t) v, 1000);
             *text = lit.data;
             return true;
         }

@@ -60,16 +60,6 @@ report_free(Report *r)
     free(r);
 }
 
-static int64_t
-sat_add(int64_t a, int64_t b)
-{
-    int64_t s;
-
-    if (__builtin_add_overflow(a, b, &s))
-        return b > 0 ? INT64_MAX : INT64_MIN;
-    return s;
-}
-
 /* ---------------------------------------------------------------- gather */
 
 /* Estimated rows of every partition of t, by oid. */
@@ -166,7 +156,7 @@ window_judge(Report *r, ReportWindow *w)
         w->state = WSTATE_NO_RETENTION;
         return;
     }
-    w->retires_at_us = sat_add(w->upper_us, r->retention.us);
+    w->retires_at_us = civil_sat_add(w->upper_us, r->retention.us);
     w->time_left_us = w->retires_at_us - r->now_us;
     /* Default horizon: 10% of the retention, but at least the window itself:
      * a month-long window of a 90-day retention is "near" for its last month. */

@@ -67,26 +67,6 @@ struct Tracker
     uint64_t untracked_window_rows;
 };
 
-static int64_t
-sat_sub(int64_t a, int64_t b)
-{
-    int64_t r;
-
-    if (__builtin_sub_overflow(a, b, &r))
-        return b > 0 ? INT64_MIN : INT64_MAX;
-    return r;
-}
-
-static int64_t
-sat_add(int64_t a, int64_t b)
-{
-    int64_t r;
-
-    if (__builtin_add_overflow(a, b, &r))
-        return b > 0 ? INT64_MAX : INT64_MIN;
-    return r;
-}
-
 static size_t
 fine_index(int64_t delay_us)
 {
@@ -210,7 +190,7 @@ tracker_classify(const Tracker *t, int64_t window_upper_us, int64_t now_us, int6
     }
     /* The window retires at upper + retention; computed as upper − (now −
      * retention) so that MAXVALUE bounds saturate instead of wrapping. */
-    left = sat_sub(window_upper_us, sat_sub(now_us, t->retention_us));
+    left = civil_sat_sub(window_upper_us, civil_sat_sub(now_us, t->retention_us));
     if (time_left_us)
         *time_left_us = left;
     if (left <= 0)
@@ -351,7 +331,7 @@ void
 tracker_add(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c, int64_t window_lower_us,
             int64_t window_upper_us, const char *ref, size_t ref_len)
 {
-    int64_t delay = sat_sub(insert_us, id_us);
+    int64_t delay = civil_sat_sub(insert_us, id_us);
     TrackerLargest *l;
     TrackerWindow *w;
 
@@ -386,7 +366,7 @@ tracker_add(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c, int64_t 
     w->rows[c]++;
     if (t->retention_us > 0)
     {
-        int64_t left = sat_sub(sat_add(window_upper_us, t->retention_us), insert_us);
+        int64_t left = civil_sat_sub(civil_sat_add(window_upper_us, t->retention_us), insert_us);
 
         if (left < w->min_time_left_us)
             w->min_time_left_us = left;

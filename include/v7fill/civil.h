@@ -27,6 +27,12 @@ typedef struct CivilTime
     int usec; /* 0..999999 */
 } CivilTime;
 
+/* Saturating arithmetic on microsecond values: results clamp to INT64_MIN /
+ * INT64_MAX (the MINVALUE / MAXVALUE of partition bounds) instead of wrapping. */
+int64_t civil_sat_add(int64_t a, int64_t b);
+int64_t civil_sat_sub(int64_t a, int64_t b);
+int64_t civil_sat_mul(int64_t a, int64_t b);
+
 /* a / b rounded toward negative infinity (b > 0). */
 int64_t civil_floor_div(int64_t a, int64_t b);
 
