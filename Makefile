@@ -40,14 +40,14 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
         -Wvla -Wpointer-arith -Wimplicit-fallthrough -Wundef -Wno-missing-field-initializers -Wno-format-truncation
 
 override CPPFLAGS += -Iinclude -D_GNU_SOURCE -DV7FILL_VERSION=\"$(VERSION)\" -MMD -MP
-override CFLAGS   += -std=c11 -g $(WARN) $(PKG_CFLAGS)
+override CFLAGS   += -std=c11 -pthread -g $(WARN) $(PKG_CFLAGS)
 ifeq ($(SAN),1)
 override CFLAGS   += -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 override LDFLAGS  += -fsanitize=address,undefined
 else
 override CFLAGS   += -O2 -fstack-protector-strong -D_FORTIFY_SOURCE=2
 endif
-LDLIBS += $(PKG_LIBS) $(CSV_LIBS) -lm
+LDLIBS += $(PKG_LIBS) $(CSV_LIBS) -lm -pthread
 
 LIB_SRCS  := $(sort $(wildcard src/*.c))
 CLI_SRCS  := $(sort $(wildcard src/cli/*.c))

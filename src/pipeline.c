@@ -32,6 +32,8 @@
 #include "v7fill/tracker.h"
 #include "v7fill/uuid7.h"
 
+#include <pthread.h>
+
 #define DEFAULT_BATCH_ROWS 10000
 
 /* What happens to each source column. */
@@ -43,6 +45,28 @@ typedef struct SourceColumn
     bool format_time; /* write the parsed time (UTC text) instead of the raw text */
 } SourceColumn;
 
+/*
+ * The writer thread writes batch N (windows, probe, COPY, checkpoint, commit)
+ * while the reader parses batch N+1 into the other buffer.  The two meet only
+ * in writer_submit and writer_wait, under the mutex: while a batch is with
+ * the writer, the reader touches nothing but its own batch, the source and
+ * the in-batch dedup set; the writer owns the connection and everything it
+ * updates (stats, checkpoint, tracker, rejects and late-rows files).
+ */
+typedef struct Writer
+{
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool running;
+    bool busy;          /* a batch was handed over and is not written yet */
+    bool quit;
+    Batch *b;
+    SourcePosition pos;
+    bool ok;            /* outcome of the last batch written */
+    Err err;
+} Writer;
+
 typedef struct Importer
 {
     PgConn *conn;
@@ -53,6 +77,7 @@ typedef struct Importer
     char *lookup_name;
     char *lookup_q;
     char *copy_cols;
+    char *key_q;        /* quoted key column */
     IdKeyer *keyer;
     TimeParser *tparser;
     Rejects *rejects;
@@ -60,10 +85,9 @@ typedef struct Importer
     Tracker *tracker;
     Granularity gran;  /* window size for rows whose partition does not exist yet */
     Sink *sink;
-    Batch bufs[2];      /* double buffer: one filling, one waiting for its probe */
+    Batch bufs[2];      /* double buffer: one filling, one with the writer */
     Batch *batch;       /* the batch being filled */
-    Batch *ready;       /* full, its duplicate probe in flight; flushed next */
-    SourcePosition ready_pos;
+    Writer w;
     Buf ref;
     EnsureOptions ensure;
     int64_t now_us;
@@ -76,6 +100,7 @@ typedef struct Importer
     int id_idx;
     SrcrefTemplate *tmpl;
     bool lookup_exists;
+    bool hash_is_uuid;  /* the lookup's ref_hash type (else bytea) */
     SinkStats sink_total;
     char identity[256];
     bool use_checkpoint;
@@ -354,11 +379,9 @@ importer_map_columns(Importer *im, Err *err)
     }
     buf_init(&cols);
     buf_putc(&cols, '(');
-    {
-        char *q = pg_ident(im->conn, t->key_column);
-        buf_puts(&cols, q);
-        free(q);
-    }
+    free(im->key_q);
+    im->key_q = pg_ident(im->conn, t->key_column);
+    buf_puts(&cols, im->key_q);
     for (size_t i = 0; i < ncols; i++)
     {
         if (im->cols[i].target >= 0)
@@ -512,7 +535,6 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
     BatchRow *r = batch_add(b);
     size_t row_idx = b->nrows - 1;
     Err rerr = {0};
-    char where[64];
     uint8_t mac[32];
     uint64_t bits = 0;
     int64_t us = 0;
@@ -521,7 +543,6 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
     r->src_line = rec->line;
     r->raw_off = batch_store(b, rec->raw ? rec->raw : "", rec->raw ? rec->raw_len : 0);
     r->raw_len = rec->raw ? rec->raw_len : 0;
-    (void) snprintf(where, sizeof where, "line %" PRIu64, rec->line);
 
     if (rec->error)
     {
@@ -572,6 +593,7 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
             return true;
         }
         keep_id = true;
+        r->id_given = true;
         if (!have_time)
             us = uuid7_us(&r->id);
         have_time = true;
@@ -698,7 +720,7 @@ importer_write_late(Importer *im, const Batch *b, Err *err)
         civil_format_rfc3339(r->time_us, true, event, sizeof event);
         duration_format(now - r->time_us, delay, sizeof delay);
         duration_format(time_left, left, sizeof left);
-        ref = xstrndup(b->data.data + r->ref_off, r->ref_len);
+        ref = xstrndup(b->aux.data + r->ref_off, r->ref_len);
         fields[0] = im->src_name;
         fields[1] = line;
         fields[2] = r->delay_class == DELAY_EXPIRED
@@ -768,17 +790,22 @@ importer_note_activity(Importer *im, const Batch *b, Err *err)
     const char *names[64];
     size_t n = 0;
     bool ok = true;
+    const Partition *last = NULL;
 
     for (size_t i = 0; i < b->nrows; i++)
     {
         const Partition *p;
         bool seen = false;
+        int64_t t = b->rows[i].time_us;
 
         if (b->rows[i].outcome != ROW_INSERTED)
             continue;
-        p = catalog_partition_for(im->target, b->rows[i].time_us);
+        if (last && t >= last->lower_us && t < last->upper_us)
+            continue; /* the partition of the row before, already listed */
+        p = catalog_partition_for(im->target, t);
         if (p == NULL)
             continue;
+        last = p;
         for (size_t k = 0; k < n && !seen; k++)
             seen = names[k] == p->name;
         if (seen)
@@ -810,7 +837,7 @@ importer_before_commit(void *arg, Batch *b, Err *err)
         if (r->outcome != ROW_REJECTED)
             continue;
         if (!rejects_write(im->rejects, im->src_name, r->src_line, batch_reason(b, r),
-                           r->sqlstate, b->data.data + r->raw_off, r->raw_len, err))
+                           r->sqlstate, b->aux.data + r->raw_off, r->raw_len, err))
             return false;
     }
     if (!rejects_sync(im->rejects, err) || !importer_write_late(im, b, err))
@@ -873,7 +900,7 @@ importer_count_committed(Importer *im, const Batch *b)
         st->read++;
         if (r->outcome == ROW_INSERTED || r->outcome == ROW_EXPIRED)
             tracker_add(im->tracker, r->time_us, now, (DelayClass) r->delay_class,
-                        r->window_lower_us, r->window_upper_us, b->data.data + r->ref_off,
+                        r->window_lower_us, r->window_upper_us, b->aux.data + r->ref_off,
                         r->ref_len);
         switch (r->outcome)
         {
@@ -978,12 +1005,6 @@ importer_flush(Importer *im, Batch *b, const SourcePosition *pos, bool finished,
     uint64_t late_before = rejects_size(im->late);
     int attempts = 0;
 
-    if (im->sink && !sink_probe_collect(im->sink, err))
-    {
-        if (!pg_err_is_connection(err))
-            return false;
-        /* the batch is probed again after reconnecting, below */
-    }
     if (b->nrows == 0 && !finished)
         return true;
     cc.pos = *pos;
@@ -994,7 +1015,6 @@ importer_flush(Importer *im, Batch *b, const SourcePosition *pos, bool finished,
     {
         bool ok = importer_plan_batch(im, b, err);
         batch_reset(b);
-        importer_seen_reset(im);
         return ok;
     }
     for (bool check_commit = false;;)
@@ -1027,7 +1047,6 @@ importer_flush(Importer *im, Batch *b, const SourcePosition *pos, bool finished,
                 im->cp = now;
                 im->st->batches++;
                 batch_reset(b);
-                importer_seen_reset(im);
                 return true;
             }
             if (!now.found || now.records != im->cp.records || now.offset != im->cp.offset)
@@ -1073,7 +1092,6 @@ importer_flush(Importer *im, Batch *b, const SourcePosition *pos, bool finished,
     if (b->nrows > 0)
         im->st->batches++;
     batch_reset(b);
-    importer_seen_reset(im);
     return true;
 }
 
@@ -1127,6 +1145,25 @@ importer_drop_sink(Importer *im)
     im->sink = NULL;
 }
 
+/* May this role read the target's key column?  Then re-imports are answered
+ * from the target's index first; without it (import needs only INSERT on the
+ * target) the lookup answers alone. */
+static bool
+importer_may_read_keys(Importer *im, bool *out, Err *err)
+{
+    char oid[16];
+    const char *params[2] = {oid, im->target->key_column};
+    PGresult *res;
+
+    (void) snprintf(oid, sizeof oid, "%u", im->target->oid);
+    if (!pg_query(im->conn, "SELECT has_column_privilege($1::oid, $2, 'SELECT')", 2, params,
+                  &res, err))
+        return false;
+    *out = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    return true;
+}
+
 static bool
 importer_open_file(Importer *im, const char *path, Err *err)
 {
@@ -1141,7 +1178,10 @@ importer_open_file(Importer *im, const char *path, Err *err)
     importer_drop_sink(im);
     if (!(im->o->plan && !im->lookup_exists))
     {
-        SinkConfig sc = {im->target_q, im->copy_cols, im->lookup_q, im->o->keep_ref_text};
+        SinkConfig sc = {im->target_q, im->copy_cols, im->lookup_q, im->key_q,
+                         im->o->keep_ref_text, im->hash_is_uuid, false};
+        if (!importer_may_read_keys(im, &sc.probe_target, err))
+            return false;
         im->sink = sink_new(im->conn, &sc);
     }
     im->src->ops->position(im->src, &pos);
@@ -1229,22 +1269,122 @@ importer_check_rejects_limit(Importer *im, Err *err)
     return false;
 }
 
-/* Flush the batch waiting for its probe, if any. */
-static bool
-importer_flush_ready(Importer *im, Err *err)
-{
-    Batch *b = im->ready;
+/* ---- the writer thread ----------------------------------------------------- */
 
-    if (b == NULL)
+static void *
+writer_main(void *arg)
+{
+    Importer *im = arg;
+    Writer *w = &im->w;
+
+    pthread_mutex_lock(&w->mu);
+    for (;;)
+    {
+        Batch *b;
+        SourcePosition pos;
+        Err e = {0};
+        bool ok;
+
+        while (!w->busy && !w->quit)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->busy)
+            break;
+        b = w->b;
+        pos = w->pos;
+        pthread_mutex_unlock(&w->mu);
+        ok = importer_flush(im, b, &pos, false, &e);
+        pthread_mutex_lock(&w->mu);
+        w->ok = ok;
+        w->err = e;
+        w->busy = false;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static bool
+writer_start(Importer *im, Err *err)
+{
+    Writer *w = &im->w;
+    int rc;
+
+    memset(w, 0, sizeof *w);
+    w->ok = true;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    rc = pthread_create(&w->thread, NULL, writer_main, im);
+    if (rc != 0)
+    {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        return err_set(err, EC_IO, "could not start the writer thread: %s", strerror(rc));
+    }
+    w->running = true;
+    return true;
+}
+
+/* Wait until the writer is idle; false with its error if its last batch failed
+ * (reported once). */
+static bool
+writer_wait(Importer *im, Err *err)
+{
+    Writer *w = &im->w;
+    bool ok;
+
+    if (!w->running)
         return true;
-    im->ready = NULL;
-    return importer_flush(im, b, &im->ready_pos, false, err);
+    pthread_mutex_lock(&w->mu);
+    while (w->busy)
+        pthread_cond_wait(&w->cv, &w->mu);
+    ok = w->ok;
+    if (!ok)
+        *err = w->err;
+    w->ok = true;
+    pthread_mutex_unlock(&w->mu);
+    return ok;
+}
+
+static void
+writer_submit(Importer *im, Batch *b, const SourcePosition *pos)
+{
+    Writer *w = &im->w;
+
+    pthread_mutex_lock(&w->mu);
+    w->b = b;
+    w->pos = *pos;
+    w->busy = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Stop the writer after its current batch; its outcome, if not yet taken,
+ * is logged. */
+static void
+writer_stop(Importer *im)
+{
+    Writer *w = &im->w;
+    Err e = {0};
+
+    if (!w->running)
+        return;
+    if (!writer_wait(im, &e))
+        log_warn("%s", e.msg);
+    pthread_mutex_lock(&w->mu);
+    w->quit = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    w->running = false;
 }
 
 /*
- * importer_batch_full: the filling batch is full.  While duplicates keep
- * showing up (a re-import), its lookup probe is sent and the next batch is
- * read while the server answers; otherwise it is written at once.
+ * importer_batch_full: the filling batch is full.  Once the writer is done
+ * with the previous one (its rejects counted, progress shown), the batch goes
+ * to the writer and the reader goes on into the other buffer.  Without a
+ * writer (plan) it is handled here.
  */
 static bool
 importer_batch_full(Importer *im, Err *err)
@@ -1253,23 +1393,15 @@ importer_batch_full(Importer *im, Err *err)
     SourcePosition pos;
 
     im->src->ops->position(im->src, &pos);
-    if (!importer_flush_ready(im, err))
+    if (!writer_wait(im, err) || !importer_check_rejects_limit(im, err))
         return false;
-    if (im->o->plan || im->sink == NULL || !sink_wants_probe(im->sink))
+    importer_progress(im, false);
+    importer_seen_reset(im);
+    if (!im->w.running)
         return importer_flush(im, b, &pos, false, err);
-    importer_classify(im, b);
-    if (!sink_probe_send(im->sink, b, err))
-    {
-        if (!pg_err_is_connection(err))
-            return false;
-        /* written (and probed again) after reconnecting */
-        return importer_flush(im, b, &pos, false, err);
-    }
-    im->ready = b;
-    im->ready_pos = pos;
+    writer_submit(im, b, &pos);
     im->batch = b == &im->bufs[0] ? &im->bufs[1] : &im->bufs[0];
     batch_reset(im->batch);
-    importer_seen_reset(im);
     return true;
 }
 
@@ -1281,6 +1413,12 @@ importer_file(Importer *im, const char *path, Err *err)
     if (!importer_open_file(im, path, err))
         return false;
     im->st->files++;
+    if (!im->o->plan && !writer_start(im, err))
+    {
+        source_close(im->src);
+        im->src = NULL;
+        return false;
+    }
     for (;;)
     {
         Record rec;
@@ -1298,20 +1436,16 @@ importer_file(Importer *im, const char *path, Err *err)
             ok = false;
             break;
         }
-        if (im->batch->nrows >= im->o->batch_rows)
+        if (im->batch->nrows >= im->o->batch_rows && !importer_batch_full(im, err))
         {
-            if (!importer_batch_full(im, err) || !importer_check_rejects_limit(im, err))
-            {
-                ok = false;
-                break;
-            }
-            importer_progress(im, false);
+            ok = false;
+            break;
         }
     }
     if (ok)
     {
         SourcePosition pos;
-        ok = importer_flush_ready(im, err);
+        ok = writer_wait(im, err);
         im->src->ops->position(im->src, &pos);
         ok = ok && importer_flush(im, im->batch, &pos, true, err) &&
              importer_check_rejects_limit(im, err);
@@ -1323,16 +1457,12 @@ importer_file(Importer *im, const char *path, Err *err)
         SourcePosition pos;
 
         im->src->ops->position(im->src, &pos);
-        if (!importer_flush_ready(im, &ferr) ||
+        if (!writer_wait(im, &ferr) ||
             (im->batch->nrows > 0 && !importer_flush(im, im->batch, &pos, false, &ferr)))
             log_warn("could not commit the rows read before the error: %s", ferr.msg);
     }
-    else if (im->sink)
-    {
-        Err ignored;
-        if (!sink_probe_collect(im->sink, &ignored))
-            log_debug("probe left behind: %s", ignored.msg);
-    }
+    writer_stop(im);
+    importer_seen_reset(im);
     importer_progress(im, true);
     source_close(im->src);
     im->src = NULL;
@@ -1388,6 +1518,7 @@ importer_free(Importer *im)
     free(im->lookup_name);
     free(im->lookup_q);
     free(im->copy_cols);
+    free(im->key_q);
     id_keyer_free(im->keyer);
     time_parser_free(im->tparser);
     rejects_close(im->rejects);
@@ -1501,7 +1632,8 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
             }
             PQclear(res);
         }
-        if (!state_lookup_exists(c, im.target->schema, im.lookup_name, &lookup_exists, err))
+        if (!state_lookup_exists(c, im.target->schema, im.lookup_name, &lookup_exists,
+                                 &im.hash_is_uuid, err))
             goto out;
         if (!rejects_open(NULL, &im.rejects, err) || !rejects_open(NULL, &im.late, err))
             goto out;
@@ -1530,7 +1662,9 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
         ok = false;
         if (!state_setup(c, err) || !maintain_setup(c, err) ||
             !state_id_key(c, im.target->schema, im.target->name, key, err) ||
-            !state_lookup_create(c, im.target->schema, im.lookup_name, err))
+            !state_lookup_create(c, im.target->schema, im.lookup_name, err) ||
+            !state_lookup_exists(c, im.target->schema, im.lookup_name, &lookup_exists,
+                                 &im.hash_is_uuid, err))
             goto out;
     }
     if (!id_keyer_new(key, sizeof key, &im.keyer, err))

@@ -5,12 +5,13 @@
 #include "v7fill/sink.h"
 
 #include <endian.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "v7fill/copy_encode.h"
 #include "v7fill/log.h"
+#include "v7fill/sortkey.h"
 
 struct Sink
 {
@@ -19,19 +20,19 @@ struct Sink
     char *lookup_copy_sql;
     char *target_copy_sql;
     char *probe_sql;
+    char *target_probe_sql;
+    unsigned target_probe_skip; /* batches to go before the target is probed again */
     bool probe_first; /* last batch met duplicates: probe before writing */
     SinkStats stats;
     Buf copy;         /* COPY payload being built */
     Buf param;        /* probe array literal */
     BatchRow **scratch;
     size_t scratch_cap;
-    /* probe ahead */
-    Batch *probe_inflight;   /* batch whose probe was sent and not collected */
-    Batch *probed;           /* batch whose duplicates are already marked */
-    BatchRow **probe_rows;   /* its pending rows, sorted by hash */
-    size_t probe_nrows;
-    size_t probe_cap;
-    size_t probe_ndup;       /* duplicates the collected probe found */
+    BatchRow **rest;    /* rows a probe of the target left undecided */
+    size_t rest_cap;
+    SortKey *keys;      /* sort_rows' work arrays */
+    SortKey *keys_tmp;
+    size_t keys_cap;
 };
 
 void
@@ -39,6 +40,7 @@ batch_init(Batch *b)
 {
     memset(b, 0, sizeof *b);
     buf_init(&b->data);
+    buf_init(&b->aux);
 }
 
 void
@@ -46,6 +48,7 @@ batch_reset(Batch *b)
 {
     b->nrows = 0;
     buf_reset(&b->data);
+    buf_reset(&b->aux);
 }
 
 void
@@ -53,6 +56,7 @@ batch_free(Batch *b)
 {
     free(b->rows);
     buf_free(&b->data);
+    buf_free(&b->aux);
     memset(b, 0, sizeof *b);
 }
 
@@ -75,8 +79,8 @@ batch_add(Batch *b)
 size_t
 batch_store(Batch *b, const void *p, size_t len)
 {
-    size_t off = b->data.len;
-    buf_append(&b->data, p, len);
+    size_t off = b->aux.len;
+    buf_append(&b->aux, p, len);
     return off;
 }
 
@@ -91,7 +95,7 @@ batch_reject(Batch *b, BatchRow *r, const char *reason, const char *sqlstate)
 const char *
 batch_reason(const Batch *b, const BatchRow *r)
 {
-    return r->reason_off == SIZE_MAX ? "" : b->data.data + r->reason_off;
+    return r->reason_off == SIZE_MAX ? "" : b->aux.data + r->reason_off;
 }
 
 Sink *
@@ -101,10 +105,27 @@ sink_new(PgConn *c, const SinkConfig *cfg)
 
     s->conn = c;
     s->cfg = *cfg;
-    s->lookup_copy_sql = xasprintf("COPY %s (ref_hash, id, ref) FROM STDIN", cfg->lookup_q);
+    s->lookup_copy_sql = xasprintf("COPY %s (ref_hash, id, ref) FROM STDIN (FORMAT binary)",
+                                   cfg->lookup_q);
     s->target_copy_sql = xasprintf("COPY %s %s FROM STDIN", cfg->target_q, cfg->copy_cols);
-    s->probe_sql = xasprintf("SELECT ref_hash FROM %s WHERE ref_hash = ANY ($1::bytea[])",
-                             cfg->lookup_q);
+    /* One index probe per hash, whatever the statistics say: with the array's
+     * values at plan time, "ref_hash = ANY ($1)" was planned as a (parallel)
+     * sequential scan of the whole lookup once it held a million rows, every
+     * batch.  A LATERAL subquery can only run as a parameterized index scan.
+     * The answer is the positions (1-based) of the hashes found, so marking
+     * the duplicates needs no search on this side. */
+    s->probe_sql = xasprintf("SELECT u.i FROM unnest($1::%s[]) WITH ORDINALITY AS u(h, i) "
+                             "CROSS JOIN LATERAL (SELECT FROM %s AS r "
+                             "WHERE r.ref_hash = u.h OFFSET 0) AS l",
+                             cfg->hash_is_uuid ? "uuid" : "bytea", cfg->lookup_q);
+    /* The target first: a minted id is a function of the reference and its time,
+     * so an id already there is a reference already imported.  The ids of a
+     * batch read in time order lie close together: one ordered index range
+     * scan answers for all of them, where the lookup needs a descent per
+     * hash.  LIMIT bounds what a batch spread over years would read. */
+    s->target_probe_sql = xasprintf("SELECT %s FROM %s WHERE %s BETWEEN $1::uuid AND $2::uuid "
+                                    "ORDER BY %s LIMIT $3::bigint",
+                                    cfg->key_q, cfg->target_q, cfg->key_q, cfg->key_q);
     buf_init(&s->copy);
     buf_init(&s->param);
     return s;
@@ -118,10 +139,13 @@ sink_free(Sink *s)
     free(s->lookup_copy_sql);
     free(s->target_copy_sql);
     free(s->probe_sql);
+    free(s->target_probe_sql);
     buf_free(&s->copy);
     buf_free(&s->param);
     free(s->scratch);
-    free(s->probe_rows);
+    free(s->keys);
+    free(s->rest);
+    free(s->keys_tmp);
     free(s);
 }
 
@@ -131,54 +155,48 @@ sink_stats(const Sink *s)
     return &s->stats;
 }
 
-static const char hexdigits[] = "0123456789abcdef";
-
+/*
+ * Rows are sorted by their hash (lookup order: the same lock order in every
+ * importer, and neighbouring index pages one after the other) or by their id
+ * (target order).  Both are 16 bytes compared as unsigned big-endian; the keys
+ * are loaded once into a flat array, so the sort itself neither chases
+ * pointers nor swaps bytes, and input already in order (a time-ordered file,
+ * by id) is not sorted at all.
+ */
 static void
-put_hex(Buf *b, const uint8_t *p, size_t n)
+sort_rows(Sink *s, BatchRow **rows, size_t n, size_t key_offset)
 {
-    buf_reserve(b, 2 * n);
+    bool sorted = true;
+
+    if (s->keys_cap < n)
+    {
+        s->keys_cap = n;
+        s->keys = xrealloc(s->keys, n * sizeof *s->keys);
+        s->keys_tmp = xrealloc(s->keys_tmp, n * sizeof *s->keys_tmp);
+    }
     for (size_t i = 0; i < n; i++)
     {
-        b->data[b->len++] = hexdigits[p[i] >> 4];
-        b->data[b->len++] = hexdigits[p[i] & 15];
+        s->keys[i] = sortkey_load((const uint8_t *) rows[i] + key_offset, rows[i]);
+        if (i > 0 && sorted && sortkey_cmp(&s->keys[i - 1], &s->keys[i]) > 0)
+            sorted = false;
     }
-    b->data[b->len] = '\0';
+    if (sorted)
+        return;
+    sortkey_sort(s->keys, s->keys_tmp, n);
+    for (size_t i = 0; i < n; i++)
+        rows[i] = s->keys[i].item;
 }
 
-/* Byte order of the hashes, compared as two big-endian words (qsort and
- * bsearch call this ~14 times per row of a probed batch). */
-static int
-cmp_row_hash(const void *a, const void *b)
+#define BY_HASH offsetof(BatchRow, hash)
+#define BY_ID offsetof(BatchRow, id)
+
+static void
+put_be16(Buf *b, uint16_t v)
 {
-    const BatchRow *x = *(BatchRow *const *) a;
-    const BatchRow *y = *(BatchRow *const *) b;
-    uint64_t xa, ya;
-
-    memcpy(&xa, x->hash, 8);
-    memcpy(&ya, y->hash, 8);
-    xa = be64toh(xa);
-    ya = be64toh(ya);
-    if (xa != ya)
-        return xa < ya ? -1 : 1;
-    memcpy(&xa, x->hash + 8, 8);
-    memcpy(&ya, y->hash + 8, 8);
-    xa = be64toh(xa);
-    ya = be64toh(ya);
-    return xa < ya ? -1 : xa > ya;
+    uint8_t x[2] = {(uint8_t) (v >> 8), (uint8_t) v};
+    buf_append(b, x, 2);
 }
 
-static int
-cmp_row_id(const void *a, const void *b)
-{
-    const BatchRow *x = *(BatchRow *const *) a;
-    const BatchRow *y = *(BatchRow *const *) b;
-    return uuid_compare(&x->id, &y->id);
-}
-
-/*
- * sink_probe marks rows[0..n) whose hash is in the lookup as DUPLICATE.  rows
- * is sorted by hash here so answers can be matched by binary search.
- */
 static void
 put_be32(Buf *b, uint32_t v)
 {
@@ -186,19 +204,19 @@ put_be32(Buf *b, uint32_t v)
     buf_append(b, x, 4);
 }
 
-static const Oid probe_types[1] = {1001}; /* bytea[] */
 static const int probe_formats[1] = {1};
 
-/* The hashes travel as one binary bytea[] parameter and come back binary: no
- * hex text to build or parse on either side.  rows get sorted by hash. */
+/* The hashes travel as one binary uuid[] (or bytea[]) parameter and come back
+ * as binary positions: no text to build or parse on either side.  Sorted by
+ * hash, the probes walk the index from left to right. */
 static void
 sink_probe_param(Sink *s, BatchRow **rows, size_t n)
 {
-    qsort(rows, n, sizeof *rows, cmp_row_hash);
+    sort_rows(s, rows, n, BY_HASH);
     buf_reset(&s->param);
     put_be32(&s->param, 1);  /* dimensions */
     put_be32(&s->param, 0);  /* no NULLs */
-    put_be32(&s->param, 17); /* element type bytea */
+    put_be32(&s->param, s->cfg.hash_is_uuid ? 2950 : 17); /* element type uuid / bytea */
     put_be32(&s->param, (uint32_t) n);
     put_be32(&s->param, 1);  /* lower bound */
     for (size_t i = 0; i < n; i++)
@@ -208,7 +226,7 @@ sink_probe_param(Sink *s, BatchRow **rows, size_t n)
     }
 }
 
-/* Mark rows (sorted by hash) found in the probe's answer as DUPLICATE. */
+/* Mark the rows whose positions in the probe's array came back as DUPLICATE. */
 static size_t
 sink_probe_mark(PGresult *res, BatchRow **rows, size_t n)
 {
@@ -216,98 +234,19 @@ sink_probe_mark(PGresult *res, BatchRow **rows, size_t n)
 
     for (int i = 0; i < PQntuples(res); i++)
     {
-        BatchRow key;
-        BatchRow *keyp = &key;
-        BatchRow **hit;
+        uint64_t pos;
 
-        if (PQgetlength(res, i, 0) != REF_HASH_LEN)
+        if (PQgetlength(res, i, 0) != 8)
             continue;
-        memcpy(key.hash, PQgetvalue(res, i, 0), REF_HASH_LEN);
-        hit = bsearch(&keyp, rows, n, sizeof *rows, cmp_row_hash);
-        if (hit && (*hit)->outcome == ROW_PENDING)
+        memcpy(&pos, PQgetvalue(res, i, 0), 8);
+        pos = be64toh(pos);
+        if (pos >= 1 && pos <= n && rows[pos - 1]->outcome == ROW_PENDING)
         {
-            (*hit)->outcome = ROW_DUPLICATE;
+            rows[pos - 1]->outcome = ROW_DUPLICATE;
             ndup++;
         }
     }
     return ndup;
-}
-
-static bool
-sink_probe(Sink *s, BatchRow **rows, size_t n, size_t *ndup, Err *err)
-{
-    PGresult *res;
-    const char *values[1];
-    int lengths[1];
-
-    *ndup = 0;
-    if (n == 0)
-        return true;
-    sink_probe_param(s, rows, n);
-    values[0] = s->param.data;
-    lengths[0] = (int) s->param.len;
-    s->stats.probes++;
-    if (!pg_query_ex(s->conn, s->probe_sql, 1, probe_types, values, lengths, probe_formats, 1,
-                     &res, err))
-        return false;
-    *ndup = sink_probe_mark(res, rows, n);
-    PQclear(res);
-    return true;
-}
-
-bool
-sink_wants_probe(const Sink *s)
-{
-    return s->probe_first;
-}
-
-bool
-sink_probe_send(Sink *s, Batch *b, Err *err)
-{
-    const char *values[1];
-    int lengths[1];
-    size_t n = 0;
-
-    if (s->probe_cap < b->nrows)
-    {
-        s->probe_cap = b->nrows;
-        s->probe_rows = xrealloc(s->probe_rows, s->probe_cap * sizeof *s->probe_rows);
-    }
-    for (size_t i = 0; i < b->nrows; i++)
-        if (b->rows[i].outcome == ROW_PENDING)
-            s->probe_rows[n++] = &b->rows[i];
-    s->probe_nrows = n;
-    if (n == 0)
-    {
-        s->probed = b;
-        return true;
-    }
-    sink_probe_param(s, s->probe_rows, n);
-    values[0] = s->param.data;
-    lengths[0] = (int) s->param.len;
-    s->stats.probes++;
-    if (!pg_send_query_ex(s->conn, s->probe_sql, 1, probe_types, values, lengths, probe_formats,
-                          1, err))
-        return false;
-    s->probe_inflight = b;
-    return true;
-}
-
-bool
-sink_probe_collect(Sink *s, Err *err)
-{
-    PGresult *res;
-    Batch *b = s->probe_inflight;
-
-    if (b == NULL)
-        return true;
-    s->probe_inflight = NULL;
-    if (!pg_collect(s->conn, &res, err))
-        return false;
-    s->probe_ndup = sink_probe_mark(res, s->probe_rows, s->probe_nrows);
-    PQclear(res);
-    s->probed = b;
-    return true;
 }
 
 /* Keep only pending rows; returns the new count. */
@@ -321,43 +260,168 @@ compact_pending(BatchRow **rows, size_t n)
     return k;
 }
 
+/* Mark rows[0..n) whose minted id is in the target as DUPLICATE (*found of
+ * them); rows end up sorted by id. */
+static bool
+sink_probe_target(Sink *s, BatchRow **rows, size_t n, size_t *found, Err *err)
+{
+    static const int result_binary = 1;
+    char lo[UUID_TEXT_SIZE];
+    char hi[UUID_TEXT_SIZE];
+    char limit[32];
+    const char *params[3] = {lo, hi, limit};
+    size_t first = n;
+    size_t last = 0;
+    size_t i = 0;
+    PGresult *res;
+
+    *found = 0;
+    sort_rows(s, rows, n, BY_ID);
+    for (size_t k = 0; k < n; k++)
+        if (!rows[k]->id_given)
+        {
+            if (first == n)
+                first = k;
+            last = k;
+        }
+    if (first == n)
+        return true;
+    uuid_format(&rows[first]->id, lo);
+    uuid_format(&rows[last]->id, hi);
+    (void) snprintf(limit, sizeof limit, "%zu", 4 * n + 16);
+    if (!pg_query_ex(s->conn, s->target_probe_sql, 3, NULL, params, NULL, NULL, result_binary,
+                     &res, err))
+        return false;
+    for (int j = 0; j < PQntuples(res); j++)
+    {
+        Uuid u;
+
+        if (PQgetlength(res, j, 0) != (int) sizeof u.b)
+            continue;
+        memcpy(u.b, PQgetvalue(res, j, 0), sizeof u.b);
+        while (i < n && uuid_compare(&rows[i]->id, &u) < 0)
+            i++;
+        for (; i < n && uuid_compare(&rows[i]->id, &u) == 0; i++)
+            if (!rows[i]->id_given && rows[i]->outcome == ROW_PENDING)
+            {
+                rows[i]->outcome = ROW_DUPLICATE;
+                (*found)++;
+            }
+    }
+    PQclear(res);
+    return true;
+}
+
+/*
+ * sink_probe marks rows[0..n) already imported as DUPLICATE: first those whose
+ * id the target holds (while that keeps paying: a batch in time order), then
+ * those whose reference hash the lookup holds.  rows is reordered (a
+ * permutation: the caller compacts it).
+ */
+static bool
+sink_probe(Sink *s, BatchRow **rows, size_t n, size_t *ndup, Err *err)
+{
+    PGresult *res;
+    const char *values[1];
+    int lengths[1];
+    size_t found = 0;
+
+    *ndup = 0;
+    if (n == 0)
+        return true;
+    if (s->target_probe_skip > 0)
+        s->target_probe_skip--;
+    else if (s->cfg.probe_target)
+    {
+        if (!sink_probe_target(s, rows, n, &found, err))
+            return false;
+        /* Less than half found: the batch is spread in time, or its rows are
+         * in the lookup only.  Try again 16 batches later. */
+        if (2 * found < n)
+            s->target_probe_skip = 16;
+        *ndup = found;
+        if (found > 0)
+        {
+            /* The rest, apart: rows itself stays a permutation for the caller. */
+            if (s->rest_cap < n)
+            {
+                s->rest_cap = n;
+                s->rest = xrealloc(s->rest, n * sizeof *s->rest);
+            }
+            memcpy(s->rest, rows, n * sizeof *rows);
+            rows = s->rest;
+            n = compact_pending(rows, n);
+            if (n == 0)
+                return true;
+        }
+    }
+    sink_probe_param(s, rows, n);
+    values[0] = s->param.data;
+    lengths[0] = (int) s->param.len;
+    s->stats.probes++;
+    if (!pg_query_ex(s->conn, s->probe_sql, 1, NULL, values, lengths, probe_formats, 1, &res,
+                     err))
+        return false;
+    *ndup += sink_probe_mark(res, rows, n);
+    PQclear(res);
+    return true;
+}
+
+/* The lookup rows in binary COPY format: the hash and the id as 16 raw bytes
+ * each (uuid and bytea take the same), the reference text as it is. */
 static bool
 sink_copy_lookup(Sink *s, const Batch *b, BatchRow **rows, size_t n, Err *err)
 {
+    static const char header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
     BatchRow **sorted = xmalloc(n * sizeof *sorted);
     bool ok;
 
     memcpy(sorted, rows, n * sizeof *sorted);
-    qsort(sorted, n, sizeof *sorted, cmp_row_hash);
+    sort_rows(s, sorted, n, BY_HASH);
     buf_reset(&s->copy);
+    buf_append(&s->copy, header, sizeof header);
     for (size_t i = 0; i < n; i++)
     {
-        char idtext[UUID_TEXT_SIZE];
+        const BatchRow *r = sorted[i];
 
-        buf_append(&s->copy, "\\\\x", 3);
-        put_hex(&s->copy, sorted[i]->hash, REF_HASH_LEN);
-        copy_encode_sep(&s->copy);
-        uuid_format(&sorted[i]->id, idtext);
-        buf_append(&s->copy, idtext, UUID_TEXT_LEN);
-        copy_encode_sep(&s->copy);
-        copy_encode_field(&s->copy, b->data.data + sorted[i]->ref_off, sorted[i]->ref_len,
-                          !s->cfg.keep_ref_text);
-        copy_encode_eol(&s->copy);
+        put_be16(&s->copy, 3);
+        put_be32(&s->copy, REF_HASH_LEN);
+        buf_append(&s->copy, r->hash, REF_HASH_LEN);
+        put_be32(&s->copy, sizeof r->id.b);
+        buf_append(&s->copy, r->id.b, sizeof r->id.b);
+        if (s->cfg.keep_ref_text)
+        {
+            put_be32(&s->copy, (uint32_t) r->ref_len);
+            buf_append(&s->copy, b->aux.data + r->ref_off, r->ref_len);
+        }
+        else
+            put_be32(&s->copy, UINT32_MAX); /* NULL */
     }
+    put_be16(&s->copy, UINT16_MAX); /* end of data */
     free(sorted);
     ok = pg_copy_begin(s->conn, s->lookup_copy_sql, err) &&
          pg_copy_put(s->conn, s->copy.data, s->copy.len, err) && pg_copy_end(s->conn, err);
     return ok;
 }
 
+/* The rows' COPY lines, each run of lines that lie one after the other in the
+ * batch (all of them, for a time-ordered file without duplicates) sent as is. */
 static bool
 sink_copy_target(Sink *s, const Batch *b, BatchRow **rows, size_t n, Err *err)
 {
-    buf_reset(&s->copy);
-    for (size_t i = 0; i < n; i++)
-        buf_append(&s->copy, b->data.data + rows[i]->copy_off, rows[i]->copy_len);
-    return pg_copy_begin(s->conn, s->target_copy_sql, err) &&
-           pg_copy_put(s->conn, s->copy.data, s->copy.len, err) && pg_copy_end(s->conn, err);
+    if (!pg_copy_begin(s->conn, s->target_copy_sql, err))
+        return false;
+    for (size_t i = 0; i < n;)
+    {
+        size_t start = rows[i]->copy_off;
+        size_t end = start + rows[i]->copy_len;
+
+        for (i++; i < n && rows[i]->copy_off == end; i++)
+            end += rows[i]->copy_len;
+        if (!pg_copy_put(s->conn, b->data.data + start, end - start, err))
+            return false;
+    }
+    return pg_copy_end(s->conn, err);
 }
 
 static bool
@@ -404,7 +468,7 @@ sink_write_rows(Sink *s, Batch *b, BatchRow **rows, size_t n, Err *err)
             if (!sink_probe(s, rows, n, &ndup, err))
                 return false;
             n = compact_pending(rows, n);
-            qsort(rows, n, sizeof *rows, cmp_row_id);
+            sort_rows(s, rows, n, BY_ID);
             if (ndup == 0)
                 return err_set(err, EC_INTERNAL,
                                "lookup table reported a duplicate reference that a probe did "
@@ -483,26 +547,15 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
     size_t ndup = 0;
     bool ok;
 
-    if (s->probed == b)
+    ok = sink_exec(s, "BEGIN", err);
+    if (ok && s->probe_first && n > 0)
     {
-        /* Probed ahead, outside the transaction: duplicates are marked already. */
-        ndup = s->probe_ndup;
-        s->probed = NULL;
-        s->probe_ndup = 0;
-        ok = sink_exec(s, "BEGIN", err);
-    }
-    else
-    {
-        ok = sink_exec(s, "BEGIN", err);
-        if (ok && s->probe_first && n > 0)
-        {
-            ok = sink_probe(s, s->scratch, n, &ndup, err);
-            n = compact_pending(s->scratch, n);
-        }
+        ok = sink_probe(s, s->scratch, n, &ndup, err);
+        n = compact_pending(s->scratch, n);
     }
     if (ok && n > 0)
     {
-        qsort(s->scratch, n, sizeof *s->scratch, cmp_row_id);
+        sort_rows(s, s->scratch, n, BY_ID);
         ok = sink_write_rows(s, b, s->scratch, n, err);
     }
     if (ok && before_commit)

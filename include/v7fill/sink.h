@@ -2,8 +2,9 @@
  * The sink: writes one batch in one transaction.
  *
  *   BEGIN
- *   [probe the lookup table for the batch's reference hashes]
- *   COPY lookup (ref_hash, id[, ref])  -- new references only
+ *   [probe: the target for the batch's minted ids (one range scan, local in
+ *    time), then the lookup table for the reference hashes still undecided]
+ *   COPY lookup (ref_hash, id[, ref])  -- new references only (binary)
  *   COPY target (...)                  -- rows whose reference was new
  *   before_commit hook (rejects durable, checkpoint row)
  *   COMMIT
@@ -50,10 +51,11 @@ typedef struct BatchRow
     uint64_t src_line;
     RowOutcome outcome;
     bool client_decided;  /* outcome decided before the sink (kept when a batch is redone) */
+    bool id_given;        /* the id came with the input (else minted from ref and time) */
     size_t copy_off, copy_len; /* target COPY line in data */
-    size_t ref_off, ref_len;   /* source reference in data */
-    size_t raw_off, raw_len;   /* raw input record in data */
-    size_t reason_off;         /* NUL-terminated reason in data (rejects) */
+    size_t ref_off, ref_len;   /* source reference in aux */
+    size_t raw_off, raw_len;   /* raw input record in aux */
+    size_t reason_off;         /* NUL-terminated reason in aux (rejects) */
     char sqlstate[6];
     uint8_t delay_class;       /* DelayClass (tracker.h) */
     int64_t window_lower_us;   /* the id's window */
@@ -65,7 +67,8 @@ typedef struct Batch
     BatchRow *rows;
     size_t nrows;
     size_t cap;
-    Buf data; /* every byte the rows point into */
+    Buf data; /* the rows' target COPY lines, in reading order */
+    Buf aux;  /* raw records, references, reasons (batch_store) */
 } Batch;
 
 void batch_init(Batch *b);
@@ -73,7 +76,7 @@ void batch_reset(Batch *b);
 void batch_free(Batch *b);
 /* Append a row (zeroed except what the caller fills); returns it. */
 BatchRow *batch_add(Batch *b);
-/* Store bytes in the batch; returns their offset. */
+/* Store bytes in the batch's aux buffer; returns their offset there. */
 size_t batch_store(Batch *b, const void *p, size_t len);
 /* Mark a row rejected with a reason (copied into the batch). */
 void batch_reject(Batch *b, BatchRow *r, const char *reason, const char *sqlstate);
@@ -84,7 +87,10 @@ typedef struct SinkConfig
     const char *target_q;   /* quoted schema.table */
     const char *copy_cols;  /* "(col, col, ...)" quoted */
     const char *lookup_q;   /* quoted schema.lookup */
+    const char *key_q;      /* the target's quoted partition key (id) column */
     bool keep_ref_text;     /* store the reference text in the lookup */
+    bool hash_is_uuid;      /* lookup.ref_hash is uuid (else bytea, older lookups) */
+    bool probe_target;      /* may read the target's ids (SELECT on the key column) */
 } SinkConfig;
 
 typedef bool (*SinkHook)(void *ctx, Batch *b, Err *err);
@@ -109,18 +115,6 @@ const SinkStats *sink_stats(const Sink *s);
  * decisions are reset to pending. */
 V7FILL_MUST_CHECK bool sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx,
                                   Err *err);
-
-/* Probe ahead: while the lookup answers for batch b, the caller reads the next
- * batch.  The probe runs outside any transaction (its answers are committed
- * references, so marking them duplicate is safe; a reference committed after
- * it is still caught by the lookup's primary key).  sink_wants_probe says
- * whether the sink would probe the next batch (duplicates were seen lately);
- * sink_probe_send starts it, sink_probe_collect (called before any other
- * statement on the connection) marks the duplicates, and sink_write then skips
- * its own probe for that batch. */
-bool sink_wants_probe(const Sink *s);
-V7FILL_MUST_CHECK bool sink_probe_send(Sink *s, Batch *b, Err *err);
-V7FILL_MUST_CHECK bool sink_probe_collect(Sink *s, Err *err);
 
 /* Read-only: mark pending rows whose reference is already in the lookup as
  * DUPLICATE (plan). */

@@ -41,12 +41,15 @@ V7FILL_MUST_CHECK bool state_id_key(PgConn *c, const char *schema, const char *t
 /* Default lookup table name: <table>_source_ref (error if over 63 bytes). */
 V7FILL_MUST_CHECK bool state_lookup_name(const char *table, const char *override, char **out,
                                          Err *err);
-/* Create the lookup table if missing: (ref_hash bytea PRIMARY KEY, id uuid, ref text). */
+/* Create the lookup table if missing: (ref_hash uuid PRIMARY KEY, id uuid, ref
+ * text).  Lookups made by earlier versions keep ref_hash bytea; both work. */
 V7FILL_MUST_CHECK bool state_lookup_create(PgConn *c, const char *schema, const char *lookup,
                                            Err *err);
-/* Does the lookup table exist? (plan, which must not create it) */
+/* Does the lookup table exist, and is its ref_hash a uuid (else bytea)?  A
+ * missing table counts as uuid (what would be created).  hash_is_uuid may be
+ * NULL. */
 V7FILL_MUST_CHECK bool state_lookup_exists(PgConn *c, const char *schema, const char *lookup,
-                                           bool *exists, Err *err);
+                                           bool *exists, bool *hash_is_uuid, Err *err);
 
 typedef struct Checkpoint
 {

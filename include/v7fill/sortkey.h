@@ -1,0 +1,28 @@
+/*
+ * Sorting 128-bit keys (reference hashes, UUIDs) held as two big-endian
+ * halves, each key carrying a pointer to its item.
+ */
+#ifndef V7FILL_SORTKEY_H
+#define V7FILL_SORTKEY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct SortKey
+{
+    uint64_t hi, lo;
+    void *item;
+} SortKey;
+
+/* The 16 bytes at p, as a key (unsigned big-endian order = byte order). */
+SortKey sortkey_load(const uint8_t *p, void *item);
+
+/* -1, 0, 1 by (hi, lo). */
+int sortkey_cmp(const SortKey *a, const SortKey *b);
+
+/* Sort keys[0..n) ascending; tmp is work space for n keys.  Radix on hi (a
+ * byte a pass, skipping bytes every key shares, as the time prefix of a
+ * batch's ids), then each run of equal hi by lo.  Not stable for equal keys. */
+void sortkey_sort(SortKey *keys, SortKey *tmp, size_t n);
+
+#endif /* V7FILL_SORTKEY_H */

@@ -1,0 +1,86 @@
+# How a re-import finds what is already there: the target by id first (one
+# range scan per batch read in time order), then the lookup by reference hash
+# for what the target cannot answer.  Each source decides on its own: rows
+# deleted from the target stay duplicates (the lookup remembers them), rows
+# whose lookup entry is gone are still duplicates (their id is in the target),
+# and an id given by the input is never taken as proof (a different record
+# with the same id is refused by the server, not silently dropped).
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+sqlf <<'SQL'
+CREATE TABLE d (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, n integer NOT NULL)
+    PARTITION BY RANGE (id);
+SQL
+python3 - <<'PY'
+import random
+rows = [(i, f"2024-{1 + i * 12 // 30000:02d}-{1 + i % 28:02d}T08:{i % 60:02d}:{i % 59:02d}.{i % 997:03d}Z")
+        for i in range(30000)]
+rows.sort(key=lambda r: r[1])
+with open("ordered.csv", "w") as f:
+    f.write("n,created_at\n")
+    for n, t in rows:
+        f.write(f"{n},{t}\n")
+random.seed(7)
+random.shuffle(rows)
+with open("shuffled.csv", "w") as f:
+    f.write("n,created_at\n")
+    for n, t in rows:
+        f.write(f"{n},{t}\n")
+PY
+imp() { run_expect 0 "$V7FILL" import d "$1" --batch-rows 2000 --source-ref 'n:{n}' \
+    --rejects rej.csv --no-progress --report-json r.json; }
+field() { python3 -c "import json;print(json.load(open('r.json'))['$1'])"; }
+
+imp ordered.csv
+assert_eq 30000 "$(field inserted)" "fresh import"
+ids_kept() { q "SELECT md5(string_agg(id::text, ',' ORDER BY n)) FROM d WHERE n % 300 <> 0"; }
+ids_before=$(ids_kept)
+
+imp ordered.csv
+assert_eq 0 "$(field inserted)" "re-import (time order) inserts nothing"
+assert_eq 30000 "$(field duplicates)" "re-import (time order): all duplicates"
+
+imp shuffled.csv
+assert_eq 0 "$(field inserted)" "re-import (random order) inserts nothing"
+assert_eq 30000 "$(field duplicates)" "re-import (random order): all duplicates"
+
+# rows deleted from the target: the lookup still knows them
+q "DELETE FROM d WHERE n % 300 = 0" >/dev/null
+imp ordered.csv
+assert_eq 0 "$(field inserted)" "deleted rows are not imported again"
+assert_eq 30000 "$(field duplicates)" "deleted rows count as duplicates"
+assert_eq 29900 "$(q "SELECT count(*) FROM d")" "the deleted rows stay deleted"
+
+# lookup entries gone, target rows kept: the target knows them
+q "DELETE FROM d_source_ref r USING d WHERE r.id = d.id AND d.n % 300 = 1" >/dev/null
+assert_eq 29900 "$(q "SELECT count(*) FROM d_source_ref")" "100 lookup entries removed"
+imp ordered.csv
+assert_eq 0 "$(field inserted)" "rows still in the target are not imported again"
+assert_eq 30000 "$(field duplicates)" "rows still in the target count as duplicates"
+assert_eq 0 "$(field rejected)" "and are not refused by the server"
+assert_eq 29900 "$(q "SELECT count(*) FROM d")" "no row twice"
+assert_eq 0 "$(q "SELECT count(*) FROM (SELECT n FROM d GROUP BY n HAVING count(*) > 1) x")" \
+    "every n once"
+assert_eq "$ids_before" "$(ids_kept)" "the ids are the ones of the first import"
+
+# ids given by the input: an id in the target does not make a different record
+# a duplicate
+sqlf <<'SQL'
+CREATE TABLE g (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, v text NOT NULL)
+    PARTITION BY RANGE (id);
+SQL
+id1=$("$V7FILL" uuid new --at 2024-05-01T00:00:00Z)
+id2=$("$V7FILL" uuid new --at 2024-05-02T00:00:00Z)
+printf 'id,created_at,v\n%s,2024-05-01T00:00:00Z,first\n' "$id1" >g1.csv
+printf 'id,created_at,v\n%s,2024-05-01T00:00:00Z,first\n%s,2024-05-01T00:00:00Z,other record, same id\n%s,2024-05-02T00:00:00Z,new\n' \
+    "$id1" "$id1" "$id2" | sed 's/other record, same id/"other record, same id"/' >g2.csv
+run_expect 0 "$V7FILL" import g g1.csv --id-column id --no-progress --rejects g1r.csv
+run_expect 0 "$V7FILL" import g g2.csv --id-column id --batch-rows 1 --no-progress \
+    --rejects g2r.csv --report-json g.json
+assert_eq 1 "$(python3 -c "import json;print(json.load(open('g.json'))['duplicates'])")" \
+    "the exact repeat is a duplicate"
+assert_eq 1 "$(python3 -c "import json;print(json.load(open('g.json'))['rejected'])")" \
+    "a different record with a taken id is rejected"
+assert_contains "$(cat g2r.csv)" "23505" "with the server's SQLSTATE"
+assert_eq 1 "$(python3 -c "import json;print(json.load(open('g.json'))['inserted'])")" "the new row lands"
+assert_eq "first" "$(q "SELECT v FROM g WHERE id = '$id1'")" "the first record is kept"
