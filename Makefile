@@ -3,6 +3,7 @@
 #   make                 libv7fill.a and the v7fill binary (in $(BUILD)/)
 #   make check           unit tests (cmocka) + integration tests (throwaway cluster)
 #   make check SAN=1     the same under AddressSanitizer + UndefinedBehaviorSanitizer (alias: make san)
+#   make tsan            the import tests under ThreadSanitizer (reader and writer threads)
 #   make demo            the main job on the bundled example, in a throwaway cluster
 #   make bench           benchmarks, each figure beside its baseline
 #   make fuzz            libFuzzer targets (clang), FUZZ_SECONDS each
@@ -58,7 +59,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRCS:= $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS:= $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all check check-real unit integration san demo demo-real bench bench-real fuzz install clean deps
+.PHONY: all check check-real unit integration san tsan demo demo-real bench bench-real fuzz install clean deps
 
 all: $(BUILD)/libv7fill.a $(BUILD)/v7fill
 
@@ -101,6 +102,16 @@ integration: $(BUILD)/v7fill
 
 san:
 	@$(MAKE) --no-print-directory check SAN=1
+
+# make tsan: ThreadSanitizer over the tests that drive the import's reader and writer
+# threads (build-tsan/; a reported race fails the test).
+TSAN_TESTS ?= t_import_basic t_import_batches t_import_concurrent t_import_dedup \
+              t_import_kill t_import_poison t_import_reconnect t_fault_rejects
+tsan: deps
+	@$(MAKE) --no-print-directory BUILD=build-tsan CFLAGS="-fsanitize=thread -O1" \
+	    LDFLAGS=-fsanitize=thread build-tsan/v7fill
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" V7FILL=$(CURDIR)/build-tsan/v7fill \
+	    tests/integration/run.sh $(TSAN_TESTS:%=tests/integration/%.sh)
 
 demo: deps
 	@$(MAKE) --no-print-directory demo-real

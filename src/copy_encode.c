@@ -4,12 +4,45 @@
  */
 #include "v7fill/copy_encode.h"
 
+#include <stdint.h>
 #include <string.h>
 
 static bool
 needs_escape(unsigned char c)
 {
     return c == '\\' || c == '\t' || c == '\n' || c == '\r';
+}
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* Non-zero if a byte of w equals the byte repeated in rep (exact as a yes/no). */
+static uint64_t
+has_byte(uint64_t w, uint64_t rep)
+{
+    uint64_t x = w ^ rep;
+    return (x - ONES) & ~x & HIGHS;
+}
+
+/* Length of the prefix of p[0..len) that needs no escape, eight bytes at a
+ * time while it can. */
+static size_t
+plain_prefix(const char *p, size_t len)
+{
+    size_t i = 0;
+
+    for (; i + 8 <= len; i += 8)
+    {
+        uint64_t w;
+
+        memcpy(&w, p + i, sizeof w);
+        if (has_byte(w, '\\' * ONES) | has_byte(w, '\t' * ONES) | has_byte(w, '\n' * ONES) |
+            has_byte(w, '\r' * ONES))
+            break;
+    }
+    while (i < len && !needs_escape((unsigned char) p[i]))
+        i++;
+    return i;
 }
 
 void
@@ -23,13 +56,14 @@ copy_encode_field(Buf *out, const char *data, size_t len, bool is_null)
         return;
     }
     buf_reserve(out, len);
-    for (size_t i = 0; i < len; i++)
+    for (;;)
     {
-        unsigned char c = (unsigned char) data[i];
-        if (!needs_escape(c))
-            continue;
-        buf_append(out, data + start, i - start);
-        switch (c)
+        size_t end = start + plain_prefix(data + start, len - start);
+
+        buf_append(out, data + start, end - start);
+        if (end == len)
+            return;
+        switch (data[end])
         {
             case '\\':
                 buf_append(out, "\\\\", 2);
@@ -44,19 +78,6 @@ copy_encode_field(Buf *out, const char *data, size_t len, bool is_null)
                 buf_append(out, "\\r", 2);
                 break;
         }
-        start = i + 1;
+        start = end + 1;
     }
-    buf_append(out, data + start, len - start);
-}
-
-void
-copy_encode_sep(Buf *out)
-{
-    buf_putc(out, '\t');
-}
-
-void
-copy_encode_eol(Buf *out)
-{
-    buf_putc(out, '\n');
 }

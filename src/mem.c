@@ -101,35 +101,14 @@ buf_reset(Buf *b)
 }
 
 void
-buf_reserve(Buf *b, size_t extra)
+buf_grow(Buf *b, size_t need)
 {
-    size_t need = b->len + extra + 1;
-    size_t cap;
+    size_t cap = b->cap ? b->cap : 256;
 
-    if (need <= b->cap)
-        return;
-    cap = b->cap ? b->cap : 256;
     while (cap < need)
         cap *= 2;
     b->data = xrealloc(b->data, cap);
     b->cap = cap;
-}
-
-void
-buf_append(Buf *b, const void *p, size_t n)
-{
-    buf_reserve(b, n);
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-void
-buf_putc(Buf *b, char c)
-{
-    buf_reserve(b, 1);
-    b->data[b->len++] = c;
-    b->data[b->len] = '\0';
 }
 
 void

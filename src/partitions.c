@@ -1436,10 +1436,19 @@ partitions_ensure_times(PgConn *c, TargetTable *t, const int64_t *times, size_t 
     if (!opts->dry_run && !t->stamp_valid &&
         (!check_no_transaction(c, err) || !catalog_refresh_partitions(c, t, err)))
         return false;
-    /* The common case, once per batch: everything is covered. */
-    for (i = 0; i < n; i++)
-        if (catalog_partition_for(t, times[i]) == NULL)
-            break;
+    /* The common case, once per batch: everything is covered.  Times come in
+     * runs: the partition of the time before is tried first. */
+    {
+        const Partition *last = NULL;
+
+        for (i = 0; i < n; i++)
+        {
+            if (last && times[i] >= last->lower_us && times[i] < last->upper_us)
+                continue;
+            if ((last = catalog_partition_for(t, times[i])) == NULL)
+                break;
+        }
+    }
     if (i == n)
         return true;
 

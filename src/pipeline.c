@@ -27,6 +27,7 @@
 #include "v7fill/rejects.h"
 #include "v7fill/retention.h"
 #include "v7fill/srcref.h"
+#include "v7fill/sortkey.h"
 #include "v7fill/state.h"
 #include "v7fill/timeparse.h"
 #include "v7fill/tracker.h"
@@ -106,9 +107,10 @@ typedef struct Importer
     bool use_checkpoint;
     Checkpoint cp;    /* committed state of the current file */
     uint64_t file_read, file_inserted, file_duplicates, file_rejected, file_expired;
-    /* in-batch dedup: open addressing over row indexes + 1 */
-    uint32_t *seen;
-    size_t seen_cap;
+    /* in-batch dedup (writer): the pending rows' hashes, sorted */
+    SortKey *rkeys;
+    SortKey *rkeys_tmp;
+    size_t rkeys_cap;
     int64_t *times;
     size_t times_cap;
     /* progress */
@@ -439,41 +441,46 @@ importer_client_reject(Importer *im, BatchRow *r, const char *category, const ch
     r->client_decided = true;
 }
 
+/*
+ * importer_mark_repeats: rows of the batch with the same reference are one
+ * row: the first one read is written, the others count as duplicates.  Found
+ * by sorting the pending rows by hash (writer thread: the reader keeps no set).
+ */
 static void
-importer_seen_reset(Importer *im)
+importer_mark_repeats(Importer *im, Batch *b)
 {
-    if (im->seen)
-        memset(im->seen, 0, im->seen_cap * sizeof *im->seen);
-}
+    size_t n = 0;
 
-/* Open-addressing set of the batch's reference hashes: true if already there. */
-static bool
-importer_seen(Importer *im, size_t row_idx)
-{
-    const BatchRow *r = &im->batch->rows[row_idx];
-    uint64_t h;
-    size_t mask;
-    size_t pos;
+    if (im->rkeys_cap < b->nrows)
+    {
+        im->rkeys_cap = b->nrows;
+        im->rkeys = xrealloc(im->rkeys, im->rkeys_cap * sizeof *im->rkeys);
+        im->rkeys_tmp = xrealloc(im->rkeys_tmp, im->rkeys_cap * sizeof *im->rkeys_tmp);
+    }
+    for (size_t i = 0; i < b->nrows; i++)
+        if (b->rows[i].outcome == ROW_PENDING)
+            im->rkeys[n++] = sortkey_load(b->rows[i].hash, &b->rows[i]);
+    sortkey_sort(im->rkeys, im->rkeys_tmp, n);
+    for (size_t i = 0; i < n;)
+    {
+        BatchRow *keep = im->rkeys[i].item;
+        size_t j = i + 1;
 
-    if (im->seen_cap < 2 * im->o->batch_rows + 2)
-    {
-        size_t cap = 1024;
-        while (cap < 2 * im->o->batch_rows + 2)
-            cap *= 2;
-        free(im->seen);
-        im->seen = xcalloc(cap, sizeof *im->seen);
-        im->seen_cap = cap;
+        for (; j < n && sortkey_cmp(&im->rkeys[i], &im->rkeys[j]) == 0; j++)
+        {
+            BatchRow *other = im->rkeys[j].item;
+            BatchRow *repeat = other;
+
+            if (other < keep) /* read first */
+            {
+                repeat = keep;
+                keep = other;
+            }
+            repeat->outcome = ROW_DUPLICATE;
+            repeat->client_decided = true;
+        }
+        i = j;
     }
-    memcpy(&h, r->hash, sizeof h);
-    mask = im->seen_cap - 1;
-    for (pos = (size_t) h & mask; im->seen[pos] != 0; pos = (pos + 1) & mask)
-    {
-        const BatchRow *o = &im->batch->rows[im->seen[pos] - 1];
-        if (memcmp(o->hash, r->hash, REF_HASH_LEN) == 0)
-            return true;
-    }
-    im->seen[pos] = (uint32_t) (row_idx + 1);
-    return false;
 }
 
 static char *
@@ -533,8 +540,7 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
 {
     Batch *b = im->batch;
     BatchRow *r = batch_add(b);
-    size_t row_idx = b->nrows - 1;
-    Err rerr = {0};
+    Err rerr; /* 2.5 KiB: set by whatever fails, not cleared for every row */
     uint8_t mac[32];
     uint64_t bits = 0;
     int64_t us = 0;
@@ -622,13 +628,6 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
     }
     r->time_us = keep_id ? uuid7_us(&r->id) : us;
 
-    if (importer_seen(im, row_idx))
-    {
-        r->outcome = ROW_DUPLICATE;
-        r->client_decided = true;
-        return true;
-    }
-
     /* The target's COPY line: id, then the mapped fields. */
     {
         Buf *d = &b->data;
@@ -666,24 +665,39 @@ static void
 importer_classify(Importer *im, Batch *b)
 {
     int64_t now = im->o->now_us ? im->o->now_us : wall_now_us();
+    /* the window of the row before, and its class: rows come in runs */
+    int64_t lo = 0;
+    int64_t hi = 0;
+    DelayClass c = DELAY_ON_TIME;
 
     for (size_t i = 0; i < b->nrows; i++)
     {
         BatchRow *r = &b->rows[i];
-        const Partition *p;
-        DelayClass c;
 
         if (r->outcome != ROW_PENDING)
             continue;
-        p = catalog_partition_for(im->target, r->time_us);
-        if (p)
+        if (r->time_us >= lo && r->time_us < hi)
         {
-            r->window_lower_us = p->lower_us;
-            r->window_upper_us = p->upper_us;
+            r->window_lower_us = lo;
+            r->window_upper_us = hi;
         }
         else
-            window_of(im->gran, r->time_us, &r->window_lower_us, &r->window_upper_us);
-        c = tracker_classify(im->tracker, r->window_upper_us, now, NULL);
+        {
+            const Partition *p = catalog_partition_for(im->target, r->time_us);
+
+            if (p)
+            {
+                r->window_lower_us = p->lower_us;
+                r->window_upper_us = p->upper_us;
+            }
+            else
+                window_of(im->gran, r->time_us, &r->window_lower_us, &r->window_upper_us);
+            c = tracker_classify(im->tracker, r->window_upper_us, now, NULL);
+            /* Only a partition's bounds are reused: a window without one may
+             * still hold a partition covering part of it. */
+            lo = p ? p->lower_us : 0;
+            hi = p ? p->upper_us : 0;
+        }
         r->delay_class = (uint8_t) c;
         if (c == DELAY_EXPIRED && !im->o->keep_expired)
         {
@@ -893,6 +907,7 @@ importer_count_committed(Importer *im, const Batch *b)
 {
     ImportStats *st = im->st;
     int64_t now = im->o->now_us ? im->o->now_us : wall_now_us();
+    WindowCount *w = NULL; /* the window of the row before (rows come in runs) */
 
     for (size_t i = 0; i < b->nrows; i++)
     {
@@ -906,7 +921,8 @@ importer_count_committed(Importer *im, const Batch *b)
         {
             case ROW_INSERTED:
             {
-                WindowCount *w = stats_window(im, r->time_us);
+                if (!(w && r->time_us >= w->lower_us && r->time_us < w->upper_us))
+                    w = stats_window(im, r->time_us);
                 st->inserted++;
                 w->rows++;
                 if (r->delay_class == DELAY_NEAR_CUTOFF)
@@ -1010,6 +1026,7 @@ importer_flush(Importer *im, Batch *b, const SourcePosition *pos, bool finished,
     cc.pos = *pos;
     cc.im = im;
     cc.finished = finished;
+    importer_mark_repeats(im, b);
     importer_classify(im, b);
     if (im->o->plan)
     {
@@ -1396,7 +1413,6 @@ importer_batch_full(Importer *im, Err *err)
     if (!writer_wait(im, err) || !importer_check_rejects_limit(im, err))
         return false;
     importer_progress(im, false);
-    importer_seen_reset(im);
     if (!im->w.running)
         return importer_flush(im, b, &pos, false, err);
     writer_submit(im, b, &pos);
@@ -1462,7 +1478,6 @@ importer_file(Importer *im, const char *path, Err *err)
             log_warn("could not commit the rows read before the error: %s", ferr.msg);
     }
     writer_stop(im);
-    importer_seen_reset(im);
     importer_progress(im, true);
     source_close(im->src);
     im->src = NULL;
@@ -1529,7 +1544,8 @@ importer_free(Importer *im)
     buf_free(&im->ref);
     free(im->cols);
     srcref_template_free(im->tmpl);
-    free(im->seen);
+    free(im->rkeys);
+    free(im->rkeys_tmp);
     free(im->times);
     source_close(im->src);
 }

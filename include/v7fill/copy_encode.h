@@ -14,7 +14,16 @@
 /* Append one field (is_null → \N). */
 void copy_encode_field(Buf *out, const char *data, size_t len, bool is_null);
 /* Append the column separator / the row terminator. */
-void copy_encode_sep(Buf *out);
-void copy_encode_eol(Buf *out);
+static inline void
+copy_encode_sep(Buf *out)
+{
+    buf_putc(out, '\t');
+}
+
+static inline void
+copy_encode_eol(Buf *out)
+{
+    buf_putc(out, '\n');
+}
 
 #endif /* V7FILL_COPY_ENCODE_H */

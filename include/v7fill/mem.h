@@ -6,6 +6,7 @@
 #define V7FILL_MEM_H
 
 #include <stddef.h>
+#include <string.h>
 
 #include "v7fill/err.h"
 
@@ -28,10 +29,34 @@ typedef struct Buf
 void buf_init(Buf *b);
 void buf_free(Buf *b);
 void buf_reset(Buf *b);
-void buf_reserve(Buf *b, size_t extra);
-void buf_append(Buf *b, const void *p, size_t n);
-void buf_putc(Buf *b, char c);
+/* Grow so that `need` bytes fit (the out-of-line half of buf_reserve). */
+void buf_grow(Buf *b, size_t need);
 void buf_puts(Buf *b, const char *s);
+
+/* The three below run for every field of every row: inline, growth apart. */
+static inline void
+buf_reserve(Buf *b, size_t extra)
+{
+    if (b->len + extra + 1 > b->cap)
+        buf_grow(b, b->len + extra + 1);
+}
+
+static inline void
+buf_append(Buf *b, const void *p, size_t n)
+{
+    buf_reserve(b, n);
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static inline void
+buf_putc(Buf *b, char c)
+{
+    buf_reserve(b, 1);
+    b->data[b->len++] = c;
+    b->data[b->len] = '\0';
+}
 void buf_printf(Buf *b, const char *fmt, ...) V7FILL_PRINTF(2, 3);
 
 #endif /* V7FILL_MEM_H */
