@@ -46,6 +46,14 @@ typedef struct SourceColumn
     bool format_time; /* write the parsed time (UTC text) instead of the raw text */
 } SourceColumn;
 
+/* The date part of the last time written ("YYYY-MM-DD "): rows come in runs
+ * of the same day. */
+typedef struct DayCache
+{
+    int64_t day; /* days since the epoch; INT64_MIN = empty */
+    char text[11];
+} DayCache;
+
 /*
  * The writer thread writes batch N (windows, probe, COPY, checkpoint, commit)
  * while the reader parses batch N+1 into the other buffer.  The two meet only
@@ -92,6 +100,7 @@ typedef struct Importer
     Buf ref;
     EnsureOptions ensure;
     int64_t now_us;
+    DayCache day_cache;
     /* per file */
     Source *src;
     const char *src_name;
@@ -461,6 +470,14 @@ importer_mark_repeats(Importer *im, Batch *b)
         if (b->rows[i].outcome == ROW_PENDING)
             im->rkeys[n++] = sortkey_load(b->rows[i].hash, &b->rows[i]);
     sortkey_sort(im->rkeys, im->rkeys_tmp, n);
+    if (b->by_hash_cap < n)
+    {
+        b->by_hash_cap = n;
+        b->by_hash = xrealloc(b->by_hash, n * sizeof *b->by_hash);
+    }
+    for (size_t i = 0; i < n; i++)
+        b->by_hash[i] = im->rkeys[i].item;
+    b->by_hash_n = n;
     for (size_t i = 0; i < n;)
     {
         BatchRow *keep = im->rkeys[i].item;
@@ -497,34 +514,43 @@ put_digits(char *p, int value, int width)
 /* "YYYY-MM-DD HH:MM:SS.ffffff+00": on the hot path of every row with a time
  * column, so written without snprintf. */
 static void
-format_event_time(Buf *out, int64_t us)
+format_event_time(Buf *out, int64_t us, DayCache *dc)
 {
-    CivilTime ct;
+    int64_t day = civil_floor_div(us, US_PER_DAY);
+    int64_t rem = us - day * US_PER_DAY;
     char *p;
 
-    civil_from_us(us, &ct);
-    if (ct.year < 0 || ct.year > 9999)
+    if (day != dc->day)
     {
-        char text[48];
-        civil_format_rfc3339(us, true, text, sizeof text);
-        buf_puts(out, text);
-        return;
+        CivilTime ct;
+
+        civil_from_us(us, &ct);
+        if (ct.year < 0 || ct.year > 9999)
+        {
+            char text[48];
+            civil_format_rfc3339(us, true, text, sizeof text);
+            buf_puts(out, text);
+            return;
+        }
+        p = put_digits(dc->text, ct.year, 4);
+        *p++ = '-';
+        p = put_digits(p, ct.month, 2);
+        *p++ = '-';
+        p = put_digits(p, ct.day, 2);
+        *p = ' ';
+        dc->day = day;
     }
     buf_reserve(out, 32);
     p = out->data + out->len;
-    p = put_digits(p, ct.year, 4);
-    *p++ = '-';
-    p = put_digits(p, ct.month, 2);
-    *p++ = '-';
-    p = put_digits(p, ct.day, 2);
-    *p++ = ' ';
-    p = put_digits(p, ct.hour, 2);
+    memcpy(p, dc->text, sizeof dc->text);
+    p += sizeof dc->text;
+    p = put_digits(p, (int) (rem / US_PER_HOUR), 2);
     *p++ = ':';
-    p = put_digits(p, ct.minute, 2);
+    p = put_digits(p, (int) (rem / US_PER_MIN % 60), 2);
     *p++ = ':';
-    p = put_digits(p, ct.second, 2);
+    p = put_digits(p, (int) (rem / US_PER_SEC % 60), 2);
     *p++ = '.';
-    p = put_digits(p, ct.usec, 6);
+    p = put_digits(p, (int) (rem % US_PER_SEC), 6);
     memcpy(p, "+00", 3);
     p += 3;
     out->len = (size_t) (p - out->data);
@@ -643,7 +669,7 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
                 continue;
             copy_encode_sep(d);
             if (im->cols[i].format_time)
-                format_event_time(d, us);
+                format_event_time(d, us, &im->day_cache);
             else
                 copy_encode_field(d, f->data, f->len, f->is_null);
         }
@@ -1566,6 +1592,7 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
     im.st = st;
     im.started = mono_now();
     im.now_us = o->now_us ? o->now_us : wall_now_us();
+    im.day_cache.day = INT64_MIN;
     batch_init(&im.bufs[0]);
     batch_init(&im.bufs[1]);
     im.batch = &im.bufs[0];

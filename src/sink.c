@@ -49,12 +49,14 @@ batch_reset(Batch *b)
     b->nrows = 0;
     buf_reset(&b->data);
     buf_reset(&b->aux);
+    b->by_hash_n = 0;
 }
 
 void
 batch_free(Batch *b)
 {
     free(b->rows);
+    free(b->by_hash);
     buf_free(&b->data);
     buf_free(&b->aux);
     memset(b, 0, sizeof *b);
@@ -376,8 +378,32 @@ sink_copy_lookup(Sink *s, const Batch *b, BatchRow **rows, size_t n, Err *err)
     BatchRow **sorted = xmalloc(n * sizeof *sorted);
     bool ok;
 
-    memcpy(sorted, rows, n * sizeof *sorted);
-    sort_rows(s, sorted, n, BY_HASH);
+    if (b->by_hash_n > 0)
+    {
+        /* Already in hash order: take the rows being written from there. */
+        size_t k = 0;
+
+        for (size_t i = 0; i < n; i++)
+            rows[i]->in_copy = true;
+        for (size_t i = 0; i < b->by_hash_n && k < n; i++)
+            if (b->by_hash[i]->in_copy)
+            {
+                b->by_hash[i]->in_copy = false;
+                sorted[k++] = b->by_hash[i];
+            }
+        if (k != n) /* not all of them there: sort after all */
+        {
+            for (size_t i = 0; i < n; i++)
+                rows[i]->in_copy = false;
+            memcpy(sorted, rows, n * sizeof *sorted);
+            sort_rows(s, sorted, n, BY_HASH);
+        }
+    }
+    else
+    {
+        memcpy(sorted, rows, n * sizeof *sorted);
+        sort_rows(s, sorted, n, BY_HASH);
+    }
     buf_reset(&s->copy);
     buf_append(&s->copy, header, sizeof header);
     for (size_t i = 0; i < n; i++)

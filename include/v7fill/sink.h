@@ -52,6 +52,7 @@ typedef struct BatchRow
     RowOutcome outcome;
     bool client_decided;  /* outcome decided before the sink (kept when a batch is redone) */
     bool id_given;        /* the id came with the input (else minted from ref and time) */
+    bool in_copy;         /* sink: part of the lookup COPY being built */
     size_t copy_off, copy_len; /* target COPY line in data */
     size_t ref_off, ref_len;   /* source reference in aux */
     size_t raw_off, raw_len;   /* raw input record in aux */
@@ -69,6 +70,11 @@ typedef struct Batch
     size_t cap;
     Buf data; /* the rows' target COPY lines, in reading order */
     Buf aux;  /* raw records, references, reasons (batch_store) */
+    /* Optional: rows in reference-hash order (the lookup COPY's order), set by
+     * whoever sorted them already; by_hash_n = 0 when not. */
+    BatchRow **by_hash;
+    size_t by_hash_n;
+    size_t by_hash_cap;
 } Batch;
 
 void batch_init(Batch *b);

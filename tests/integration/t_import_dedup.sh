@@ -33,6 +33,13 @@ field() { python3 -c "import json;print(json.load(open('r.json'))['$1'])"; }
 
 imp ordered.csv
 assert_eq 30000 "$(field inserted)" "fresh import"
+# the target's time column holds the input's instant, to the microsecond, on every day
+sqlf -c "CREATE TEMP TABLE src (n integer, created_at timestamptz)" \
+     -c "\\copy src FROM 'ordered.csv' (FORMAT csv, HEADER)" \
+     -c "CREATE TABLE src_copy AS SELECT * FROM src"
+assert_eq 0 "$(q "SELECT count(*) FROM src_copy s JOIN d USING (n) WHERE d.created_at <> s.created_at")" \
+    "created_at as in the input"
+assert_eq 30000 "$(q "SELECT count(*) FROM src_copy s JOIN d USING (n)")" "every input row there"
 ids_kept() { q "SELECT md5(string_agg(id::text, ',' ORDER BY n)) FROM d WHERE n % 300 <> 0"; }
 ids_before=$(ids_kept)
 
