@@ -43,7 +43,7 @@ import_usage(FILE *out, const char *cmd)
             "      --encoding=UTF8        input encoding (only UTF8; invalid bytes are rejected)\n"
             "\n"
             "Writing:\n"
-            "      --batch-rows=N         rows per transaction (default 10000)\n"
+            "      --batch-rows=N         rows per transaction (default 10000; two in memory)\n"
             "      --rejects=FILE         rejected rows with reasons (default TABLE.rejects.csv)\n"
             "      --max-rejects=N|P%%     stop when more rows than this are rejected\n"
             "      --max-future=DURATION  reject rows this far ahead of now as \"clock ahead\"\n"
