@@ -5,9 +5,11 @@
  */
 #include "v7fill/pg.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
@@ -221,6 +223,14 @@ pg_open(PgConn *c, Err *err)
         return false;
     }
     PQsetNoticeProcessor(c->conn, pg_notice_processor, NULL);
+    {
+        /* A batch's COPY data (a megabyte or two) fits in the socket at once:
+         * the writer is not woken up again and again while the server drains
+         * a small buffer.  Best effort: the kernel caps it at net.core.wmem_max. */
+        int size = 4 << 20;
+        if (setsockopt(PQsocket(c->conn), SOL_SOCKET, SO_SNDBUF, &size, sizeof size) != 0)
+            log_debug("could not enlarge the socket send buffer: %s", strerror(errno));
+    }
     return true;
 }
 

@@ -408,13 +408,19 @@ sink_copy_lookup(Sink *s, const Batch *b, BatchRow **rows, size_t n, Err *err)
     buf_append(&s->copy, header, sizeof header);
     for (size_t i = 0; i < n; i++)
     {
+        /* field count 3, then length 16 + hash, length 16 + id: one fixed shape */
+        static const uint8_t head[6] = {0, 3, 0, 0, 0, 16};
+        static const uint8_t len16[4] = {0, 0, 0, 16};
         const BatchRow *r = sorted[i];
+        char *p;
 
-        put_be16(&s->copy, 3);
-        put_be32(&s->copy, REF_HASH_LEN);
-        buf_append(&s->copy, r->hash, REF_HASH_LEN);
-        put_be32(&s->copy, sizeof r->id.b);
-        buf_append(&s->copy, r->id.b, sizeof r->id.b);
+        buf_reserve(&s->copy, 42);
+        p = s->copy.data + s->copy.len;
+        memcpy(p, head, sizeof head);
+        memcpy(p + 6, r->hash, REF_HASH_LEN);
+        memcpy(p + 22, len16, sizeof len16);
+        memcpy(p + 26, r->id.b, sizeof r->id.b);
+        s->copy.len += 42;
         if (s->cfg.keep_ref_text)
         {
             put_be32(&s->copy, (uint32_t) r->ref_len);

@@ -180,16 +180,17 @@ void
 uuid_format(const Uuid *u, char *out)
 {
     static const char digits[] = "0123456789abcdef";
-    size_t o = 0;
+    char *p = out;
 
     for (int i = 0; i < 16; i++)
     {
-        if (i == 4 || i == 6 || i == 8 || i == 10)
-            out[o++] = '-';
-        out[o++] = digits[u->b[i] >> 4];
-        out[o++] = digits[u->b[i] & 0x0f];
+        p[0] = digits[u->b[i] >> 4];
+        p[1] = digits[u->b[i] & 0x0f];
+        p += 2;
+        if (i == 3 || i == 5 || i == 7 || i == 9)
+            *p++ = '-';
     }
-    out[o] = '\0';
+    *p = '\0';
 }
 
 int
