@@ -116,10 +116,7 @@ typedef struct Importer
     bool use_checkpoint;
     Checkpoint cp;    /* committed state of the current file */
     uint64_t file_read, file_inserted, file_duplicates, file_rejected, file_expired;
-    /* in-batch dedup (writer): the pending rows' hashes, sorted */
-    SortKey *rkeys;
-    SortKey *rkeys_tmp;
-    size_t rkeys_cap;
+    SortWork sort;      /* in-batch dedup (writer): sorting by hash */
     int64_t *times;
     size_t times_cap;
     /* progress */
@@ -460,32 +457,24 @@ importer_mark_repeats(Importer *im, Batch *b)
 {
     size_t n = 0;
 
-    if (im->rkeys_cap < b->nrows)
+    if (b->by_hash_cap < b->nrows)
     {
-        im->rkeys_cap = b->nrows;
-        im->rkeys = xrealloc(im->rkeys, im->rkeys_cap * sizeof *im->rkeys);
-        im->rkeys_tmp = xrealloc(im->rkeys_tmp, im->rkeys_cap * sizeof *im->rkeys_tmp);
+        b->by_hash_cap = b->nrows;
+        b->by_hash = xrealloc(b->by_hash, b->by_hash_cap * sizeof *b->by_hash);
     }
     for (size_t i = 0; i < b->nrows; i++)
         if (b->rows[i].outcome == ROW_PENDING)
-            im->rkeys[n++] = sortkey_load(b->rows[i].hash, &b->rows[i]);
-    sortkey_sort(im->rkeys, im->rkeys_tmp, n);
-    if (b->by_hash_cap < n)
-    {
-        b->by_hash_cap = n;
-        b->by_hash = xrealloc(b->by_hash, n * sizeof *b->by_hash);
-    }
-    for (size_t i = 0; i < n; i++)
-        b->by_hash[i] = im->rkeys[i].item;
+            b->by_hash[n++] = &b->rows[i];
+    batch_rows_sort(&im->sort, b->by_hash, n, BATCH_BY_HASH);
     b->by_hash_n = n;
     for (size_t i = 0; i < n;)
     {
-        BatchRow *keep = im->rkeys[i].item;
+        BatchRow *keep = b->by_hash[i];
         size_t j = i + 1;
 
-        for (; j < n && sortkey_cmp(&im->rkeys[i], &im->rkeys[j]) == 0; j++)
+        for (; j < n && memcmp(b->by_hash[j]->hash, keep->hash, REF_HASH_LEN) == 0; j++)
         {
-            BatchRow *other = im->rkeys[j].item;
+            BatchRow *other = b->by_hash[j];
             BatchRow *repeat = other;
 
             if (other < keep) /* read first */
@@ -1570,8 +1559,7 @@ importer_free(Importer *im)
     buf_free(&im->ref);
     free(im->cols);
     srcref_template_free(im->tmpl);
-    free(im->rkeys);
-    free(im->rkeys_tmp);
+    sortwork_free(&im->sort);
     free(im->times);
     source_close(im->src);
 }
@@ -1705,9 +1693,7 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
         ok = false;
         if (!state_setup(c, err) || !maintain_setup(c, err) ||
             !state_id_key(c, im.target->schema, im.target->name, key, err) ||
-            !state_lookup_create(c, im.target->schema, im.lookup_name, err) ||
-            !state_lookup_exists(c, im.target->schema, im.lookup_name, &lookup_exists,
-                                 &im.hash_is_uuid, err))
+            !state_lookup_create(c, im.target->schema, im.lookup_name, &im.hash_is_uuid, err))
             goto out;
     }
     if (!id_keyer_new(key, sizeof key, &im.keyer, err))

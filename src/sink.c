@@ -30,9 +30,7 @@ struct Sink
     size_t scratch_cap;
     BatchRow **rest;    /* rows a probe of the target left undecided */
     size_t rest_cap;
-    SortKey *keys;      /* sort_rows' work arrays */
-    SortKey *keys_tmp;
-    size_t keys_cap;
+    SortWork sort;
 };
 
 void
@@ -145,9 +143,8 @@ sink_free(Sink *s)
     buf_free(&s->copy);
     buf_free(&s->param);
     free(s->scratch);
-    free(s->keys);
+    sortwork_free(&s->sort);
     free(s->rest);
-    free(s->keys_tmp);
     free(s);
 }
 
@@ -165,32 +162,25 @@ sink_stats(const Sink *s)
  * pointers nor swaps bytes, and input already in order (a time-ordered file,
  * by id) is not sorted at all.
  */
-static void
-sort_rows(Sink *s, BatchRow **rows, size_t n, size_t key_offset)
+void
+batch_rows_sort(SortWork *w, BatchRow **rows, size_t n, size_t key_offset)
 {
     bool sorted = true;
 
-    if (s->keys_cap < n)
-    {
-        s->keys_cap = n;
-        s->keys = xrealloc(s->keys, n * sizeof *s->keys);
-        s->keys_tmp = xrealloc(s->keys_tmp, n * sizeof *s->keys_tmp);
-    }
+    sortwork_reserve(w, n);
     for (size_t i = 0; i < n; i++)
     {
-        s->keys[i] = sortkey_load((const uint8_t *) rows[i] + key_offset, rows[i]);
-        if (i > 0 && sorted && sortkey_cmp(&s->keys[i - 1], &s->keys[i]) > 0)
+        w->keys[i] = sortkey_load((const uint8_t *) rows[i] + key_offset, rows[i]);
+        if (i > 0 && sorted && sortkey_cmp(&w->keys[i - 1], &w->keys[i]) > 0)
             sorted = false;
     }
     if (sorted)
         return;
-    sortkey_sort(s->keys, s->keys_tmp, n);
+    sortkey_sort(w->keys, w->tmp, n);
     for (size_t i = 0; i < n; i++)
-        rows[i] = s->keys[i].item;
+        rows[i] = w->keys[i].item;
 }
 
-#define BY_HASH offsetof(BatchRow, hash)
-#define BY_ID offsetof(BatchRow, id)
 
 static void
 put_be16(Buf *b, uint16_t v)
@@ -214,7 +204,7 @@ static const int probe_formats[1] = {1};
 static void
 sink_probe_param(Sink *s, BatchRow **rows, size_t n)
 {
-    sort_rows(s, rows, n, BY_HASH);
+    batch_rows_sort(&s->sort, rows, n, BATCH_BY_HASH);
     buf_reset(&s->param);
     put_be32(&s->param, 1);  /* dimensions */
     put_be32(&s->param, 0);  /* no NULLs */
@@ -278,7 +268,7 @@ sink_probe_target(Sink *s, BatchRow **rows, size_t n, size_t *found, Err *err)
     PGresult *res;
 
     *found = 0;
-    sort_rows(s, rows, n, BY_ID);
+    batch_rows_sort(&s->sort, rows, n, BATCH_BY_ID);
     for (size_t k = 0; k < n; k++)
         if (!rows[k]->id_given)
         {
@@ -396,13 +386,13 @@ sink_copy_lookup(Sink *s, const Batch *b, BatchRow **rows, size_t n, Err *err)
             for (size_t i = 0; i < n; i++)
                 rows[i]->in_copy = false;
             memcpy(sorted, rows, n * sizeof *sorted);
-            sort_rows(s, sorted, n, BY_HASH);
+            batch_rows_sort(&s->sort, sorted, n, BATCH_BY_HASH);
         }
     }
     else
     {
         memcpy(sorted, rows, n * sizeof *sorted);
-        sort_rows(s, sorted, n, BY_HASH);
+        batch_rows_sort(&s->sort, sorted, n, BATCH_BY_HASH);
     }
     buf_reset(&s->copy);
     buf_append(&s->copy, header, sizeof header);
@@ -500,7 +490,7 @@ sink_write_rows(Sink *s, Batch *b, BatchRow **rows, size_t n, Err *err)
             if (!sink_probe(s, rows, n, &ndup, err))
                 return false;
             n = compact_pending(rows, n);
-            sort_rows(s, rows, n, BY_ID);
+            batch_rows_sort(&s->sort, rows, n, BATCH_BY_ID);
             if (ndup == 0)
                 return err_set(err, EC_INTERNAL,
                                "lookup table reported a duplicate reference that a probe did "
@@ -587,7 +577,7 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
     }
     if (ok && n > 0)
     {
-        sort_rows(s, s->scratch, n, BY_ID);
+        batch_rows_sort(&s->sort, s->scratch, n, BATCH_BY_ID);
         ok = sink_write_rows(s, b, s->scratch, n, err);
     }
     if (ok && before_commit)

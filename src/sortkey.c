@@ -3,6 +3,8 @@
  */
 #include "v7fill/sortkey.h"
 
+#include "v7fill/mem.h"
+
 #include <endian.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,4 +81,23 @@ sortkey_sort(SortKey *k, SortKey *tmp, size_t n)
             qsort(k + i, j - i, sizeof *k, sortkey_qcmp);
         i = j;
     }
+}
+
+void
+sortwork_reserve(SortWork *w, size_t n)
+{
+    if (w->cap >= n)
+        return;
+    w->cap = n;
+    w->keys = xrealloc(w->keys, n * sizeof *w->keys);
+    w->tmp = xrealloc(w->tmp, n * sizeof *w->tmp);
+}
+
+void
+sortwork_free(SortWork *w)
+{
+    free(w->keys);
+    free(w->tmp);
+    w->keys = w->tmp = NULL;
+    w->cap = 0;
 }

@@ -146,7 +146,8 @@ state_lookup_name(const char *table, const char *override, char **out, Err *err)
 }
 
 bool
-state_lookup_create(PgConn *c, const char *schema, const char *lookup, Err *err)
+state_lookup_create(PgConn *c, const char *schema, const char *lookup, bool *hash_is_uuid,
+                    Err *err)
 {
     char *q = pg_qualified(c, schema, lookup);
     /* Rows are only ever inserted, in bulk, by imports that VACUUM the table
@@ -162,12 +163,14 @@ state_lookup_create(PgConn *c, const char *schema, const char *lookup, Err *err)
     bool exists = false;
     bool ok;
 
-    ok = state_lookup_exists(c, schema, lookup, &exists, NULL, err);
+    ok = state_lookup_exists(c, schema, lookup, &exists, hash_is_uuid, err);
     if (ok && !exists)
     {
+        /* Created here, or by whoever got the lock first: its type read back. */
         ok = pg_exec(c, "BEGIN", err) &&
              pg_exec(c, "SELECT pg_advisory_xact_lock(" STATE_SETUP_LOCK ")", err) &&
-             pg_exec(c, sql, err) && pg_exec(c, "COMMIT", err);
+             pg_exec(c, sql, err) && pg_exec(c, "COMMIT", err) &&
+             state_lookup_exists(c, schema, lookup, &exists, hash_is_uuid, err);
         if (!ok)
         {
             Err ignored;

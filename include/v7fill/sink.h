@@ -30,6 +30,7 @@
 #include "v7fill/err.h"
 #include "v7fill/mem.h"
 #include "v7fill/pg.h"
+#include "v7fill/sortkey.h"
 #include "v7fill/uuid7.h"
 
 #define REF_HASH_LEN 16
@@ -87,6 +88,12 @@ size_t batch_store(Batch *b, const void *p, size_t len);
 /* Mark a row rejected with a reason (copied into the batch). */
 void batch_reject(Batch *b, BatchRow *r, const char *reason, const char *sqlstate);
 const char *batch_reason(const Batch *b, const BatchRow *r);
+
+#define BATCH_BY_HASH offsetof(BatchRow, hash)
+#define BATCH_BY_ID offsetof(BatchRow, id)
+/* Sort rows by their reference hash or id (BATCH_BY_*: 16 bytes, unsigned
+ * big-endian); rows already in order are left as they are. */
+void batch_rows_sort(SortWork *w, BatchRow **rows, size_t n, size_t key_offset);
 
 typedef struct SinkConfig
 {

@@ -25,4 +25,15 @@ int sortkey_cmp(const SortKey *a, const SortKey *b);
  * batch's ids), then each run of equal hi by lo.  Not stable for equal keys. */
 void sortkey_sort(SortKey *keys, SortKey *tmp, size_t n);
 
+/* Work space for sorting n keys, grown on demand and kept between sorts. */
+typedef struct SortWork
+{
+    SortKey *keys;
+    SortKey *tmp;
+    size_t cap;
+} SortWork;
+
+void sortwork_reserve(SortWork *w, size_t n);
+void sortwork_free(SortWork *w);
+
 #endif /* V7FILL_SORTKEY_H */

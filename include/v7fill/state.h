@@ -42,9 +42,10 @@ V7FILL_MUST_CHECK bool state_id_key(PgConn *c, const char *schema, const char *t
 V7FILL_MUST_CHECK bool state_lookup_name(const char *table, const char *override, char **out,
                                          Err *err);
 /* Create the lookup table if missing: (ref_hash uuid PRIMARY KEY, id uuid, ref
- * text).  Lookups made by earlier versions keep ref_hash bytea; both work. */
+ * text).  Lookups made by earlier versions keep ref_hash bytea; both work:
+ * *hash_is_uuid says which this one has. */
 V7FILL_MUST_CHECK bool state_lookup_create(PgConn *c, const char *schema, const char *lookup,
-                                           Err *err);
+                                           bool *hash_is_uuid, Err *err);
 /* Does the lookup table exist, and is its ref_hash a uuid (else bytea)?  A
  * missing table counts as uuid (what would be created).  hash_is_uuid may be
  * NULL. */
