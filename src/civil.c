@@ -133,3 +133,20 @@ civil_format_rfc3339(int64_t us, bool micro, char *out, size_t size)
         (void) snprintf(out, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", ct.year, ct.month,
                         ct.day, ct.hour, ct.minute, ct.second, ct.usec / 1000);
 }
+
+bool
+civil_format_day_bound(int64_t us, char *out, size_t size)
+{
+    CivilTime ct;
+
+    if (us == INT64_MIN || us == INT64_MAX)
+    {
+        (void) snprintf(out, size, "%s", us == INT64_MIN ? "MINVALUE" : "MAXVALUE");
+        return true;
+    }
+    civil_from_us(us, &ct);
+    if (ct.hour != 0 || ct.minute != 0 || ct.second != 0 || ct.usec != 0)
+        return false;
+    (void) snprintf(out, size, "%04d-%02d-%02d", ct.year, ct.month, ct.day);
+    return true;
+}

@@ -160,20 +160,8 @@ typedef struct Ctx
 static void
 fmt_bound(int64_t us, char *out, size_t size)
 {
-    CivilTime ct;
-
-    if (us == INT64_MIN)
-        (void) snprintf(out, size, "MINVALUE");
-    else if (us == INT64_MAX)
-        (void) snprintf(out, size, "MAXVALUE");
-    else
-    {
-        civil_from_us(us, &ct);
-        if (ct.hour == 0 && ct.minute == 0 && ct.second == 0 && ct.usec == 0)
-            (void) snprintf(out, size, "%04d-%02d-%02d", ct.year, ct.month, ct.day);
-        else
-            civil_format_rfc3339(us, ct.usec % 1000 != 0, out, size);
-    }
+    if (!civil_format_day_bound(us, out, size))
+        civil_format_rfc3339(us, us % 1000 != 0, out, size);
 }
 
 /* "events__2026_05 [2026-05-01, 2026-06-01)" */

@@ -427,19 +427,11 @@ report_fmt_date(int64_t us, const char *suffix, char *out, size_t size)
 {
     CivilTime ct;
 
-    if (us == INT64_MIN)
-        (void) snprintf(out, size, "MINVALUE");
-    else if (us == INT64_MAX)
-        (void) snprintf(out, size, "MAXVALUE");
-    else
-    {
-        civil_from_us(us, &ct);
-        if (ct.hour == 0 && ct.minute == 0 && ct.second == 0 && ct.usec == 0)
-            (void) snprintf(out, size, "%04d-%02d-%02d", ct.year, ct.month, ct.day);
-        else
-            (void) snprintf(out, size, "%04d-%02d-%02d %02d:%02d%s", ct.year, ct.month, ct.day,
-                            ct.hour, ct.minute, suffix);
-    }
+    if (civil_format_day_bound(us, out, size))
+        return;
+    civil_from_us(us, &ct);
+    (void) snprintf(out, size, "%04d-%02d-%02d %02d:%02d%s", ct.year, ct.month, ct.day, ct.hour,
+                    ct.minute, suffix);
 }
 
 /* 1234567 → "1,234,567". */

@@ -54,5 +54,9 @@ int64_t civil_to_us(const CivilTime *ct);
  * instead of 3 when `micro` is true.  `out` must hold 32 bytes.
  */
 void civil_format_rfc3339(int64_t us, bool micro, char *out, size_t size);
+/* A partition bound that reads as a day: "MINVALUE" / "MAXVALUE" for the open
+ * ends (INT64_MIN / INT64_MAX), "YYYY-MM-DD" for a midnight.  False, out
+ * untouched, for any other instant (the caller picks how to show a time). */
+bool civil_format_day_bound(int64_t us, char *out, size_t size);
 
 #endif /* V7FILL_CIVIL_H */

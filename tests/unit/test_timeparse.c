@@ -1008,6 +1008,28 @@ test_durations_format_compactly_and_truncate(void **state)
     assert_int_equal(out[4], 'x');
 }
 
+/* Partition bounds that read as days: open ends by name, midnights as dates,
+ * anything else left to the caller. */
+static void
+test_day_bounds(void **state)
+{
+    char out[32];
+    (void) state;
+
+    assert_true(civil_format_day_bound(INT64_MIN, out, sizeof out));
+    assert_string_equal(out, "MINVALUE");
+    assert_true(civil_format_day_bound(INT64_MAX, out, sizeof out));
+    assert_string_equal(out, "MAXVALUE");
+    assert_true(civil_format_day_bound(INT64_C(1782864000000000), out, sizeof out));
+    assert_string_equal(out, "2026-07-01");
+    assert_true(civil_format_day_bound(-INT64_C(86400000000), out, sizeof out));
+    assert_string_equal(out, "1969-12-31");
+    strcpy(out, "untouched");
+    assert_false(civil_format_day_bound(INT64_C(1782864000000001), out, sizeof out));
+    assert_false(civil_format_day_bound(INT64_C(1782864000000000) + 3600000000, out, sizeof out));
+    assert_string_equal(out, "untouched");
+}
+
 int
 main(void)
 {
@@ -1056,6 +1078,7 @@ main(void)
         cmocka_unit_test(test_durations_accept_units_words_and_iso_8601),
         cmocka_unit_test(test_durations_reject_negative_empty_overflow_and_junk),
         cmocka_unit_test(test_durations_format_compactly_and_truncate),
+        cmocka_unit_test(test_day_bounds),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
