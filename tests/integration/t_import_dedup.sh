@@ -91,3 +91,34 @@ assert_eq 1 "$(python3 -c "import json;print(json.load(open('g.json'))['rejected
 assert_contains "$(cat g2r.csv)" "23505" "with the server's SQLSTATE"
 assert_eq 1 "$(python3 -c "import json;print(json.load(open('g.json'))['inserted'])")" "the new row lands"
 assert_eq "first" "$(q "SELECT v FROM g WHERE id = '$id1'")" "the first record is kept"
+
+# a lookup made by an earlier v7fill (ref_hash bytea) keeps working, probes included
+sqlf <<'SQL'
+CREATE TABLE o (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, n integer NOT NULL)
+    PARTITION BY RANGE (id);
+CREATE TABLE o_source_ref (ref_hash bytea PRIMARY KEY, id uuid NOT NULL, ref text);
+SQL
+impo() { run_expect 0 "$V7FILL" import o "$1" --batch-rows 2000 --source-ref 'n:{n}' \
+    --rejects reo.csv --no-progress --report-json r.json; }
+impo ordered.csv
+assert_eq 30000 "$(field inserted)" "bytea lookup: fresh import"
+assert_eq "30000 16" "$(q "SELECT count(*) || ' ' || min(octet_length(ref_hash)) FROM o_source_ref")" \
+    "bytea lookup: one 16-byte hash per row"
+q "DELETE FROM o WHERE n % 300 = 0" >/dev/null
+impo shuffled.csv
+assert_eq 0 "$(field inserted)" "bytea lookup: rows only the lookup knows stay out"
+assert_eq 30000 "$(field duplicates)" "bytea lookup: all duplicates"
+assert_eq 29900 "$(q "SELECT count(*) FROM o")" "bytea lookup: no row came back"
+
+# the target probe names the key column: a hostile key column name is quoted
+sqlf <<'SQL'
+CREATE TABLE k ("the id""; DROP TABLE d; --" uuid NOT NULL PRIMARY KEY,
+                created_at timestamptz NOT NULL, n integer NOT NULL) PARTITION BY RANGE ("the id""; DROP TABLE d; --");
+SQL
+impk() { run_expect 0 "$V7FILL" import k ordered.csv --batch-rows 2000 --source-ref 'n:{n}' \
+    --rejects rek.csv --no-progress --report-json r.json; }
+impk
+assert_eq 30000 "$(field inserted)" "hostile key column: fresh import"
+impk
+assert_eq 30000 "$(field duplicates)" "hostile key column: re-import, all duplicates"
+assert_eq 29900 "$(q "SELECT count(*) FROM d")" "nothing injected"
