@@ -11,6 +11,7 @@
  * path; the deprecation warnings are silenced for this file only.
  */
 #define OPENSSL_SUPPRESS_DEPRECATED 1
+#include <endian.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <openssl/rand.h>
@@ -83,12 +84,54 @@ id_keyer_free(IdKeyer *k)
     free(k);
 }
 
+/* The SHA-256 state words as the digest's bytes (big-endian). */
+static void
+sha256_state_bytes(const SHA256_CTX *c, uint8_t out[SHA256_LEN])
+{
+    for (int i = 0; i < 8; i++)
+    {
+        uint32_t be = htobe32(c->h[i]);
+
+        memcpy(out + 4 * i, &be, 4);
+    }
+}
+
+/* One final block: msg, then SHA-256's padding (0x80, zeros, the bit length
+ * of everything hashed, which here includes the 64-byte key block). */
+static void
+sha256_last_block(SHA256_CTX *c, const void *msg, size_t len, uint8_t block[SHA256_BLOCK])
+{
+    uint64_t bits = (uint64_t) (SHA256_BLOCK + len) * 8;
+
+    uint64_t be = htobe64(bits);
+
+    memset(block, 0, SHA256_BLOCK - 8);
+    memcpy(block, msg, len);
+    block[len] = 0x80;
+    memcpy(block + SHA256_BLOCK - 8, &be, 8);
+    SHA256_Transform(c, block);
+}
+
 bool
 id_keyer_hmac(IdKeyer *k, const void *ref, size_t ref_len, uint8_t out[32], Err *err)
 {
     uint8_t inner[SHA256_LEN];
     SHA256_CTX work = k->inner_base;
 
+    if (ref_len <= SHA256_BLOCK - 9)
+    {
+        /* A reference that fits one block with its padding (nearly all do):
+         * one compression per half, straight from the precomputed states,
+         * without SHA256_Update/Final's buffering and cleansing. */
+        uint8_t block[SHA256_BLOCK];
+
+        sha256_last_block(&work, ref, ref_len, block);
+        sha256_state_bytes(&work, inner);
+        work = k->outer_base;
+        sha256_last_block(&work, inner, sizeof inner, block);
+        sha256_state_bytes(&work, out);
+        return true;
+    }
     if (!SHA256_Update(&work, ref, ref_len) || !SHA256_Final(inner, &work))
         return idbits_openssl_err(err, "HMAC");
     work = k->outer_base;

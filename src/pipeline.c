@@ -659,6 +659,8 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
             copy_encode_sep(d);
             if (im->cols[i].format_time)
                 format_event_time(d, us, &im->day_cache);
+            else if (rec->copy_plain && !f->is_null)
+                buf_append(d, f->data, f->len); /* nothing to escape: the source said so */
             else
                 copy_encode_field(d, f->data, f->len, f->is_null);
         }

@@ -37,11 +37,21 @@ sortkey_qcmp(const void *a, const void *b)
     return sortkey_cmp(a, b);
 }
 
+/* Radix passes on at most this many bytes of hi: the most significant bytes
+ * that differ between keys.  Four bytes order random keys (hashes) all but
+ * completely for any batch size; the rare keys they leave tied are put in
+ * order by comparison afterwards. */
+#define RADIX_BYTES 4
+
 void
 sortkey_sort(SortKey *k, SortKey *tmp, size_t n)
 {
     uint64_t any = 0;
     uint64_t all = UINT64_MAX;
+    uint64_t varying;
+    uint64_t mask = 0;
+    unsigned shifts[8];
+    unsigned nshifts = 0;
     SortKey *src = k;
     SortKey *dst = tmp;
 
@@ -50,13 +60,21 @@ sortkey_sort(SortKey *k, SortKey *tmp, size_t n)
         any |= k[i].hi;
         all &= k[i].hi;
     }
-    for (unsigned shift = 0; shift < 64; shift += 8)
+    /* The bytes of hi that differ somewhere, most significant first. */
+    varying = any ^ all;
+    for (int shift = 56; shift >= 0 && nshifts < RADIX_BYTES; shift -= 8)
+        if ((varying >> shift) & 0xff)
+        {
+            shifts[nshifts++] = (unsigned) shift;
+            mask |= UINT64_C(0xff) << shift;
+        }
+    /* Least significant of them first (LSD). */
+    for (unsigned p = nshifts; p-- > 0;)
     {
+        unsigned shift = shifts[p];
         size_t count[256] = {0};
         size_t sum = 0;
 
-        if ((((any ^ all) >> shift) & 0xff) == 0)
-            continue;
         for (size_t i = 0; i < n; i++)
             count[(src[i].hi >> shift) & 0xff]++;
         for (size_t b = 0; b < 256; b++)
@@ -72,10 +90,12 @@ sortkey_sort(SortKey *k, SortKey *tmp, size_t n)
     }
     if (src != k)
         memcpy(k, src, n * sizeof *k);
+    /* Keys equal in the sorted bytes (the bytes above them are equal in all
+     * keys) are ordered by the whole key. */
     for (size_t i = 0; i < n;)
     {
         size_t j = i + 1;
-        while (j < n && k[j].hi == k[i].hi)
+        while (j < n && (k[j].hi & mask) == (k[i].hi & mask))
             j++;
         if (j - i > 1)
             qsort(k + i, j - i, sizeof *k, sortkey_qcmp);

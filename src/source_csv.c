@@ -49,6 +49,7 @@
 #include "v7fill/source_csv.h"
 
 #include <csv.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -124,10 +125,19 @@ typedef struct CsvSource
     size_t scan;       /* bytes before this were fed to the parser */
     size_t rec_start;  /* start of the record in progress (or of the next one) */
     uint64_t win_base; /* stream offset of win[0] */
+    /* Where the next CR is, so that a line needs one memchr (for LF), not two:
+     * the stream's bytes in [cr_from, cr_to) were searched, and cr_next is
+     * the offset of the first CR among them (UINT64_MAX: none).  Stream
+     * offsets, so they stay true when the window moves. */
+    uint64_t cr_from;
+    uint64_t cr_to;
+    uint64_t cr_next;
 
     /* parser */
     struct csv_parser csv;
     bool csv_ready;
+    size_t csv_blk;         /* the block size last given to libcsv */
+    bool csv_builtin_space; /* libcsv's own space test is set (else csv_no_space) */
     QuoteState qstate; /* escape mode pre-pass state, persists across lines */
     Buf tbuf;          /* escape mode: the line as libcsv sees it */
     bool row_done;
@@ -206,26 +216,55 @@ csv_no_space(unsigned char c)
  * same byte either way).  Never with a space or tab as delimiter or quote,
  * which the built-in test would take for spaces.
  */
-static bool
-edges_have_no_space(const CsvSource *s, const unsigned char *p, size_t n)
+/* Is the space or tab at p[i] at a field edge? */
+static inline bool
+space_at_edge(const CsvSource *s, const unsigned char *p, size_t n, size_t i)
 {
     unsigned char d = s->delim;
     unsigned char q = s->quote;
 
-    if (d == ' ' || d == '\t' || q == ' ' || q == '\t')
-        return false;
-    for (size_t i = 0; i < n; i++)
-    {
-        unsigned char c = p[i];
+    if (i == 0 || i + 1 == n)
+        return true;
+    return p[i - 1] == d || p[i - 1] == q || p[i + 1] == d || p[i + 1] == q ||
+           p[i + 1] == '\n' || p[i + 1] == '\r';
+}
 
-        if (c != ' ' && c != '\t')
-            continue;
-        if (i == 0 || i + 1 == n)
-            return false;
-        if (p[i - 1] == d || p[i - 1] == q || p[i + 1] == d || p[i + 1] == q ||
-            p[i + 1] == '\n' || p[i + 1] == '\r')
-            return false;
+static bool
+edges_have_no_space(const CsvSource *s, const unsigned char *p, size_t n)
+{
+    const uint64_t ones = UINT64_C(0x0101010101010101);
+    const uint64_t highs = UINT64_C(0x8080808080808080);
+    size_t i = 0;
+
+    if (s->delim == ' ' || s->delim == '\t' || s->quote == ' ' || s->quote == '\t')
+        return false;
+    /* Eight bytes at a time: a zero byte in w ^ ' ' or w ^ '\t' marks a space
+     * or tab; the marks are visited one by one (a mark can be false next to a
+     * real one, so each is checked). */
+    for (; i + 8 <= n; i += 8)
+    {
+        uint64_t w;
+        uint64_t sp;
+        uint64_t tb;
+        uint64_t m;
+
+        memcpy(&w, p + i, 8);
+        w = le64toh(w); /* byte k of the text is byte k of w */
+        sp = w ^ (ones * ' ');
+        tb = w ^ (ones * '\t');
+        m = (((sp - ones) & ~sp) | ((tb - ones) & ~tb)) & highs;
+        while (m != 0)
+        {
+            size_t j = i + (size_t) (__builtin_ctzll(m) >> 3);
+
+            if ((p[j] == ' ' || p[j] == '\t') && space_at_edge(s, p, n, j))
+                return false;
+            m &= m - 1;
+        }
     }
+    for (; i < n; i++)
+        if ((p[i] == ' ' || p[i] == '\t') && space_at_edge(s, p, n, i))
+            return false;
     return true;
 }
 
@@ -357,7 +396,21 @@ next_line(CsvSource *s, size_t *len, Err *err)
         size_t avail = s->win_len - s->scan;
         const char *lf = memchr(p, '\n', avail);
         size_t body = lf ? (size_t) (lf - p) : avail;
-        const char *cr = memchr(p, '\r', body);
+        uint64_t at = s->win_base + s->scan;
+        const char *cr = NULL;
+
+        if (s->cr_from > at || (s->cr_next == UINT64_MAX ? s->cr_to < at + body : s->cr_next < at))
+        {
+            /* Search the rest of the window once; CR-free files then cost
+             * nothing more per line until the window is refilled. */
+            const char *c = memchr(p, '\r', avail);
+
+            s->cr_from = at;
+            s->cr_to = at + avail;
+            s->cr_next = c ? at + (uint64_t) (c - p) : UINT64_MAX;
+        }
+        if (s->cr_next != UINT64_MAX && s->cr_next < at + body)
+            cr = p + (s->cr_next - at);
 
         if (cr != NULL && (size_t) (cr - p) + 1 < body)
         {
@@ -438,7 +491,7 @@ on_field(void *data, size_t len, void *user)
         s->fbuf = xrealloc(s->fbuf, cap);
         s->fbuf_cap = cap;
     }
-    memcpy(s->fbuf + s->fbuf_len, data, len);
+    mem_copy(s->fbuf + s->fbuf_len, data, len);
     s->fbuf[s->fbuf_len + len] = '\0';
     s->fields[k].is_null = false;
     s->fields[k].len = len;
@@ -699,30 +752,48 @@ text_check(const unsigned char *p, size_t n, bool utf8, bool *is_nul)
     return n;
 }
 
-/* True if no byte is NUL or >= 0x80.  Every byte of a field is somewhere in
- * the record's raw bytes, so one pass over those clears all its fields at
- * once; only a record that fails it is checked field by field. */
-static bool
-ascii_without_nul(const unsigned char *p, size_t n)
+/* One pass over a record's raw bytes, eight at a time, for two facts that
+ * then hold for every field (each field's bytes are among the record's):
+ * *ascii, no byte is NUL or >= 0x80 (no UTF-8 or NUL check per field);
+ * *plain, none is a backslash, tab, CR or LF (no COPY escaping per field).
+ * The record's line terminator is not part of n. */
+static void
+raw_scan(const unsigned char *p, size_t n, bool *ascii, bool *plain)
 {
     const uint64_t ones = UINT64_C(0x0101010101010101);
     const uint64_t highs = UINT64_C(0x8080808080808080);
-    uint64_t acc = 0;
+    uint64_t hi = 0;
+    uint64_t esc = 0;
     size_t i = 0;
 
     for (; i + 8 <= n; i += 8)
     {
         uint64_t w;
+        uint64_t bs;
+        uint64_t tb;
+        uint64_t cr;
+        uint64_t lf;
 
         memcpy(&w, p + i, 8);
-        acc |= w | ((w - ones) & ~w);
+        hi |= w | ((w - ones) & ~w);
+        bs = w ^ (ones * '\\');
+        tb = w ^ (ones * '\t');
+        cr = w ^ (ones * '\r');
+        lf = w ^ (ones * '\n');
+        esc |= ((bs - ones) & ~bs) | ((tb - ones) & ~tb) | ((cr - ones) & ~cr) |
+               ((lf - ones) & ~lf);
     }
-    if (acc & highs)
-        return false;
+    *ascii = (hi & highs) == 0;
+    *plain = (esc & highs) == 0;
     for (; i < n; i++)
-        if (p[i] == 0 || p[i] >= 0x80)
-            return false;
-    return true;
+    {
+        unsigned char c = p[i];
+
+        if (c == 0 || c >= 0x80)
+            *ascii = false;
+        if (c == '\\' || c == '\t' || c == '\r' || c == '\n')
+            *plain = false;
+    }
 }
 
 /* -------------------------------------------------------------- records */
@@ -737,6 +808,7 @@ feed_line(CsvSource *s, const char *line, size_t len, bool *bad, Err *err)
     size_t done;
     QuoteState before = s->qstate;
     size_t blk = csv_get_buffer_size(&s->csv);
+    bool builtin;
 
     *bad = false;
     if (s->escape)
@@ -755,10 +827,17 @@ feed_line(CsvSource *s, const char *line, size_t len, bool *bad, Err *err)
         blk = n + 1;
     if (blk < 4096)
         blk = 4096;
-    csv_set_blk_size(&s->csv, blk);
-    csv_set_space_func(&s->csv, edges_have_no_space(s, (const unsigned char *) p, n)
-                                    ? NULL
-                                    : csv_no_space);
+    if (blk != s->csv_blk)
+    {
+        csv_set_blk_size(&s->csv, blk);
+        s->csv_blk = blk;
+    }
+    builtin = edges_have_no_space(s, (const unsigned char *) p, n);
+    if (builtin != s->csv_builtin_space)
+    {
+        csv_set_space_func(&s->csv, builtin ? NULL : csv_no_space);
+        s->csv_builtin_space = builtin;
+    }
     done = csv_parse(&s->csv, p, n, on_field, on_row, s);
     if (done == n)
         return true;
@@ -851,6 +930,7 @@ read_record(CsvSource *s, Record *rec, bool *eof, Err *err)
     rec->raw_len = s->scan - s->rec_start;
     rec->line = s->rec_line;
     rec->error = bad ? s->recerr : NULL;
+    rec->copy_plain = false;
     rec->nfields = bad ? 0 : (s->nseen < s->field_limit ? s->nseen : s->field_limit);
     rec->fields = s->fields;
     for (size_t i = 0; i < rec->nfields; i++)
@@ -918,8 +998,19 @@ check_record(CsvSource *s, Record *rec)
         rec->error = s->recerr;
         return;
     }
-    if (ascii_without_nul((const unsigned char *) rec->raw, rec->raw_len))
-        return;
+    {
+        size_t n = rec->raw_len;
+        bool ascii;
+
+        /* without the line terminator (LF, CRLF or CR) */
+        if (n > 0 && rec->raw[n - 1] == '\n')
+            n--;
+        if (n > 0 && rec->raw[n - 1] == '\r')
+            n--;
+        raw_scan((const unsigned char *) rec->raw, n, &ascii, &rec->copy_plain);
+        if (ascii)
+            return;
+    }
     for (size_t i = 0; i < rec->nfields; i++)
     {
         const Field *f = &s->fields[i];
@@ -1044,6 +1135,8 @@ window_reset(CsvSource *s)
     s->scan = 0;
     s->rec_start = 0;
     s->win_base = 0;
+    s->cr_from = s->cr_to = 0;
+    s->cr_next = UINT64_MAX;
     s->in_eof = false;
     s->raw_eof = false;
     s->raw_read = 0;

@@ -176,20 +176,32 @@ uuid_parse(const char *text, size_t len, Uuid *out, Err *err)
     return true;
 }
 
+static inline char *
+hex_bytes(char *p, const uint8_t *b, int n)
+{
+    static const char digits[] = "0123456789abcdef";
+
+    for (int i = 0; i < n; i++)
+    {
+        *p++ = digits[b[i] >> 4];
+        *p++ = digits[b[i] & 0x0f];
+    }
+    return p;
+}
+
 void
 uuid_format(const Uuid *u, char *out)
 {
-    static const char digits[] = "0123456789abcdef";
-    char *p = out;
-
-    for (int i = 0; i < 16; i++)
-    {
-        p[0] = digits[u->b[i] >> 4];
-        p[1] = digits[u->b[i] & 0x0f];
-        p += 2;
-        if (i == 3 || i == 5 || i == 7 || i == 9)
-            *p++ = '-';
-    }
+    /* 8-4-4-4-12: the groups spelled out, no test per byte for a dash */
+    char *p = hex_bytes(out, u->b, 4);
+    *p++ = '-';
+    p = hex_bytes(p, u->b + 4, 2);
+    *p++ = '-';
+    p = hex_bytes(p, u->b + 6, 2);
+    *p++ = '-';
+    p = hex_bytes(p, u->b + 8, 2);
+    *p++ = '-';
+    p = hex_bytes(p, u->b + 10, 6);
     *p = '\0';
 }
 

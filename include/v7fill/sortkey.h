@@ -20,9 +20,11 @@ SortKey sortkey_load(const uint8_t *p, void *item);
 /* -1, 0, 1 by (hi, lo). */
 int sortkey_cmp(const SortKey *a, const SortKey *b);
 
-/* Sort keys[0..n) ascending; tmp is work space for n keys.  Radix on hi (a
- * byte a pass, skipping bytes every key shares, as the time prefix of a
- * batch's ids), then each run of equal hi by lo.  Not stable for equal keys. */
+/* Sort keys[0..n) ascending; tmp is work space for n keys.  Radix on the
+ * four most significant bytes of hi that differ between keys (a byte a pass;
+ * bytes every key shares, as the time prefix of a batch's ids, cost nothing),
+ * then each run of keys tied in those bytes by comparison of the whole key.
+ * Not stable for equal keys. */
 void sortkey_sort(SortKey *keys, SortKey *tmp, size_t n);
 
 /* Work space for sorting n keys, grown on demand and kept between sorts. */

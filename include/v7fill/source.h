@@ -34,6 +34,8 @@ typedef struct Record
     size_t raw_len;
     uint64_t line;       /* 1-based line where the record starts (0 if not line based) */
     const char *error;   /* non-NULL: reason the record is invalid (borrowed) */
+    bool copy_plain;     /* no field holds a byte COPY text escapes (backslash, tab,
+                          * CR, LF): fields may be copied as they are (false: unknown) */
 } Record;
 
 /* Where a source stands: enough to reopen it and continue after the last

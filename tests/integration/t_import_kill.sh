@@ -29,10 +29,20 @@ for attempt in $(seq 1 20); do
         finished=1
         break
     fi
+    done_rows=$(q "SELECT coalesce(max(rows_read), 0) FROM v7fill.checkpoint" 2>/dev/null || echo 0)
     "$V7FILL" import k k.csv --batch-rows 500 --rejects rej.csv --source-ref 'k:{note}' \
         --no-progress --no-analyze --report-json final.json >run.out 2>&1 &
     pid=$!
-    sleep "0.$(( (RANDOM % 25) + 5 ))"
+    # Kill once a random number of further rows (1 to 6 batches) has committed,
+    # then a random few ms later: mid-import on a fast machine and a slow one
+    # (a fixed sleep let a fast machine finish after three kills).
+    target=$((done_rows + 500 + RANDOM % 2500))
+    while kill -0 "$pid" 2>/dev/null; do
+        now_rows=$(q "SELECT coalesce(max(rows_read), 0) FROM v7fill.checkpoint" 2>/dev/null || echo 0)
+        [ "$now_rows" -ge "$target" ] && break
+        sleep 0.01
+    done
+    sleep "0.00$((RANDOM % 10))"
     if kill -9 "$pid" 2>/dev/null; then
         kills=$((kills + 1))
         wait "$pid" 2>/dev/null || true

@@ -101,6 +101,25 @@ test_equal_hi_runs_and_duplicates(void **state)
 }
 
 static void
+test_ties_in_the_radix_bytes(void **state)
+{
+    /* Only the four most significant bytes of hi that vary get radix passes.
+     * Here they are bytes 7..4, and one key makes 6..4 vary while all others
+     * have them zero: most keys tie there and differ only further down, in
+     * bytes 1..0 of hi and in lo. */
+    SortKey k[3000];
+
+    (void) state;
+    for (size_t i = 0; i < 3000; i++)
+    {
+        k[i].hi = ((uint64_t) (i % 4) << 56) | (next_rand() & 0xffff);
+        k[i].lo = next_rand() % 7;
+    }
+    k[1234].hi |= 0x00ffffff00000000ULL;
+    check_sort(k, 3000);
+}
+
+static void
 test_load_is_byte_order(void **state)
 {
     uint8_t a[16] = {0x00, 0xff};
@@ -124,6 +143,7 @@ main(void)
         cmocka_unit_test(test_random_keys),
         cmocka_unit_test(test_shared_prefix),
         cmocka_unit_test(test_equal_hi_runs_and_duplicates),
+        cmocka_unit_test(test_ties_in_the_radix_bytes),
         cmocka_unit_test(test_load_is_byte_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -181,6 +181,10 @@ dump_all(const char *path, const CsvOptions *o, Buf *out)
         buf_printf(out, "%llu:", (unsigned long long) rec.line);
         for (size_t i = 0; i < rec.nfields; i++)
         {
+            /* A record said to need no COPY escaping holds no byte that does. */
+            if (rec.copy_plain && !rec.fields[i].is_null)
+                for (size_t j = 0; j < rec.fields[i].len; j++)
+                    assert_null(strchr("\\\t\r\n", rec.fields[i].data[j]));
             if (rec.fields[i].is_null)
                 buf_puts(out, "<NULL>");
             else
@@ -472,6 +476,46 @@ test_random_records_round_trip(void **state)
     buf_free(&csv);
     buf_free(&want);
     buf_free(&got);
+}
+
+/* copy_plain: set when no field holds a byte COPY text escapes, so the
+ * pipeline copies fields as they are; the line terminator does not count. */
+static void
+test_copy_plain_tells_records_without_escapes(void **state)
+{
+    static const struct
+    {
+        const char *line;
+        bool plain;
+    } cases[] = {
+        {"1,plain text,\"quoted, with \"\"quotes\"\"\"\n", true},
+        {"2,a longer line of plain text past eight bytes,x\r\n", true},
+        {"3,last line without terminator,x", true},
+        {"4,back\\slash,x\n", false},
+        {"5,\"tab\there\",x\n", false},
+        {"6,\"new\nline\",x\n", false},
+        {"7,\"carriage\rreturn\",x\n", false},
+        {"8,x,a tab in the last eight bytes\t\n", false},
+    };
+    (void) state;
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    {
+        char text[256];
+        char *path;
+        Source *s;
+        Record rec;
+
+        snprintf(text, sizeof text, "id,a,b\n%s", cases[i].line);
+        path = fixture_str("plain.csv", text);
+        s = open_ok(path, NULL);
+        next_ok(s, &rec);
+        assert_null(rec.error);
+        if (rec.copy_plain != cases[i].plain)
+            fail_msg("case %zu: copy_plain is %d", i + 1, (int) rec.copy_plain);
+        source_close(s);
+        free(path);
+    }
 }
 
 static void
@@ -1506,6 +1550,7 @@ main(void)
         cmocka_unit_test(test_null_string_applies_only_to_unquoted_fields),
         cmocka_unit_test(test_spaces_around_fields_are_kept),
         cmocka_unit_test(test_random_records_round_trip),
+        cmocka_unit_test(test_copy_plain_tells_records_without_escapes),
         cmocka_unit_test(test_blank_lines_are_skipped_but_counted),
         cmocka_unit_test(test_blank_line_in_a_single_column_file_is_a_null_row),
         cmocka_unit_test(test_wrong_field_count_is_a_record_error_and_reading_continues),

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "v7fill/civil.h"
 #include "v7fill/uuid7.h"
@@ -259,6 +261,37 @@ test_keyed_hmac_accepts_keys_longer_than_a_block(void **state)
 }
 
 static void
+test_keyed_hmac_matches_openssl_at_every_length(void **state)
+{
+    /* References that fit one block with SHA-256's padding (up to 55 bytes)
+     * take a shorter path than longer ones: both must agree with OpenSSL's
+     * own HMAC, at and around the boundary and across several blocks. */
+    uint8_t key[32];
+    uint8_t msg[300];
+    Err err = {0};
+    IdKeyer *k;
+    (void) state;
+
+    for (size_t i = 0; i < sizeof key; i++)
+        key[i] = (uint8_t) (i * 7 + 1);
+    for (size_t i = 0; i < sizeof msg; i++)
+        msg[i] = (uint8_t) (i * 31 + 3);
+    assert_true(id_keyer_new(key, sizeof key, &k, &err));
+    for (size_t len = 0; len <= sizeof msg; len++)
+    {
+        uint8_t mac[32];
+        uint8_t want[EVP_MAX_MD_SIZE];
+        unsigned int want_len = 0;
+
+        assert_true(id_keyer_hmac(k, msg, len, mac, &err));
+        assert_non_null(HMAC(EVP_sha256(), key, sizeof key, msg, len, want, &want_len));
+        assert_int_equal(want_len, 32);
+        assert_memory_equal(mac, want, 32);
+    }
+    id_keyer_free(k);
+}
+
+static void
 test_random_bits_differ_and_stay_within_62_bits(void **state)
 {
     Err err = {0};
@@ -300,6 +333,7 @@ main(void)
         cmocka_unit_test(test_keyed_bits_are_reproducible_and_depend_on_key_and_reference),
         cmocka_unit_test(test_keyed_hmac_matches_rfc4231_test_case_2),
         cmocka_unit_test(test_keyed_hmac_accepts_keys_longer_than_a_block),
+        cmocka_unit_test(test_keyed_hmac_matches_openssl_at_every_length),
         cmocka_unit_test(test_random_bits_differ_and_stay_within_62_bits),
     };
     return cmocka_run_group_tests_name("uuid7", tests, NULL, NULL);
