@@ -116,22 +116,25 @@ bool
 id_keyer_hmac(IdKeyer *k, const void *ref, size_t ref_len, uint8_t out[32], Err *err)
 {
     uint8_t inner[SHA256_LEN];
-    SHA256_CTX work = k->inner_base;
+    SHA256_CTX work;
 
     if (ref_len <= SHA256_BLOCK - 9)
     {
         /* A reference that fits one block with its padding (nearly all do):
          * one compression per half, straight from the precomputed states,
-         * without SHA256_Update/Final's buffering and cleansing. */
+         * without SHA256_Update/Final's buffering and cleansing.  Only the
+         * state words matter to SHA256_Transform. */
         uint8_t block[SHA256_BLOCK];
 
+        memcpy(work.h, k->inner_base.h, sizeof work.h);
         sha256_last_block(&work, ref, ref_len, block);
         sha256_state_bytes(&work, inner);
-        work = k->outer_base;
+        memcpy(work.h, k->outer_base.h, sizeof work.h);
         sha256_last_block(&work, inner, sizeof inner, block);
         sha256_state_bytes(&work, out);
         return true;
     }
+    work = k->inner_base;
     if (!SHA256_Update(&work, ref, ref_len) || !SHA256_Final(inner, &work))
         return idbits_openssl_err(err, "HMAC");
     work = k->outer_base;

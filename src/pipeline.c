@@ -500,6 +500,20 @@ put_digits(char *p, int value, int width)
     return p + width;
 }
 
+#define DIGIT_PAIRS(d) d "0" d "1" d "2" d "3" d "4" d "5" d "6" d "7" d "8" d "9"
+/* "00" to "99": two digits by one lookup, for the parts of a time */
+static const char digit_pairs[201] = DIGIT_PAIRS("0") DIGIT_PAIRS("1") DIGIT_PAIRS("2")
+    DIGIT_PAIRS("3") DIGIT_PAIRS("4") DIGIT_PAIRS("5") DIGIT_PAIRS("6") DIGIT_PAIRS("7")
+        DIGIT_PAIRS("8") DIGIT_PAIRS("9");
+
+/* value in 0..99 as two digits */
+static inline char *
+put2(char *p, int value)
+{
+    memcpy(p, digit_pairs + 2 * value, 2);
+    return p + 2;
+}
+
 /* "YYYY-MM-DD HH:MM:SS.ffffff+00": on the hot path of every row with a time
  * column, so written without snprintf. */
 static void
@@ -533,13 +547,20 @@ format_event_time(Buf *out, int64_t us, DayCache *dc)
     p = out->data + out->len;
     memcpy(p, dc->text, sizeof dc->text);
     p += sizeof dc->text;
-    p = put_digits(p, (int) (rem / US_PER_HOUR), 2);
-    *p++ = ':';
-    p = put_digits(p, (int) (rem / US_PER_MIN % 60), 2);
-    *p++ = ':';
-    p = put_digits(p, (int) (rem / US_PER_SEC % 60), 2);
-    *p++ = '.';
-    p = put_digits(p, (int) (rem % US_PER_SEC), 6);
+    {
+        int sec = (int) (rem / US_PER_SEC);
+        int frac = (int) (rem % US_PER_SEC);
+
+        p = put2(p, sec / 3600);
+        *p++ = ':';
+        p = put2(p, sec / 60 % 60);
+        *p++ = ':';
+        p = put2(p, sec % 60);
+        *p++ = '.';
+        p = put2(p, frac / 10000);
+        p = put2(p, frac / 100 % 100);
+        p = put2(p, frac % 100);
+    }
     memcpy(p, "+00", 3);
     p += 3;
     out->len = (size_t) (p - out->data);

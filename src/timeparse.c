@@ -85,6 +85,16 @@ typedef struct ZoneCache
     ZoneSlot slot[ZONE_CACHE_SIZE];
 } ZoneCache;
 
+/* Rows of a file come in time order more often than not: consecutive times
+ * share their date, which then needs no checking and no day count again. */
+typedef struct DateCache
+{
+    int year;
+    int month; /* 0 = empty (no valid date has it) */
+    int day;
+    int64_t days;
+} DateCache;
+
 struct TimeParser
 {
     TimeKind kind;
@@ -95,6 +105,7 @@ struct TimeParser
     /* Mutable through a const parser: a cache does not change results.  Not
      * thread-safe, like the TZ switching it avoids. */
     ZoneCache *cache;
+    DateCache *date; /* the last valid date and its day number (NULL: none) */
 };
 
 typedef struct Fields
@@ -524,11 +535,36 @@ zone_resolve(const TimeParser *p, int64_t local, int64_t *utc, const char *s, si
 
 /* -------------------------------------------------------------- validation */
 
+/* Check a calendar date; its day number since 1970-01-01 into *days. */
+static bool
+date_to_days(const TimeParser *p, const Fields *f, const char *s, size_t len, int64_t *days,
+             Err *err)
+{
+    if (f->month < 1 || f->month > 12)
+        return time_error(err, s, len, "month %d is out of range (1-12)", f->month);
+    if (f->day < 1 || f->day > civil_days_in_month(f->year, f->month))
+    {
+        if (f->day >= 1 && f->day <= 31)
+            return time_error(err, s, len, "day %d does not exist in %s %d", f->day,
+                              month_names[f->month - 1], f->year);
+        return time_error(err, s, len, "day %d is out of range (1-31)", f->day);
+    }
+    *days = civil_days_from_date(f->year, f->month, f->day);
+    if (p->date != NULL)
+    {
+        p->date->year = f->year;
+        p->date->month = f->month;
+        p->date->day = f->day;
+        p->date->days = *days;
+    }
+    return true;
+}
+
 /* Check calendar fields and turn them into µs since the epoch. */
 static bool
 fields_to_us(const TimeParser *p, Fields *f, const char *s, size_t len, int64_t *us, Err *err)
 {
-    int64_t days;
+    int64_t days = 0;
     int64_t secs;
     int64_t utc = 0;
 
@@ -542,15 +578,11 @@ fields_to_us(const TimeParser *p, Fields *f, const char *s, size_t len, int64_t 
         civil_date_from_days(civil_days_from_date(f->year, 1, 1) + f->yday - 1, &f->year,
                              &f->month, &f->day);
     }
-    if (f->month < 1 || f->month > 12)
-        return time_error(err, s, len, "month %d is out of range (1-12)", f->month);
-    if (f->day < 1 || f->day > civil_days_in_month(f->year, f->month))
-    {
-        if (f->day >= 1 && f->day <= 31)
-            return time_error(err, s, len, "day %d does not exist in %s %d", f->day,
-                              month_names[f->month - 1], f->year);
-        return time_error(err, s, len, "day %d is out of range (1-31)", f->day);
-    }
+    if (p->date != NULL && f->year == p->date->year && f->month == p->date->month &&
+        f->day == p->date->day)
+        days = p->date->days;
+    else if (!date_to_days(p, f, s, len, &days, err))
+        return false;
     if (f->hour > 23)
     {
         if (f->hour != 24)
@@ -566,7 +598,6 @@ fields_to_us(const TimeParser *p, Fields *f, const char *s, size_t len, int64_t 
     if (f->second > 60)
         return time_error(err, s, len, "second %d is out of range (0-59)", f->second);
 
-    days = civil_days_from_date(f->year, f->month, f->day);
     if (f->wday != 0 && civil_iso_weekday(days) != f->wday)
         return time_error(err, s, len, "%s %d %d is a %s, not a %s", month_names[f->month - 1],
                           f->day, f->year, weekday_names[civil_iso_weekday(days) - 1],
@@ -1057,6 +1088,7 @@ time_parser_new(const char *format, const char *tz, TimeParser **out, Err *err)
         goto fail;
     }
 
+    p->date = xcalloc(1, sizeof *p->date);
     /* UTC spellings take the fast path: no tz database, no libc calls. */
     if (tz != NULL && !equals_word(tz, strlen(tz), "UTC") && strcmp(tz, "Etc/UTC") != 0)
     {
@@ -1084,6 +1116,7 @@ time_parser_free(TimeParser *p)
     free(p->pattern);
     free(p->zone);
     free(p->cache);
+    free(p->date);
     free(p);
 }
 

@@ -176,15 +176,21 @@ uuid_parse(const char *text, size_t len, Uuid *out, Err *err)
     return true;
 }
 
+#define HEX_PAIRS(h)                                                                       \
+    h "0" h "1" h "2" h "3" h "4" h "5" h "6" h "7" h "8" h "9" h "a" h "b" h "c" h "d" h "e" h "f"
+/* "00" to "ff": a byte's two hex digits by one lookup */
+static const char hex_pairs[513] =
+    HEX_PAIRS("0") HEX_PAIRS("1") HEX_PAIRS("2") HEX_PAIRS("3") HEX_PAIRS("4") HEX_PAIRS("5")
+        HEX_PAIRS("6") HEX_PAIRS("7") HEX_PAIRS("8") HEX_PAIRS("9") HEX_PAIRS("a") HEX_PAIRS("b")
+            HEX_PAIRS("c") HEX_PAIRS("d") HEX_PAIRS("e") HEX_PAIRS("f");
+
 static inline char *
 hex_bytes(char *p, const uint8_t *b, int n)
 {
-    static const char digits[] = "0123456789abcdef";
-
     for (int i = 0; i < n; i++)
     {
-        *p++ = digits[b[i] >> 4];
-        *p++ = digits[b[i] & 0x0f];
+        memcpy(p, hex_pairs + 2 * b[i], 2);
+        p += 2;
     }
     return p;
 }

@@ -60,6 +60,10 @@ record_digest(const Record *rec)
             h = mix(h, f->data, f->len);
             if (f->data[f->len] != '\0')
                 abort(); /* fields are NUL-terminated */
+            if (rec->copy_plain &&
+                (memchr(f->data, '\\', f->len) || memchr(f->data, '\t', f->len) ||
+                 memchr(f->data, '\r', f->len) || memchr(f->data, '\n', f->len)))
+                abort(); /* copy_plain: nothing in any field needs a COPY escape */
         }
     }
     if (rec->error)

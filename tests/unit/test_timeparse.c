@@ -84,6 +84,43 @@ assert_new_fails(const char *format, const char *tz, ErrCode code, const char *n
 
 /* ------------------------------------------------------------------- ISO */
 
+/* One parser remembers the last date it checked: a run of times on one date,
+ * then others, must give what a fresh parser gives for each, and an invalid
+ * date is refused however often it comes and whatever came before. */
+static void
+test_date_cache_changes_no_result(void **state)
+{
+    static const char *const texts[] = {
+        "2024-02-29 10:00:00Z", "2024-02-29 23:59:59.999999Z", "2024-03-01 00:00:00Z",
+        "2023-03-01 00:00:00Z", "2024-02-29 00:00:01+01",      "1970-01-01 00:00:00Z",
+        "2024-02-29 10:00:00Z",
+    };
+    static const char *const invalid[] = {
+        "2023-02-29 10:00:00Z", "2023-02-29 10:00:00Z", "2024-02-30 00:00:00Z", "2024-13-01",
+    };
+    TimeParser *p = new_parser("iso", NULL);
+    (void) state;
+
+    for (size_t round = 0; round < 2; round++)
+    {
+        for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        {
+            TimeParser *fresh = new_parser("iso", NULL);
+
+            assert_int_equal(parse_ok(p, texts[i]), parse_ok(fresh, texts[i]));
+            time_parser_free(fresh);
+        }
+        for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++)
+        {
+            Err err;
+
+            (void) parse_ok(p, "2023-02-28 10:00:00Z"); /* the month and day before */
+            parse_fails(p, invalid[i], &err);
+        }
+    }
+    time_parser_free(p);
+}
+
 static void
 test_iso_utc_times_give_the_known_instants(void **state)
 {
@@ -1035,6 +1072,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_iso_utc_times_give_the_known_instants),
+        cmocka_unit_test(test_date_cache_changes_no_result),
         cmocka_unit_test(test_iso_accepts_every_offset_form),
         cmocka_unit_test(test_iso_accepts_t_lowercase_t_and_space_as_separator),
         cmocka_unit_test(test_iso_seconds_are_optional_and_no_offset_means_utc),
