@@ -228,39 +228,47 @@ space_at_edge(const CsvSource *s, const unsigned char *p, size_t n, size_t i)
            p[i + 1] == '\n' || p[i + 1] == '\r';
 }
 
-static bool
-edges_have_no_space(const CsvSource *s, const unsigned char *p, size_t n)
+/* Does the word of eight bytes at p[at] hold a space or tab at a field edge?
+ * A zero byte in w ^ ' ' or w ^ '\t' marks one; the marks are visited one by
+ * one (a mark can be false next to a real one, so each is checked). */
+static inline bool
+word_has_edge_space(const CsvSource *s, const unsigned char *p, size_t n, size_t at)
 {
     const uint64_t ones = UINT64_C(0x0101010101010101);
     const uint64_t highs = UINT64_C(0x8080808080808080);
+    uint64_t w;
+    uint64_t sp;
+    uint64_t tb;
+    uint64_t m;
+
+    memcpy(&w, p + at, 8);
+    w = le64toh(w); /* byte k of the text is byte k of w */
+    sp = w ^ (ones * ' ');
+    tb = w ^ (ones * '\t');
+    m = (((sp - ones) & ~sp) | ((tb - ones) & ~tb)) & highs;
+    while (m != 0)
+    {
+        size_t j = at + (size_t) (__builtin_ctzll(m) >> 3);
+
+        if ((p[j] == ' ' || p[j] == '\t') && space_at_edge(s, p, n, j))
+            return true;
+        m &= m - 1;
+    }
+    return false;
+}
+
+static bool
+edges_have_no_space(const CsvSource *s, const unsigned char *p, size_t n)
+{
     size_t i = 0;
 
     if (s->delim == ' ' || s->delim == '\t' || s->quote == ' ' || s->quote == '\t')
         return false;
-    /* Eight bytes at a time: a zero byte in w ^ ' ' or w ^ '\t' marks a space
-     * or tab; the marks are visited one by one (a mark can be false next to a
-     * real one, so each is checked). */
     for (; i + 8 <= n; i += 8)
-    {
-        uint64_t w;
-        uint64_t sp;
-        uint64_t tb;
-        uint64_t m;
-
-        memcpy(&w, p + i, 8);
-        w = le64toh(w); /* byte k of the text is byte k of w */
-        sp = w ^ (ones * ' ');
-        tb = w ^ (ones * '\t');
-        m = (((sp - ones) & ~sp) | ((tb - ones) & ~tb)) & highs;
-        while (m != 0)
-        {
-            size_t j = i + (size_t) (__builtin_ctzll(m) >> 3);
-
-            if ((p[j] == ' ' || p[j] == '\t') && space_at_edge(s, p, n, j))
-                return false;
-            m &= m - 1;
-        }
-    }
+        if (word_has_edge_space(s, p, n, i))
+            return false;
+    if (i < n && n >= 8)
+        return !word_has_edge_space(s, p, n, n - 8); /* the rest, overlapping */
     for (; i < n; i++)
         if ((p[i] == ' ' || p[i] == '\t') && space_at_edge(s, p, n, i))
             return false;
@@ -790,6 +798,16 @@ raw_scan(const unsigned char *p, size_t n, bool *ascii, bool *plain)
         memcpy(&v, p + i, 16);
         vbad |= (V16) (v - 1 >= 0x7f);
         vesc |= (V16) ((v == '\\') | (v - '\t' <= 1) | (v == '\r'));
+    }
+    if (i < n && n >= 16)
+    {
+        /* the rest: the last sixteen bytes, overlapping what was seen */
+        V16 v;
+
+        memcpy(&v, p + n - 16, 16);
+        vbad |= (V16) (v - 1 >= 0x7f);
+        vesc |= (V16) ((v == '\\') | (v - '\t' <= 1) | (v == '\r'));
+        i = n;
     }
     {
         uint64_t h[2];
