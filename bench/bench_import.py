@@ -179,7 +179,8 @@ def run(n, tmp):
           f"{r_again / r_fresh:.1f}x fresh   target >= 3x")
     print(f"  v7fill CPU {c_fresh:.2f} s vs server CPU {s_fresh:.2f} s during the fresh import "
           f"({100 * c_fresh / max(s_fresh, 0.001):.1f}%, target <= 15%; the {len(fresh)} runs: "
-          + ", ".join(f"{100 * f[1] / max(f[3], 0.001):.1f}%" for f in fresh) + ")")
+          + ", ".join(f"{100 * f[1] / max(f[3], 0.001):.1f}% ({f[1]:.2f}/{f[3]:.2f} s)"
+                      for f in fresh) + ")")
     print(f"  fresh import runs (wall s):          "
           + ", ".join(f"{f[0]:.2f}" for f in fresh) + "   (the median run is reported above)")
     print(f"  v7fill peak RSS {rss / 1024:.1f} MiB")

@@ -206,15 +206,6 @@ csv_no_space(unsigned char c)
     return 0;
 }
 
-/*
- * Can this line be fed with libcsv's own space test (no function call per
- * byte: the parse runs ~40% faster)?  That test trims spaces and tabs at the
- * edges of fields, so only when none sits at an edge: at the start or end of
- * the line or next to a delimiter or quote byte (quoted or not: a false alarm
- * only costs speed; next to a quote, so that malformed input is refused at the
- * same byte either way).  Never with a space or tab as delimiter or quote,
- * which the built-in test would take for spaces.
- */
 /* Is the space or tab at p[i] at a field edge? */
 static inline bool
 space_at_edge(const CsvSource *s, const unsigned char *p, size_t n, size_t i)
@@ -257,6 +248,15 @@ word_has_edge_space(const CsvSource *s, const unsigned char *p, size_t n, size_t
     return false;
 }
 
+/*
+ * Can this line be fed with libcsv's own space test (no function call per
+ * byte: the parse runs ~40% faster)?  That test trims spaces and tabs at the
+ * edges of fields, so only when none sits at an edge: at the start or end of
+ * the line or next to a delimiter or quote byte (quoted or not: a false alarm
+ * only costs speed; next to a quote, so that malformed input is refused at the
+ * same byte either way).  Never with a space or tab as delimiter or quote,
+ * which the built-in test would take for spaces.
+ */
 static bool
 edges_have_no_space(const CsvSource *s, const unsigned char *p, size_t n)
 {
@@ -770,7 +770,7 @@ text_check(const unsigned char *p, size_t n, bool utf8, bool *is_nul)
     return n;
 }
 
-/* One pass over a record's raw bytes, eight at a time, for two facts that
+/* One pass over a record's raw bytes, sixteen at a time, for two facts that
  * then hold for every field (each field's bytes are among the record's):
  * *ascii, no byte is NUL or >= 0x80 (no UTF-8 or NUL check per field);
  * *plain, none is a backslash, tab, CR or LF (no COPY escaping per field).
