@@ -1523,7 +1523,7 @@ importer_file(Importer *im, const char *path, Err *err)
 }
 
 static bool
-importer_analyze(Importer *im, Err *err)
+importer_analyze_once(Importer *im, Err *err)
 {
     /* ANALYZE of a partitioned table also analyzes every partition (PostgreSQL
      * < 18 has no ANALYZE ONLY), so one statement covers the partitions filled
@@ -1542,6 +1542,24 @@ importer_analyze(Importer *im, Err *err)
         bool ok = pg_exec(im->conn, sql, err);
         free(sql);
         return ok;
+    }
+}
+
+/* The closing ANALYZE and VACUUM, after every row has committed: a lost
+ * connection is reconnected as during the batches and both run again (they
+ * can run any number of times). */
+static bool
+importer_analyze(Importer *im, Err *err)
+{
+    for (int attempts = 0;; attempts++)
+    {
+        if (importer_analyze_once(im, err))
+            return true;
+        if (!pg_err_is_connection(err) || attempts >= 5 || !importer_reconnect(im, err))
+        {
+            err_prefix(err, "every row is committed, but the closing ANALYZE and VACUUM did not complete");
+            return false;
+        }
     }
 }
 
