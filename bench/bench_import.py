@@ -131,7 +131,8 @@ def run(n, tmp):
            "--ignore-column", "legacy_id", "--no-progress", "--no-analyze",
            "--rejects", os.path.join(tmp, "rej.csv")]
     # The fresh import runs FRESH_RUNS times (from an empty table each time) and the
-    # median run is reported: a single run of this 2-core VM moves by +-10%.
+    # median run is reported: on this 2-core VM the client's CPU moves by up to +-20%
+    # from one run to the next.
     fresh = []
     for k in range(FRESH_RUNS):
         if k > 0:

@@ -1557,7 +1557,8 @@ importer_analyze(Importer *im, Err *err)
             return true;
         if (!pg_err_is_connection(err) || attempts >= 5 || !importer_reconnect(im, err))
         {
-            err_prefix(err, "every row is committed, but the closing ANALYZE and VACUUM did not complete");
+            err_prefix(err, "every row is committed, but the closing ANALYZE and VACUUM did "
+                            "not complete");
             return false;
         }
     }

@@ -780,33 +780,29 @@ typedef unsigned char V16 __attribute__((vector_size(16)));
 static void
 raw_scan(const unsigned char *p, size_t n, bool *ascii, bool *plain)
 {
-    const uint64_t ones = UINT64_C(0x0101010101010101);
     const uint64_t highs = UINT64_C(0x8080808080808080);
-    uint64_t hi = 0;
-    uint64_t esc = 0;
     size_t i = 0;
     V16 vbad = {0};
     V16 vesc = {0};
 
     /* Sixteen bytes at a time (GCC/clang vector extensions: SSE2 or NEON
-     * where there is one, plain code where not); a byte is not plain ASCII
-     * when b - 1 >= 0x7f (NUL wraps around, 0x80.. stays high). */
-    for (; i + 16 <= n; i += 16)
+     * where there is one, plain code where not), the rest as the last sixteen
+     * bytes again; a byte is not plain ASCII when b - 1 >= 0x7f (NUL wraps
+     * around, 0x80.. stays high).  Records under sixteen bytes byte by byte. */
+    if (n >= 16)
     {
-        V16 v;
+        for (;; i += 16)
+        {
+            V16 v;
 
-        memcpy(&v, p + i, 16);
-        vbad |= (V16) (v - 1 >= 0x7f);
-        vesc |= (V16) ((v == '\\') | (v - '\t' <= 1) | (v == '\r'));
-    }
-    if (i < n && n >= 16)
-    {
-        /* the rest: the last sixteen bytes, overlapping what was seen */
-        V16 v;
-
-        memcpy(&v, p + n - 16, 16);
-        vbad |= (V16) (v - 1 >= 0x7f);
-        vesc |= (V16) ((v == '\\') | (v - '\t' <= 1) | (v == '\r'));
+            if (i + 16 > n)
+                i = n - 16; /* overlapping what was seen */
+            memcpy(&v, p + i, 16);
+            vbad |= (V16) (v - 1 >= 0x7f);
+            vesc |= (V16) ((v == '\\') | (v - '\t' <= 1) | (v == '\r'));
+            if (i + 16 == n)
+                break;
+        }
         i = n;
     }
     {
@@ -815,28 +811,9 @@ raw_scan(const unsigned char *p, size_t n, bool *ascii, bool *plain)
 
         memcpy(h, &vbad, 16);
         memcpy(e, &vesc, 16);
-        hi = (h[0] | h[1]) & highs;
-        esc = (e[0] | e[1]) & highs;
+        *ascii = ((h[0] | h[1]) & highs) == 0;
+        *plain = ((e[0] | e[1]) & highs) == 0;
     }
-    for (; i + 8 <= n; i += 8)
-    {
-        uint64_t w;
-        uint64_t bs;
-        uint64_t tb;
-        uint64_t cr;
-        uint64_t lf;
-
-        memcpy(&w, p + i, 8);
-        hi |= w | ((w - ones) & ~w);
-        bs = w ^ (ones * '\\');
-        tb = w ^ (ones * '\t');
-        cr = w ^ (ones * '\r');
-        lf = w ^ (ones * '\n');
-        esc |= ((bs - ones) & ~bs) | ((tb - ones) & ~tb) | ((cr - ones) & ~cr) |
-               ((lf - ones) & ~lf);
-    }
-    *ascii = (hi & highs) == 0;
-    *plain = (esc & highs) == 0;
     for (; i < n; i++)
     {
         unsigned char c = p[i];
