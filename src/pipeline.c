@@ -110,7 +110,7 @@ typedef struct Importer
     int id_idx;
     SrcrefTemplate *tmpl;
     bool lookup_exists;
-    bool hash_is_uuid;  /* the lookup's ref_hash type (else bytea) */
+    LookupShape lookup_shape; /* the lookup's key column (ordered keys only in ref_key) */
     SinkStats sink_total;
     char identity[256];
     bool use_checkpoint;
@@ -617,7 +617,13 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
         srcref_default(rec->fields, rec->nfields, &im->ref);
     if (!id_keyer_hmac(im->keyer, im->ref.data, im->ref.len, mac, err))
         return false;
-    memcpy(r->hash, mac, REF_HASH_LEN);
+    {
+        uint64_t order = 0;
+        bool ordered = im->lookup_shape == LOOKUP_REF_KEY && im->tmpl &&
+                       srcref_order(im->tmpl, rec->fields, rec->nfields, &order);
+
+        srcref_key(mac, ordered, order, r->hash);
+    }
     for (int i = 0; i < 8; i++)
         bits = (bits << 8) | mac[REF_HASH_LEN + i];
     r->ref_off = batch_store(b, im->ref.data, im->ref.len);
@@ -1234,7 +1240,7 @@ importer_open_file(Importer *im, const char *path, Err *err)
     if (!(im->o->plan && !im->lookup_exists))
     {
         SinkConfig sc = {im->target_q, im->copy_cols, im->lookup_q, im->key_q,
-                         im->o->keep_ref_text, im->hash_is_uuid, false};
+                         im->o->keep_ref_text, im->lookup_shape, false};
         if (!importer_may_read_keys(im, &sc.probe_target, err))
             return false;
         im->sink = sink_new(im->conn, &sc);
@@ -1706,7 +1712,7 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
             PQclear(res);
         }
         if (!state_lookup_exists(c, im.target->schema, im.lookup_name, &lookup_exists,
-                                 &im.hash_is_uuid, err))
+                                 &im.lookup_shape, err))
             goto out;
         if (!rejects_open(NULL, &im.rejects, err) || !rejects_open(NULL, &im.late, err))
             goto out;
@@ -1735,7 +1741,7 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
         ok = false;
         if (!state_setup(c, err) || !maintain_setup(c, err) ||
             !state_id_key(c, im.target->schema, im.target->name, key, err) ||
-            !state_lookup_create(c, im.target->schema, im.lookup_name, &im.hash_is_uuid, err))
+            !state_lookup_create(c, im.target->schema, im.lookup_name, &im.lookup_shape, err))
             goto out;
     }
     if (!id_keyer_new(key, sizeof key, &im.keyer, err))

@@ -102,11 +102,12 @@ Sink *
 sink_new(PgConn *c, const SinkConfig *cfg)
 {
     Sink *s = xcalloc(1, sizeof *s);
+    const char *key_col = cfg->lookup_shape == LOOKUP_REF_KEY ? "ref_key" : "ref_hash";
 
     s->conn = c;
     s->cfg = *cfg;
-    s->lookup_copy_sql = xasprintf("COPY %s (ref_hash, id, ref) FROM STDIN (FORMAT binary)",
-                                   cfg->lookup_q);
+    s->lookup_copy_sql = xasprintf("COPY %s (%s, id, ref) FROM STDIN (FORMAT binary)",
+                                   cfg->lookup_q, key_col);
     s->target_copy_sql = xasprintf("COPY %s %s FROM STDIN", cfg->target_q, cfg->copy_cols);
     /* One index probe per hash, whatever the statistics say: with the array's
      * values at plan time, "ref_hash = ANY ($1)" was planned as a (parallel)
@@ -116,8 +117,9 @@ sink_new(PgConn *c, const SinkConfig *cfg)
      * the duplicates needs no search on this side. */
     s->probe_sql = xasprintf("SELECT u.i FROM unnest($1::%s[]) WITH ORDINALITY AS u(h, i) "
                              "CROSS JOIN LATERAL (SELECT FROM %s AS r "
-                             "WHERE r.ref_hash = u.h OFFSET 0) AS l",
-                             cfg->hash_is_uuid ? "uuid" : "bytea", cfg->lookup_q);
+                             "WHERE r.%s = u.h OFFSET 0) AS l",
+                             cfg->lookup_shape == LOOKUP_REF_HASH_BYTEA ? "bytea" : "uuid",
+                             cfg->lookup_q, key_col);
     /* The target first: a minted id is a function of the reference and its time,
      * so an id already there is a reference already imported.  The ids of a
      * batch read in time order lie close together: one ordered index range
@@ -208,7 +210,7 @@ sink_probe_param(Sink *s, BatchRow **rows, size_t n)
     buf_reset(&s->param);
     put_be32(&s->param, 1);  /* dimensions */
     put_be32(&s->param, 0);  /* no NULLs */
-    put_be32(&s->param, s->cfg.hash_is_uuid ? 2950 : 17); /* element type uuid / bytea */
+    put_be32(&s->param, s->cfg.lookup_shape == LOOKUP_REF_HASH_BYTEA ? 17 : 2950); /* bytea/uuid */
     put_be32(&s->param, (uint32_t) n);
     put_be32(&s->param, 1);  /* lower bound */
     for (size_t i = 0; i < n; i++)

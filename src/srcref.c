@@ -223,6 +223,51 @@ srcref_default(const Field *fields, size_t nfields, Buf *out)
     out->data[out->len] = '\0';
 }
 
+bool
+srcref_order(const SrcrefTemplate *t, const Field *fields, size_t nfields, uint64_t *v)
+{
+    const SrcrefPart *last = NULL;
+    const Field *f;
+    uint64_t x = 0;
+
+    for (size_t i = t->nparts; i > 0; i--)
+        if (t->parts[i - 1].column != SIZE_MAX)
+        {
+            last = &t->parts[i - 1];
+            break;
+        }
+    if (last == NULL || last->column >= nfields)
+        return false;
+    f = &fields[last->column];
+    if (f->is_null || f->len == 0 || f->len > 15)
+        return false;
+    for (size_t i = 0; i < f->len; i++)
+    {
+        unsigned d = (unsigned char) f->data[i] - (unsigned) '0';
+
+        if (d > 9)
+            return false;
+        x = x * 10 + d;
+    }
+    if (x >= SRCREF_ORDER_LIMIT)
+        return false;
+    *v = x;
+    return true;
+}
+
+void
+srcref_key(const uint8_t mac[32], bool ordered, uint64_t v, uint8_t key[16])
+{
+    if (!ordered)
+    {
+        memcpy(key, mac, 16);
+        return;
+    }
+    for (int i = 0; i < 6; i++)
+        key[i] = (uint8_t) (v >> (40 - 8 * i));
+    memcpy(key + 6, mac, 10);
+}
+
 void
 srcref_template_free(SrcrefTemplate *t)
 {

@@ -146,31 +146,31 @@ state_lookup_name(const char *table, const char *override, char **out, Err *err)
 }
 
 bool
-state_lookup_create(PgConn *c, const char *schema, const char *lookup, bool *hash_is_uuid,
+state_lookup_create(PgConn *c, const char *schema, const char *lookup, LookupShape *shape,
                     Err *err)
 {
     char *q = pg_qualified(c, schema, lookup);
     /* Rows are only ever inserted, in bulk, by imports that VACUUM the table
      * when they finish; insert-triggered autovacuum during a long import would
-     * scan the whole (random-keyed) index again and again for nothing.  The
-     * 16-byte hash is stored as uuid, not bytea: a fixed-size type whose
+     * scan the whole index again and again for nothing.  The 16-byte key
+     * (srcref.h) is stored as uuid, not bytea: a fixed-size type whose
      * comparisons skip the varlena handling, and a third smaller index
      * (probes measured 18% faster). */
     char *sql = xasprintf("CREATE TABLE IF NOT EXISTS %s ("
-                          "ref_hash uuid PRIMARY KEY, id uuid NOT NULL, ref text) "
+                          "ref_key uuid PRIMARY KEY, id uuid NOT NULL, ref text) "
                           "WITH (autovacuum_vacuum_insert_threshold = -1)",
                           q);
     bool exists = false;
     bool ok;
 
-    ok = state_lookup_exists(c, schema, lookup, &exists, hash_is_uuid, err);
+    ok = state_lookup_exists(c, schema, lookup, &exists, shape, err);
     if (ok && !exists)
     {
         /* Created here, or by whoever got the lock first: its type read back. */
         ok = pg_exec(c, "BEGIN", err) &&
              pg_exec(c, "SELECT pg_advisory_xact_lock(" STATE_SETUP_LOCK ")", err) &&
              pg_exec(c, sql, err) && pg_exec(c, "COMMIT", err) &&
-             state_lookup_exists(c, schema, lookup, &exists, hash_is_uuid, err);
+             state_lookup_exists(c, schema, lookup, &exists, shape, err);
         if (!ok)
         {
             Err ignored;
@@ -186,23 +186,44 @@ state_lookup_create(PgConn *c, const char *schema, const char *lookup, bool *has
 
 bool
 state_lookup_exists(PgConn *c, const char *schema, const char *lookup, bool *exists,
-                    bool *hash_is_uuid, Err *err)
+                    LookupShape *shape, Err *err)
 {
     const char *params[2] = {schema, lookup};
     PGresult *res;
+    const char *col;
+    LookupShape found = LOOKUP_REF_KEY;
 
+    /* 'ref_key' sorts after 'ref_hash': a table with both is a current one. */
     if (!pg_query(c,
-                  "SELECT a.atttypid = 'uuid'::regtype FROM pg_class k "
-                  "JOIN pg_namespace n ON n.oid = k.relnamespace "
-                  "LEFT JOIN pg_attribute a ON a.attrelid = k.oid AND a.attname = 'ref_hash' "
-                  "AND NOT a.attisdropped "
+                  "SELECT (SELECT a.attname || ' ' || format_type(a.atttypid, NULL) "
+                  "FROM pg_attribute a WHERE a.attrelid = k.oid "
+                  "AND a.attname IN ('ref_key', 'ref_hash') AND NOT a.attisdropped "
+                  "ORDER BY a.attname DESC LIMIT 1) "
+                  "FROM pg_class k JOIN pg_namespace n ON n.oid = k.relnamespace "
                   "WHERE n.nspname = $1 AND k.relname = $2",
                   2, params, &res, err))
         return false;
     *exists = PQntuples(res) > 0;
-    if (hash_is_uuid)
-        *hash_is_uuid = !*exists || strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    col = *exists ? PQgetvalue(res, 0, 0) : "ref_key uuid";
+    if (strcmp(col, "ref_key uuid") == 0)
+        found = LOOKUP_REF_KEY;
+    else if (strcmp(col, "ref_hash uuid") == 0)
+        found = LOOKUP_REF_HASH_UUID;
+    else if (strcmp(col, "ref_hash bytea") == 0)
+        found = LOOKUP_REF_HASH_BYTEA;
+    else
+    {
+        err_set(err, EC_CONFIG,
+                "table %s.%s is not a v7fill lookup: it has no ref_key uuid (or ref_hash) "
+                "column%s%s",
+                schema, lookup, col[0] ? "; found " : "", col);
+        err_hint(err, "Name another lookup table with --lookup-table.");
+        PQclear(res);
+        return false;
+    }
     PQclear(res);
+    if (shape)
+        *shape = found;
     return true;
 }
 

@@ -95,6 +95,14 @@ const char *batch_reason(const Batch *b, const BatchRow *r);
  * big-endian); rows already in order are left as they are. */
 void batch_rows_sort(SortWork *w, BatchRow **rows, size_t n, size_t key_offset);
 
+/* The lookup table's key column, by the version of v7fill that created it. */
+typedef enum LookupShape
+{
+    LOOKUP_REF_KEY = 0,    /* ref_key uuid: the key of srcref.h (ordered when it can be) */
+    LOOKUP_REF_HASH_UUID,  /* ref_hash uuid: the hash's first 16 bytes, never ordered */
+    LOOKUP_REF_HASH_BYTEA, /* ref_hash bytea: the same bytes, the oldest shape */
+} LookupShape;
+
 typedef struct SinkConfig
 {
     const char *target_q;   /* quoted schema.table */
@@ -102,7 +110,7 @@ typedef struct SinkConfig
     const char *lookup_q;   /* quoted schema.lookup */
     const char *key_q;      /* the target's quoted partition key (id) column */
     bool keep_ref_text;     /* store the reference text in the lookup */
-    bool hash_is_uuid;      /* lookup.ref_hash is uuid (else bytea, older lookups) */
+    LookupShape lookup_shape;
     bool probe_target;      /* may read the target's ids (SELECT on the key column) */
 } SinkConfig;
 

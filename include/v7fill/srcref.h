@@ -29,6 +29,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "v7fill/err.h"
 #include "v7fill/mem.h"
@@ -52,5 +53,27 @@ void srcref_build(const SrcrefTemplate *t, const Field *fields, size_t nfields, 
 void srcref_default(const Field *fields, size_t nfields, Buf *out);
 
 void srcref_template_free(SrcrefTemplate *t);
+
+/*
+ * The lookup key: 16 bytes that stand for the reference in the lookup table
+ * (<table>_source_ref) and must differ between references.
+ *
+ * When the template's last placeholder holds an integer - up to 15 decimal
+ * digits and below 2^48, as legacy serial keys are - the key is that integer
+ * (6 bytes, big-endian) followed by 10 bytes of the reference's keyed hash:
+ * references are kept in the lookup's index in key order, so a history read
+ * in key order (which a dump of a serial-keyed table nearly always is) adds
+ * its entries at the right edge of the index instead of all over it.  Two
+ * references with the same integer still differ in 80 bits of hash.
+ * Otherwise (no template, or another value there) the key is the first 16
+ * bytes of the hash, as in lookups made before ordered keys.
+ *
+ * srcref_order reads that integer (false when there is none); srcref_key
+ * builds the key from the HMAC-SHA-256 of the reference.
+ */
+#define SRCREF_ORDER_LIMIT (UINT64_C(1) << 48)
+
+bool srcref_order(const SrcrefTemplate *t, const Field *fields, size_t nfields, uint64_t *v);
+void srcref_key(const uint8_t mac[32], bool ordered, uint64_t v, uint8_t key[16]);
 
 #endif /* V7FILL_SRCREF_H */

@@ -21,6 +21,7 @@
 
 #include "v7fill/err.h"
 #include "v7fill/pg.h"
+#include "v7fill/sink.h"
 
 #define ID_KEY_LEN 32
 
@@ -41,16 +42,17 @@ V7FILL_MUST_CHECK bool state_id_key(PgConn *c, const char *schema, const char *t
 /* Default lookup table name: <table>_source_ref (error if over 63 bytes). */
 V7FILL_MUST_CHECK bool state_lookup_name(const char *table, const char *override, char **out,
                                          Err *err);
-/* Create the lookup table if missing: (ref_hash uuid PRIMARY KEY, id uuid, ref
- * text).  Lookups made by earlier versions keep ref_hash bytea; both work:
- * *hash_is_uuid says which this one has. */
+/* Create the lookup table if missing: (ref_key uuid PRIMARY KEY, id uuid, ref
+ * text).  Lookups made by earlier versions keep their ref_hash (uuid, or bytea
+ * before that) and keys that are never ordered; all three work: *shape says
+ * which this one has. */
 V7FILL_MUST_CHECK bool state_lookup_create(PgConn *c, const char *schema, const char *lookup,
-                                           bool *hash_is_uuid, Err *err);
-/* Does the lookup table exist, and is its ref_hash a uuid (else bytea)?  A
- * missing table counts as uuid (what would be created).  hash_is_uuid may be
- * NULL. */
+                                           LookupShape *shape, Err *err);
+/* Does the lookup table exist, and with which shape?  A missing table counts
+ * as LOOKUP_REF_KEY (what would be created); a table of that name without a
+ * ref_key uuid or ref_hash column is an EC_CONFIG error.  shape may be NULL. */
 V7FILL_MUST_CHECK bool state_lookup_exists(PgConn *c, const char *schema, const char *lookup,
-                                           bool *exists, bool *hash_is_uuid, Err *err);
+                                           bool *exists, LookupShape *shape, Err *err);
 
 typedef struct Checkpoint
 {

@@ -6,7 +6,7 @@
 #  - a canary table (with a row) must survive every step unchanged;
 #  - no unexpected object appears: every relation, column, schema, function, trigger,
 #    rule, role or grant that was not there before must be v7fill's own (schema v7fill),
-#    a partition of a target (or its index), or a lookup table (ref_hash, id, ref) and
+#    a partition of a target (or its index), or a lookup table (ref_key, id, ref) and
 #    its index;
 #  - `plan` changes nothing at all;
 #  - with log_statement = all for the role v7fill runs as, the server log proves that
@@ -66,7 +66,7 @@ WITH ours AS (
         OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid)
         OR (c.relkind = 'r' AND (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
                                   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)
-                                 = ARRAY['ref_hash', 'id', 'ref'])
+                                 = ARRAY['ref_key', 'id', 'ref'])
 ), ours_idx AS (
     SELECT x.indexrelid AS oid FROM pg_index x WHERE x.indrelid IN (SELECT oid FROM ours)
 )

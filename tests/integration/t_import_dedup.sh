@@ -33,6 +33,10 @@ field() { python3 -c "import json;print(json.load(open('r.json'))['$1'])"; }
 
 imp ordered.csv
 assert_eq 30000 "$(field inserted)" "fresh import"
+# the reference's integer leads its lookup key, so the lookup is in key order
+lead48() { echo "('x' || left(replace($1::text, '-', ''), 12))::bit(48)::bigint"; }
+assert_eq 30000 "$(q "SELECT count(*) FROM d_source_ref r JOIN d USING (id) WHERE $(lead48 r.ref_key) = d.n")" \
+    "each lookup key starts with its reference's integer"
 # the target's time column holds the input's instant, to the microsecond, on every day
 sqlf -c "CREATE TEMP TABLE src (n integer, created_at timestamptz)" \
      -c "\\copy src FROM 'ordered.csv' (FORMAT csv, HEADER)" \
@@ -92,23 +96,67 @@ assert_contains "$(cat g2r.csv)" "23505" "with the server's SQLSTATE"
 assert_eq 1 "$(python3 -c "import json;print(json.load(open('g.json'))['inserted'])")" "the new row lands"
 assert_eq "first" "$(q "SELECT v FROM g WHERE id = '$id1'")" "the first record is kept"
 
-# a lookup made by an earlier v7fill (ref_hash bytea) keeps working, probes included
-sqlf <<'SQL'
+# lookups made by earlier v7fill (ref_hash bytea, then ref_hash uuid) keep
+# working, probes included, with keys that are the hash alone (never ordered)
+for shape in bytea uuid; do
+    sqlf <<SQL
+DROP TABLE IF EXISTS o, o_source_ref;
 CREATE TABLE o (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, n integer NOT NULL)
     PARTITION BY RANGE (id);
-CREATE TABLE o_source_ref (ref_hash bytea PRIMARY KEY, id uuid NOT NULL, ref text);
+CREATE TABLE o_source_ref (ref_hash $shape PRIMARY KEY, id uuid NOT NULL, ref text);
 SQL
-impo() { run_expect 0 "$V7FILL" import o "$1" --batch-rows 2000 --source-ref 'n:{n}' \
-    --rejects reo.csv --no-progress --report-json r.json; }
-impo ordered.csv
-assert_eq 30000 "$(field inserted)" "bytea lookup: fresh import"
-assert_eq "30000 16" "$(q "SELECT count(*) || ' ' || min(octet_length(ref_hash)) FROM o_source_ref")" \
-    "bytea lookup: one 16-byte hash per row"
-q "DELETE FROM o WHERE n % 300 = 0" >/dev/null
-impo shuffled.csv
-assert_eq 0 "$(field inserted)" "bytea lookup: rows only the lookup knows stay out"
-assert_eq 30000 "$(field duplicates)" "bytea lookup: all duplicates"
-assert_eq 29900 "$(q "SELECT count(*) FROM o")" "bytea lookup: no row came back"
+    impo() { run_expect 0 "$V7FILL" import o "$1" --batch-rows 2000 --source-ref 'n:{n}' \
+        --rejects reo.csv --no-progress --report-json r.json; }
+    impo ordered.csv
+    assert_eq 30000 "$(field inserted)" "$shape lookup: fresh import"
+    hex=$([ "$shape" = bytea ] && echo "encode(ref_hash, 'hex')" || echo "replace(ref_hash::text, '-', '')")
+    assert_eq "30000 16" "$(q "SELECT count(*) || ' ' || min(length($hex) / 2) FROM o_source_ref")" \
+        "$shape lookup: one 16-byte hash per row"
+    assert_eq 0 "$(q "SELECT count(*) FROM o_source_ref r JOIN o USING (id)
+                      WHERE left($hex, 12) = lpad(to_hex(o.n), 12, '0')")" \
+        "$shape lookup: keys are the hash alone, never ordered"
+    q "DELETE FROM o WHERE n % 300 = 0" >/dev/null
+    impo shuffled.csv
+    assert_eq 0 "$(field inserted)" "$shape lookup: rows only the lookup knows stay out"
+    assert_eq 30000 "$(field duplicates)" "$shape lookup: all duplicates"
+    assert_eq 29900 "$(q "SELECT count(*) FROM o")" "$shape lookup: no row came back"
+done
+
+# a table in the lookup's place that is not one: a clear error, nothing written
+sqlf <<'SQL'
+CREATE TABLE w (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, n integer NOT NULL)
+    PARTITION BY RANGE (id);
+CREATE TABLE w_source_ref (n integer PRIMARY KEY, note text);
+SQL
+run_expect 3 "$V7FILL" import w ordered.csv --source-ref 'n:{n}' --no-progress --rejects rew.csv
+assert_contains "$OUT" "w_source_ref is not a v7fill lookup: it has no ref_key uuid (or ref_hash) column" \
+    "a foreign table where the lookup goes is named"
+assert_contains "$OUT" "--lookup-table" "with the way out"
+assert_eq 0 "$(q "SELECT count(*) FROM w")" "nothing written to the target"
+
+# references whose last placeholder is not an integer below 2^48 get hash-only
+# keys; the same integer written two ways is two references; all dedup exactly
+sqlf <<'SQL'
+CREATE TABLE e (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, v text)
+    PARTITION BY RANGE (id);
+SQL
+{
+    echo "v,created_at"
+    for v in 7 007 0 281474976710655 281474976710656 99999999999999999999 -3 abc ""; do
+        echo "$v,2024-03-01T00:00:00Z"
+    done
+} >e.csv
+impe() { run_expect 0 "$V7FILL" import e e.csv --source-ref 'e:{v}' --rejects ree.csv \
+    --no-progress --report-json r.json; }
+impe
+assert_eq 9 "$(field inserted)" "nine references, nine rows (7 and 007 are two)"
+assert_eq "0 7 7 281474976710655" \
+    "$(q "SELECT string_agg($(lead48 r.ref_key)::text, ' ' ORDER BY $(lead48 r.ref_key)) FROM e_source_ref r JOIN e USING (id)
+          WHERE e.v IN ('0', '7', '007', '281474976710655')")" \
+    "integers below 2^48 lead their keys"
+impe
+assert_eq 9 "$(field duplicates)" "re-import: all nine are duplicates"
+assert_eq 9 "$(q "SELECT count(*) FROM e")" "no row twice"
 
 # the target probe names the key column: a hostile key column name is quoted
 sqlf <<'SQL'

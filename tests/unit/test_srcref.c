@@ -306,6 +306,81 @@ test_build_reuses_the_buffer_without_leftovers(void **state)
     buf_free(&b);
 }
 
+static SrcrefTemplate *
+compile_ab(const char *tmpl)
+{
+    const char *cols[] = {"a", "b"};
+    SrcrefTemplate *t = NULL;
+    Err err;
+
+    assert_true(srcref_template_compile(tmpl, cols, 2, &t, &err));
+    return t;
+}
+
+static void
+test_order_is_the_last_placeholder_when_it_holds_an_integer(void **state)
+{
+    SrcrefTemplate *t = compile_ab("orders:{a}:{b}:x");
+    uint64_t v = 99;
+    (void) state;
+
+    Field both[] = {text("17"), text("42")};
+    assert_true(srcref_order(t, both, 2, &v));
+    assert_int_equal(v, 42);
+    Field zeros[] = {text("x"), text("007")};
+    assert_true(srcref_order(t, zeros, 2, &v));
+    assert_int_equal(v, 7);
+    Field top[] = {text("x"), text("281474976710655")}; /* 2^48 - 1 */
+    assert_true(srcref_order(t, top, 2, &v));
+    assert_int_equal(v, UINT64_C(281474976710655));
+
+    /* anything else gives no order: the key is the hash alone */
+    const char *not_ints[] = {"281474976710656", "9999999999999999", "-3", "+3", "4.0",
+                              "12a", " 5", "", "abc"};
+    for (size_t i = 0; i < sizeof not_ints / sizeof *not_ints; i++)
+    {
+        Field f[] = {text("1"), text(not_ints[i])};
+        assert_false(srcref_order(t, f, 2, &v));
+    }
+    Field with_null[] = {text("1"), null_field()};
+    assert_false(srcref_order(t, with_null, 2, &v));
+    assert_false(srcref_order(t, both, 1, &v)); /* the column is missing from the record */
+    srcref_template_free(t);
+
+    t = compile_ab("{b}-{a}"); /* the last placeholder, not the last column */
+    assert_true(srcref_order(t, both, 2, &v));
+    assert_int_equal(v, 17);
+    srcref_template_free(t);
+}
+
+static void
+test_key_is_the_order_then_hash_bytes_or_the_hash_alone(void **state)
+{
+    uint8_t mac[32];
+    uint8_t key[16];
+    const uint8_t order[6] = {0x01, 0x23, 0x45, 0x67, 0x89, 0xab};
+    (void) state;
+
+    for (int i = 0; i < 32; i++)
+        mac[i] = (uint8_t) (0xc0 + i);
+    srcref_key(mac, true, UINT64_C(0x0123456789ab), key);
+    assert_memory_equal(key, order, 6);
+    assert_memory_equal(key + 6, mac, 10);
+    srcref_key(mac, false, UINT64_C(0x0123456789ab), key);
+    assert_memory_equal(key, mac, 16);
+
+    /* ordered keys sort as their integers do */
+    uint8_t k1[16];
+    uint8_t k2[16];
+    srcref_key(mac, true, 255, k1);
+    srcref_key(mac, true, 256, k2);
+    assert_true(memcmp(k1, k2, 16) < 0);
+    srcref_key(mac, true, 0, k1);
+    mac[0] = 0;
+    srcref_key(mac, true, 0, k2);
+    assert_true(memcmp(k1, k2, 16) != 0); /* the same integer: the hash tells them apart */
+}
+
 int
 main(void)
 {
@@ -321,6 +396,8 @@ main(void)
         cmocka_unit_test(test_template_column_missing_from_a_short_record_renders_as_null),
         cmocka_unit_test(test_template_errors_quote_the_template),
         cmocka_unit_test(test_build_reuses_the_buffer_without_leftovers),
+        cmocka_unit_test(test_order_is_the_last_placeholder_when_it_holds_an_integer),
+        cmocka_unit_test(test_key_is_the_order_then_hash_bytes_or_the_hash_alone),
     };
     return cmocka_run_group_tests_name("srcref", tests, NULL, NULL);
 }
