@@ -18,7 +18,8 @@ struct SrcrefTemplate
 {
     SrcrefPart *parts;
     size_t nparts;
-    char *lit; /* the literal pieces, braces unescaped */
+    char *lit;           /* the literal pieces, braces unescaped */
+    size_t order_column; /* the last placeholder's column (srcref_order) */
 };
 
 static void
@@ -120,6 +121,7 @@ srcref_template_compile(const char *tmpl, const char *const *columns, size_t nco
             tmpl_add(t, &cap, lit0, o - lit0, SIZE_MAX);
         lit0 = o;
         tmpl_add(t, &cap, 0, 0, col);
+        t->order_column = col;
         has_column = true;
         i++; /* the '}' */
     }
@@ -226,19 +228,12 @@ srcref_default(const Field *fields, size_t nfields, Buf *out)
 bool
 srcref_order(const SrcrefTemplate *t, const Field *fields, size_t nfields, uint64_t *v)
 {
-    const SrcrefPart *last = NULL;
     const Field *f;
     uint64_t x = 0;
 
-    for (size_t i = t->nparts; i > 0; i--)
-        if (t->parts[i - 1].column != SIZE_MAX)
-        {
-            last = &t->parts[i - 1];
-            break;
-        }
-    if (last == NULL || last->column >= nfields)
+    if (t->order_column >= nfields)
         return false;
-    f = &fields[last->column];
+    f = &fields[t->order_column];
     if (f->is_null || f->len == 0 || f->len > 15)
         return false;
     for (size_t i = 0; i < f->len; i++)

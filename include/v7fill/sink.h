@@ -110,7 +110,7 @@ typedef struct SinkConfig
     const char *lookup_q;   /* quoted schema.lookup */
     const char *key_q;      /* the target's quoted partition key (id) column */
     bool keep_ref_text;     /* store the reference text in the lookup */
-    LookupShape lookup_shape;
+    LookupShape lookup_shape; /* the lookup's key column, and so its type */
     bool probe_target;      /* may read the target's ids (SELECT on the key column) */
 } SinkConfig;
 
