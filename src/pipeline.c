@@ -617,13 +617,7 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
         srcref_default(rec->fields, rec->nfields, &im->ref);
     if (!id_keyer_hmac(im->keyer, im->ref.data, im->ref.len, mac, err))
         return false;
-    {
-        uint64_t order = 0;
-        bool ordered = im->lookup_shape == LOOKUP_REF_KEY && im->tmpl &&
-                       srcref_order(im->tmpl, rec->fields, rec->nfields, &order);
-
-        srcref_key(mac, ordered, order, r->hash);
-    }
+    srcref_key(im->ref.data, im->ref.len, mac, im->lookup_shape == LOOKUP_REF_KEY, r->hash);
     for (int i = 0; i < 8; i++)
         bits = (bits << 8) | mac[REF_HASH_LEN + i];
     r->ref_off = batch_store(b, im->ref.data, im->ref.len);

@@ -18,8 +18,7 @@ struct SrcrefTemplate
 {
     SrcrefPart *parts;
     size_t nparts;
-    char *lit;           /* the literal pieces, braces unescaped */
-    size_t order_column; /* the last placeholder's column (srcref_order) */
+    char *lit; /* the literal pieces, braces unescaped */
 };
 
 static void
@@ -121,7 +120,6 @@ srcref_template_compile(const char *tmpl, const char *const *columns, size_t nco
             tmpl_add(t, &cap, lit0, o - lit0, SIZE_MAX);
         lit0 = o;
         tmpl_add(t, &cap, 0, 0, col);
-        t->order_column = col;
         has_column = true;
         i++; /* the '}' */
     }
@@ -226,24 +224,18 @@ srcref_default(const Field *fields, size_t nfields, Buf *out)
 }
 
 bool
-srcref_order(const SrcrefTemplate *t, const Field *fields, size_t nfields, uint64_t *v)
+srcref_order(const char *ref, size_t len, uint64_t *v)
 {
-    const Field *f;
+    size_t start = len;
     uint64_t x = 0;
 
-    if (t->order_column >= nfields)
+    while (start > 0 && len - start <= SRCREF_ORDER_DIGITS &&
+           (unsigned char) ref[start - 1] - (unsigned) '0' <= 9)
+        start--;
+    if (start == len || len - start > SRCREF_ORDER_DIGITS)
         return false;
-    f = &fields[t->order_column];
-    if (f->is_null || f->len == 0 || f->len > 15)
-        return false;
-    for (size_t i = 0; i < f->len; i++)
-    {
-        unsigned d = (unsigned char) f->data[i] - (unsigned) '0';
-
-        if (d > 9)
-            return false;
-        x = x * 10 + d;
-    }
+    for (size_t i = start; i < len; i++)
+        x = x * 10 + (uint64_t) (ref[i] - '0');
     if (x >= SRCREF_ORDER_LIMIT)
         return false;
     *v = x;
@@ -251,9 +243,11 @@ srcref_order(const SrcrefTemplate *t, const Field *fields, size_t nfields, uint6
 }
 
 void
-srcref_key(const uint8_t mac[32], bool ordered, uint64_t v, uint8_t key[16])
+srcref_key(const char *ref, size_t len, const uint8_t mac[32], bool may_order, uint8_t key[16])
 {
-    if (!ordered)
+    uint64_t v = 0;
+
+    if (!may_order || !srcref_order(ref, len, &v))
     {
         memcpy(key, mac, 16);
         return;

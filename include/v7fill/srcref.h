@@ -56,24 +56,28 @@ void srcref_template_free(SrcrefTemplate *t);
 
 /*
  * The lookup key: 16 bytes that stand for the reference in the lookup table
- * (<table>_source_ref) and must differ between references.
+ * (<table>_source_ref), a function of the reference's bytes alone.
  *
- * When the template's last placeholder holds an integer - up to 15 decimal
- * digits and below 2^48, as legacy serial keys are - the key is that integer
- * (6 bytes, big-endian) followed by 10 bytes of the reference's keyed hash:
- * references are kept in the lookup's index in key order, so a history read
- * in key order (which a dump of a serial-keyed table nearly always is) adds
- * its entries at the right edge of the index instead of all over it.  Two
- * references with the same integer still differ in 80 bits of hash.
- * Otherwise (no template, or another value there) the key is the first 16
- * bytes of the hash, as in lookups made before ordered keys.
+ * When the reference ends in an integer - 1 to 15 decimal digits, below 2^48,
+ * as "legacy.orders:{id}" does for a serial key - the key is that integer (6
+ * bytes, big-endian) followed by 10 bytes of the reference's keyed hash:
+ * references are kept in the lookup's index in the integer's order, so a
+ * history read in key order (which a dump of a serial-keyed table nearly
+ * always is) adds its entries at the right edge of the index instead of all
+ * over it.  Two references ending in the same integer still differ in 80
+ * bits of hash.  Otherwise (the default reference ends in ',', a template may
+ * end in text) the key is the first 16 bytes of the hash, as in lookups made
+ * before ordered keys.
  *
  * srcref_order reads that integer (false when there is none); srcref_key
- * builds the key from the HMAC-SHA-256 of the reference.
+ * builds the key from the reference and its HMAC-SHA-256, ordered only when
+ * `may_order` (lookups made by earlier versions hold hash-only keys).
  */
 #define SRCREF_ORDER_LIMIT (UINT64_C(1) << 48)
+#define SRCREF_ORDER_DIGITS 15
 
-bool srcref_order(const SrcrefTemplate *t, const Field *fields, size_t nfields, uint64_t *v);
-void srcref_key(const uint8_t mac[32], bool ordered, uint64_t v, uint8_t key[16]);
+bool srcref_order(const char *ref, size_t len, uint64_t *v);
+void srcref_key(const char *ref, size_t len, const uint8_t mac[32], bool may_order,
+                uint8_t key[16]);
 
 #endif /* V7FILL_SRCREF_H */

@@ -6,9 +6,12 @@
  * - the default encoding decodes back to exactly the fields (so two
  *   different rows can never share a reference);
  * - a template renders a NULL differently from every text value;
- * - a compiled template renders its literal text with braces unescaped.
+ * - a compiled template renders its literal text with braces unescaped;
+ * - a lookup key is ordered only by the integer the reference ends in, and
+ *   keeps 80 bits of the hash either way.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +67,41 @@ check_default_decodes(const Buf *b, const Field *f, size_t n)
         abort();
 }
 
+/* srcref_order and srcref_key on a rendered reference. */
+static void
+check_key(const Buf *ref)
+{
+    uint8_t mac[32];
+    uint8_t key[16];
+    uint64_t v = 0;
+    size_t start = ref->len;
+    char digits[24];
+
+    for (int i = 0; i < 32; i++)
+        mac[i] = (uint8_t) (i * 37 + 11);
+    while (start > 0 && ref->data[start - 1] >= '0' && ref->data[start - 1] <= '9')
+        start--;
+    srcref_key(ref->data, ref->len, mac, true, key);
+    if (!srcref_order(ref->data, ref->len, &v))
+    {
+        if (memcmp(key, mac, 16) != 0)
+            abort(); /* no order: the hash alone */
+        return;
+    }
+    if (v >= SRCREF_ORDER_LIMIT || start == ref->len || ref->len - start > SRCREF_ORDER_DIGITS)
+        abort();
+    while (start + 1 < ref->len && ref->data[start] == '0')
+        start++; /* leading zeros */
+    (void) snprintf(digits, sizeof digits, "%llu", (unsigned long long) v);
+    if (strlen(digits) != ref->len - start || memcmp(digits, ref->data + start, strlen(digits)) != 0)
+        abort(); /* not the integer the reference ends in */
+    if (memcmp(key + 6, mac, 10) != 0)
+        abort();
+    for (int i = 0; i < 6; i++)
+        if (key[i] != (uint8_t) (v >> (40 - 8 * i)))
+            abort();
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -98,6 +136,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     buf_init(&other);
     srcref_default(fields, nfields, &b);
     check_default_decodes(&b, fields, nfields);
+    check_key(&b);
 
     if (srcref_template_compile(tmpl, columns, sizeof columns / sizeof columns[0], &t, &err))
     {
@@ -110,6 +149,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             /* Is column i in the template?  Then two texts render apart. */
             fields[i] = (Field){"p1", 2, false};
             srcref_build(t, fields, nfields, &b);
+            check_key(&b);
             fields[i] = (Field){"p2", 2, false};
             srcref_build(t, fields, nfields, &other);
             if (!same(&b, &other))

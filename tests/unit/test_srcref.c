@@ -306,51 +306,45 @@ test_build_reuses_the_buffer_without_leftovers(void **state)
     buf_free(&b);
 }
 
-static SrcrefTemplate *
-compile_ab(const char *tmpl)
+static bool
+order_of(const char *ref, uint64_t *v)
 {
-    const char *cols[] = {"a", "b"};
-    SrcrefTemplate *t = NULL;
-    Err err;
-
-    assert_true(srcref_template_compile(tmpl, cols, 2, &t, &err));
-    return t;
+    return srcref_order(ref, strlen(ref), v);
 }
 
 static void
-test_order_is_the_last_placeholder_when_it_holds_an_integer(void **state)
+test_order_is_the_integer_the_reference_ends_in(void **state)
 {
-    SrcrefTemplate *t = compile_ab("orders:{a}:{b}:x");
     uint64_t v = 99;
     (void) state;
 
-    Field both[] = {text("17"), text("42")};
-    assert_true(srcref_order(t, both, 2, &v));
+    assert_true(order_of("legacy.orders:42", &v));
     assert_int_equal(v, 42);
-    Field zeros[] = {text("x"), text("007")};
-    assert_true(srcref_order(t, zeros, 2, &v));
+    assert_true(order_of("x:007", &v));
     assert_int_equal(v, 7);
-    Field top[] = {text("x"), text("281474976710655")}; /* 2^48 - 1 */
-    assert_true(srcref_order(t, top, 2, &v));
+    assert_true(order_of("5", &v));
+    assert_int_equal(v, 5);
+    assert_true(order_of("t:281474976710655", &v)); /* 2^48 - 1, 15 digits */
     assert_int_equal(v, UINT64_C(281474976710655));
+    assert_true(order_of("a1:2:3", &v)); /* only the digits at the end */
+    assert_int_equal(v, 3);
 
     /* anything else gives no order: the key is the hash alone */
-    const char *not_ints[] = {"281474976710656", "9999999999999999", "-3", "+3", "4.0",
-                              "12a", " 5", "", "abc"};
-    for (size_t i = 0; i < sizeof not_ints / sizeof *not_ints; i++)
+    const char *none[] = {"t:281474976710656", "t:999999999999999", "t:0000000000000001",
+                          "orders:12a", "orders:", "", "3:abc,0:,N,", "x:\\N", "x:5 "};
+    for (size_t i = 0; i < sizeof none / sizeof *none; i++)
     {
-        Field f[] = {text("1"), text(not_ints[i])};
-        assert_false(srcref_order(t, f, 2, &v));
+        v = 99;
+        if (order_of(none[i], &v))
+            fail_msg("\"%s\" gave order %llu", none[i], (unsigned long long) v);
     }
-    Field with_null[] = {text("1"), null_field()};
-    assert_false(srcref_order(t, with_null, 2, &v));
-    assert_false(srcref_order(t, both, 1, &v)); /* the column is missing from the record */
-    srcref_template_free(t);
-
-    t = compile_ab("{b}-{a}"); /* the last placeholder, not the last column */
-    assert_true(srcref_order(t, both, 2, &v));
-    assert_int_equal(v, 17);
-    srcref_template_free(t);
+    /* the ints of the default reference never count: it ends in ',' */
+    Field f[] = {text("17"), text("42")};
+    Buf b;
+    buf_init(&b);
+    srcref_default(f, 2, &b);
+    assert_false(srcref_order(b.data, b.len, &v));
+    buf_free(&b);
 }
 
 static void
@@ -363,22 +357,24 @@ test_key_is_the_order_then_hash_bytes_or_the_hash_alone(void **state)
 
     for (int i = 0; i < 32; i++)
         mac[i] = (uint8_t) (0xc0 + i);
-    srcref_key(mac, true, UINT64_C(0x0123456789ab), key);
+    srcref_key("r:1250999896491", 15, mac, true, key); /* 0x0123456789ab */
     assert_memory_equal(key, order, 6);
     assert_memory_equal(key + 6, mac, 10);
-    srcref_key(mac, false, UINT64_C(0x0123456789ab), key);
+    srcref_key("r:1250999896491", 15, mac, false, key); /* a lookup of an earlier version */
+    assert_memory_equal(key, mac, 16);
+    srcref_key("r:x", 3, mac, true, key);
     assert_memory_equal(key, mac, 16);
 
-    /* ordered keys sort as their integers do */
+    /* ordered keys sort as their integers do, and the hash tells equal ones apart */
     uint8_t k1[16];
     uint8_t k2[16];
-    srcref_key(mac, true, 255, k1);
-    srcref_key(mac, true, 256, k2);
+    srcref_key("a:255", 5, mac, true, k1);
+    srcref_key("a:256", 5, mac, true, k2);
     assert_true(memcmp(k1, k2, 16) < 0);
-    srcref_key(mac, true, 0, k1);
+    srcref_key("b:0", 3, mac, true, k1);
     mac[0] = 0;
-    srcref_key(mac, true, 0, k2);
-    assert_true(memcmp(k1, k2, 16) != 0); /* the same integer: the hash tells them apart */
+    srcref_key("b:0", 3, mac, true, k2);
+    assert_true(memcmp(k1, k2, 16) != 0);
 }
 
 int
@@ -396,7 +392,7 @@ main(void)
         cmocka_unit_test(test_template_column_missing_from_a_short_record_renders_as_null),
         cmocka_unit_test(test_template_errors_quote_the_template),
         cmocka_unit_test(test_build_reuses_the_buffer_without_leftovers),
-        cmocka_unit_test(test_order_is_the_last_placeholder_when_it_holds_an_integer),
+        cmocka_unit_test(test_order_is_the_integer_the_reference_ends_in),
         cmocka_unit_test(test_key_is_the_order_then_hash_bytes_or_the_hash_alone),
     };
     return cmocka_run_group_tests_name("srcref", tests, NULL, NULL);
