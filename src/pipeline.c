@@ -1606,6 +1606,25 @@ importer_free(Importer *im)
     source_close(im->src);
 }
 
+/* --lookup-keys can choose a new lookup's keys, not change an existing one's:
+ * its entries would no longer be found. */
+static bool
+importer_check_lookup_keys(const Importer *im, Err *err)
+{
+    bool ordered = im->lookup_shape == LOOKUP_REF_KEY;
+    LookupKeys want = im->o->lookup_keys;
+
+    if (want == LOOKUP_KEYS_AS_FOUND || (want == LOOKUP_KEYS_ORDERED) == ordered)
+        return true;
+    err_set(err, EC_CONFIG,
+            "lookup table %s has %s keys; --lookup-keys=%s cannot change that, or the "
+            "references it holds would not be found again",
+            im->lookup_q, ordered ? "ordered" : "hashed", ordered ? "hashed" : "ordered");
+    err_hint(err, "Leave --lookup-keys out to use the lookup as it is, or name a new lookup "
+                  "with --lookup-table.");
+    return false;
+}
+
 bool
 import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
 {
@@ -1735,9 +1754,14 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
         ok = false;
         if (!state_setup(c, err) || !maintain_setup(c, err) ||
             !state_id_key(c, im.target->schema, im.target->name, key, err) ||
-            !state_lookup_create(c, im.target->schema, im.lookup_name, &im.lookup_shape, err))
+            !state_lookup_create(c, im.target->schema, im.lookup_name,
+                                 o->lookup_keys == LOOKUP_KEYS_HASHED, &im.lookup_shape, err))
             goto out;
     }
+    if (!lookup_exists && o->lookup_keys == LOOKUP_KEYS_HASHED)
+        im.lookup_shape = LOOKUP_REF_HASH_UUID; /* plan: what would be created */
+    if (!importer_check_lookup_keys(&im, err))
+        goto out;
     if (!id_keyer_new(key, sizeof key, &im.keyer, err))
         goto out;
     memset(key, 0, sizeof key);

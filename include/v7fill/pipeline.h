@@ -49,6 +49,7 @@ typedef struct ImportOptions
     int64_t max_future_us;    /* allowed clock skew ahead of now */
     const char *lookup_table; /* NULL → <table>_source_ref */
     bool keep_ref_text;       /* store the reference text in the lookup table */
+    LookupKeys lookup_keys;   /* a new lookup's keys; an existing one's must match */
     bool analyze;             /* ANALYZE filled partitions and the parent */
     bool plan;                /* read and classify only: no writes at all */
     bool progress;            /* progress on stderr */

@@ -103,6 +103,15 @@ typedef enum LookupShape
     LOOKUP_REF_HASH_BYTEA, /* ref_hash bytea: the same bytes, the oldest shape */
 } LookupShape;
 
+/* What a lookup's keys are made of (--lookup-keys): chosen when it is created. */
+typedef enum LookupKeys
+{
+    LOOKUP_KEYS_AS_FOUND = 0, /* a new lookup ordered; an existing one as it is */
+    LOOKUP_KEYS_ORDERED,      /* led by the integer a reference ends in (ref_key) */
+    LOOKUP_KEYS_HASHED,       /* the keyed hash alone: nothing of a reference in the clear
+                               * (created as ref_hash uuid, the unordered shape) */
+} LookupKeys;
+
 typedef struct SinkConfig
 {
     const char *target_q;   /* quoted schema.table */

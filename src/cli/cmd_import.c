@@ -52,6 +52,9 @@ import_usage(FILE *out, const char *cmd)
             "                             (default 5min)\n"
             "      --lookup-table=NAME    source-reference lookup (default TABLE_source_ref)\n"
             "      --keep-ref-text        store the reference text in the lookup table\n"
+            "      --lookup-keys=K        a new lookup's keys: ordered (default; led by the\n"
+            "                             integer a reference ends in, kept in the clear) or\n"
+            "                             hashed (the keyed hash alone)\n"
             "      --granularity=G        window size for new partitions: day, week, month,\n"
             "                             quarter, year (default: as the existing partitions)\n"
             "      --lock-timeout=MS      lock_timeout while attaching partitions (default 5000)\n"
@@ -106,6 +109,7 @@ enum
     OPT_MAX_FUTURE,
     OPT_LOOKUP,
     OPT_KEEP_REF,
+    OPT_LOOKUP_KEYS,
     OPT_GRANULARITY,
     OPT_LOCK_TIMEOUT,
     OPT_NO_ANALYZE,
@@ -186,6 +190,7 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
         {"max-future", required_argument, NULL, OPT_MAX_FUTURE},
         {"lookup-table", required_argument, NULL, OPT_LOOKUP},
         {"keep-ref-text", no_argument, NULL, OPT_KEEP_REF},
+        {"lookup-keys", required_argument, NULL, OPT_LOOKUP_KEYS},
         {"granularity", required_argument, NULL, OPT_GRANULARITY},
         {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
         {"no-analyze", no_argument, NULL, OPT_NO_ANALYZE},
@@ -327,6 +332,18 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
                 break;
             case OPT_KEEP_REF:
                 o.keep_ref_text = true;
+                break;
+            case OPT_LOOKUP_KEYS:
+                if (strcmp(optarg, "ordered") == 0)
+                    o.lookup_keys = LOOKUP_KEYS_ORDERED;
+                else if (strcmp(optarg, "hashed") == 0)
+                    o.lookup_keys = LOOKUP_KEYS_HASHED;
+                else
+                {
+                    err_set(err, EC_USAGE, "--lookup-keys: \"%s\" is not ordered or hashed", optarg);
+                    status = 2;
+                    goto out;
+                }
                 break;
             case OPT_GRANULARITY:
                 if (!granularity_parse(optarg, &o.granularity, err))

@@ -122,6 +122,36 @@ SQL
     assert_eq 29900 "$(q "SELECT count(*) FROM o")" "$shape lookup: no row came back"
 done
 
+# --lookup-keys=hashed: a new lookup keeps nothing of a reference in the clear
+# (created in the unordered ref_hash shape); later runs use it as it is, and
+# neither choice can be changed on an existing lookup
+sqlf <<'SQL'
+CREATE TABLE h (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, n integer NOT NULL)
+    PARTITION BY RANGE (id);
+SQL
+run_expect 0 "$V7FILL" plan h ordered.csv --source-ref 'n:{n}' --lookup-keys hashed --no-progress
+assert_eq 0 "$(q "SELECT count(*) FROM pg_class WHERE relname = 'h_source_ref'")" "plan creates no lookup"
+run_expect 0 "$V7FILL" import h ordered.csv --batch-rows 2000 --source-ref 'n:{n}' --lookup-keys hashed \
+    --rejects reh.csv --no-progress --report-json r.json
+assert_eq 30000 "$(field inserted)" "hashed keys: fresh import"
+assert_eq "ref_hash uuid" "$(q "SELECT attname || ' ' || format_type(atttypid, NULL) FROM pg_attribute
+                              WHERE attrelid = 'h_source_ref'::regclass AND attnum = 1")" \
+    "hashed keys: the lookup is created in the ref_hash shape"
+assert_eq 0 "$(q "SELECT count(*) FROM h_source_ref r JOIN h USING (id)
+                  WHERE left(replace(ref_hash::text, '-', ''), 12) = lpad(to_hex(h.n), 12, '0')")" \
+    "hashed keys: no key shows its reference's integer"
+run_expect 0 "$V7FILL" import h shuffled.csv --batch-rows 2000 --source-ref 'n:{n}' \
+    --rejects reh.csv --no-progress --report-json r.json
+assert_eq 30000 "$(field duplicates)" "hashed keys: a later run without the option finds every row"
+run_expect 3 "$V7FILL" import h ordered.csv --source-ref 'n:{n}' --lookup-keys ordered \
+    --rejects reh.csv --no-progress
+assert_contains "$OUT" "has hashed keys; --lookup-keys=ordered cannot change that" "hashed stays hashed"
+run_expect 3 "$V7FILL" import d ordered.csv --source-ref 'n:{n}' --lookup-keys hashed \
+    --rejects rej.csv --no-progress
+assert_contains "$OUT" "has ordered keys; --lookup-keys=hashed cannot change that" "ordered stays ordered"
+run_expect 2 "$V7FILL" import h ordered.csv --lookup-keys sorted --no-progress
+assert_contains "$OUT" '--lookup-keys: "sorted" is not ordered or hashed' "a bad value is named"
+
 # a table in the lookup's place that is not one: a clear error, nothing written
 sqlf <<'SQL'
 CREATE TABLE w (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, n integer NOT NULL)
