@@ -58,6 +58,15 @@ import_report_print(FILE *out, const ImportStats *st, bool plan)
     }
     else if (st->expired)
         fprintf(out, "  expired        %" PRIu64 "\n", st->expired);
+    if (plan && st->lookup_keys_ordered)
+        fprintf(out, "  lookup keys    ordered: %" PRIu64 " of %" PRIu64
+                     " rows' references end in an integer%s\n",
+                st->keys_ordered, st->read,
+                st->read > 0 && st->keys_ordered == 0
+                    ? " (end --source-ref with the serial key to order the lookup)"
+                    : "");
+    else
+        fprintf(out, "  lookup keys    %s\n", st->lookup_keys_ordered ? "ordered" : "hashed");
     if (!plan)
     {
         fprintf(out, "  partitions     %" PRIu64 " created\n", st->partitions_created);
@@ -131,6 +140,10 @@ import_report_json(const ImportStats *st, bool plan)
                         json_real(st->elapsed_s > 0 ? (double) st->read / st->elapsed_s : 0));
     json_object_set_new(root, "rejects_file", json_string(st->rejects_path));
     json_object_set_new(root, "lookup_table", json_string(st->lookup_table));
+    json_object_set_new(root, "lookup_keys", json_string(st->lookup_keys_ordered ? "ordered" : "hashed"));
+    if (plan)
+        json_object_set_new(root, "references_ending_in_integer",
+                            json_integer((json_int_t) st->keys_ordered));
     for (size_t i = 0; i < st->nreasons; i++)
     {
         json_t *r = json_object();

@@ -617,7 +617,8 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
         srcref_default(rec->fields, rec->nfields, &im->ref);
     if (!id_keyer_hmac(im->keyer, im->ref.data, im->ref.len, mac, err))
         return false;
-    srcref_key(im->ref.data, im->ref.len, mac, im->lookup_shape == LOOKUP_REF_KEY, r->hash);
+    r->key_ordered =
+        srcref_key(im->ref.data, im->ref.len, mac, im->lookup_shape == LOOKUP_REF_KEY, r->hash);
     for (int i = 0; i < 8; i++)
         bits = (bits << 8) | mac[REF_HASH_LEN + i];
     r->ref_off = batch_store(b, im->ref.data, im->ref.len);
@@ -951,6 +952,7 @@ importer_count_committed(Importer *im, const Batch *b)
     {
         const BatchRow *r = &b->rows[i];
         st->read++;
+        st->keys_ordered += r->key_ordered;
         if (r->outcome == ROW_INSERTED || r->outcome == ROW_EXPIRED)
             tracker_add(im->tracker, r->time_us, now, (DelayClass) r->delay_class,
                         r->window_lower_us, r->window_upper_us, b->aux.data + r->ref_off,
@@ -1762,6 +1764,7 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
         im.lookup_shape = LOOKUP_REF_HASH_UUID; /* plan: what would be created */
     if (!importer_check_lookup_keys(&im, err))
         goto out;
+    st->lookup_keys_ordered = im.lookup_shape == LOOKUP_REF_KEY;
     if (!id_keyer_new(key, sizeof key, &im.keyer, err))
         goto out;
     memset(key, 0, sizeof key);

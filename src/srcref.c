@@ -242,7 +242,7 @@ srcref_order(const char *ref, size_t len, uint64_t *v)
     return true;
 }
 
-void
+bool
 srcref_key(const char *ref, size_t len, const uint8_t mac[32], bool may_order, uint8_t key[16])
 {
     uint64_t v = 0;
@@ -250,11 +250,12 @@ srcref_key(const char *ref, size_t len, const uint8_t mac[32], bool may_order, u
     if (!may_order || !srcref_order(ref, len, &v))
     {
         memcpy(key, mac, 16);
-        return;
+        return false;
     }
     for (int i = 0; i < 6; i++)
         key[i] = (uint8_t) (v >> (40 - 8 * i));
     memcpy(key + 6, mac, 10);
+    return true;
 }
 
 void

@@ -110,6 +110,8 @@ typedef struct ImportStats
     int64_t near_cutoff_us;
     char *delay_json;     /* the tracker's statistics (tracker_to_json), or NULL */
     char lookup_table[256];
+    bool lookup_keys_ordered; /* the lookup's keys are (or would be) ordered */
+    uint64_t keys_ordered;    /* rows read in this run whose key came out ordered */
     SinkStats sink;
 } ImportStats;
 

@@ -54,6 +54,7 @@ typedef struct BatchRow
     bool client_decided;  /* outcome decided before the sink (kept when a batch is redone) */
     bool id_given;        /* the id came with the input (else minted from ref and time) */
     bool in_copy;         /* sink: part of the lookup COPY being built */
+    bool key_ordered;     /* the lookup key is led by the reference's integer (srcref.h) */
     size_t copy_off, copy_len; /* target COPY line in data */
     size_t ref_off, ref_len;   /* source reference in aux */
     size_t raw_off, raw_len;   /* raw input record in aux */

@@ -77,7 +77,8 @@ void srcref_template_free(SrcrefTemplate *t);
 #define SRCREF_ORDER_DIGITS 15
 
 bool srcref_order(const char *ref, size_t len, uint64_t *v);
-void srcref_key(const char *ref, size_t len, const uint8_t mac[32], bool may_order,
+/* Returns whether the key came out ordered. */
+bool srcref_key(const char *ref, size_t len, const uint8_t mac[32], bool may_order,
                 uint8_t key[16]);
 
 #endif /* V7FILL_SRCREF_H */

@@ -76,13 +76,17 @@ check_key(const Buf *ref)
     uint64_t v = 0;
     size_t start = ref->len;
     char digits[24];
+    bool ordered;
 
     for (int i = 0; i < 32; i++)
         mac[i] = (uint8_t) (i * 37 + 11);
     while (start > 0 && ref->data[start - 1] >= '0' && ref->data[start - 1] <= '9')
         start--;
-    srcref_key(ref->data, ref->len, mac, true, key);
-    if (!srcref_order(ref->data, ref->len, &v))
+    ordered = srcref_key(ref->data, ref->len, mac, true, key);
+
+    if (ordered != srcref_order(ref->data, ref->len, &v))
+        abort();
+    if (!ordered)
     {
         if (memcmp(key, mac, 16) != 0)
             abort(); /* no order: the hash alone */

@@ -37,6 +37,16 @@ assert_eq 30000 "$(field inserted)" "fresh import"
 lead48() { echo "('x' || left(replace($1::text, '-', ''), 12))::bit(48)::bigint"; }
 assert_eq 30000 "$(q "SELECT count(*) FROM d_source_ref r JOIN d USING (id) WHERE $(lead48 r.ref_key) = d.n")" \
     "each lookup key starts with its reference's integer"
+# plan tells how many references end in an integer, and what to do when none does
+run_expect 0 "$V7FILL" plan d ordered.csv --source-ref 'n:{n}' --no-progress --report-json p.json
+assert_contains "$OUT" "lookup keys    ordered: 30000 of 30000 rows' references end in an integer" \
+    "plan: every reference ends in its integer"
+assert_eq "ordered 30000" "$(python3 -c "import json;j=json.load(open('p.json'));print(j['lookup_keys'], j['references_ending_in_integer'])")" \
+    "plan: the same in JSON"
+run_expect 0 "$V7FILL" plan d ordered.csv --source-ref '{n}:d' --no-progress
+assert_contains "$OUT" "ordered: 0 of 30000 rows' references end in an integer (end --source-ref with the serial key to order the lookup)" \
+    "plan: a template ending in text is pointed out"
+assert_eq ordered "$(field lookup_keys)" "import report: the key kind in JSON"
 # the target's time column holds the input's instant, to the microsecond, on every day
 sqlf -c "CREATE TEMP TABLE src (n integer, created_at timestamptz)" \
      -c "\\copy src FROM 'ordered.csv' (FORMAT csv, HEADER)" \
@@ -134,6 +144,7 @@ assert_eq 0 "$(q "SELECT count(*) FROM pg_class WHERE relname = 'h_source_ref'")
 run_expect 0 "$V7FILL" import h ordered.csv --batch-rows 2000 --source-ref 'n:{n}' --lookup-keys hashed \
     --rejects reh.csv --no-progress --report-json r.json
 assert_eq 30000 "$(field inserted)" "hashed keys: fresh import"
+assert_eq hashed "$(field lookup_keys)" "hashed keys: the report says so"
 assert_eq "ref_hash uuid" "$(q "SELECT attname || ' ' || format_type(atttypid, NULL) FROM pg_attribute
                               WHERE attrelid = 'h_source_ref'::regclass AND attnum = 1")" \
     "hashed keys: the lookup is created in the ref_hash shape"

@@ -357,12 +357,12 @@ test_key_is_the_order_then_hash_bytes_or_the_hash_alone(void **state)
 
     for (int i = 0; i < 32; i++)
         mac[i] = (uint8_t) (0xc0 + i);
-    srcref_key("r:1250999896491", 15, mac, true, key); /* 0x0123456789ab */
+    assert_true(srcref_key("r:1250999896491", 15, mac, true, key)); /* 0x0123456789ab */
     assert_memory_equal(key, order, 6);
     assert_memory_equal(key + 6, mac, 10);
-    srcref_key("r:1250999896491", 15, mac, false, key); /* a lookup of an earlier version */
+    assert_false(srcref_key("r:1250999896491", 15, mac, false, key)); /* a hashed lookup */
     assert_memory_equal(key, mac, 16);
-    srcref_key("r:x", 3, mac, true, key);
+    assert_false(srcref_key("r:x", 3, mac, true, key));
     assert_memory_equal(key, mac, 16);
 
     /* ordered keys sort as their integers do, and the hash tells equal ones apart */
