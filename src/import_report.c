@@ -63,7 +63,8 @@ import_report_print(FILE *out, const ImportStats *st, bool plan)
                      " rows' references end in an integer%s\n",
                 st->keys_ordered, st->read,
                 st->read > 0 && st->keys_ordered == 0
-                    ? " (end --source-ref with the serial key to order the lookup)"
+                    ? " (a --source-ref ending in the source's serial key, if it has one, "
+                      "would order the lookup)"
                     : "");
     else
         fprintf(out, "  lookup keys    %s\n", st->lookup_keys_ordered ? "ordered" : "hashed");

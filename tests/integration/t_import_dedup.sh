@@ -44,7 +44,7 @@ assert_contains "$OUT" "lookup keys    ordered: 30000 of 30000 rows' references 
 assert_eq "ordered 30000" "$(python3 -c "import json;j=json.load(open('p.json'));print(j['lookup_keys'], j['references_ending_in_integer'])")" \
     "plan: the same in JSON"
 run_expect 0 "$V7FILL" plan d ordered.csv --source-ref '{n}:d' --no-progress
-assert_contains "$OUT" "ordered: 0 of 30000 rows' references end in an integer (end --source-ref with the serial key to order the lookup)" \
+assert_contains "$OUT" "ordered: 0 of 30000 rows' references end in an integer (a --source-ref ending in the source's serial key, if it has one, would order the lookup)" \
     "plan: a template ending in text is pointed out"
 assert_eq ordered "$(field lookup_keys)" "import report: the key kind in JSON"
 # the target's time column holds the input's instant, to the microsecond, on every day
