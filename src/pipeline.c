@@ -1634,6 +1634,9 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
     uint8_t key[ID_KEY_LEN];
     bool ok = false;
     bool lookup_exists = true;
+    /* the shape of a lookup this run would create */
+    LookupShape new_shape =
+        o->lookup_keys == LOOKUP_KEYS_HASHED ? LOOKUP_REF_HASH_UUID : LOOKUP_REF_KEY;
 
     memset(&im, 0, sizeof im);
     memset(st, 0, sizeof *st);
@@ -1756,12 +1759,12 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
         ok = false;
         if (!state_setup(c, err) || !maintain_setup(c, err) ||
             !state_id_key(c, im.target->schema, im.target->name, key, err) ||
-            !state_lookup_create(c, im.target->schema, im.lookup_name,
-                                 o->lookup_keys == LOOKUP_KEYS_HASHED, &im.lookup_shape, err))
+            !state_lookup_create(c, im.target->schema, im.lookup_name, new_shape,
+                                 &im.lookup_shape, err))
             goto out;
     }
-    if (!lookup_exists && o->lookup_keys == LOOKUP_KEYS_HASHED)
-        im.lookup_shape = LOOKUP_REF_HASH_UUID; /* plan: what would be created */
+    if (!lookup_exists)
+        im.lookup_shape = new_shape; /* plan: what would be created */
     if (!importer_check_lookup_keys(&im, err))
         goto out;
     st->lookup_keys_ordered = im.lookup_shape == LOOKUP_REF_KEY;

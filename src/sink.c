@@ -98,11 +98,17 @@ batch_reason(const Batch *b, const BatchRow *r)
     return r->reason_off == SIZE_MAX ? "" : b->aux.data + r->reason_off;
 }
 
+const char *
+lookup_key_column(LookupShape shape)
+{
+    return shape == LOOKUP_REF_KEY ? "ref_key" : "ref_hash";
+}
+
 Sink *
 sink_new(PgConn *c, const SinkConfig *cfg)
 {
     Sink *s = xcalloc(1, sizeof *s);
-    const char *key_col = cfg->lookup_shape == LOOKUP_REF_KEY ? "ref_key" : "ref_hash";
+    const char *key_col = lookup_key_column(cfg->lookup_shape);
 
     s->conn = c;
     s->cfg = *cfg;

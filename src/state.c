@@ -146,7 +146,7 @@ state_lookup_name(const char *table, const char *override, char **out, Err *err)
 }
 
 bool
-state_lookup_create(PgConn *c, const char *schema, const char *lookup, bool hashed,
+state_lookup_create(PgConn *c, const char *schema, const char *lookup, LookupShape create_as,
                     LookupShape *shape, Err *err)
 {
     char *q = pg_qualified(c, schema, lookup);
@@ -159,7 +159,7 @@ state_lookup_create(PgConn *c, const char *schema, const char *lookup, bool hash
     char *sql = xasprintf("CREATE TABLE IF NOT EXISTS %s ("
                           "%s uuid PRIMARY KEY, id uuid NOT NULL, ref text) "
                           "WITH (autovacuum_vacuum_insert_threshold = -1)",
-                          q, hashed ? "ref_hash" : "ref_key");
+                          q, lookup_key_column(create_as));
     bool exists = false;
     bool ok;
 

@@ -104,6 +104,9 @@ typedef enum LookupShape
     LOOKUP_REF_HASH_BYTEA, /* ref_hash bytea: the same bytes, the oldest shape */
 } LookupShape;
 
+/* The name of the key column in a lookup of this shape. */
+const char *lookup_key_column(LookupShape shape);
+
 /* What a lookup's keys are made of (--lookup-keys): chosen when it is created. */
 typedef enum LookupKeys
 {

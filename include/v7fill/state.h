@@ -42,12 +42,13 @@ V7FILL_MUST_CHECK bool state_id_key(PgConn *c, const char *schema, const char *t
 /* Default lookup table name: <table>_source_ref (error if over 63 bytes). */
 V7FILL_MUST_CHECK bool state_lookup_name(const char *table, const char *override, char **out,
                                          Err *err);
-/* Create the lookup table if missing: (ref_key uuid PRIMARY KEY, id uuid, ref
- * text), or with `hashed` (ref_hash uuid PRIMARY KEY, ...), whose keys are
- * never ordered.  Lookups made by earlier versions have ref_hash uuid, or
- * bytea before that; all three work: *shape says which this one has. */
+/* Create the lookup table if missing, in shape `create_as`: LOOKUP_REF_KEY
+ * (ref_key uuid PRIMARY KEY, id uuid, ref text) or LOOKUP_REF_HASH_UUID
+ * (ref_hash uuid ..., keys never ordered).  Lookups made by earlier versions
+ * have ref_hash uuid, or bytea before that; all three work: *shape says which
+ * this one has. */
 V7FILL_MUST_CHECK bool state_lookup_create(PgConn *c, const char *schema, const char *lookup,
-                                           bool hashed, LookupShape *shape, Err *err);
+                                           LookupShape create_as, LookupShape *shape, Err *err);
 /* Does the lookup table exist, and with which shape?  A missing table counts
  * as LOOKUP_REF_KEY (what would be created); a table of that name without a
  * ref_key uuid or ref_hash column is an EC_CONFIG error.  shape may be NULL. */
