@@ -56,6 +56,8 @@ LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+# test_rejects counts fsync calls
+UNIT_LDFLAGS_test_rejects := -Wl,--wrap=fsync
 BENCH_SRCS:= $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS:= $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
@@ -79,7 +81,7 @@ $(BUILD)/v7fill: $(CLI_OBJS) $(BUILD)/libv7fill.a
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libv7fill.a
 	@mkdir -p $(dir $@)
 	@echo "LINK $@"
-	@$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libv7fill.a $(LDLIBS) $(CMOCKA_LIBS)
+	@$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(UNIT_LDFLAGS_$*) -o $@ $< $(BUILD)/libv7fill.a $(LDLIBS) $(CMOCKA_LIBS)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libv7fill.a
 	@mkdir -p $(dir $@)

@@ -20,6 +20,7 @@ struct Rejects
     Buf buf;         /* pending bytes, written on sync or when large */
     uint64_t size;   /* bytes in the file plus pending */
     uint64_t synced; /* bytes known to be written whole */
+    bool dirty;      /* written or cut since the last fsync */
 };
 
 static const char header[] = "source,line,reason,sqlstate,record\n";
@@ -34,6 +35,8 @@ rejects_flush(Rejects *r, Err *err)
 {
     size_t off = 0;
 
+    if (r->buf.len > 0)
+        r->dirty = true;
     while (off < r->buf.len)
     {
         ssize_t n = write(r->fd, r->buf.data + off, r->buf.len - off);
@@ -90,6 +93,7 @@ rejects_open_csv(const char *path, const char *first_line, Rejects **out, Err *e
     }
     r->size = (uint64_t) st.st_size;
     r->synced = r->size;
+    r->dirty = true; /* what an earlier run left is made durable by the first sync */
     if (r->size == 0)
     {
         buf_puts(&r->buf, first_line);
@@ -170,8 +174,11 @@ rejects_sync(Rejects *r, Err *err)
         return true;
     if (!rejects_flush(r, err))
         return false;
+    if (!r->dirty)
+        return true; /* a batch without rejects: nothing to make durable */
     if (fsync(r->fd) != 0)
         return err_errno(err, EC_IO, "could not fsync rejects file \"%s\"", r->path);
+    r->dirty = false;
     return true;
 }
 
@@ -200,6 +207,7 @@ rejects_truncate(Rejects *r, uint64_t size, Err *err)
         return err_errno(err, EC_IO, "could not truncate rejects file \"%s\"", r->path);
     r->size = size;
     r->synced = size;
+    r->dirty = true;
     return true;
 }
 

@@ -1,0 +1,191 @@
+/*
+ * The rejects writer: the CSV it writes (quoting, the record's own line
+ * terminator dropped), what rejects_sync makes durable and when it calls
+ * fsync (once per sync that has something new; never for a batch without
+ * rejects), and truncation on resume.  fsync is counted through the linker's
+ * --wrap (see the Makefile).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "v7fill/rejects.h"
+
+int __real_fsync(int fd);
+int __wrap_fsync(int fd);
+
+static int fsyncs;
+
+int
+__wrap_fsync(int fd)
+{
+    fsyncs++;
+    return __real_fsync(fd);
+}
+
+static char *
+temp_path(void)
+{
+    char *p = strdup("/tmp/v7fill-test-rejects.XXXXXX");
+    int fd = mkstemp(p);
+
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(p); /* rejects_open creates it */
+    return p;
+}
+
+static char *
+slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *s = calloc(1, 1 << 16);
+    size_t n;
+
+    assert_non_null(f);
+    n = fread(s, 1, (1 << 16) - 1, f);
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+static void
+test_csv_rows(void **state)
+{
+    char *path = temp_path();
+    Rejects *r = NULL;
+    Err err;
+    char *text;
+    const char raw[] = "1,\"a \"\"b\"\"\",x\r\ny\r\n";
+
+    (void) state;
+    assert_true(rejects_open(path, &r, &err));
+    assert_true(rejects_write(r, "in.csv", 7, "bad, \"very\" bad", "22P02", raw, strlen(raw),
+                              &err));
+    assert_true(rejects_write(r, "in.csv", 9, "clock ahead", NULL, "z", 1, &err));
+    assert_true(rejects_sync(r, &err));
+    text = slurp(path);
+    assert_string_equal(text, "source,line,reason,sqlstate,record\n"
+                              "\"in.csv\",7,\"bad, \"\"very\"\" bad\",22P02,"
+                              "\"1,\"\"a \"\"\"\"b\"\"\"\"\"\",x\r\ny\"\n"
+                              "\"in.csv\",9,\"clock ahead\",,\"z\"\n");
+    assert_int_equal(rejects_size(r), strlen(text));
+    free(text);
+    rejects_close(r);
+    unlink(path);
+    free(path);
+}
+
+static void
+test_fsync_only_when_new(void **state)
+{
+    char *path = temp_path();
+    Rejects *r = NULL;
+    Err err;
+
+    (void) state;
+    fsyncs = 0;
+    assert_true(rejects_open(path, &r, &err));
+    assert_int_equal(fsyncs, 1); /* the header */
+    /* batches without rejects: nothing to make durable */
+    for (int i = 0; i < 5; i++)
+        assert_true(rejects_sync(r, &err));
+    assert_int_equal(fsyncs, 1);
+    assert_true(rejects_write(r, "f", 1, "why", NULL, "x", 1, &err));
+    assert_int_equal(fsyncs, 1); /* written on sync, not before */
+    assert_true(rejects_sync(r, &err));
+    assert_int_equal(fsyncs, 2);
+    assert_true(rejects_sync(r, &err));
+    assert_int_equal(fsyncs, 2);
+    /* a cut is a change too */
+    assert_true(rejects_truncate(r, 35, &err));
+    assert_true(rejects_sync(r, &err));
+    assert_int_equal(fsyncs, 3);
+    rejects_close(r);
+    assert_int_equal(fsyncs, 3);
+
+    /* reopening a file an earlier run left: its first sync makes that durable */
+    assert_true(rejects_open(path, &r, &err));
+    assert_int_equal(fsyncs, 3);
+    assert_int_equal(rejects_size(r), 35);
+    assert_true(rejects_sync(r, &err));
+    assert_int_equal(fsyncs, 4);
+    assert_true(rejects_sync(r, &err));
+    assert_int_equal(fsyncs, 4);
+    rejects_close(r);
+    unlink(path);
+    free(path);
+}
+
+static void
+test_large_flush_still_synced(void **state)
+{
+    char *path = temp_path();
+    Rejects *r = NULL;
+    Err err;
+    char *big = malloc(300000);
+
+    (void) state;
+    memset(big, 'q', 300000);
+    assert_true(rejects_open(path, &r, &err));
+    fsyncs = 0;
+    /* more than the 1 MiB buffer: written before the sync, which must still fsync */
+    for (int i = 0; i < 5; i++)
+        assert_true(rejects_write(r, "f", (uint64_t) i + 2, "long", NULL, big, 300000, &err));
+    assert_true(rejects_sync(r, &err));
+    assert_int_equal(fsyncs, 1);
+    rejects_close(r);
+    free(big);
+    unlink(path);
+    free(path);
+}
+
+static void
+test_truncate_resume(void **state)
+{
+    char *path = temp_path();
+    Rejects *r = NULL;
+    Err err;
+    uint64_t committed;
+    char *text;
+
+    (void) state;
+    assert_true(rejects_open(path, &r, &err));
+    assert_true(rejects_write(r, "f", 2, "one", NULL, "a", 1, &err));
+    assert_true(rejects_sync(r, &err));
+    committed = rejects_size(r);
+    assert_true(rejects_write(r, "f", 3, "two", NULL, "b", 1, &err));
+    assert_true(rejects_sync(r, &err)); /* the batch then failed to commit */
+    rejects_close(r);
+
+    assert_true(rejects_open(path, &r, &err));
+    assert_true(rejects_truncate(r, committed, &err));
+    assert_int_equal(rejects_size(r), committed);
+    assert_false(rejects_truncate(r, committed + 1, &err));
+    assert_non_null(strstr(err.msg, "shorter"));
+    rejects_close(r);
+    text = slurp(path);
+    assert_string_equal(text, "source,line,reason,sqlstate,record\n\"f\",2,\"one\",,\"a\"\n");
+    free(text);
+    unlink(path);
+    free(path);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_csv_rows),
+        cmocka_unit_test(test_fsync_only_when_new),
+        cmocka_unit_test(test_large_flush_still_synced),
+        cmocka_unit_test(test_truncate_resume),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
