@@ -27,12 +27,16 @@ window_label(const WindowCount *w, char *out, size_t size)
 void
 import_report_print(FILE *out, const ImportStats *st, bool plan)
 {
-    double rate = st->elapsed_s > 0 ? (double) st->read / st->elapsed_s : 0;
+    double rate = import_stats_rate(st);
 
     fprintf(out, "%s\n", plan ? "plan (nothing was written)" : "import report");
     fprintf(out, "  files          %" PRIu64 "%s\n", st->files,
             st->files_resumed ? " (resumed)" : "");
-    fprintf(out, "  rows read      %" PRIu64 "\n", st->read);
+    fprintf(out, "  rows read      %" PRIu64, st->read);
+    if (st->read_resumed)
+        fprintf(out, "   (%" PRIu64 " of them accounted for by earlier, interrupted runs)",
+                st->read_resumed);
+    fputc('\n', out);
     fprintf(out, "  %-14s %" PRIu64 "\n", plan ? "would insert" : "inserted", st->inserted);
     fprintf(out, "  duplicates     %" PRIu64 "\n", st->duplicates);
     fprintf(out, "  rejected       %" PRIu64 "\n", st->rejected);
@@ -121,6 +125,7 @@ import_report_json(const ImportStats *st, bool plan)
     json_object_set_new(root, "files", json_integer((json_int_t) st->files));
     json_object_set_new(root, "files_resumed", json_integer((json_int_t) st->files_resumed));
     json_object_set_new(root, "read", json_integer((json_int_t) st->read));
+    json_object_set_new(root, "read_resumed", json_integer((json_int_t) st->read_resumed));
     json_object_set_new(root, "inserted", json_integer((json_int_t) st->inserted));
     json_object_set_new(root, "duplicates", json_integer((json_int_t) st->duplicates));
     json_object_set_new(root, "rejected", json_integer((json_int_t) st->rejected));
@@ -137,8 +142,7 @@ import_report_json(const ImportStats *st, bool plan)
                         json_integer((json_int_t) st->partitions_created));
     json_object_set_new(root, "batches", json_integer((json_int_t) st->batches));
     json_object_set_new(root, "elapsed_s", json_real(st->elapsed_s));
-    json_object_set_new(root, "rows_per_s",
-                        json_real(st->elapsed_s > 0 ? (double) st->read / st->elapsed_s : 0));
+    json_object_set_new(root, "rows_per_s", json_real(import_stats_rate(st)));
     json_object_set_new(root, "rejects_file", json_string(st->rejects_path));
     json_object_set_new(root, "lookup_table", json_string(st->lookup_table));
     json_object_set_new(root, "lookup_keys", json_string(st->lookup_keys_ordered ? "ordered" : "hashed"));

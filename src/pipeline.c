@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -122,6 +123,13 @@ typedef struct Importer
     /* progress */
     double started;
     double last_progress;
+    double file_started; /* when reading of the current file began (after any resume seek) */
+    uint64_t file_done0; /* the source's progress position then */
+    size_t file_no;      /* 1-based index of the current file */
+    bool all_known;      /* every file's size is known (regular files): all_bytes is true */
+    uint64_t all_bytes;  /* the sizes of all the files (as the sources count progress) */
+    uint64_t files_bytes;     /* sizes of the files finished by this run */
+    uint64_t files_bytes_run; /* what they took of this run's reading (less any resumed part) */
 } Importer;
 
 static double
@@ -159,6 +167,14 @@ bool
 import_stats_balanced(const ImportStats *st)
 {
     return st->read == st->inserted + st->duplicates + st->rejected + st->expired;
+}
+
+double
+import_stats_rate(const ImportStats *st)
+{
+    if (st->elapsed_s <= 0)
+        return 0;
+    return (double) (st->read - st->read_resumed) / st->elapsed_s;
 }
 
 void
@@ -1154,6 +1170,24 @@ importer_flush(Importer *im, Batch *b, const SourcePosition *pos, bool finished,
 
 /* ---- progress ------------------------------------------------------------ */
 
+/* "ETA 1h02m03s": secs to go, as a person reads it */
+static void
+format_eta(char *out, size_t size, double secs)
+{
+    long s = secs < 0 ? 0 : secs > 1e8 ? 100000000L : (long) secs;
+
+    if (s >= 3600)
+        (void) snprintf(out, size, "ETA %ldh%02ldm%02lds", s / 3600, s / 60 % 60, s % 60);
+    else
+        (void) snprintf(out, size, "ETA %ldm%02lds", s / 60, s % 60);
+}
+
+/*
+ * Progress: on a terminal a line redrawn twice a second, otherwise a log line
+ * every 10 s.  Rates and the ETA count this run's rows, bytes and time only: a
+ * resumed file's earlier part is neither work done nor work to do.  With
+ * several files whose sizes are known, the ETA is for all of them.
+ */
 static void
 importer_progress(Importer *im, bool final)
 {
@@ -1162,6 +1196,9 @@ importer_progress(Importer *im, bool final)
     uint64_t total = 0;
     double rate;
     bool tty = im->o->progress && isatty(STDERR_FILENO);
+    bool many = im->o->nfiles > 1;
+    char eta[48] = "";
+    char which[48] = "";
 
     if (!final && now - im->last_progress < (tty ? 0.5 : 10.0))
         return;
@@ -1169,26 +1206,67 @@ importer_progress(Importer *im, bool final)
         return;
     im->last_progress = now;
     im->src->ops->progress(im->src, &done, &total);
-    rate = (double) im->st->read / (now - im->started > 0.001 ? now - im->started : 0.001);
+    rate = (double) (im->st->read - im->st->read_resumed) /
+           (now - im->started > 0.001 ? now - im->started : 0.001);
+    if (many && im->all_known)
+    {
+        uint64_t run = im->files_bytes_run + (done - im->file_done0);
+        uint64_t left = im->all_bytes > im->files_bytes + done
+                            ? im->all_bytes - im->files_bytes - done
+                            : 0;
+
+        if (run > 0 && left > 0)
+        {
+            format_eta(eta, sizeof eta, (now - im->started) * (double) left / (double) run);
+            (void) snprintf(eta + strlen(eta), sizeof eta - strlen(eta), " for all %zu files",
+                            im->o->nfiles);
+        }
+    }
+    else if (total > 0 && done > im->file_done0 && done < total && now > im->file_started)
+        format_eta(eta, sizeof eta,
+                   (now - im->file_started) * (double) (total - done) /
+                       (double) (done - im->file_done0));
+    if (many)
+        (void) snprintf(which, sizeof which, " (file %zu of %zu)", im->file_no, im->o->nfiles);
     if (tty)
     {
-        char eta[32] = "";
-        if (total > 0 && done > 0 && done < total)
-        {
-            double secs = (now - im->started) * (double) (total - done) / (double) done;
-            (void) snprintf(eta, sizeof eta, "  ETA %dm%02ds", (int) secs / 60, (int) secs % 60);
-        }
-        fprintf(stderr, "\r%s: %.1f/%.1f MB  %" PRIu64 " rows  %.0f rows/s%s   ", im->src_name,
-                (double) done / 1e6, (double) total / 1e6, im->st->read, rate, eta);
+        fprintf(stderr, "\r%s%s: %.1f/%.1f MB  %" PRIu64 " rows  %.0f rows/s%s%s   ",
+                im->src_name, which, (double) done / 1e6, (double) total / 1e6, im->st->read, rate,
+                eta[0] ? "  " : "", eta);
         if (final)
             fputc('\n', stderr);
     }
+    else if (im->o->progress && total > 0)
+        log_info("%s%s: %" PRIu64 " rows read, %" PRIu64 " inserted, %.0f rows/s, %.1f of %.1f MB "
+                 "(%.0f%%)%s%s",
+                 im->src_name, which, im->st->read, im->st->inserted, rate, (double) done / 1e6,
+                 (double) total / 1e6, 100.0 * (double) done / (double) total, eta[0] ? ", " : "",
+                 eta);
     else if (im->o->progress)
-        log_info("%s: %" PRIu64 " rows read, %" PRIu64 " inserted, %.0f rows/s", im->src_name,
-                 im->st->read, im->st->inserted, rate);
+        log_info("%s%s: %" PRIu64 " rows read, %" PRIu64 " inserted, %.0f rows/s", im->src_name,
+                 which, im->st->read, im->st->inserted, rate);
 }
 
 /* ---- files --------------------------------------------------------------- */
+
+/* The total size of the input, for an ETA across files: known when every file
+ * is a regular file (zstd files count compressed bytes, as their progress does). */
+static void
+importer_size_files(Importer *im)
+{
+    im->all_known = true;
+    im->all_bytes = 0;
+    for (size_t f = 0; f < im->o->nfiles && im->all_known; f++)
+    {
+        struct stat st;
+
+        if (strcmp(im->o->files[f], "-") == 0 || stat(im->o->files[f], &st) != 0 ||
+            !S_ISREG(st.st_mode))
+            im->all_known = false;
+        else
+            im->all_bytes += (uint64_t) st.st_size;
+    }
+}
 
 static void
 importer_drop_sink(Importer *im)
@@ -1283,6 +1361,7 @@ importer_open_file(Importer *im, const char *path, Err *err)
             im->st->files_resumed++;
         }
         im->st->read += im->cp.read;
+        im->st->read_resumed += im->cp.read;
         im->st->inserted += im->cp.inserted;
         im->st->duplicates += im->cp.duplicates;
         im->st->rejected += im->cp.rejected;
@@ -1469,6 +1548,13 @@ importer_file(Importer *im, const char *path, Err *err)
     if (!importer_open_file(im, path, err))
         return false;
     im->st->files++;
+    im->file_no++;
+    {
+        uint64_t total;
+
+        im->file_started = mono_now();
+        im->src->ops->progress(im->src, &im->file_done0, &total);
+    }
     if (!im->o->plan && !writer_start(im, err))
     {
         source_close(im->src);
@@ -1519,6 +1605,14 @@ importer_file(Importer *im, const char *path, Err *err)
     }
     writer_stop(im);
     importer_progress(im, true);
+    {
+        uint64_t done;
+        uint64_t total;
+
+        im->src->ops->progress(im->src, &done, &total);
+        im->files_bytes += total;
+        im->files_bytes_run += done - im->file_done0;
+    }
     source_close(im->src);
     im->src = NULL;
     return ok;
@@ -1773,6 +1867,7 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
     memset(key, 0, sizeof key);
 
     im.lookup_exists = lookup_exists;
+    importer_size_files(&im);
     for (size_t f = 0; f < o->nfiles; f++)
         if (!importer_file(&im, o->files[f], err))
             goto out;

@@ -89,6 +89,7 @@ typedef struct ImportStats
     uint64_t files;
     uint64_t files_resumed;
     uint64_t read;
+    uint64_t read_resumed; /* of read: rows that interrupted earlier runs accounted for */
     uint64_t inserted;
     uint64_t duplicates;
     uint64_t rejected;
@@ -122,5 +123,8 @@ void import_stats_free(ImportStats *st);
 
 /* The accounting invariant; false means a bug (the tool checks it itself). */
 bool import_stats_balanced(const ImportStats *st);
+/* Rows per second of this run: the rows it read over its elapsed time (rows
+ * that earlier runs accounted for, read_resumed, are not this run's work). */
+double import_stats_rate(const ImportStats *st);
 
 #endif /* V7FILL_PIPELINE_H */

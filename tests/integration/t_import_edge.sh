@@ -64,6 +64,32 @@ for i in range(10): print(f'garbage{i},bad{i}')
 run_expect 6 "$V7FILL" import e many.csv --max-rejects 5 --batch-rows 25 --no-progress --rejects rm.csv
 assert_contains "$OUT" "too many rejected rows" "limit message"
 assert_eq 50 "$(q "SELECT count(*) FROM e WHERE v ~ '^ok[0-9]+$'")" "batches before the limit committed"
+# A limit reached mid-file, then a rerun with a higher limit: it resumes, its report counts
+# the earlier run's rows as read and says so, and its rows/s is this run's rows over its time.
+python3 -c "
+print('created_at,v')
+for i in range(50): print(f'2026-07-{1 + i % 28:02d},m{i}')
+for i in range(10): print(f'garbage{i},mbad{i}')
+for i in range(50, 100): print(f'2026-07-{1 + i % 28:02d},m{i}')
+" >mid.csv
+run_expect 6 "$V7FILL" import e mid.csv --max-rejects 5 --batch-rows 25 --no-progress --rejects rmid.csv
+before=$(q "SELECT rows_read FROM v7fill.checkpoint WHERE source_name LIKE '%mid.csv' AND NOT finished")
+[ -n "$before" ] && [ "$before" -gt 0 ] && [ "$before" -lt 110 ] || fail "the stopped run left no mid-file checkpoint"
+run_expect 0 "$V7FILL" import e mid.csv --max-rejects 100 --batch-rows 25 --no-progress \
+    --rejects rmid.csv --report-json resumed.json
+assert_contains "$OUT" "rows read      110   ($before of them accounted for by earlier, interrupted runs)" \
+    "resumed report line"
+assert_eq 100 "$(q "SELECT count(*) FROM e WHERE v ~ '^m[0-9]+$'")" "every good row of the resumed file once"
+assert_eq 10 "$(grep -c mbad rmid.csv)" "every reject of the resumed file once"
+python3 - "$before" <<'PY' || fail "resumed report: $(cat resumed.json)"
+import json, sys
+r = json.load(open("resumed.json"))
+before = int(sys.argv[1])
+assert r["read"] == 110 and r["read_resumed"] == before and r["files_resumed"] == 1, r
+assert r["balanced"], r
+# this run read 110 - before rows
+assert abs(r["rows_per_s"] * r["elapsed_s"] - (110 - before)) < 0.01, r
+PY
 
 # a header-only file and a file that is not CSV at all
 printf 'created_at,v\n' >hdr.csv
