@@ -30,8 +30,13 @@ import_report_print(FILE *out, const ImportStats *st, bool plan)
     double rate = import_stats_rate(st);
 
     fprintf(out, "%s\n", plan ? "plan (nothing was written)" : "import report");
-    fprintf(out, "  files          %" PRIu64 "%s\n", st->files,
-            st->files_resumed ? " (resumed)" : "");
+    fprintf(out, "  files          %" PRIu64, st->files);
+    if (st->files_resumed)
+        fprintf(out, " (%" PRIu64 " resumed)", st->files_resumed);
+    if (st->files_skipped)
+        fprintf(out, " (%" PRIu64 " skipped: imported completely by an earlier run)",
+                st->files_skipped);
+    fputc('\n', out);
     fprintf(out, "  rows read      %" PRIu64, st->read);
     if (st->read_resumed)
         fprintf(out, "   (%" PRIu64 " of them accounted for by earlier, interrupted runs)",
@@ -124,6 +129,7 @@ import_report_json(const ImportStats *st, bool plan)
     json_object_set_new(root, "plan", json_boolean(plan));
     json_object_set_new(root, "files", json_integer((json_int_t) st->files));
     json_object_set_new(root, "files_resumed", json_integer((json_int_t) st->files_resumed));
+    json_object_set_new(root, "files_skipped", json_integer((json_int_t) st->files_skipped));
     json_object_set_new(root, "read", json_integer((json_int_t) st->read));
     json_object_set_new(root, "read_resumed", json_integer((json_int_t) st->read_resumed));
     json_object_set_new(root, "inserted", json_integer((json_int_t) st->inserted));

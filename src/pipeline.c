@@ -126,6 +126,8 @@ typedef struct Importer
     double file_started; /* when reading of the current file began (after any resume seek) */
     uint64_t file_done0; /* the source's progress position then */
     size_t file_no;      /* 1-based index of the current file */
+    size_t files_done;   /* files this run read to their end */
+    bool checkpoints;    /* v7fill.checkpoint can be read (plan creates nothing) */
     bool all_known;      /* every file's size is known (regular files): all_bytes is true */
     uint64_t all_bytes;  /* the sizes of all the files (as the sources count progress) */
     uint64_t files_bytes;     /* sizes of the files finished by this run */
@@ -1249,6 +1251,21 @@ importer_progress(Importer *im, bool final)
 
 /* ---- files --------------------------------------------------------------- */
 
+/* plan --skip-finished: can the checkpoints be read (plan creates nothing, so
+ * v7fill's schema may not exist yet)? */
+static bool
+importer_checkpoints_exist(Importer *im, bool *out, Err *err)
+{
+    PGresult *res;
+
+    if (!pg_query(im->conn, "SELECT to_regclass('v7fill.checkpoint') IS NOT NULL", 0, NULL, &res,
+                  err))
+        return false;
+    *out = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    return true;
+}
+
 /* The total size of the input, for an ETA across files: known when every file
  * is a regular file (zstd files count compressed bytes, as their progress does). */
 static void
@@ -1300,7 +1317,7 @@ importer_may_read_keys(Importer *im, bool *out, Err *err)
 }
 
 static bool
-importer_open_file(Importer *im, const char *path, Err *err)
+importer_open_file(Importer *im, const char *path, bool *skipped, Err *err)
 {
     SourcePosition pos;
 
@@ -1334,11 +1351,21 @@ importer_open_file(Importer *im, const char *path, Err *err)
         return true;
     }
     (void) snprintf(im->identity, sizeof im->identity, "%s", pos.identity);
-    if (!im->use_checkpoint)
+    if (!im->checkpoints)
         return true;
     if (!state_checkpoint_get(im->conn, im->target->schema, im->target->name, im->identity,
                               &im->cp, err))
         return false;
+    if (im->o->skip_finished && im->cp.found && im->cp.finished)
+    {
+        *skipped = true;
+        return true;
+    }
+    if (!im->use_checkpoint)
+    {
+        memset(&im->cp, 0, sizeof im->cp);
+        return true;
+    }
     if (im->cp.found && !im->cp.finished)
     {
         SourcePosition at = pos;
@@ -1545,10 +1572,26 @@ importer_file(Importer *im, const char *path, Err *err)
 {
     bool ok = true;
 
-    if (!importer_open_file(im, path, err))
+    bool skipped = false;
+
+    im->file_no++;
+    if (!importer_open_file(im, path, &skipped, err))
         return false;
     im->st->files++;
-    im->file_no++;
+    if (skipped)
+    {
+        uint64_t done;
+        uint64_t total;
+
+        log_info("%s: skipped: an earlier run imported all of it (--skip-finished)",
+                 im->src_name);
+        im->st->files_skipped++;
+        im->src->ops->progress(im->src, &done, &total);
+        im->files_bytes += total;
+        source_close(im->src);
+        im->src = NULL;
+        return true;
+    }
     {
         uint64_t total;
 
@@ -1612,6 +1655,8 @@ importer_file(Importer *im, const char *path, Err *err)
         im->src->ops->progress(im->src, &done, &total);
         im->files_bytes += total;
         im->files_bytes_run += done - im->file_done0;
+        if (ok)
+            im->files_done++;
     }
     source_close(im->src);
     im->src = NULL;
@@ -1867,6 +1912,9 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
     memset(key, 0, sizeof key);
 
     im.lookup_exists = lookup_exists;
+    im.checkpoints = !o->plan;
+    if (o->plan && o->skip_finished && !importer_checkpoints_exist(&im, &im.checkpoints, err))
+        goto out;
     importer_size_files(&im);
     for (size_t f = 0; f < o->nfiles; f++)
         if (!importer_file(&im, o->files[f], err))
@@ -1894,6 +1942,10 @@ out:
                 st->read, st->inserted, st->duplicates, st->rejected, st->expired);
         ok = false;
     }
+    if (!ok && !o->plan && !o->skip_finished && im.files_done > 0 && o->nfiles > 1)
+        log_info("%zu of the %zu files were imported completely before this stopped; a rerun "
+                 "with --skip-finished does not read them again",
+                 im.files_done, o->nfiles);
     if (!o->plan && im.target && !pg_is_broken(c))
     {
         /* Run history: one row per run, also for failed runs (status = the error). */

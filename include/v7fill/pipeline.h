@@ -52,6 +52,7 @@ typedef struct ImportOptions
     LookupKeys lookup_keys;   /* a new lookup's keys; an existing one's must match */
     bool analyze;             /* ANALYZE filled partitions and the parent */
     bool plan;                /* read and classify only: no writes at all */
+    bool skip_finished;       /* skip files an earlier run imported completely */
     bool progress;            /* progress on stderr */
     Granularity granularity;
     int lock_timeout_ms;
@@ -88,6 +89,7 @@ typedef struct ImportStats
 {
     uint64_t files;
     uint64_t files_resumed;
+    uint64_t files_skipped; /* --skip-finished: finished by an earlier run, not read */
     uint64_t read;
     uint64_t read_resumed; /* of read: rows that interrupted earlier runs accounted for */
     uint64_t inserted;

@@ -60,6 +60,8 @@ import_usage(FILE *out, const char *cmd)
             "      --lock-timeout=MS      lock_timeout while attaching partitions (default 5000)\n"
             "      --no-analyze           do not ANALYZE the target (and its partitions) nor\n"
             "                             VACUUM the lookup table afterwards\n"
+            "      --skip-finished        skip files an earlier run imported completely (same\n"
+            "                             path, size and start) instead of reading them again\n"
             "\n"
             "Retention (late rows):\n"
             "      --retention=DURATION   the table's retention (default: as stored with\n"
@@ -113,6 +115,7 @@ enum
     OPT_GRANULARITY,
     OPT_LOCK_TIMEOUT,
     OPT_NO_ANALYZE,
+    OPT_SKIP_FINISHED,
     OPT_REPORT_JSON,
     OPT_JSON,
     OPT_NO_PROGRESS,
@@ -194,6 +197,7 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
         {"granularity", required_argument, NULL, OPT_GRANULARITY},
         {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
         {"no-analyze", no_argument, NULL, OPT_NO_ANALYZE},
+        {"skip-finished", no_argument, NULL, OPT_SKIP_FINISHED},
         {"report-json", required_argument, NULL, OPT_REPORT_JSON},
         {"json", no_argument, NULL, OPT_JSON},
         {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
@@ -363,6 +367,9 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
                 break;
             case OPT_NO_ANALYZE:
                 o.analyze = false;
+                break;
+            case OPT_SKIP_FINISHED:
+                o.skip_finished = true;
                 break;
             case OPT_REPORT_JSON:
                 report_json = optarg;

@@ -91,6 +91,51 @@ assert r["balanced"], r
 assert abs(r["rows_per_s"] * r["elapsed_s"] - (110 - before)) < 0.01, r
 PY
 
+# --skip-finished: three files, the third stops at --max-rejects.  The run says how many
+# files were finished and how to skip them; the rerun with --skip-finished reads only the
+# third (resumed), plan --skip-finished reads nothing, a changed file is read again.
+python3 -c "
+for name, lo in (('sx.csv', 0), ('sy.csv', 100), ('sz.csv', 200)):
+    with open(name, 'w') as f:
+        f.write('created_at,v\\n')
+        for i in range(lo, lo + 100):
+            f.write(f'2026-06-{1 + i % 28:02d},s{i}\\n')
+            if name == 'sz.csv' and i == lo + 40:
+                for j in range(10): f.write(f'garbage{j},sbad{j}\\n')
+"
+run_expect 6 "$V7FILL" import e sx.csv sy.csv sz.csv --max-rejects 5 --batch-rows 25 \
+    --rejects rs.csv --source-ref 's:{v}'
+assert_contains "$OUT" "2 of the 3 files were imported completely before this stopped; a rerun with --skip-finished" \
+    "failed run points to --skip-finished"
+run_expect 0 "$V7FILL" import e sx.csv sy.csv sz.csv --max-rejects 100 --batch-rows 25 \
+    --rejects rs.csv --source-ref 's:{v}' --skip-finished --report-json skip.json
+assert_contains "$OUT" "sx.csv: skipped: an earlier run imported all of it" "first file skipped"
+assert_contains "$OUT" "files          3 (1 resumed) (2 skipped: imported completely by an earlier run)" \
+    "report names skipped files"
+python3 - <<'PY' || fail "skip report: $(cat skip.json)"
+import json
+r = json.load(open("skip.json"))
+assert r["files"] == 3 and r["files_skipped"] == 2 and r["files_resumed"] == 1, r
+assert r["read"] == 110 and r["rejected"] == 10 and r["duplicates"] == 0, r
+assert r["balanced"], r
+PY
+assert_eq 300 "$(q "SELECT count(*) FROM e WHERE v ~ '^s[0-9]+$'")" "every row of the three files once"
+assert_eq 10 "$(grep -c sbad rs.csv)" "every reject once"
+run_expect 0 "$V7FILL" plan e sx.csv sy.csv sz.csv --source-ref 's:{v}' --skip-finished --json
+python3 -c "
+import json, sys
+r = json.loads(sys.argv[1][sys.argv[1].index('{'):])
+assert r['files_skipped'] == 3 and r['read'] == 0, r
+" "$OUT" || fail "plan --skip-finished: $OUT"
+echo "2026-06-03,s300" >>sx.csv
+run_expect 0 "$V7FILL" import e sx.csv sy.csv --rejects rs.csv --source-ref 's:{v}' --skip-finished \
+    --report-json changed.json
+python3 - <<'PY' || fail "changed file: $(cat changed.json)"
+import json
+r = json.load(open("changed.json"))
+assert r["files_skipped"] == 1 and r["read"] == 101 and r["inserted"] == 1 and r["duplicates"] == 100, r
+PY
+
 # a header-only file and a file that is not CSV at all
 printf 'created_at,v\n' >hdr.csv
 run_expect 0 "$V7FILL" import e hdr.csv --no-progress --rejects rh.csv --report-json h.json
