@@ -80,7 +80,10 @@ import_report_print(FILE *out, const ImportStats *st, bool plan)
     if (!plan)
     {
         fprintf(out, "  partitions     %" PRIu64 " created\n", st->partitions_created);
-        fprintf(out, "  elapsed        %.2f s (%.0f rows/s)\n", st->elapsed_s, rate);
+        fprintf(out, "  elapsed        %.2f s (%.0f rows/s)", st->elapsed_s, rate);
+        if (st->closing_s > 0)
+            fprintf(out, ", of which %.2f s the closing ANALYZE and VACUUM", st->closing_s);
+        fputc('\n', out);
         if (st->rejected)
             fprintf(out, "  rejects file   %s\n", st->rejects_path);
     }
@@ -148,6 +151,7 @@ import_report_json(const ImportStats *st, bool plan)
                         json_integer((json_int_t) st->partitions_created));
     json_object_set_new(root, "batches", json_integer((json_int_t) st->batches));
     json_object_set_new(root, "elapsed_s", json_real(st->elapsed_s));
+    json_object_set_new(root, "closing_s", json_real(st->closing_s));
     json_object_set_new(root, "rows_per_s", json_real(import_stats_rate(st)));
     json_object_set_new(root, "rejects_file", json_string(st->rejects_path));
     json_object_set_new(root, "lookup_table", json_string(st->lookup_table));

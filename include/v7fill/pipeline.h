@@ -101,6 +101,7 @@ typedef struct ImportStats
     uint64_t batches;
     uint64_t partitions_created;
     double elapsed_s;
+    double closing_s;     /* of elapsed_s: the closing ANALYZE and VACUUM (0: not run) */
     size_t nreasons;
     ReasonCount *reasons;
     size_t nwindows;

@@ -68,11 +68,20 @@ assert_eq "$(echo "$kept" | tr ',' '\n' | wc -l)" "$(q "SELECT count(*) FROM eve
 
 # ANALYZE ran on the parent (autovacuum never does)
 assert_eq t "$(q "SELECT count(*) > 0 FROM pg_stats WHERE tablename = 'events'")" "parent analyzed"
+# ... said so, and the report says how long it took
+assert_contains "$OUT" "ANALYZE done in" "closing ANALYZE logged"
+assert_contains "$OUT" "VACUUM done in" "closing VACUUM logged"
+assert_contains "$OUT" "the closing ANALYZE and VACUUM" "report gives the closing time"
+python3 -c 'import json,sys; r=json.load(open("report.json")); sys.exit(not (0 < r["closing_s"] <= r["elapsed_s"]))' ||
+    fail "closing_s not within elapsed_s: $(cat report.json)"
 
 # re-run: nothing written, all duplicates
 q "SELECT id FROM events ORDER BY id" >ids1.txt
 run_expect 0 "$V7FILL" import events "$V7FILL_ROOT/examples/events.csv.zst" --id-column id \
     --rejects rejects2.csv --report-json report2.json --no-progress
+# nothing inserted: no closing ANALYZE, and the report says none
+assert_eq 0.0 "$(python3 -c 'import json;print(float(json.load(open("report2.json"))["closing_s"]))')" "no closing step after a run that inserted nothing"
+if grep -q "ANALYZE done" <<<"$OUT"; then fail "ANALYZE ran after a run that inserted nothing"; fi
 assert_eq 0 "$(python3 -c 'import json;print(json.load(open("report2.json"))["inserted"])')" "re-run inserts nothing"
 assert_eq $((total - 4)) "$(python3 -c 'import json;print(json.load(open("report2.json"))["duplicates"])')" "re-run: all duplicates"
 assert_eq "$ins" "$(q "SELECT count(*) FROM events")" "row count unchanged"
