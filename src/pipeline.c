@@ -1201,6 +1201,7 @@ importer_progress(Importer *im, bool final)
     bool many = im->o->nfiles > 1;
     char eta[48] = "";
     char which[48] = "";
+    const char *verb = im->o->plan ? "would be inserted" : "inserted";
 
     if (!final && now - im->last_progress < (tty ? 0.5 : 10.0))
         return;
@@ -1239,14 +1240,14 @@ importer_progress(Importer *im, bool final)
             fputc('\n', stderr);
     }
     else if (im->o->progress && total > 0)
-        log_info("%s%s: %" PRIu64 " rows read, %" PRIu64 " inserted, %.0f rows/s, %.1f of %.1f MB "
+        log_info("%s%s: %" PRIu64 " rows read, %" PRIu64 " %s, %.0f rows/s, %.1f of %.1f MB "
                  "(%.0f%%)%s%s",
-                 im->src_name, which, im->st->read, im->st->inserted, rate, (double) done / 1e6,
+                 im->src_name, which, im->st->read, im->st->inserted, verb, rate, (double) done / 1e6,
                  (double) total / 1e6, 100.0 * (double) done / (double) total, eta[0] ? ", " : "",
                  eta);
     else if (im->o->progress)
-        log_info("%s%s: %" PRIu64 " rows read, %" PRIu64 " inserted, %.0f rows/s", im->src_name,
-                 which, im->st->read, im->st->inserted, rate);
+        log_info("%s%s: %" PRIu64 " rows read, %" PRIu64 " %s, %.0f rows/s", im->src_name,
+                 which, im->st->read, im->st->inserted, verb, rate);
 }
 
 /* ---- files --------------------------------------------------------------- */

@@ -2,6 +2,7 @@
 #  - Not on a terminal: INFO log lines naming the file, which of how many, rows read and
 #    inserted, rows/s, bytes and percentage of the file; the last line of each file at 100%.
 #  - On a terminal (a pseudo-terminal through script(1)): a redrawn line with MB and rows/s.
+#  - plan says "would be inserted".
 #  - --no-progress and -q silence it; the report still prints.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
@@ -33,6 +34,15 @@ assert_contains "$(cat out1.txt)" "read=6000 inserted=6000" "report still printe
     fail "import failed: $(cat out2.txt err2.txt)"
 assert_contains "$(cat err2.txt)" "c.csv: 3000 rows read, 3000 inserted," "single file line"
 if grep -q "of 1)" err2.txt; then fail "a single file is numbered: $(cat err2.txt)"; fi
+
+# plan: the same lines, but nothing is inserted
+python3 -c "
+print('n,created_at')
+for i in range(9000, 9100): print(f'{i},2026-02-03 10:00:00+00')
+" >d.csv
+"$V7FILL" plan p d.csv --source-ref 'p:{n}' >outp.txt 2>errp.txt || fail "plan failed: $(cat errp.txt)"
+assert_contains "$(cat errp.txt)" "d.csv: 100 rows read, 100 would be inserted," "plan's progress line"
+if grep -Eq "[0-9] inserted," errp.txt; then fail "plan's progress says inserted: $(cat errp.txt)"; fi
 
 # --no-progress and -q: no progress lines
 "$V7FILL" import p a.csv --source-ref 'p:{n}' --rejects r3.csv --no-progress >out3.txt 2>err3.txt ||
