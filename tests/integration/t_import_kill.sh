@@ -54,6 +54,11 @@ for attempt in $(seq 1 20); do
     fi
 done
 echo "killed $kills times"
+# The last kill, too, can land after the last batch committed (see above).
+if [ "$finished" = 0 ] &&
+    [ "$(q "SELECT coalesce(bool_and(finished), false) FROM v7fill.checkpoint")" = t ]; then
+    finished=1
+fi
 [ "$kills" -ge 5 ] || fail "only $kills kills landed before the import finished"
 if [ "$finished" = 0 ]; then
     run_expect 0 "$V7FILL" import k k.csv --batch-rows 500 --rejects rej.csv --source-ref 'k:{note}' \
