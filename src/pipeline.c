@@ -125,7 +125,6 @@ typedef struct Importer
     double last_progress;
     double file_started; /* when reading of the current file began (after any resume seek) */
     uint64_t file_done0; /* the source's progress position then */
-    size_t file_no;      /* 1-based index of the current file */
     size_t files_done;   /* files this run read to their end */
     bool checkpoints;    /* v7fill.checkpoint can be read (plan creates nothing) */
     bool all_known;      /* every file's size is known (regular files): all_bytes is true */
@@ -1230,7 +1229,8 @@ importer_progress(Importer *im, bool final)
                    (now - im->file_started) * (double) (total - done) /
                        (double) (done - im->file_done0));
     if (many)
-        (void) snprintf(which, sizeof which, " (file %zu of %zu)", im->file_no, im->o->nfiles);
+        (void) snprintf(which, sizeof which, " (file %" PRIu64 " of %zu)", im->st->files,
+                        im->o->nfiles); /* st->files counts the current one */
     if (tty)
     {
         fprintf(stderr, "\r%s%s: %.1f/%.1f MB  %" PRIu64 " rows  %.0f rows/s%s%s   ",
@@ -1322,9 +1322,39 @@ importer_open_file(Importer *im, const char *path, bool *skipped, Err *err)
 {
     SourcePosition pos;
 
+    bool is_stdin;
+
     if (!source_csv_open(path, &im->o->csv, &im->src, err))
         return false;
     im->src_name = im->src->ops->name(im->src);
+    im->src->ops->position(im->src, &pos);
+    memset(&im->cp, 0, sizeof im->cp);
+    im->use_checkpoint = !im->o->plan;
+    is_stdin = strncmp(pos.identity, "stdin", 5) == 0;
+    if (is_stdin)
+    {
+        /* stdin cannot be resumed; a per-run identity still tells after a lost
+         * connection whether a batch committed. */
+        uint8_t rnd[8];
+        if (RAND_bytes(rnd, sizeof rnd) != 1)
+            return err_set(err, EC_INTERNAL, "OpenSSL RAND_bytes failed");
+        (void) snprintf(im->identity, sizeof im->identity, "stdin:%02x%02x%02x%02x%02x%02x%02x%02x",
+                        rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    }
+    else
+    {
+        (void) snprintf(im->identity, sizeof im->identity, "%s", pos.identity);
+        if (im->checkpoints &&
+            !state_checkpoint_get(im->conn, im->target->schema, im->target->name, im->identity,
+                                  &im->cp, err))
+            return false;
+        /* Before the columns are mapped: a skipped file costs one query. */
+        if (im->o->skip_finished && im->cp.found && im->cp.finished)
+        {
+            *skipped = true;
+            return true;
+        }
+    }
     if (!importer_map_columns(im, err))
         return false;
     /* The COPY column list follows this file's columns. */
@@ -1337,34 +1367,9 @@ importer_open_file(Importer *im, const char *path, bool *skipped, Err *err)
             return false;
         im->sink = sink_new(im->conn, &sc);
     }
-    im->src->ops->position(im->src, &pos);
-    memset(&im->cp, 0, sizeof im->cp);
-    im->use_checkpoint = !im->o->plan;
-    if (strncmp(pos.identity, "stdin", 5) == 0)
+    if (is_stdin || !im->use_checkpoint)
     {
-        /* stdin cannot be resumed; a per-run identity still tells after a lost
-         * connection whether a batch committed. */
-        uint8_t rnd[8];
-        if (RAND_bytes(rnd, sizeof rnd) != 1)
-            return err_set(err, EC_INTERNAL, "OpenSSL RAND_bytes failed");
-        (void) snprintf(im->identity, sizeof im->identity, "stdin:%02x%02x%02x%02x%02x%02x%02x%02x",
-                        rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-        return true;
-    }
-    (void) snprintf(im->identity, sizeof im->identity, "%s", pos.identity);
-    if (!im->checkpoints)
-        return true;
-    if (!state_checkpoint_get(im->conn, im->target->schema, im->target->name, im->identity,
-                              &im->cp, err))
-        return false;
-    if (im->o->skip_finished && im->cp.found && im->cp.finished)
-    {
-        *skipped = true;
-        return true;
-    }
-    if (!im->use_checkpoint)
-    {
-        memset(&im->cp, 0, sizeof im->cp);
+        memset(&im->cp, 0, sizeof im->cp); /* plan read it only to skip */
         return true;
     }
     if (im->cp.found && !im->cp.finished)
@@ -1572,10 +1577,8 @@ static bool
 importer_file(Importer *im, const char *path, Err *err)
 {
     bool ok = true;
-
     bool skipped = false;
 
-    im->file_no++;
     if (!importer_open_file(im, path, &skipped, err))
         return false;
     im->st->files++;
