@@ -251,7 +251,7 @@ ensure_ahead(Ctx *x, Err *err)
     eo.on_window_arg = x;
     if (!partitions_effective_granularity(x->t, &eo, &g, err))
         return false;
-    if (o->window_tz && !time_parser_new("iso", o->window_tz, &zone, err))
+    if (o->window_tz && !time_parser_new_window(o->window_tz, &zone, err))
         return false;
     /* Now's window and the next `ahead`, as `partitions --ahead` counts. */
     for (int i = 0; i <= o->ahead && ok; i++)

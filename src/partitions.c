@@ -198,7 +198,7 @@ planner_init(Planner *pl, const TargetTable *t, const EnsureOptions *o, Err *err
     pl->t = t;
     if (o->window_tz && o->window_tz[0] && strcmp(o->window_tz, "UTC") != 0)
     {
-        if (!time_parser_new("iso", o->window_tz, &pl->zone, err))
+        if (!time_parser_new_window(o->window_tz, &pl->zone, err))
         {
             err_prefix(err, "--window-tz");
             return false;

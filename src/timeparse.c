@@ -102,6 +102,7 @@ struct TimeParser
     size_t nops;
     char *pattern; /* for messages */
     char *zone;    /* NULL = UTC (no libc calls at all) */
+    bool first_occurrence; /* an overlap reads as its first occurrence */
     /* Mutable through a const parser: a cache does not change results.  Not
      * thread-safe, like the TZ switching it avoids. */
     ZoneCache *cache;
@@ -474,28 +475,24 @@ zone_stable_at(int64_t local, int32_t *off, bool *ok)
 /*
  * Local wall time L (seconds, read as if UTC) -> instant, the general way.
  * oA / oB are the offsets a day before / after; t = L - o is a valid reading
- * when the offset at t really is o.
- *   both valid, different (overlap): the earlier instant, i.e. the first
- *       occurrence of the wall time;
+ * when the offset at t really is o.  Both cases follow PostgreSQL (appendix
+ * B.2 of its manual), so a local time reads as `timestamp 'L' AT TIME ZONE`
+ * would read it on the server:
+ *   both valid, different (overlap): L - oB, the offset in force after the
+ *       transition, i.e. the second occurrence of the wall time (window
+ *       edges ask for the first: `first`);
  *   none valid (gap): L - oA, the offset in force before the transition, so
  *       02:30 in a spring-forward gap reads as 03:30 of the new offset.
  */
 static bool
-zone_resolve_slow(int64_t local, int64_t *utc)
+zone_resolve_slow(int64_t local, bool first, int64_t *utc)
 {
     int32_t oa, ob, ca, cb;
-    bool va, vb;
 
     if (!zone_offset_at(local - SEC_PER_DAY, &oa) || !zone_offset_at(local + SEC_PER_DAY, &ob) ||
         !zone_offset_at(local - oa, &ca) || !zone_offset_at(local - ob, &cb))
         return false;
-    va = ca == oa;
-    vb = cb == ob;
-    if (va && vb)
-        *utc = (local - oa < local - ob) ? local - oa : local - ob;
-    else if (va)
-        *utc = local - oa;
-    else if (vb)
+    if (cb == ob && !(first && ca == oa))
         *utc = local - ob;
     else
         *utc = local - oa;
@@ -528,7 +525,7 @@ zone_resolve(const TimeParser *p, int64_t local, int64_t *utc, const char *s, si
         *utc = local - o0;
         return true;
     }
-    if (!zone_resolve_slow(local, utc))
+    if (!zone_resolve_slow(local, p->first_occurrence, utc))
         return time_error(err, s, len, "out of range for time zone %s", p->zone);
     return true;
 }
@@ -1105,6 +1102,15 @@ time_parser_new(const char *format, const char *tz, TimeParser **out, Err *err)
 fail:
     time_parser_free(p);
     return false;
+}
+
+bool
+time_parser_new_window(const char *tz, TimeParser **out, Err *err)
+{
+    if (!time_parser_new("iso", tz, out, err))
+        return false;
+    (*out)->first_occurrence = true;
+    return true;
 }
 
 void

@@ -16,8 +16,10 @@
  * the system tz database, default UTC).  DST gap (a local time that does not
  * exist): read with the offset in force before the transition, so it lands
  * after the gap (02:30 in a spring-forward gap becomes 03:30 local).  DST
- * overlap (a local time that happens twice): the first occurrence (the
- * offset in force before the transition).
+ * overlap (a local time that happens twice): the second occurrence (the
+ * offset in force after the transition).  Both as PostgreSQL reads local
+ * times (its manual, appendix B.2), so an imported time equals the server's
+ * `timestamp '...' AT TIME ZONE tz`.
  */
 #ifndef V7FILL_TIMEPARSE_H
 #define V7FILL_TIMEPARSE_H
@@ -36,6 +38,11 @@ typedef struct TimeParser TimeParser;
 V7FILL_MUST_CHECK bool time_parser_new(const char *format, const char *tz, TimeParser **out,
                                        Err *err);
 void time_parser_free(TimeParser *p);
+
+/* An "iso" parser for window edges in zone `tz` (--window-tz): the same,
+ * except that a local time that happens twice reads as its first occurrence,
+ * so that parsing a date gives the first instant that shows it. */
+V7FILL_MUST_CHECK bool time_parser_new_window(const char *tz, TimeParser **out, Err *err);
 
 /* Parse `len` bytes of `text` (not necessarily NUL-terminated).  Impossible
  * dates, trailing junk and empty input are EC_FORMAT errors that quote the

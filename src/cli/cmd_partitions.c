@@ -419,7 +419,7 @@ ahead_range(const TargetTable *t, const PartOpts *o, int64_t *from, int64_t *to,
 
     if (!partitions_effective_granularity(t, &o->ensure, &g, err))
         return false;
-    if (o->ensure.window_tz && !time_parser_new("iso", o->ensure.window_tz, &zone, err))
+    if (o->ensure.window_tz && !time_parser_new_window(o->ensure.window_tz, &zone, err))
         return false;
     *from = us;
     for (long i = 0; i <= o->ahead && ok; i++)
@@ -668,7 +668,7 @@ cmd_partitions(int argc, char **argv, const GlobalOpts *g, Err *err)
         TimeParser *zone = NULL;
         Granularity gran;
 
-        if ((po.ensure.window_tz && !time_parser_new("iso", po.ensure.window_tz, &zone, err)) ||
+        if ((po.ensure.window_tz && !time_parser_new_window(po.ensure.window_tz, &zone, err)) ||
             !partitions_effective_granularity(t, &po.ensure, &gran, err))
             status = err_exit_status(err->code);
         else

@@ -761,9 +761,11 @@ test_zone_new_york_overlap_reads_the_first_occurrence(void **state)
     TimeParser *p = new_parser("iso", "America/New_York");
 
     (void) state;
-    /* 2026-11-01 01:30 happens at 05:30Z (EDT) and again at 06:30Z (EST) */
-    assert_int_equal(parse_ok(p, "2026-11-01 01:30"), S(1793511000));
-    assert_int_equal(parse_ok(p, "2026-11-01 01:00"), S(1793509200));
+    /* 2026-11-01 01:30 happens at 05:30Z (EDT) and again at 06:30Z (EST);
+     * PostgreSQL reads it as the second (the values are what
+     * timestamp '...' AT TIME ZONE 'America/New_York' gives on PG 15) */
+    assert_int_equal(parse_ok(p, "2026-11-01 01:30"), S(1793514600));
+    assert_int_equal(parse_ok(p, "2026-11-01 01:00"), S(1793512800));
     assert_int_equal(parse_ok(p, "2026-11-01 00:59:59"), S(1793509199));
     assert_int_equal(parse_ok(p, "2026-11-01 02:00"), S(1793516400));
     time_parser_free(p);
@@ -780,8 +782,9 @@ test_zone_berlin_reads_summer_winter_gap_and_overlap(void **state)
     assert_int_equal(parse_ok(p, "2026-01-01 12:00"), S(1767265200));
     /* gap: 02:30 CET -> 01:30Z = 03:30 CEST */
     assert_int_equal(parse_ok(p, "2026-03-29 02:30"), S(1774747800));
-    /* overlap: first occurrence, 02:30 CEST = 00:30Z */
-    assert_int_equal(parse_ok(p, "2026-10-25 02:30"), S(1792888200));
+    /* overlap: second occurrence as in PostgreSQL, 02:30 CET = 01:30Z */
+    assert_int_equal(parse_ok(p, "2026-10-25 02:30"), S(1792891800));
+    assert_int_equal(parse_ok(p, "2026-10-25 02:00"), S(1792890000));
     /* 2026-01-01 00:00 CET = 2025-12-31T23:00Z */
     assert_int_equal(parse_ok(iso, "2026-01-01"), S(1767222000));
     /* 24:00 is the next local midnight */
@@ -792,8 +795,9 @@ test_zone_berlin_reads_summer_winter_gap_and_overlap(void **state)
 
 /*
  * Every local wall time of 2026, every 15 minutes, formatted with libc and
- * parsed back: the result is the instant it came from, except the second
- * occurrence in an overlap, which must read as the first one (an hour earlier).
+ * parsed back: the result is the instant it came from, except the first
+ * occurrence in an overlap, which reads as the second one (an hour later), as
+ * PostgreSQL reads it.
  */
 static void
 check_zone_round_trip(const char *zone)
@@ -807,24 +811,24 @@ check_zone_round_trip(const char *zone)
     for (int64_t t = start; t < start + 366 * 86400; t += 900)
     {
         time_t tt = (time_t) t;
-        time_t earlier = (time_t) (t - 3600);
+        time_t later = (time_t) (t + 3600);
         struct tm tm;
-        struct tm tm_earlier;
+        struct tm tm_later;
         char text[32];
-        char text_earlier[32];
+        char text_later[32];
         int64_t got;
 
         assert_non_null(localtime_r(&tt, &tm));
-        assert_non_null(localtime_r(&earlier, &tm_earlier));
+        assert_non_null(localtime_r(&later, &tm_later));
         (void) strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &tm);
-        (void) strftime(text_earlier, sizeof text_earlier, "%Y-%m-%d %H:%M:%S", &tm_earlier);
+        (void) strftime(text_later, sizeof text_later, "%Y-%m-%d %H:%M:%S", &tm_later);
         got = parse_ok(p, text);
-        if (strcmp(text, text_earlier) == 0)
+        if (strcmp(text, text_later) == 0)
         {
             overlaps++;
-            if (got != S(t - 3600))
-                fail_msg("%s %s: got %lld, expected the first occurrence %lld", zone, text,
-                         (long long) got, (long long) S(t - 3600));
+            if (got != S(t + 3600))
+                fail_msg("%s %s: got %lld, expected the second occurrence %lld", zone, text,
+                         (long long) got, (long long) S(t + 3600));
         }
         else if (got != S(t))
             fail_msg("%s %s: got %lld, expected %lld", zone, text, (long long) got,
@@ -857,8 +861,8 @@ test_zone_parsers_with_different_zones_can_alternate(void **state)
     {
         assert_int_equal(parse_ok(ny, "2026-03-08 02:30"), S(1772955000));
         assert_int_equal(parse_ok(berlin, "2026-03-29 02:30"), S(1774747800));
-        assert_int_equal(parse_ok(ny, "2026-11-01 01:30"), S(1793511000));
-        assert_int_equal(parse_ok(berlin, "2026-10-25 02:30"), S(1792888200));
+        assert_int_equal(parse_ok(ny, "2026-11-01 01:30"), S(1793514600));
+        assert_int_equal(parse_ok(berlin, "2026-10-25 02:30"), S(1792891800));
         assert_int_equal(parse_ok(ny, "2026-01-15 09:00"), S(1768485600));
         assert_int_equal(parse_ok(berlin, "2026-07-01 12:00"), S(1782900000));
     }

@@ -213,7 +213,7 @@ test_local_windows_start_at_local_midnight(void **state)
     Err err = {0};
     (void) state;
 
-    assert_true(time_parser_new("iso", "Europe/Berlin", &zone, &err));
+    assert_true(time_parser_new_window("Europe/Berlin", &zone, &err));
     /* July in Berlin (CEST, +02): 2026-06-30T22:00Z .. 2026-07-31T22:00Z */
     assert_true(window_at(GRAN_MONTH, zone, D(2026, 7, 15), &w, &err));
     assert_int_equal(w.lower_us, D(2026, 6, 30) + 22 * US_PER_HOUR);
@@ -241,7 +241,7 @@ test_local_day_whose_midnight_falls_in_a_dst_gap_starts_after_it(void **state)
     (void) state;
 
     /* Sao Paulo, 2018-11-04: 00:00 -03 became 01:00 -02, i.e. 03:00Z */
-    assert_true(time_parser_new("iso", "America/Sao_Paulo", &zone, &err));
+    assert_true(time_parser_new_window("America/Sao_Paulo", &zone, &err));
     assert_true(window_at(GRAN_DAY, zone, D(2018, 11, 4) + 12 * US_PER_HOUR, &w, &err));
     assert_int_equal(w.lower_us, D(2018, 11, 4) + 3 * US_PER_HOUR);
     assert_int_equal(w.upper_us, D(2018, 11, 5) + 2 * US_PER_HOUR);
@@ -251,7 +251,7 @@ test_local_day_whose_midnight_falls_in_a_dst_gap_starts_after_it(void **state)
     time_parser_free(zone);
 
     /* Apia skipped 2011-12-30 entirely: 29th and 31st still meet */
-    assert_true(time_parser_new("iso", "Pacific/Apia", &zone, &err));
+    assert_true(time_parser_new_window("Pacific/Apia", &zone, &err));
     assert_true(window_at(GRAN_DAY, zone, D(2011, 12, 30) + 9 * US_PER_HOUR, &w, &err));
     assert_int_equal(w.day, 29);
     assert_int_equal(w.upper_us, D(2011, 12, 30) + 10 * US_PER_HOUR);
@@ -259,6 +259,38 @@ test_local_day_whose_midnight_falls_in_a_dst_gap_starts_after_it(void **state)
     assert_int_equal(w.day, 31);
     assert_int_equal(w.lower_us, D(2011, 12, 30) + 10 * US_PER_HOUR);
     time_parser_free(zone);
+}
+
+static void
+test_local_day_whose_midnight_happens_twice_starts_at_the_first(void **state)
+{
+    TimeParser *zone = NULL;
+    TimeParser *import = NULL;
+    Window w;
+    Err err = {0};
+    int64_t us = 0;
+    (void) state;
+
+    /* Havana, 2024-11-03: 01:00 CDT (-04, 05:00Z) went back to 00:00 CST
+     * (-05), so local 00:00-00:59 happened from 04:00Z and again from 05:00Z.
+     * The day starts at the first: an instant at 04:30Z shows the 3rd. */
+    assert_true(time_parser_new_window("America/Havana", &zone, &err));
+    assert_true(window_at(GRAN_DAY, zone, D(2024, 11, 3) + 4 * US_PER_HOUR + 30 * US_PER_MIN, &w,
+                          &err));
+    assert_int_equal(w.day, 3);
+    assert_int_equal(w.lower_us, D(2024, 11, 3) + 4 * US_PER_HOUR);
+    assert_int_equal(w.upper_us - w.lower_us, 25 * US_PER_HOUR);
+    assert_true(window_at(GRAN_DAY, zone, D(2024, 11, 3) + 4 * US_PER_HOUR - 1, &w, &err));
+    assert_int_equal(w.day, 2);
+    assert_int_equal(w.upper_us, D(2024, 11, 3) + 4 * US_PER_HOUR);
+    /* an imported local time reads as PostgreSQL reads it: the second */
+    assert_true(time_parser_new("iso", "America/Havana", &import, &err));
+    assert_true(time_parse(import, "2024-11-03 00:00", 16, &us, &err));
+    assert_int_equal(us, D(2024, 11, 3) + 5 * US_PER_HOUR);
+    assert_true(time_parse(zone, "2024-11-03 00:00", 16, &us, &err));
+    assert_int_equal(us, D(2024, 11, 3) + 4 * US_PER_HOUR);
+    time_parser_free(zone);
+    time_parser_free(import);
 }
 
 static void
@@ -585,6 +617,7 @@ main(void)
         cmocka_unit_test(test_granularity_names_round_trip),
         cmocka_unit_test(test_local_windows_start_at_local_midnight),
         cmocka_unit_test(test_local_day_whose_midnight_falls_in_a_dst_gap_starts_after_it),
+        cmocka_unit_test(test_local_day_whose_midnight_happens_twice_starts_at_the_first),
         cmocka_unit_test(test_times_outside_years_1_to_9999_are_refused),
         cmocka_unit_test(test_uuid_bounds_decode_to_their_millisecond),
         cmocka_unit_test(test_timestamp_bounds_read_any_offset_bc_and_infinity),
