@@ -150,3 +150,21 @@ civil_format_day_bound(int64_t us, char *out, size_t size)
     (void) snprintf(out, size, "%04d-%02d-%02d", ct.year, ct.month, ct.day);
     return true;
 }
+
+void
+civil_format_instant(int64_t us, char *out, size_t size)
+{
+    if (us == INT64_MIN)
+        (void) snprintf(out, size, "MINVALUE");
+    else if (us == INT64_MAX)
+        (void) snprintf(out, size, "MAXVALUE");
+    else if (us % US_PER_SEC == 0)
+    {
+        CivilTime ct;
+        civil_from_us(us, &ct);
+        (void) snprintf(out, size, "%04d-%02d-%02dT%02d:%02d:%02dZ", ct.year, ct.month, ct.day,
+                        ct.hour, ct.minute, ct.second);
+    }
+    else
+        civil_format_rfc3339(us, us % 1000 != 0, out, size);
+}

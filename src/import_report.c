@@ -16,11 +16,14 @@ window_label(const WindowCount *w, char *out, size_t size)
 {
     char a[48];
     char b[48];
-    civil_format_rfc3339(w->lower_us, false, a, sizeof a);
-    civil_format_rfc3339(w->upper_us, false, b, sizeof b);
-    /* dates only: windows start at midnight UTC */
-    a[10] = '\0';
-    b[10] = '\0';
+    /* dates when both edges are midnight UTC; windows in a local zone
+     * (--window-tz) and odd partitions show their instants */
+    if (!civil_format_day_bound(w->lower_us, a, sizeof a) ||
+        !civil_format_day_bound(w->upper_us, b, sizeof b))
+    {
+        civil_format_instant(w->lower_us, a, sizeof a);
+        civil_format_instant(w->upper_us, b, sizeof b);
+    }
     (void) snprintf(out, size, "[%s, %s)", a, b);
 }
 

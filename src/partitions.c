@@ -116,23 +116,6 @@ sql_literal(PgConn *c, const char *text)
     return copy;
 }
 
-static void
-format_time(int64_t us, char *out, size_t size)
-{
-    if (us == INT64_MIN)
-        (void) snprintf(out, size, "MINVALUE");
-    else if (us == INT64_MAX)
-        (void) snprintf(out, size, "MAXVALUE");
-    else if (us % US_PER_SEC == 0)
-    {
-        CivilTime ct;
-        civil_from_us(us, &ct);
-        (void) snprintf(out, size, "%04d-%02d-%02dT%02d:%02d:%02dZ", ct.year, ct.month, ct.day,
-                        ct.hour, ct.minute, ct.second);
-    }
-    else
-        civil_format_rfc3339(us, us % 1000 != 0, out, size);
-}
 
 /* pg_exec's generic "statement failed: " says nothing here: the context
  * replaces it. */
@@ -176,12 +159,23 @@ window_plans_free(WindowPlan *plans, size_t n)
 
 /* ---------------------------------------------------------------- planner */
 
+/* A partition edge that could be a local midnight but is not one in UTC: a
+ * whole quarter hour other than midnight. */
+static bool
+zone_like_edge(int64_t us)
+{
+    return us != INT64_MIN && us != INT64_MAX && us % (15 * US_PER_MIN) == 0 &&
+           us % US_PER_DAY != 0;
+}
+
+
 typedef struct Planner
 {
     const TargetTable *t;
     Granularity g;
     const char *pattern;
     TimeParser *zone; /* NULL = UTC */
+    bool zone_given;  /* --window-tz was given (UTC included) */
 } Planner;
 
 static void
@@ -196,6 +190,7 @@ planner_init(Planner *pl, const TargetTable *t, const EnsureOptions *o, Err *err
 {
     memset(pl, 0, sizeof *pl);
     pl->t = t;
+    pl->zone_given = o->window_tz_given || o->window_tz != NULL;
     if (o->window_tz && o->window_tz[0] && strcmp(o->window_tz, "UTC") != 0)
     {
         if (!time_parser_new_window(o->window_tz, &pl->zone, err))
@@ -231,11 +226,8 @@ partitions_effective_granularity(const TargetTable *t, const EnsureOptions *opts
 {
     Planner pl;
 
-    if (opts->granularity != GRAN_AUTO)
-    {
-        *out = opts->granularity;
-        return true;
-    }
+    /* planner_init checks the options against the table (--window-tz on a
+     * timestamp key, the name pattern) before anything is read */
     if (!planner_init(&pl, t, opts, err))
         return false;
     *out = pl.g;
@@ -297,6 +289,91 @@ piece_suffix_name(const char *base, int k, char *out, size_t size, Err *err)
     return true;
 }
 
+/* The existing partition with an edge at `us`. */
+static const Partition *
+partition_with_edge(const TargetTable *t, int64_t us)
+{
+    for (size_t i = 0; i < t->npartitions; i++)
+        if (!t->partitions[i].is_default &&
+            (t->partitions[i].lower_us == us || t->partitions[i].upper_us == us))
+            return &t->partitions[i];
+    return NULL;
+}
+
+/*
+ * Windows in UTC (no --window-tz) next to partitions that were made as
+ * windows of a local zone (v7fill partitions --window-tz, or pg_partman in a
+ * database whose TimeZone is not UTC) would not meet them: August in UTC
+ * after July in Berlin leaves two hours uncovered, filled later by a sliver
+ * of a partition, and every later window is off by the offset.  So unless
+ * the user named the zone, a window is not planned when a partition runs
+ * from one zone-like edge to another, or when the window would have to be
+ * cut at such an edge; the error says whose midnight the edge is.
+ */
+static bool
+check_zone_edges(const Planner *pl, const Window *w, const Span *spans, size_t nspans, Err *err)
+{
+    const TargetTable *t = pl->t;
+    const Partition *p = NULL;
+    int64_t edge = 0;
+    char at[48];
+    char a[48];
+    char b[48];
+    int64_t into;
+    int64_t offset;
+
+    if (pl->zone_given || pl->zone != NULL || t->key_kind == KEY_TIMESTAMP)
+        return true;
+    /* the nearest partition that runs from one zone-like edge to another */
+    for (size_t i = 0; i < t->npartitions; i++)
+    {
+        const Partition *q = &t->partitions[i];
+        int64_t e = q->upper_us <= w->lower_us ? q->upper_us : q->lower_us;
+
+        if (q->is_default || !zone_like_edge(q->lower_us) || !zone_like_edge(q->upper_us))
+            continue;
+        if (p == NULL || (e > w->lower_us ? e - w->lower_us : w->lower_us - e) <
+                             (edge > w->lower_us ? edge - w->lower_us : w->lower_us - edge))
+        {
+            p = q;
+            edge = e;
+        }
+    }
+    for (size_t i = 0; p == NULL && i < nspans; i++)
+    {
+        if (spans[i].lower_us != w->lower_us && zone_like_edge(spans[i].lower_us))
+            edge = spans[i].lower_us;
+        else if (spans[i].upper_us != w->upper_us && zone_like_edge(spans[i].upper_us))
+            edge = spans[i].upper_us;
+        else
+            continue;
+        p = partition_with_edge(t, edge);
+    }
+    if (p == NULL)
+        return true;
+    civil_format_instant(edge, at, sizeof at);
+    civil_format_instant(w->lower_us, a, sizeof a);
+    civil_format_instant(w->upper_us, b, sizeof b);
+    /* local midnight at `edge`: an offset of minus its time of day, taken
+     * between -12 and +12 hours */
+    into = edge % US_PER_DAY;
+    if (into < 0)
+        into += US_PER_DAY;
+    offset = into > US_PER_DAY / 2 ? US_PER_DAY - into : -into;
+    err_set(err, EC_CONFIG,
+            "partition %s.%s of %s.%s starts or ends at %s, not at a midnight in UTC: window "
+            "[%s, %s) in UTC would not meet it",
+            p->schema, p->name, t->schema, t->name, at, a, b);
+    err_detail(err, "The partitions look like windows of a local time zone, whose midnight is "
+                    "at UTC%c%02d:%02d there.",
+               offset < 0 ? '-' : '+', (int) ((offset < 0 ? -offset : offset) / US_PER_HOUR),
+               (int) ((offset < 0 ? -offset : offset) % US_PER_HOUR / US_PER_MIN));
+    err_hint(err, "Give the --window-tz they were made with (e.g. --window-tz Europe/Berlin, or "
+                  "the database's TimeZone for pg_partman's); --window-tz UTC makes UTC windows "
+                  "next to them anyway.");
+    return false;
+}
+
 /* Plan one window against pl->t as it is now. */
 static bool
 plan_window(const Planner *pl, const Window *w, WindowPlan *plan, Err *err)
@@ -318,6 +395,11 @@ plan_window(const Planner *pl, const Window *w, WindowPlan *plan, Err *err)
     }
     plan->partial = !(nspans == 1 && spans[0].lower_us == w->lower_us &&
                       spans[0].upper_us == w->upper_us);
+    if (!check_zone_edges(pl, w, spans, nspans, err))
+    {
+        free(spans);
+        return false;
+    }
     if (!plan->partial && name_used_by_partition(t, plan->name))
     {
         free(spans);
@@ -733,8 +815,8 @@ window_label(const WindowPlan *plan, char *out, size_t size)
 {
     char a[48], b[48];
 
-    format_time(plan->window.lower_us, a, sizeof a);
-    format_time(plan->window.upper_us, b, sizeof b);
+    civil_format_instant(plan->window.lower_us, a, sizeof a);
+    civil_format_instant(plan->window.upper_us, b, sizeof b);
     (void) snprintf(out, size, "%s [%s, %s)", plan->name, a, b);
 }
 
@@ -1107,8 +1189,8 @@ try_window(PgConn *c, TargetTable *t, const Planner *pl, const Window *w,
                 char a[48], b[48];
                 StmtKind kind = ps.kinds[k < 64 ? k : 63];
 
-                format_time(pc->lower_us, a, sizeof a);
-                format_time(pc->upper_us, b, sizeof b);
+                civil_format_instant(pc->lower_us, a, sizeof a);
+                civil_format_instant(pc->upper_us, b, sizeof b);
                 drop_generic_prefix(err);
                 err_prefix(err, "could not create partition %s.%s for [%s, %s)", t->schema,
                            pc->name, a, b);

@@ -94,6 +94,7 @@ typedef struct Importer
     Rejects *late;     /* late-rows output (expired and near-cutoff rows) */
     Tracker *tracker;
     Granularity gran;  /* window size for rows whose partition does not exist yet */
+    TimeParser *wzone; /* --window-tz of those windows (NULL: UTC) */
     Sink *sink;
     Batch bufs[2];      /* double buffer: one filling, one with the writer */
     Batch *batch;       /* the batch being filled */
@@ -211,6 +212,23 @@ stats_reason(ImportStats *st, const char *category, const char *example)
     st->nreasons++;
 }
 
+/* The window of `us` when no partition holds it yet: the one it would be
+ * created as (granularity and --window-tz as the partitions stage uses). */
+static void
+importer_window_of(const Importer *im, int64_t us, int64_t *lo, int64_t *hi)
+{
+    Window w;
+    Err ignored = {0};
+
+    if (im->wzone != NULL && window_at(im->gran, im->wzone, us, &w, &ignored))
+    {
+        *lo = w.lower_us;
+        *hi = w.upper_us;
+        return;
+    }
+    window_of(im->gran, us, lo, hi);
+}
+
 static WindowCount *
 stats_window(Importer *im, int64_t us)
 {
@@ -227,8 +245,7 @@ stats_window(Importer *im, int64_t us)
         hi = p->upper_us;
     }
     else
-        window_of(im->ensure.granularity == GRAN_AUTO ? GRAN_MONTH : im->ensure.granularity, us,
-                  &lo, &hi);
+        importer_window_of(im, us, &lo, &hi);
     while (a < b)
     {
         size_t m = (a + b) / 2;
@@ -747,7 +764,7 @@ importer_classify(Importer *im, Batch *b)
                 r->window_upper_us = p->upper_us;
             }
             else
-                window_of(im->gran, r->time_us, &r->window_lower_us, &r->window_upper_us);
+                importer_window_of(im, r->time_us, &r->window_lower_us, &r->window_upper_us);
             c = tracker_classify(im->tracker, r->window_upper_us, now, NULL);
             /* Only a partition's bounds are reused: a window without one may
              * still hold a partition covering part of it. */
@@ -1751,6 +1768,7 @@ importer_free(Importer *im)
     free(im->key_q);
     id_keyer_free(im->keyer);
     time_parser_free(im->tparser);
+    time_parser_free(im->wzone);
     rejects_close(im->rejects);
     rejects_close(im->late);
     tracker_free(im->tracker);
@@ -1809,6 +1827,7 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
     buf_init(&im.ref);
     ensure_options_default(&im.ensure);
     im.ensure.granularity = o->granularity;
+    im.ensure.window_tz = o->window_tz;
     im.ensure.lock_timeout_ms = o->lock_timeout_ms;
     if (o->plan)
     {
@@ -1835,6 +1854,9 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
         goto out;
     if (!partitions_effective_granularity(im.target, &im.ensure, &im.gran, err))
         goto out;
+    if (im.ensure.window_tz && strcmp(im.ensure.window_tz, "UTC") != 0 &&
+        !time_parser_new_window(im.ensure.window_tz, &im.wzone, err))
+        goto out;
     {
         /* Near cutoff: 10% of the retention by default, but at least one window. */
         Retention ret;
@@ -1846,7 +1868,7 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
             goto out;
         st->retention_us = ret.source == RETENTION_NONE ? 0 : ret.us;
         retention_describe(&ret, st->retention_from, sizeof st->retention_from);
-        window_of(im.gran, im.now_us, &lo, &hi);
+        importer_window_of(&im, im.now_us, &lo, &hi);
         if (near == 0 && st->retention_us > 0)
             near = st->retention_us / 10 > hi - lo ? st->retention_us / 10 : hi - lo;
         im.tracker = tracker_new(st->retention_us, near);

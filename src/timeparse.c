@@ -12,17 +12,21 @@
  *
  * Time zones other than UTC use the system tz database through the TZ
  * environment variable and localtime_r().  The process therefore has ONE
- * input zone at a time: zone_activate() points TZ at the zone of the parser
- * being used whenever a lookup is needed, so two parsers with different zones
- * still give correct answers, but any other code that calls localtime() sees
- * whatever zone was activated last, and setenv() must not race with getenv()
- * in another thread.  Offsets found for a local day are cached per parser, so
- * most parses of zoned input never reach libc.
+ * zone at a time: zone_activate() points TZ at the zone of the parser being
+ * used whenever a lookup is needed, under zone_mu, so parsers with different
+ * zones give correct answers even in different threads (the import's reader
+ * parses input times while its writer computes window edges).  Any other code
+ * that calls localtime() sees whatever zone was activated last.  TZ is put
+ * into the environment when the first zoned parser is made, so that later
+ * switches replace its value instead of growing the environment under a
+ * getenv() in another thread.  Offsets found for a local day are cached per
+ * parser, so most parses of zoned input never reach libc.
  */
 #include "v7fill/timeparse.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -429,8 +433,10 @@ zone_validate(const char *name, Err *err)
     return true;
 }
 
+static pthread_mutex_t zone_mu = PTHREAD_MUTEX_INITIALIZER;
+
 /* Make TZ name the zone that localtime_r() uses.  localtime_r() does not
- * re-read TZ by itself, hence the explicit tzset(). */
+ * re-read TZ by itself, hence the explicit tzset().  Caller holds zone_mu. */
 static void
 zone_activate(const char *zone)
 {
@@ -513,19 +519,22 @@ zone_resolve(const TimeParser *p, int64_t local, int64_t *utc, const char *s, si
         *utc = local - slot->offset;
         return true;
     }
+    (void) pthread_mutex_lock(&zone_mu);
     zone_activate(p->zone);
-
     /* A day with no transition within a day of its first and last second is
      * cached whole; days near a transition always take the slow path. */
     if (zone_stable_at(day * SEC_PER_DAY, &o0, &ok0) &&
         zone_stable_at(day * SEC_PER_DAY + SEC_PER_DAY - 1, &o1, &ok1) && o0 == o1)
     {
+        (void) pthread_mutex_unlock(&zone_mu);
         slot->day = day;
         slot->offset = o0;
         *utc = local - o0;
         return true;
     }
-    if (!zone_resolve_slow(local, p->first_occurrence, utc))
+    ok0 = zone_resolve_slow(local, p->first_occurrence, utc);
+    (void) pthread_mutex_unlock(&zone_mu);
+    if (!ok0)
         return time_error(err, s, len, "out of range for time zone %s", p->zone);
     return true;
 }
@@ -1092,6 +1101,9 @@ time_parser_new(const char *format, const char *tz, TimeParser **out, Err *err)
         if (!zone_validate(tz, err))
             goto fail;
         p->zone = xstrdup(tz);
+        (void) pthread_mutex_lock(&zone_mu);
+        zone_activate(p->zone);
+        (void) pthread_mutex_unlock(&zone_mu);
         p->cache = xmalloc(sizeof *p->cache);
         for (size_t k = 0; k < ZONE_CACHE_SIZE; k++)
             p->cache->slot[k].day = INT64_MIN;

@@ -58,5 +58,9 @@ void civil_format_rfc3339(int64_t us, bool micro, char *out, size_t size);
  * ends (INT64_MIN / INT64_MAX), "YYYY-MM-DD" for a midnight.  False, out
  * untouched, for any other instant (the caller picks how to show a time). */
 bool civil_format_day_bound(int64_t us, char *out, size_t size);
+/* An instant as "YYYY-MM-DDTHH:MM:SSZ", with a fraction only when it has one
+ * (milliseconds, or microseconds when needed); "MINVALUE" / "MAXVALUE" for
+ * INT64_MIN / INT64_MAX. */
+void civil_format_instant(int64_t us, char *out, size_t size);
 
 #endif /* V7FILL_CIVIL_H */

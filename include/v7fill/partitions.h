@@ -127,6 +127,8 @@ typedef struct EnsureOptions
     Buf *ddl_out;              /* optional: every statement run (or planned), ";\n" separated */
     /* Added for the route stage: */
     const char *window_tz;     /* IANA zone for local-calendar windows; NULL = UTC */
+    bool window_tz_given;      /* the user named the zone, UTC included (window_tz may
+                                  still be NULL): see plan_window's edge check */
     const char *name_pattern;  /* NULL: window_default_pattern() */
     WindowReportFn on_window;  /* optional: called once per window considered */
     void *on_window_arg;

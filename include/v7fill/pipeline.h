@@ -55,6 +55,7 @@ typedef struct ImportOptions
     bool skip_finished;       /* skip files an earlier run imported completely */
     bool progress;            /* progress on stderr */
     Granularity granularity;
+    const char *window_tz;    /* --window-tz: new windows start at local midnight */
     int lock_timeout_ms;
     int reconnect_attempts;   /* after a lost connection (default 5) */
     int64_t now_us;           /* 0 = the real clock (tests inject a time) */

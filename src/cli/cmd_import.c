@@ -57,6 +57,8 @@ import_usage(FILE *out, const char *cmd)
             "                             hashed (the keyed hash alone)\n"
             "      --granularity=G        window size for new partitions: day, week, month,\n"
             "                             quarter, year (default: as the existing partitions)\n"
+            "      --window-tz=TZ         new windows start at local midnight of TZ, as made\n"
+            "                             by `v7fill partitions --window-tz` (default UTC)\n"
             "      --lock-timeout=MS      lock_timeout while attaching partitions (default 5000)\n"
             "      --no-analyze           do not ANALYZE the target (and its partitions) nor\n"
             "                             VACUUM the lookup table afterwards\n"
@@ -113,6 +115,7 @@ enum
     OPT_KEEP_REF,
     OPT_LOOKUP_KEYS,
     OPT_GRANULARITY,
+    OPT_WINDOW_TZ,
     OPT_LOCK_TIMEOUT,
     OPT_NO_ANALYZE,
     OPT_SKIP_FINISHED,
@@ -195,6 +198,7 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
         {"keep-ref-text", no_argument, NULL, OPT_KEEP_REF},
         {"lookup-keys", required_argument, NULL, OPT_LOOKUP_KEYS},
         {"granularity", required_argument, NULL, OPT_GRANULARITY},
+        {"window-tz", required_argument, NULL, OPT_WINDOW_TZ},
         {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
         {"no-analyze", no_argument, NULL, OPT_NO_ANALYZE},
         {"skip-finished", no_argument, NULL, OPT_SKIP_FINISHED},
@@ -356,6 +360,9 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
                     status = 2;
                     goto out;
                 }
+                break;
+            case OPT_WINDOW_TZ:
+                o.window_tz = optarg;
                 break;
             case OPT_LOCK_TIMEOUT:
                 if (!cli_parse_long(cmd, "--lock-timeout", optarg, 1, 3600000, &n, err))

@@ -650,6 +650,7 @@ cmd_partitions(int argc, char **argv, const GlobalOpts *g, Err *err)
     if (po.list && (po.ensure.dry_run || po.ensure.move_from_default))
         return cli_usage_error(err, "partitions", "--list changes nothing; --dry-run and "
                                                   "--move-from-default apply to --from/--ahead");
+    po.ensure.window_tz_given = po.ensure.window_tz != NULL;
     if (po.ensure.window_tz && strcmp(po.ensure.window_tz, "UTC") == 0)
         po.ensure.window_tz = NULL;
     if (po.ensure.name_pattern && po.ensure.granularity != GRAN_AUTO &&

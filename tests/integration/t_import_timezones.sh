@@ -56,3 +56,58 @@ assert_eq 0 "$(q "SELECT count(*) FROM tz WHERE
     ('x' || substr(replace(id::text, '-', ''), 1, 12))::bit(48)::bigint
     <> floor(extract(epoch FROM created_at) * 1000)::bigint")" "id time = event time"
 echo "ok: $expected local times in $(echo $zones | wc -w) zones read as PostgreSQL reads them"
+
+# --- windows in a local zone: a table whose partitions were made with
+# --window-tz Europe/Berlin gets its new windows in Berlin with the same
+# option, and an import without it stops before making a partition that
+# would not meet them.  The input is in New York time: the reader parses
+# New York while the writer computes Berlin windows (two zones, two threads).
+sqlf -c "CREATE TABLE lw (id uuid NOT NULL, created_at timestamptz NOT NULL, local timestamp,
+                          PRIMARY KEY (id)) PARTITION BY RANGE (id)"
+run_expect 0 "$V7FILL" -q partitions lw --from 2024-01-01 --to 2024-07-31 --granularity month \
+    --window-tz Europe/Berlin
+python3 - <<'PY'
+import datetime as dt
+with open("lw.csv", "w") as f:
+    f.write("created_at,local\n")
+    t = dt.datetime(2024, 6, 1)
+    while t < dt.datetime(2024, 10, 1):
+        s = t.strftime("%Y-%m-%d %H:%M:%S")
+        f.write(f"{s},{s}\n")
+        t += dt.timedelta(minutes=37)
+    # 19:30 in New York on July 31st is 01:30 on August 1st in Berlin
+    f.write("2024-07-31 19:30:00,2024-07-31 19:30:00\n")
+PY
+lw_rows=$(( $(wc -l <lw.csv) - 1 ))
+parts_before=$(q "SELECT count(*) FROM pg_inherits WHERE inhparent = 'lw'::regclass")
+run_expect 3 "$V7FILL" import lw lw.csv --input-timezone America/New_York --no-progress \
+    --batch-rows 500 --rejects lw.rejects
+assert_contains "$OUT" "not at a midnight in UTC" "the error says why"
+assert_contains "$OUT" "UTC+02:00" "the error names the offset"
+assert_contains "$OUT" "--window-tz" "the error says what to give"
+assert_eq "$parts_before" "$(q "SELECT count(*) FROM pg_inherits WHERE inhparent = 'lw'::regclass")" \
+    "no partition made in UTC"
+run_expect 0 "$V7FILL" plan lw lw.csv --input-timezone America/New_York --window-tz Europe/Berlin \
+    --no-progress
+assert_contains "$OUT" "lw__2024_08 [2024-07-31T22:00:00Z, 2024-08-31T22:00:00Z)" "plan: August in Berlin"
+run_expect 0 "$V7FILL" import lw lw.csv --input-timezone America/New_York --window-tz Europe/Berlin \
+    --no-progress --batch-rows 500 --rejects lw.rejects --report-json lw.json
+assert_contains "$OUT" "[2024-07-31T22:00:00Z, 2024-08-31T22:00:00Z) lw__2024_08" \
+    "the report shows a local window's instants"
+assert_eq "$lw_rows" "$(q "SELECT count(*) FROM lw")" "every row"
+assert_eq 0 "$(q "SELECT count(*) FROM lw WHERE created_at <> local AT TIME ZONE 'America/New_York'")" \
+    "New York times read as PostgreSQL reads them"
+# every partition is a whole Berlin month, none a sliver: January to July made
+# first, August to October by the import (September 30th's last New York
+# evening is October 1st in Berlin)
+run_expect 0 "$V7FILL" partitions lw --list --window-tz Europe/Berlin --json
+assert_eq "10 0" "$(python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+ps = d["partitions"]
+print(len(ps), sum(1 for p in ps if p["window"] != "month"))' "$OUT")" "ten Berlin months, nothing irregular"
+# each row sits in the Berlin month of its time
+assert_eq 0 "$(q "SELECT count(*) FROM lw
+    WHERE tableoid::regclass::text
+          <> 'lw__' || to_char(created_at AT TIME ZONE 'Europe/Berlin', 'YYYY_MM')")" \
+    "rows in their Berlin month"

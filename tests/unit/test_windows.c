@@ -594,6 +594,108 @@ test_plan_refuses_a_window_name_a_partition_with_other_bounds_has(void **state)
 }
 
 static void
+test_plan_refuses_to_fill_around_local_windows_unless_a_zone_is_given(void **state)
+{
+    TargetTable *t = new_target(KEY_UUID7, BOUND_STYLE_MIN_V7);
+    EnsureOptions o;
+    WindowPlan *plans = NULL;
+    size_t n = 0;
+    Err err = {0};
+    int64_t aug = D(2026, 8, 15);
+    (void) state;
+
+    /* June and July in Berlin (+02): made with --window-tz Europe/Berlin */
+    add_part(t, "events__2026_06", D(2026, 5, 31) + 22 * US_PER_HOUR,
+             D(2026, 6, 30) + 22 * US_PER_HOUR);
+    add_part(t, "events__2026_07", D(2026, 6, 30) + 22 * US_PER_HOUR,
+             D(2026, 7, 31) + 22 * US_PER_HOUR);
+    ensure_options_default(&o);
+    o.granularity = GRAN_MONTH;
+    /* in UTC, August would leave [July 31st 22:00Z, August 1st) to a later
+     * two-hour sliver, and the last hours of July 31st would make one now:
+     * both refused, saying why */
+    assert_false(partitions_plan_times(t, &aug, 1, &o, &plans, &n, &err));
+    assert_int_equal(err.code, EC_CONFIG);
+    /* the partition nearest August, and its edge nearest August */
+    assert_non_null(strstr(err.msg, "events__2026_07"));
+    assert_non_null(strstr(err.msg, "2026-07-31T22:00:00Z"));
+    assert_non_null(strstr(err.detail, "UTC+02:00"));
+    assert_non_null(strstr(err.hint, "--window-tz"));
+    {
+        int64_t late_july = D(2026, 7, 31) + 23 * US_PER_HOUR;
+
+        memset(&err, 0, sizeof err);
+        assert_false(partitions_plan_times(t, &late_july, 1, &o, &plans, &n, &err));
+        assert_int_equal(err.code, EC_CONFIG);
+    }
+    /* a time its partitions cover needs no window: no error */
+    {
+        int64_t mid_july = D(2026, 7, 15);
+
+        assert_true(partitions_plan_times(t, &mid_july, 1, &o, &plans, &n, &err));
+        assert_int_equal(n, 0);
+    }
+    /* the zone they were made with: August whole, from local midnight */
+    o.window_tz = "Europe/Berlin";
+    assert_true(partitions_plan_times(t, &aug, 1, &o, &plans, &n, &err));
+    assert_int_equal(n, 1);
+    assert_false(plans[0].partial);
+    assert_int_equal(plans[0].pieces[0].lower_us, D(2026, 7, 31) + 22 * US_PER_HOUR);
+    assert_int_equal(plans[0].pieces[0].upper_us, D(2026, 8, 31) + 22 * US_PER_HOUR);
+    window_plans_free(plans, n);
+    /* UTC on purpose: UTC windows, and the sliver where they meet */
+    o.window_tz = NULL;
+    o.window_tz_given = true;
+    assert_true(partitions_plan_times(t, &aug, 1, &o, &plans, &n, &err));
+    assert_int_equal(n, 1);
+    assert_false(plans[0].partial);
+    assert_int_equal(plans[0].pieces[0].lower_us, D(2026, 8, 1));
+    window_plans_free(plans, n);
+    {
+        int64_t late_july = D(2026, 7, 31) + 23 * US_PER_HOUR;
+
+        assert_true(partitions_plan_times(t, &late_july, 1, &o, &plans, &n, &err));
+        assert_int_equal(n, 1);
+        assert_true(plans[0].partial);
+        assert_int_equal(plans[0].pieces[0].lower_us, D(2026, 7, 31) + 22 * US_PER_HOUR);
+        assert_int_equal(plans[0].pieces[0].upper_us, D(2026, 8, 1));
+        window_plans_free(plans, n);
+    }
+    catalog_target_free(t);
+
+    /* a catch-all up to a zone-like edge: only cutting a window there is refused */
+    t = new_target(KEY_UUID7, BOUND_STYLE_MIN_V7);
+    add_part(t, "old", INT64_MIN, D(2026, 7, 31) + 22 * US_PER_HOUR);
+    o.window_tz_given = false;
+    assert_true(partitions_plan_times(t, &aug, 1, &o, &plans, &n, &err));
+    assert_int_equal(n, 1);
+    assert_false(plans[0].partial);
+    window_plans_free(plans, n);
+    {
+        int64_t late_july = D(2026, 7, 31) + 23 * US_PER_HOUR;
+
+        memset(&err, 0, sizeof err);
+        assert_false(partitions_plan_times(t, &late_july, 1, &o, &plans, &n, &err));
+        assert_int_equal(err.code, EC_CONFIG);
+        assert_non_null(strstr(err.msg, "public.old"));
+        assert_non_null(strstr(err.msg, "2026-07-31T22:00:00Z"));
+    }
+    catalog_target_free(t);
+
+    /* an edge a millisecond after midnight is no zone's
+     * midnight: gaps next to it are filled as before */
+    t = new_target(KEY_UUID7, BOUND_STYLE_MIN_V7);
+    add_part(t, "odd", D(2026, 7, 1), D(2026, 8, 1) + 1000);
+    o.window_tz_given = false;
+    if (!partitions_plan_times(t, &aug, 1, &o, &plans, &n, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(n, 1);
+    assert_true(plans[0].partial);
+    window_plans_free(plans, n);
+    catalog_target_free(t);
+}
+
+static void
 test_lock_key_is_tag_and_oid(void **state)
 {
     (void) state;
@@ -628,6 +730,7 @@ main(void)
         cmocka_unit_test(test_granularity_is_inferred_from_regular_partitions),
         cmocka_unit_test(test_plan_fills_only_gaps_and_reuses_neighbour_bounds),
         cmocka_unit_test(test_plan_refuses_a_window_name_a_partition_with_other_bounds_has),
+        cmocka_unit_test(test_plan_refuses_to_fill_around_local_windows_unless_a_zone_is_given),
         cmocka_unit_test(test_lock_key_is_tag_and_oid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
