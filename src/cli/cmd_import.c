@@ -79,8 +79,9 @@ import_usage(FILE *out, const char *cmd)
             "      --no-progress          no progress display\n"
             "  -h, --help                 this help\n"
             "\n"
-            "Exit status: 0 done (rejected rows, if any, are in the rejects file); 2 usage;\n"
-            "3 configuration; 4 unreadable input; 5 database error; 6 --max-rejects reached.\n",
+            "Exit status: 0 done (rejected rows, if any, are in the rejects file); 1 a file\n"
+            "could not be opened, read or written; 2 usage; 3 configuration; 4 unreadable\n"
+            "input; 5 database error; 6 --max-rejects reached; 130 interrupted.\n",
             cmd,
             strcmp(cmd, "plan") == 0
                 ? "Show what an import would do: windows touched, partitions that would be\n"
