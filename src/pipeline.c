@@ -12,6 +12,7 @@
 
 #include <inttypes.h>
 #include <openssl/rand.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "v7fill/catalog.h"
+#include "v7fill/interrupt.h"
 #include "v7fill/civil.h"
 #include "v7fill/copy_encode.h"
 #include "v7fill/import_report.h"
@@ -945,8 +947,8 @@ importer_before_commit(void *arg, Batch *b, Err *err)
     (void) snprintf(cc->next.rejects_path, sizeof cc->next.rejects_path, "%s",
                     rejects_path(im->rejects));
     if (im->use_checkpoint &&
-        !state_checkpoint_put(im->conn, im->target->schema, im->target->name, im->identity,
-                              im->src_name, &cc->next, err))
+        !state_checkpoint_put(im->conn, im->target->schema, im->target->name, im->target->oid,
+                              im->identity, im->src_name, &cc->next, err))
         return false;
     return importer_note_activity(im, b, err);
 }
@@ -1118,7 +1120,7 @@ importer_flush(Importer *im, Batch *b, const SourcePosition *pos, bool finished,
             Checkpoint now;
 
             if (!state_checkpoint_get(im->conn, im->target->schema, im->target->name,
-                                      im->identity, &now, err))
+                                      im->target->oid, im->identity, &now, err))
             {
                 /* Lost again before we could tell: reconnect and ask again. */
                 if (!pg_err_is_connection(err) || ++attempts > 5 || !importer_reconnect(im, err))
@@ -1362,9 +1364,13 @@ importer_open_file(Importer *im, const char *path, bool *skipped, Err *err)
     {
         (void) snprintf(im->identity, sizeof im->identity, "%s", pos.identity);
         if (im->checkpoints &&
-            !state_checkpoint_get(im->conn, im->target->schema, im->target->name, im->identity,
-                                  &im->cp, err))
+            !state_checkpoint_get(im->conn, im->target->schema, im->target->name, im->target->oid,
+                                  im->identity, &im->cp, err))
             return false;
+        if (im->cp.stale)
+            log_warn("%s: its checkpoint was written for an earlier table named %s.%s (dropped "
+                     "or renamed since): reading it from the start",
+                     im->src_name, im->target->schema, im->target->name);
         /* Before the columns are mapped: a skipped file costs one query. */
         if (im->o->skip_finished && im->cp.found && im->cp.finished)
         {
@@ -1428,8 +1434,8 @@ importer_open_file(Importer *im, const char *path, bool *skipped, Err *err)
         im->cp.late_size = rejects_size(im->late);
         (void) snprintf(im->cp.rejects_path, sizeof im->cp.rejects_path, "%s",
                         rejects_path(im->rejects));
-        if (!state_checkpoint_put(im->conn, im->target->schema, im->target->name, im->identity,
-                                  im->src_name, &im->cp, err))
+        if (!state_checkpoint_put(im->conn, im->target->schema, im->target->name, im->target->oid,
+                                  im->identity, im->src_name, &im->cp, err))
             return false;
     }
     return true;
@@ -1630,6 +1636,13 @@ importer_file(Importer *im, const char *path, Err *err)
         Record rec;
         bool eof = false;
 
+        if (interrupt_signal() != 0)
+        {
+            err_set(err, EC_INTERRUPTED, "interrupted by %s",
+                    interrupt_signal() == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM");
+            ok = false;
+            break;
+        }
         if (!source_next(im->src, &rec, &eof, err))
         {
             ok = false;
@@ -1656,16 +1669,24 @@ importer_file(Importer *im, const char *path, Err *err)
         ok = ok && importer_flush(im, im->batch, &pos, true, err) &&
              importer_check_rejects_limit(im, err);
     }
-    else if (err->code == EC_FORMAT && !im->o->plan)
+    else if ((err->code == EC_FORMAT || err->code == EC_INTERRUPTED) && !im->o->plan)
     {
-        /* The input broke mid-file: keep what was read before the break. */
+        /* The input broke mid-file, or we were asked to stop: keep what was
+         * read before. */
         Err ferr = {0};
         SourcePosition pos;
 
         im->src->ops->position(im->src, &pos);
         if (!writer_wait(im, &ferr) ||
             (im->batch->nrows > 0 && !importer_flush(im, im->batch, &pos, false, &ferr)))
-            log_warn("could not commit the rows read before the error: %s", ferr.msg);
+            log_warn("could not commit the rows read before the %s: %s",
+                     err->code == EC_INTERRUPTED ? "interruption" : "error", ferr.msg);
+        else if (err->code == EC_INTERRUPTED)
+        {
+            err_detail(err, "Every row read before it is committed, %" PRIu64 " of %s's.",
+                       im->st->read, im->src_name);
+            err_hint(err, "Run the same command again to go on from there.");
+        }
     }
     writer_stop(im);
     importer_progress(im, true);
@@ -1699,6 +1720,11 @@ importer_analyze_once(Importer *im, Err *err)
         free(sql);
         if (!ok)
             return false;
+    }
+    if (interrupt_signal() != 0)
+    {
+        log_warn("interrupted: VACUUM (ANALYZE) %s skipped; every row is imported", im->lookup_q);
+        return true;
     }
     log_info("ANALYZE done in %.1f s; VACUUM (ANALYZE) %s", mono_now() - t0, im->lookup_q);
     t0 = mono_now();
@@ -1964,7 +1990,11 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
         log_warn("%" PRIu64 " rows were inserted into windows already past the retention "
                  "(--keep-expired): retention will drop them",
                  st->expired_kept);
-    if (!o->plan && o->analyze && st->inserted > 0 && !importer_analyze(&im, err))
+    if (!o->plan && o->analyze && st->inserted > 0 && interrupt_signal() != 0)
+        log_warn("interrupted: the closing ANALYZE and VACUUM skipped; every row is imported "
+                 "(ANALYZE %s gives the parent its statistics)",
+                 im.target_q);
+    else if (!o->plan && o->analyze && st->inserted > 0 && !importer_analyze(&im, err))
         goto out;
     ok = true;
 out:

@@ -29,6 +29,9 @@ static const char *const setup_sql =
     "  late_size bigint NOT NULL DEFAULT 0,"
     "  finished boolean NOT NULL DEFAULT false, updated_at timestamptz NOT NULL DEFAULT now(),"
     "  PRIMARY KEY (target_schema, target_table, file_identity));"
+    /* the target table the position is in: a table of the same name created
+     * since (dropped and made again) holds none of those rows */
+    "ALTER TABLE v7fill.checkpoint ADD COLUMN IF NOT EXISTS target_oid oid;"
     "CREATE TABLE IF NOT EXISTS v7fill.run ("
     "  run_id bigserial PRIMARY KEY, target_schema text NOT NULL, target_table text NOT NULL,"
     "  command text NOT NULL, status text NOT NULL, finished_at timestamptz NOT NULL DEFAULT now(),"
@@ -74,7 +77,10 @@ state_setup(PgConn *c, Err *err)
     return state_create_once(c,
                              "SELECT to_regclass('v7fill.id_key') IS NOT NULL AND "
                              "to_regclass('v7fill.checkpoint') IS NOT NULL AND "
-                             "to_regclass('v7fill.run') IS NOT NULL",
+                             "to_regclass('v7fill.run') IS NOT NULL AND "
+                             "EXISTS (SELECT 1 FROM pg_catalog.pg_attribute "
+                             "WHERE attrelid = to_regclass('v7fill.checkpoint') "
+                             "AND attname = 'target_oid')",
                              setup_sql, "v7fill's own tables (schema v7fill)", err);
 }
 
@@ -234,8 +240,8 @@ state_u64(const PGresult *res, int row, int col)
 }
 
 bool
-state_checkpoint_get(PgConn *c, const char *schema, const char *table, const char *identity,
-                     Checkpoint *cp, Err *err)
+state_checkpoint_get(PgConn *c, const char *schema, const char *table, unsigned int target_oid,
+                     const char *identity, Checkpoint *cp, Err *err)
 {
     const char *params[3] = {schema, table, identity};
     PGresult *res;
@@ -243,12 +249,18 @@ state_checkpoint_get(PgConn *c, const char *schema, const char *table, const cha
     memset(cp, 0, sizeof *cp);
     if (!pg_query(c,
                   "SELECT finished, byte_offset, line, records, rows_read, inserted, duplicates, "
-                  "rejected, expired, rejects_size, coalesce(rejects_path, ''), late_size "
+                  "rejected, expired, rejects_size, coalesce(rejects_path, ''), late_size, "
+                  "coalesce(target_oid::text, '') "
                   "FROM v7fill.checkpoint "
                   "WHERE target_schema = $1 AND target_table = $2 AND file_identity = $3",
                   3, params, &res, err))
         return false;
-    if (PQntuples(res) == 1)
+    /* Written for another table of this name (checkpoints of earlier versions
+     * name none): that position is not this table's. */
+    if (PQntuples(res) == 1 && PQgetvalue(res, 0, 12)[0] != '\0' &&
+        strtoul(PQgetvalue(res, 0, 12), NULL, 10) != target_oid)
+        cp->stale = true;
+    else if (PQntuples(res) == 1)
     {
         cp->found = true;
         cp->finished = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
@@ -269,11 +281,13 @@ state_checkpoint_get(PgConn *c, const char *schema, const char *table, const cha
 }
 
 bool
-state_checkpoint_put(PgConn *c, const char *schema, const char *table, const char *identity,
-                     const char *source_name, const Checkpoint *cp, Err *err)
+state_checkpoint_put(PgConn *c, const char *schema, const char *table, unsigned int target_oid,
+                     const char *identity, const char *source_name, const Checkpoint *cp,
+                     Err *err)
 {
     char nums[10][24];
-    const char *params[16];
+    char oid[16];
+    const char *params[17];
     uint64_t vals[10] = {cp->offset,     cp->line,       cp->records,  cp->read,
                          cp->inserted,   cp->duplicates, cp->rejected, cp->expired,
                          cp->rejects_size, cp->late_size};
@@ -289,20 +303,24 @@ state_checkpoint_put(PgConn *c, const char *schema, const char *table, const cha
     params[13] = cp->rejects_path[0] ? cp->rejects_path : NULL;
     params[14] = cp->finished ? "true" : "false";
     params[15] = nums[9];
+    (void) snprintf(oid, sizeof oid, "%u", target_oid);
+    params[16] = oid;
     return pg_exec_params(
         c,
         "INSERT INTO v7fill.checkpoint (target_schema, target_table, file_identity, source_name, "
         "byte_offset, line, records, rows_read, inserted, duplicates, rejected, expired, "
-        "rejects_size, rejects_path, finished, late_size, updated_at) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, now()) "
+        "rejects_size, rejects_path, finished, late_size, target_oid, updated_at) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, "
+        "now()) "
         "ON CONFLICT (target_schema, target_table, file_identity) DO UPDATE SET "
         "source_name = EXCLUDED.source_name, byte_offset = EXCLUDED.byte_offset, "
         "line = EXCLUDED.line, records = EXCLUDED.records, rows_read = EXCLUDED.rows_read, "
         "inserted = EXCLUDED.inserted, duplicates = EXCLUDED.duplicates, "
         "rejected = EXCLUDED.rejected, expired = EXCLUDED.expired, "
         "rejects_size = EXCLUDED.rejects_size, rejects_path = EXCLUDED.rejects_path, "
-        "finished = EXCLUDED.finished, late_size = EXCLUDED.late_size, updated_at = now()",
-        16, params, err);
+        "finished = EXCLUDED.finished, late_size = EXCLUDED.late_size, "
+        "target_oid = EXCLUDED.target_oid, updated_at = now()",
+        17, params, err);
 }
 
 bool

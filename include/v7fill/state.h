@@ -58,6 +58,7 @@ V7FILL_MUST_CHECK bool state_lookup_exists(PgConn *c, const char *schema, const 
 typedef struct Checkpoint
 {
     bool found;
+    bool stale;    /* one was found, but for an earlier table of the same name */
     bool finished;
     uint64_t offset;
     uint64_t line;
@@ -72,12 +73,16 @@ typedef struct Checkpoint
     char rejects_path[1024];
 } Checkpoint;
 
+/* The checkpoint of `identity` in table `target_oid` (named schema.table):
+ * one written while another table had that name is not found (cp->stale). */
 V7FILL_MUST_CHECK bool state_checkpoint_get(PgConn *c, const char *schema, const char *table,
-                                            const char *identity, Checkpoint *cp, Err *err);
+                                            unsigned int target_oid, const char *identity,
+                                            Checkpoint *cp, Err *err);
 /* Upsert; meant to run inside the batch's transaction. */
 V7FILL_MUST_CHECK bool state_checkpoint_put(PgConn *c, const char *schema, const char *table,
-                                            const char *identity, const char *source_name,
-                                            const Checkpoint *cp, Err *err);
+                                            unsigned int target_oid, const char *identity,
+                                            const char *source_name, const Checkpoint *cp,
+                                            Err *err);
 
 /* Record a finished (or failed) run; `stats_json` may be NULL. */
 V7FILL_MUST_CHECK bool state_run_record(PgConn *c, const char *schema, const char *table,

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "v7fill/import_report.h"
+#include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/pipeline.h"
 #include "v7fill/timeparse.h"
@@ -434,6 +435,7 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
         status = 1;
         goto out;
     }
+    interrupt_install();
     if (!import_run(conn, &o, &st, err))
         status = 1;
     if (st.read > 0 || status == 0)

@@ -1,0 +1,53 @@
+# Ctrl-C (SIGINT) or SIGTERM during an import: v7fill stops at the next
+# record, commits what it has read, says so and how to go on, exits 130; the
+# rerun finishes with every row once.
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+sqlf -c "CREATE TABLE it (id uuid NOT NULL, created_at timestamptz NOT NULL, v text,
+                          PRIMARY KEY (id)) PARTITION BY RANGE (id)"
+python3 - <<'PY'
+with open("it.csv", "w") as f:
+    f.write("created_at,v\n")
+    for i in range(400000):
+        f.write(f"2025-{1 + i % 12:02d}-{1 + i % 28:02d} {i % 24:02d}:{i % 60:02d}:{i % 59:02d},row{i}\n")
+PY
+for sig in INT TERM; do
+    q "TRUNCATE it" >/dev/null
+    q "DROP TABLE IF EXISTS it_source_ref" >/dev/null
+    q "DELETE FROM v7fill.checkpoint WHERE target_table = 'it'" >/dev/null 2>&1 || true
+    out=$(python3 - "$V7FILL" "$sig" <<'PY'
+import os, signal, subprocess, sys, time
+v7, sig = sys.argv[1], sys.argv[2]
+env = dict(os.environ)
+p = subprocess.Popen([v7, "import", "it", "it.csv", "--batch-rows", "2000", "--no-progress",
+                      "--rejects", "it.rejects", "--report-json", "it.json"],
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+# after the first commit, while plenty is left to read
+def committed():
+    r = subprocess.run(["psql", "-X", "-At", "-c",
+                        "SELECT coalesce(max(records), 0) FROM v7fill.checkpoint "
+                        "WHERE target_table = 'it'"], capture_output=True, text=True)
+    return int(r.stdout.strip() or 0) if r.returncode == 0 else 0
+deadline = time.time() + 60
+while committed() == 0 and p.poll() is None and time.time() < deadline:
+    time.sleep(0.02)
+p.send_signal(signal.SIGINT if sig == "INT" else signal.SIGTERM)
+out, _ = p.communicate()
+print(f"rc={p.returncode}")
+print(out)
+PY
+)
+    assert_contains "$out" "rc=130" "SIG$sig: exit status 130"
+    assert_contains "$out" "interrupted by SIG$sig" "SIG$sig: says what stopped it"
+    assert_contains "$out" "Run the same command again" "SIG$sig: says how to go on"
+    read_=$(python3 -c 'import json;print(json.load(open("it.json"))["read"])')
+    ins=$(python3 -c 'import json;print(json.load(open("it.json"))["inserted"])')
+    [ "$read_" -lt 400000 ] || fail "SIG$sig: the import stopped before the end ($read_ read)"
+    assert_eq "$ins" "$(q "SELECT count(*) FROM it")" "SIG$sig: every row it read is committed"
+    assert_eq "$read_" "$(q "SELECT max(rows_read) FROM v7fill.checkpoint WHERE target_table = 'it'")" \
+        "SIG$sig: the checkpoint is where it stopped reading"
+    run_expect 0 "$V7FILL" import it it.csv --batch-rows 2000 --no-progress --rejects it.rejects
+    assert_contains "$OUT" "resuming after line $((read_ + 1))" "SIG$sig: the rerun goes on from there"
+    assert_eq "400000|400000" "$(q "SELECT count(*), count(DISTINCT v) FROM it")" \
+        "SIG$sig: every row once"
+done
