@@ -1808,6 +1808,44 @@ importer_free(Importer *im)
     source_close(im->src);
 }
 
+/* A lookup that remembers rows for a target that holds none: after the target
+ * was dropped and made again without its lookup, every row would count as a
+ * duplicate of one the new table does not have.  Said, not refused: a table
+ * whose windows all retired is the same picture, and there it is right. */
+static bool
+importer_warn_orphan_lookup(Importer *im, Err *err)
+{
+    PGresult *res;
+    bool lookup_rows;
+    bool target_rows;
+    char *sql;
+    bool ok;
+    const char *params[1] = {im->target_q};
+
+    if (!pg_query(im->conn, "SELECT has_table_privilege($1::regclass, 'SELECT')", 1, params, &res,
+                  err))
+        return false;
+    ok = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    if (!ok)
+        return true;
+    sql = xasprintf("SELECT EXISTS (SELECT 1 FROM %s), EXISTS (SELECT 1 FROM %s)", im->lookup_q,
+                    im->target_q);
+    ok = pg_query(im->conn, sql, 0, NULL, &res, err);
+    free(sql);
+    if (!ok)
+        return false;
+    lookup_rows = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    target_rows = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+    PQclear(res);
+    if (lookup_rows && !target_rows)
+        log_warn("%s is empty, but its lookup %s remembers rows imported before: they count as "
+                 "duplicates and are not inserted again.  If %s was dropped and made again, drop "
+                 "the lookup too (DROP TABLE %s) and run again",
+                 im->target_q, im->lookup_q, im->target_q, im->lookup_q);
+    return true;
+}
+
 /* --lookup-keys can choose a new lookup's keys, not change an existing one's:
  * its entries would no longer be found. */
 static bool
@@ -1977,6 +2015,8 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
     memset(key, 0, sizeof key);
 
     im.lookup_exists = lookup_exists;
+    if (lookup_exists && !importer_warn_orphan_lookup(&im, err))
+        goto out;
     im.checkpoints = !o->plan;
     if (o->plan && o->skip_finished && !importer_checkpoints_exist(&im, &im.checkpoints, err))
         goto out;

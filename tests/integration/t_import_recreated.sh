@@ -53,3 +53,20 @@ q "UPDATE v7fill.checkpoint SET target_oid = NULL WHERE target_table = 'r'" >/de
 run_expect 0 "$V7FILL" import r r.csv --batch-rows 500 --no-progress --rejects r.rejects
 assert_contains "$OUT" "resuming after line 2001" "an old checkpoint resumes"
 assert_eq 2999 "$(q "SELECT count(*) FROM r")" "and finishes the table"
+
+# the target made again but its lookup kept: the rows would all be duplicates
+# of rows the new table does not have; v7fill says so and what to do
+sqlf -c "DROP TABLE r"
+sqlf -c "CREATE TABLE r (id uuid NOT NULL, created_at timestamptz NOT NULL, v text,
+                         PRIMARY KEY (id)) PARTITION BY RANGE (id)"
+run_expect 0 "$V7FILL" import r r.csv --no-progress --rejects r.rejects --report-json r.json
+assert_contains "$OUT" "\"public\".\"r\" is empty, but its lookup \"public\".\"r_source_ref\" remembers rows" \
+    "the orphaned lookup is named"
+assert_contains "$OUT" "DROP TABLE \"public\".\"r_source_ref\"" "and what to do"
+assert_eq 0 "$(q "SELECT count(*) FROM r")" "(as warned: nothing inserted)"
+sqlf -c "DROP TABLE r_source_ref"
+run_expect 0 "$V7FILL" import r r.csv --no-progress --rejects r.rejects
+assert_not_contains "$OUT" "remembers rows" "no warning for a fresh lookup"
+assert_eq 2999 "$(q "SELECT count(*) FROM r")" "after the advice, every row"
+run_expect 0 "$V7FILL" import r r.csv --no-progress --rejects r.rejects
+assert_not_contains "$OUT" "remembers rows" "no warning when the table has rows"
