@@ -2062,7 +2062,8 @@ out:
         char *json = import_report_json(st, false);
         bool setup_done = ok || err->code != EC_PG_CONNECT;
 
-        if (setup_done && !state_run_record(c, im.target->schema, im.target->name, "import",
+        if (setup_done && !state_run_record(c, im.target->schema, im.target->name,
+                                            im.target->oid, "import",
                                             ok ? "done" : err->msg, st->elapsed_s, st->read,
                                             st->inserted, st->duplicates, st->rejected,
                                             st->partitions_created, json, &rerr))

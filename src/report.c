@@ -227,6 +227,24 @@ gather_windows(PgConn *c, const TargetTable *t, Report *r, bool exact, Err *err)
     return true;
 }
 
+/* The run history of one table, a page at a time ($1 schema, $2 table, $3
+ * --since or NULL, $4 the last run_id read).  The tracker document is the
+ * stats column itself, or (tolerated) one of its top-level members. */
+#define RUNS_SELECT                                                                             \
+    "SELECT r.run_id, (extract(epoch FROM r.finished_at) * 1000000)::int8, "                    \
+    "       CASE WHEN r.stats ->> 'format' IS NOT NULL THEN r.stats::text "                     \
+    "            ELSE (SELECT e.value::text FROM jsonb_each(CASE WHEN "                         \
+    "                    jsonb_typeof(r.stats) = 'object' THEN r.stats "                        \
+    "                    ELSE '{}'::jsonb END) e "                                              \
+    "                   WHERE e.value ->> 'format' LIKE 'v7fill-tracker/%' "                    \
+    "                   LIMIT 1) END "                                                          \
+    "  FROM v7fill.run r "                                                                      \
+    " WHERE r.target_schema = $1 AND r.target_table = $2 "                                      \
+    "   AND r.stats IS NOT NULL "                                                               \
+    "   AND ($3::timestamptz IS NULL OR r.finished_at >= $3::timestamptz) "                     \
+    "   AND r.run_id > $4::int8 "
+#define RUNS_ORDER " ORDER BY r.run_id LIMIT " STR(RUN_PAGE)
+
 static bool
 gather_runs(PgConn *c, const ReportOptions *o, Report *r, Err *err)
 {
@@ -235,14 +253,22 @@ gather_runs(PgConn *c, const ReportOptions *o, Report *r, Err *err)
     const char *params[4];
     PGresult *res;
     Err first = {0};
+    bool by_oid;
 
-    if (!pg_query(c, "SELECT to_regclass('v7fill.run') IS NOT NULL", 0, NULL, &res, err))
+    if (!pg_query(c,
+                  "SELECT to_regclass('v7fill.run') IS NOT NULL, "
+                  "EXISTS (SELECT 1 FROM pg_catalog.pg_attribute "
+                  "WHERE attrelid = to_regclass('v7fill.run') AND attname = 'target_oid')",
+                  0, NULL, &res, err))
         return false;
     if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
     {
         PQclear(res);
         return true;
     }
+    /* Runs into an earlier table of this name (dropped, made again) are not
+     * this table's; runs recorded before v7fill kept the table's oid are. */
+    by_oid = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
     PQclear(res);
     if (o->since_set)
         civil_format_rfc3339(o->since_us, true, since, sizeof since);
@@ -250,27 +276,16 @@ gather_runs(PgConn *c, const ReportOptions *o, Report *r, Err *err)
     params[1] = r->table;
     params[2] = o->since_set ? since : NULL;
     params[3] = after;
-    /* Pages by run_id keep memory bounded however many runs there are.  The
-     * tracker document is the stats column itself, or (tolerated) one of its
-     * top-level members. */
+    /* Pages by run_id keep memory bounded however many runs there are. */
     for (;;)
     {
         int n;
 
         if (!pg_query(c,
-                      "SELECT r.run_id, (extract(epoch FROM r.finished_at) * 1000000)::int8, "
-                      "       CASE WHEN r.stats ->> 'format' IS NOT NULL THEN r.stats::text "
-                      "            ELSE (SELECT e.value::text FROM jsonb_each(CASE WHEN "
-                      "                    jsonb_typeof(r.stats) = 'object' THEN r.stats "
-                      "                    ELSE '{}'::jsonb END) e "
-                      "                   WHERE e.value ->> 'format' LIKE 'v7fill-tracker/%' "
-                      "                   LIMIT 1) END "
-                      "  FROM v7fill.run r "
-                      " WHERE r.target_schema = $1 AND r.target_table = $2 "
-                      "   AND r.stats IS NOT NULL "
-                      "   AND ($3::timestamptz IS NULL OR r.finished_at >= $3::timestamptz) "
-                      "   AND r.run_id > $4::int8 "
-                      " ORDER BY r.run_id LIMIT " STR(RUN_PAGE),
+                      by_oid ? RUNS_SELECT " AND (r.target_oid IS NULL OR r.target_oid = "
+                                            "to_regclass(format('%I.%I', $1::text, $2::text))::oid) "
+                                            RUNS_ORDER
+                             : RUNS_SELECT RUNS_ORDER,
                       4, params, &res, err))
         {
             err_prefix(err, "could not read the run history (v7fill.run)");

@@ -38,6 +38,9 @@ static const char *const setup_sql =
     "  elapsed_s double precision NOT NULL, rows_read bigint NOT NULL, inserted bigint NOT NULL,"
     "  duplicates bigint NOT NULL, rejected bigint NOT NULL, partitions_created bigint NOT NULL,"
     "  stats jsonb);"
+    /* the run's table: the report leaves out runs into an earlier table of
+     * the same name */
+    "ALTER TABLE v7fill.run ADD COLUMN IF NOT EXISTS target_oid oid;"
     "REVOKE ALL ON v7fill.id_key FROM PUBLIC;";
 
 bool
@@ -80,6 +83,9 @@ state_setup(PgConn *c, Err *err)
                              "to_regclass('v7fill.run') IS NOT NULL AND "
                              "EXISTS (SELECT 1 FROM pg_catalog.pg_attribute "
                              "WHERE attrelid = to_regclass('v7fill.checkpoint') "
+                             "AND attname = 'target_oid') AND "
+                             "EXISTS (SELECT 1 FROM pg_catalog.pg_attribute "
+                             "WHERE attrelid = to_regclass('v7fill.run') "
                              "AND attname = 'target_oid')",
                              setup_sql, "v7fill's own tables (schema v7fill)", err);
 }
@@ -324,13 +330,14 @@ state_checkpoint_put(PgConn *c, const char *schema, const char *table, unsigned 
 }
 
 bool
-state_run_record(PgConn *c, const char *schema, const char *table, const char *command,
-                 const char *status, double elapsed_s, uint64_t read, uint64_t inserted,
-                 uint64_t duplicates, uint64_t rejected, uint64_t partitions_created,
-                 const char *stats_json, Err *err)
+state_run_record(PgConn *c, const char *schema, const char *table, unsigned int target_oid,
+                 const char *command, const char *status, double elapsed_s, uint64_t read,
+                 uint64_t inserted, uint64_t duplicates, uint64_t rejected,
+                 uint64_t partitions_created, const char *stats_json, Err *err)
 {
     char nums[6][32];
-    const char *params[11];
+    char oid[16];
+    const char *params[12];
 
     (void) snprintf(nums[0], sizeof nums[0], "%.3f", elapsed_s);
     (void) snprintf(nums[1], sizeof nums[1], "%" PRIu64, read);
@@ -345,10 +352,12 @@ state_run_record(PgConn *c, const char *schema, const char *table, const char *c
     for (int i = 0; i < 6; i++)
         params[4 + i] = nums[i];
     params[10] = stats_json;
+    (void) snprintf(oid, sizeof oid, "%u", target_oid);
+    params[11] = oid;
     return pg_exec_params(c,
                           "INSERT INTO v7fill.run (target_schema, target_table, command, status, "
                           "elapsed_s, rows_read, inserted, duplicates, rejected, "
-                          "partitions_created, stats) "
-                          "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb)",
-                          11, params, err);
+                          "partitions_created, stats, target_oid) "
+                          "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12)",
+                          12, params, err);
 }

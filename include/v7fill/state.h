@@ -86,7 +86,8 @@ V7FILL_MUST_CHECK bool state_checkpoint_put(PgConn *c, const char *schema, const
 
 /* Record a finished (or failed) run; `stats_json` may be NULL. */
 V7FILL_MUST_CHECK bool state_run_record(PgConn *c, const char *schema, const char *table,
-                                        const char *command, const char *status,
+                                        unsigned int target_oid, const char *command,
+                                        const char *status,
                                         double elapsed_s, uint64_t read, uint64_t inserted,
                                         uint64_t duplicates, uint64_t rejected,
                                         uint64_t partitions_created, const char *stats_json,

@@ -70,3 +70,14 @@ assert_not_contains "$OUT" "remembers rows" "no warning for a fresh lookup"
 assert_eq 2999 "$(q "SELECT count(*) FROM r")" "after the advice, every row"
 run_expect 0 "$V7FILL" import r r.csv --no-progress --rejects r.rejects
 assert_not_contains "$OUT" "remembers rows" "no warning when the table has rows"
+
+# the delay report counts only the runs into this table, not into the
+# earlier tables named r
+assert_gt() { [ "$1" -gt "$2" ] || fail "$3: $1 is not more than $2"; }
+assert_gt "$(q "SELECT count(*) FROM v7fill.run WHERE target_table = 'r'")" 3 "runs into earlier r's"
+run_expect 0 "$V7FILL" report r --json
+assert_eq "3 2999" "$(python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+print(d["runs"]["count"], d["delay"]["rows"] if "rows" in d["delay"] else d["delay"])' "$OUT")" \
+    "the report's runs and rows are this table's"
