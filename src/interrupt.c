@@ -34,3 +34,9 @@ interrupt_signal(void)
 {
     return received;
 }
+
+const char *
+interrupt_name(void)
+{
+    return received == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM";
+}

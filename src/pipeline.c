@@ -12,7 +12,6 @@
 
 #include <inttypes.h>
 #include <openssl/rand.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -964,7 +963,14 @@ importer_reconnect(Importer *im, Err *err)
 
         log_warn("connection lost (%s); reconnecting in %d s (attempt %d of %d)", err->msg, delay,
                  attempt, im->o->reconnect_attempts);
-        sleep((unsigned) delay);
+        sleep((unsigned) delay); /* a signal cuts it short */
+        if (interrupt_signal() != 0)
+        {
+            err_set(err, EC_INTERRUPTED, "interrupted by %s while reconnecting",
+                    interrupt_name());
+            err_hint(err, "Committed batches are kept: run the same command again to resume.");
+            return false;
+        }
         if (pg_reconnect(im->conn, &rerr))
         {
             log_info("reconnected; continuing from the last committed batch");
@@ -1638,8 +1644,7 @@ importer_file(Importer *im, const char *path, Err *err)
 
         if (interrupt_signal() != 0)
         {
-            err_set(err, EC_INTERRUPTED, "interrupted by %s",
-                    interrupt_signal() == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM");
+            err_set(err, EC_INTERRUPTED, "interrupted by %s", interrupt_name());
             ok = false;
             break;
         }

@@ -14,5 +14,7 @@
 void interrupt_install(void);
 /* The signal received since interrupt_install(), or 0. */
 int interrupt_signal(void);
+/* Its name for messages: "SIGINT (Ctrl-C)" or "SIGTERM". */
+const char *interrupt_name(void);
 
 #endif /* V7FILL_INTERRUPT_H */

@@ -51,3 +51,39 @@ PY
     assert_eq "400000|400000" "$(q "SELECT count(*), count(DISTINCT v) FROM it")" \
         "SIG$sig: every row once"
 done
+
+# SIGTERM while v7fill waits for a server that went away: it stops waiting at
+# once (not after the whole backoff), keeps what was committed, and the rerun
+# (server back) finishes with every row once.
+trap '"$PGBIN/pg_isready" -q -h "$PGHOST" -p "$PGPORT" || pg_ctl_ -w -t 60 start; rm -rf "$T_TMP"' EXIT
+q "TRUNCATE it" >/dev/null
+q "DROP TABLE IF EXISTS it_source_ref" >/dev/null
+q "DELETE FROM v7fill.checkpoint WHERE target_table = 'it'" >/dev/null
+"$V7FILL" import it it.csv --batch-rows 2000 --no-progress --rejects it.rejects >down.out 2>&1 &
+pid=$!
+for _ in $(seq 1 400); do
+    [ "$(q "SELECT coalesce(max(records), 0) FROM v7fill.checkpoint WHERE target_table = 'it'")" -gt 0 ] && break
+    sleep 0.02
+done
+pg_ctl_ -m immediate -w -t 60 stop
+for _ in $(seq 1 200); do
+    grep -q "reconnecting in" down.out && break
+    sleep 0.05
+done
+grep -q "reconnecting in" down.out || fail "no reconnect attempt: $(cat down.out)"
+t0=$(date +%s)
+kill -TERM "$pid"
+set +e
+wait "$pid"
+st=$?
+set -e
+took=$(( $(date +%s) - t0 ))
+pg_ctl_ -w -t 60 start
+wait_ready
+cat down.out
+assert_eq 130 "$st" "SIGTERM while reconnecting: exit status 130"
+assert_contains "$(cat down.out)" "interrupted by SIGTERM while reconnecting" "says where it was"
+[ "$took" -le 3 ] || fail "took ${took}s to stop after the signal"
+run_expect 0 "$V7FILL" import it it.csv --batch-rows 2000 --no-progress --rejects it.rejects
+assert_contains "$OUT" "resuming after line" "the rerun resumes"
+assert_eq "400000|400000" "$(q "SELECT count(*), count(DISTINCT v) FROM it")" "every row once"
