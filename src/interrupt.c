@@ -6,14 +6,19 @@
 #include "v7fill/interrupt.h"
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 
-static volatile sig_atomic_t received;
+/* Set in whichever thread the signal lands and read in both: a lock-free
+ * atomic (safe in a handler), not a volatile sig_atomic_t, which only
+ * covers the thread the handler interrupted. */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the handler needs a lock-free atomic int");
+static atomic_int received;
 
 static void
 on_signal(int sig)
 {
-    received = sig;
+    atomic_store_explicit(&received, sig, memory_order_relaxed);
 }
 
 void
@@ -32,11 +37,11 @@ interrupt_install(void)
 int
 interrupt_signal(void)
 {
-    return received;
+    return atomic_load_explicit(&received, memory_order_relaxed);
 }
 
 const char *
 interrupt_name(void)
 {
-    return received == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM";
+    return interrupt_signal() == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM";
 }

@@ -963,7 +963,12 @@ importer_reconnect(Importer *im, Err *err)
 
         log_warn("connection lost (%s); reconnecting in %d s (attempt %d of %d)", err->msg, delay,
                  attempt, im->o->reconnect_attempts);
-        sleep((unsigned) delay); /* a signal cuts it short */
+        /* in steps, so that a signal stops the wait whichever thread it lands in */
+        for (int step = 0; step < delay * 10 && interrupt_signal() == 0; step++)
+        {
+            struct timespec ts = {0, 100 * 1000 * 1000};
+            (void) nanosleep(&ts, NULL);
+        }
         if (interrupt_signal() != 0)
         {
             err_set(err, EC_INTERRUPTED, "interrupted by %s while reconnecting",
