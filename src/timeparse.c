@@ -679,7 +679,7 @@ year_error(Err *err, const char *s, size_t len, size_t i)
 }
 
 /*
- * YYYY-MM-DD[(T|t| )HH:MM[:SS[(.|,)F...]][Z|z|[ ]+-HH[[:]MM[:SS]]]]
+ * YYYY-MM-DD[(T|t| )HH:MM[:SS[(.|,)F...]][Z|z|[ ]+-HH[[:]MM[:SS]]| UTC| GMT| Z]]
  * Straight-line code: this is the hot path for CSV input.
  */
 static bool
@@ -744,6 +744,15 @@ iso_fields(const char *s, size_t len, Fields *f, Err *err)
         f->has_offset = true;
         f->offset = 0;
         i++;
+    }
+    else if (c == ' ' && (equals_word(s + i + 1, len - i - 1, "UTC") ||
+                          equals_word(s + i + 1, len - i - 1, "GMT") ||
+                          equals_word(s + i + 1, len - i - 1, "Z")))
+    {
+        /* "2026-07-01 12:00:00 UTC", as Ruby's Time#to_s writes it */
+        f->has_offset = true;
+        f->offset = 0;
+        i = len;
     }
     else if (c == '+' || c == '-' ||
              (c == ' ' && i + 1 < len && (s[i + 1] == '+' || s[i + 1] == '-')))

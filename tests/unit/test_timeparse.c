@@ -139,6 +139,23 @@ test_iso_utc_times_give_the_known_instants(void **state)
 }
 
 static void
+test_zone_names_beyond_utc_stay_errors(void **state)
+{
+    TimeParser *berlin = new_parser(NULL, "Europe/Berlin");
+    Err err;
+
+    (void) state;
+    /* " UTC" is an offset: the input zone does not apply */
+    assert_int_equal(parse_ok(berlin, "2026-07-01 12:00:00 UTC"), T_NOON);
+    /* other zone names stay errors: their offsets are not in the text */
+    parse_fails(berlin, "2026-07-01 12:00:00 CET", &err);
+    assert_contains(err.msg, "after the time");
+    parse_fails(berlin, "2026-07-01 12:00:00 UTCX", &err);
+    parse_fails(berlin, "2026-07-01 12:00:00 UTC ", &err);
+    time_parser_free(berlin);
+}
+
+static void
 test_iso_accepts_every_offset_form(void **state)
 {
     static const struct
@@ -160,6 +177,12 @@ test_iso_accepts_every_offset_form(void **state)
         {"2026-07-01T12:00:00+05:45", S(1782886500)},
         {"2026-07-01T12:00+05:45", S(1782886500)},
         {"2026-07-01T12:00:00+00:00:30", T_NOON - S(30)},
+        /* a zone name for UTC after a space, as Ruby's Time#to_s writes it */
+        {"2026-07-01 12:00:00 UTC", T_NOON},
+        {"2026-07-01 12:00:00 utc", T_NOON},
+        {"2026-07-01 12:00:00 GMT", T_NOON},
+        {"2026-07-01 12:00:00 Z", T_NOON},
+        {"2026-07-01 12:00:00.25 UTC", T_NOON + 250000},
     };
     TimeParser *p = new_parser(NULL, NULL);
 
@@ -1078,6 +1101,7 @@ main(void)
         cmocka_unit_test(test_iso_utc_times_give_the_known_instants),
         cmocka_unit_test(test_date_cache_changes_no_result),
         cmocka_unit_test(test_iso_accepts_every_offset_form),
+        cmocka_unit_test(test_zone_names_beyond_utc_stay_errors),
         cmocka_unit_test(test_iso_accepts_t_lowercase_t_and_space_as_separator),
         cmocka_unit_test(test_iso_seconds_are_optional_and_no_offset_means_utc),
         cmocka_unit_test(test_iso_fraction_digits_are_scaled_to_microseconds),
