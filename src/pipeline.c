@@ -111,6 +111,8 @@ typedef struct Importer
     size_t ncols;
     int time_idx;
     int id_idx;
+    int time_target; /* target column given the id's time when no input column has the
+                        event time (--id-column alone); -1: none */
     SrcrefTemplate *tmpl;
     bool lookup_exists;
     LookupShape lookup_shape; /* the lookup's key column (ordered keys only in ref_key) */
@@ -309,6 +311,7 @@ importer_map_columns(Importer *im, Err *err)
     im->ncols = ncols;
     im->time_idx = -1;
     im->id_idx = -1;
+    im->time_target = -1;
 
     for (size_t m = 0; m < o->nmaps; m++)
     {
@@ -367,9 +370,10 @@ importer_map_columns(Importer *im, Err *err)
             err_set(err, EC_USAGE,
                     "column \"%s\" of %s would write the partition key \"%s\", which v7fill mints",
                     pn, im->src_name, t->key_column);
-            err_hint(err, "Use --id-column %s to keep valid UUIDv7 ids from the input, or "
-                          "--ignore-column %s.",
-                     pn, pn);
+            err_hint(err, "Use --id-column %s to keep valid UUIDv7 ids from the input, "
+                          "--map %s=COLUMN to keep it in another column (a legacy integer key, "
+                          "say), or --ignore-column %s.",
+                     pn, pn, pn);
             goto out;
         }
         if (t->columns[ti].generated)
@@ -406,6 +410,19 @@ importer_map_columns(Importer *im, Err *err)
                 im->src_name);
         goto out;
     }
+    if (im->time_idx < 0)
+    {
+        /* Ids alone: the event time is each id's, and the target's own time
+         * column (created_at), which no input column fills, gets it too. */
+        int ti = catalog_column_index(t, "created_at");
+
+        if (ti >= 0 && ti != key_idx && !written[ti] && !t->columns[ti].generated &&
+            is_timestamp_type(t->columns[ti].type))
+        {
+            written[ti] = true;
+            im->time_target = ti;
+        }
+    }
     for (size_t ti = 0; ti < t->ncolumns; ti++)
     {
         if ((int) ti == key_idx || written[ti])
@@ -434,6 +451,13 @@ importer_map_columns(Importer *im, Err *err)
             buf_puts(&cols, q);
             free(q);
         }
+    }
+    if (im->time_target >= 0)
+    {
+        char *q = pg_ident(im->conn, t->columns[im->time_target].name);
+        buf_puts(&cols, ", ");
+        buf_puts(&cols, q);
+        free(q);
     }
     buf_putc(&cols, ')');
     free(im->copy_cols);
@@ -720,6 +744,13 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
                 buf_append(d, f->data, f->len); /* nothing to escape: the source said so */
             else
                 copy_encode_field(d, f->data, f->len, f->is_null);
+        }
+        if (im->time_target >= 0)
+        {
+            /* to the millisecond: below it, ids made elsewhere may carry
+             * random bits rather than a fraction (RFC 9562, rand_a) */
+            copy_encode_sep(d);
+            format_event_time(d, us - (us % 1000 + 1000) % 1000, &im->day_cache);
         }
         copy_encode_eol(d);
         r->copy_off = start;

@@ -113,6 +113,8 @@ srcref_template_compile(const char *tmpl, const char *const *columns, size_t nco
                     "source reference template \"%.200s\" names column \"%.*s\", which the input "
                     "does not have",
                     tmpl, (int) (i - start > 100 ? 100 : i - start), tmpl + start);
+            err_hint(err, "A template names the input's columns, as its header spells them "
+                          "(before any --map).");
             srcref_template_free(t);
             return false;
         }

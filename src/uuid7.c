@@ -142,37 +142,44 @@ hex_value(char c)
 bool
 uuid_parse(const char *text, size_t len, Uuid *out, Err *err)
 {
-    size_t pos = 0;
-    int nib = 0;
+    /* What PostgreSQL's uuid input accepts: 32 hex digits in either case, a
+     * hyphen allowed after any group of four but the last, the whole
+     * optionally in braces.  The usual 8-4-4-4-12 form is one of them. */
+    size_t i = 0;
+    size_t end = len;
+    int shown = (int) (len > 64 ? 64 : len);
 
-    if (len != UUID_TEXT_LEN)
-        return err_set(err, EC_FORMAT,
-                       "invalid UUID \"%.*s\": expected 36 characters (8-4-4-4-12 hex digits), "
-                       "got %zu",
-                       (int) (len > 64 ? 64 : len), text, len);
-    for (pos = 0; pos < len; pos++)
+    if (len >= 2 && text[0] == '{' && text[len - 1] == '}')
     {
-        char c = text[pos];
-        int v;
-
-        if (pos == 8 || pos == 13 || pos == 18 || pos == 23)
-        {
-            if (c != '-')
-                return err_set(err, EC_FORMAT, "invalid UUID \"%.36s\": expected '-' at position %zu",
-                               text, pos + 1);
-            continue;
-        }
-        v = hex_value(c);
-        if (v < 0)
-            return err_set(err, EC_FORMAT,
-                           "invalid UUID \"%.36s\": non-hex character at position %zu", text,
-                           pos + 1);
-        if (nib % 2 == 0)
-            out->b[nib / 2] = (uint8_t) (v << 4);
-        else
-            out->b[nib / 2] |= (uint8_t) v;
-        nib++;
+        i = 1;
+        end = len - 1;
     }
+    for (int byte = 0; byte < 16; byte++)
+    {
+        int hi;
+        int lo;
+
+        if (end - i < 2)
+            return err_set(err, EC_FORMAT,
+                           "invalid UUID \"%.*s\": expected 32 hex digits (8-4-4-4-12), got %d",
+                           shown, text, 2 * byte + (end - i == 1 && hex_value(text[i]) >= 0));
+        hi = hex_value(text[i]);
+        lo = hex_value(text[i + 1]);
+        if (hi < 0 || lo < 0)
+            return err_set(err, EC_FORMAT,
+                           "invalid UUID \"%.*s\": %s at position %zu", shown, text,
+                           text[i + (hi >= 0)] == '-' ? "misplaced '-'" : "non-hex character",
+                           i + (hi >= 0) + 1);
+        out->b[byte] = (uint8_t) (hi << 4 | lo);
+        i += 2;
+        if (byte % 2 == 1 && byte < 15 && i < end && text[i] == '-')
+            i++;
+    }
+    if (i != end)
+        return err_set(err, EC_FORMAT,
+                       "invalid UUID \"%.*s\": unexpected characters after 32 hex digits at "
+                       "position %zu",
+                       shown, text, i + 1);
     return true;
 }
 

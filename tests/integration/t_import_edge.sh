@@ -45,6 +45,27 @@ assert_contains "$(cat rid.csv)" "invalid UUID" "garbage id rejected"
 assert_eq "$v7" "$(q "SELECT id FROM e WHERE v = 'v7'")" "valid v7 kept"
 assert_eq 1 "$(q "SELECT count(*) FROM e WHERE v = 'none'")" "empty id minted"
 
+# ids in every text form PostgreSQL reads (upper case, no hyphens, braces) are
+# kept; with no time column the event time is the id's, and created_at (NOT
+# NULL, no default) gets it to the millisecond
+v7b=$("$V7FILL" uuid new --at 2026-07-04T01:02:03.456Z)
+v7c=$("$V7FILL" uuid new --at 2026-07-04T01:02:04Z)
+v7d=$("$V7FILL" uuid new --at 2026-07-04T01:02:05Z)
+printf 'id,v
+%s,upper
+%s,nohyphen
+{%s},braces
+' "$(echo "$v7b" | tr a-f A-F)" \
+    "$(echo "$v7c" | tr -d -)" "$v7d" >idforms.csv
+run_expect 0 "$V7FILL" import e idforms.csv --id-column id --no-progress --rejects rif.csv \
+    --report-json if.json
+assert_eq "3 0" "$(python3 -c 'import json;d=json.load(open("if.json"));print(d["inserted"],d["rejected"])')" \
+    "every form kept"
+assert_eq "$v7b|2026-07-04 01:02:03.456+00" "$(q "SELECT id, created_at FROM e WHERE v = 'upper'")" \
+    "upper-case id kept, created_at its time"
+assert_eq "$v7c" "$(q "SELECT id FROM e WHERE v = 'nohyphen'")" "hyphenless id kept"
+assert_eq "$v7d" "$(q "SELECT id FROM e WHERE v = 'braces'")" "id in braces kept"
+
 # impossible and pre-1970 times, clock ahead
 printf 'created_at,v\n2026-02-30,feb30\n1969-12-31T23:59:59Z,old\n2999-01-01,future\n,missing\n2026-07-01,ok\n' >times.csv
 run_expect 0 "$V7FILL" import e times.csv --no-progress --rejects rt.csv --report-json t.json

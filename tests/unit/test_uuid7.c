@@ -161,13 +161,45 @@ test_uuid4_is_rejected_naming_its_version(void **state)
     assert_non_null(strstr(err.msg, "variant"));
 }
 
+/* The forms PostgreSQL's uuid input accepts, one value. */
+static void
+test_every_form_postgresql_accepts_reads_the_same_value(void **state)
+{
+    static const char *forms[] = {
+        "019f1af9-b400-7abc-8def-0123456789ab",
+        "019F1AF9-B400-7ABC-8DEF-0123456789AB",
+        "019f1af9b4007abc8def0123456789ab",
+        "{019f1af9-b400-7abc-8def-0123456789ab}",
+        "{019f1af9b4007abc8def0123456789ab}",
+        "019f-1af9-b400-7abc-8def-0123-4567-89ab",
+        "019f1af9-b4007abc-8def0123-456789ab",
+    };
+    Uuid want;
+    Err err = {0};
+    (void) state;
+
+    assert_true(uuid_parse(forms[0], strlen(forms[0]), &want, &err));
+    for (size_t i = 1; i < sizeof forms / sizeof forms[0]; i++)
+    {
+        Uuid u;
+        if (!uuid_parse(forms[i], strlen(forms[i]), &u, &err))
+            fail_msg("\"%s\": %s", forms[i], err.msg);
+        assert_memory_equal(u.b, want.b, 16);
+    }
+}
+
 static void
 test_malformed_text_is_rejected_with_the_text_quoted(void **state)
 {
     static const char *bad[] = {
-        "{019f1af9-b400-7000-8000-000000000000}",
-        "019f1af9b40070008000000000000000",
         "019f1af9-b400-7000-8000-00000000000",
+        "019f1af9b4007000800000000000000",
+        "{019f1af9-b400-7000-8000-000000000000",
+        "019f1af9-b400-7000-8000-000000000000}",
+        "-019f1af9-b400-7000-8000-000000000000",
+        "019f1af9-b400-7000-8000-000000000000-",
+        "019f1af9--b400-7000-8000-000000000000",
+        "019-f1af9-b400-7000-8000-000000000000",
         "019f1af9-b400-7000-8000-0000000000000",
         "019f1af9-b400-7000-8000-00000000000g",
         "019f1af9+b400-7000-8000-000000000000",
@@ -329,6 +361,7 @@ main(void)
         cmocka_unit_test(test_minted_id_has_version_variant_and_caller_bits),
         cmocka_unit_test(test_times_outside_48_bit_range_are_errors),
         cmocka_unit_test(test_uuid4_is_rejected_naming_its_version),
+        cmocka_unit_test(test_every_form_postgresql_accepts_reads_the_same_value),
         cmocka_unit_test(test_malformed_text_is_rejected_with_the_text_quoted),
         cmocka_unit_test(test_keyed_bits_are_reproducible_and_depend_on_key_and_reference),
         cmocka_unit_test(test_keyed_hmac_matches_rfc4231_test_case_2),
