@@ -111,8 +111,8 @@ typedef struct Importer
     size_t ncols;
     int time_idx;
     int id_idx;
-    int time_target; /* target column given the id's time when no input column has the
-                        event time (--id-column alone); -1: none */
+    int time_target; /* created_at, given the event time when no input column of that
+                        name stores it; -1: none */
     SrcrefTemplate *tmpl;
     bool lookup_exists;
     LookupShape lookup_shape; /* the lookup's key column (ordered keys only in ref_key) */
@@ -410,10 +410,11 @@ importer_map_columns(Importer *im, Err *err)
                 im->src_name);
         goto out;
     }
-    if (im->time_idx < 0)
+    if (im->time_idx < 0 || im->cols[im->time_idx].target < 0)
     {
-        /* Ids alone: the event time is each id's, and the target's own time
-         * column (created_at), which no input column fills, gets it too. */
+        /* The event time is not stored by name (ids alone, or --time-column
+         * naming a column the target lacks): the target's own time column,
+         * created_at, gets it when no input column fills it. */
         int ti = catalog_column_index(t, "created_at");
 
         if (ti >= 0 && ti != key_idx && !written[ti] && !t->columns[ti].generated &&
@@ -747,10 +748,11 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
         }
         if (im->time_target >= 0)
         {
-            /* to the millisecond: below it, ids made elsewhere may carry
-             * random bits rather than a fraction (RFC 9562, rand_a) */
+            /* An id's time to the millisecond: below it, ids made elsewhere
+             * may carry random bits rather than a fraction (RFC 9562). */
             copy_encode_sep(d);
-            format_event_time(d, us - (us % 1000 + 1000) % 1000, &im->day_cache);
+            format_event_time(d, im->time_idx < 0 ? us - (us % 1000 + 1000) % 1000 : us,
+                              &im->day_cache);
         }
         copy_encode_eol(d);
         r->copy_off = start;

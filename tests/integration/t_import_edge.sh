@@ -2,6 +2,7 @@
 # and nothing is lost (read = inserted + duplicates + rejected).
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
+export PGTZ=UTC
 sqlf <<'SQL'
 CREATE TABLE e (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, v text)
     PARTITION BY RANGE (id);
@@ -65,6 +66,11 @@ assert_eq "$v7b|2026-07-04 01:02:03.456+00" "$(q "SELECT id, created_at FROM e W
     "upper-case id kept, created_at its time"
 assert_eq "$v7c" "$(q "SELECT id FROM e WHERE v = 'nohyphen'")" "hyphenless id kept"
 assert_eq "$v7d" "$(q "SELECT id FROM e WHERE v = 'braces'")" "id in braces kept"
+# --time-column naming a column the target lacks: created_at gets the event time
+printf 'ts,v\n2026-07-06 07:08:09.123456Z,ts\n' >ts.csv
+run_expect 0 "$V7FILL" import e ts.csv --time-column ts --no-progress --rejects rts.csv
+assert_eq "2026-07-06 07:08:09.123456+00" "$(q "SELECT created_at FROM e WHERE v = 'ts'")" \
+    "created_at holds the event time of --time-column ts"
 
 # impossible and pre-1970 times, clock ahead
 printf 'created_at,v\n2026-02-30,feb30\n1969-12-31T23:59:59Z,old\n2999-01-01,future\n,missing\n2026-07-01,ok\n' >times.csv
