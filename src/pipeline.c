@@ -1726,8 +1726,9 @@ importer_file(Importer *im, const char *path, Err *err)
                      err->code == EC_INTERRUPTED ? "interruption" : "error", ferr.msg);
         else if (err->code == EC_INTERRUPTED)
         {
-            err_detail(err, "Every row read before it is committed, %" PRIu64 " of %s's.",
-                       im->st->read, im->src_name);
+            err_detail(err, "Every row read before it is committed: %s up to line %" PRIu64
+                            ", %" PRIu64 " rows in all.",
+                       im->src_name, pos.line, im->st->read);
             err_hint(err, "Run the same command again to go on from there.");
         }
     }
