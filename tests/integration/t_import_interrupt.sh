@@ -61,10 +61,14 @@ q "DROP TABLE IF EXISTS it_source_ref" >/dev/null
 q "DELETE FROM v7fill.checkpoint WHERE target_table = 'it'" >/dev/null
 "$V7FILL" import it it.csv --batch-rows 2000 --no-progress --rejects it.rejects >down.out 2>&1 &
 pid=$!
-for _ in $(seq 1 400); do
+# a batch must have committed before the outage (slow sanitizer builds take a while)
+for _ in $(seq 1 1200); do
     [ "$(q "SELECT coalesce(max(records), 0) FROM v7fill.checkpoint WHERE target_table = 'it'")" -gt 0 ] && break
-    sleep 0.02
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
 done
+[ "$(q "SELECT coalesce(max(records), 0) FROM v7fill.checkpoint WHERE target_table = 'it'")" -gt 0 ] ||
+    fail "no batch committed before the outage: $(cat down.out)"
 pg_ctl_ -m immediate -w -t 60 stop
 for _ in $(seq 1 200); do
     grep -q "reconnecting in" down.out && break
