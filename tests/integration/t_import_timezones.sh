@@ -111,3 +111,9 @@ assert_eq 0 "$(q "SELECT count(*) FROM lw
     WHERE tableoid::regclass::text
           <> 'lw__' || to_char(created_at AT TIME ZONE 'Europe/Berlin', 'YYYY_MM')")" \
     "rows in their Berlin month"
+# a --window-tz that names no zone: refused before anything is read or written
+rows_now=$(q "SELECT count(*) FROM lw")
+run_expect 3 "$V7FILL" import lw lw.csv --window-tz Mars/Olympus_Mons --no-progress \
+    --rejects lw.rejects
+assert_contains "$OUT" "Mars/Olympus_Mons" "the bad zone is named"
+assert_eq "$rows_now" "$(q "SELECT count(*) FROM lw")" "nothing written"
