@@ -116,7 +116,6 @@ sql_literal(PgConn *c, const char *text)
     return copy;
 }
 
-
 /* pg_exec's generic "statement failed: " says nothing here: the context
  * replaces it. */
 static void
@@ -167,7 +166,6 @@ zone_like_edge(int64_t us)
     return us != INT64_MIN && us != INT64_MAX && us % (15 * US_PER_MIN) == 0 &&
            us % US_PER_DAY != 0;
 }
-
 
 typedef struct Planner
 {
@@ -321,6 +319,7 @@ check_zone_edges(const Planner *pl, const Window *w, const Span *spans, size_t n
     char b[48];
     int64_t into;
     int64_t offset;
+    int64_t abs_off;
 
     if (pl->zone_given || pl->zone != NULL || t->key_kind == KEY_TIMESTAMP)
         return true;
@@ -356,18 +355,17 @@ check_zone_edges(const Planner *pl, const Window *w, const Span *spans, size_t n
     civil_format_instant(w->upper_us, b, sizeof b);
     /* local midnight at `edge`: an offset of minus its time of day, taken
      * between -12 and +12 hours */
-    into = edge % US_PER_DAY;
-    if (into < 0)
-        into += US_PER_DAY;
+    into = edge - civil_floor_div(edge, US_PER_DAY) * US_PER_DAY;
     offset = into > US_PER_DAY / 2 ? US_PER_DAY - into : -into;
+    abs_off = offset < 0 ? -offset : offset;
     err_set(err, EC_CONFIG,
             "partition %s.%s of %s.%s starts or ends at %s, not at a midnight in UTC: window "
             "[%s, %s) in UTC would not meet it",
             p->schema, p->name, t->schema, t->name, at, a, b);
     err_detail(err, "The partitions look like windows of a local time zone, whose midnight is "
                     "at UTC%c%02d:%02d there.",
-               offset < 0 ? '-' : '+', (int) ((offset < 0 ? -offset : offset) / US_PER_HOUR),
-               (int) ((offset < 0 ? -offset : offset) % US_PER_HOUR / US_PER_MIN));
+               offset < 0 ? '-' : '+', (int) (abs_off / US_PER_HOUR),
+               (int) (abs_off % US_PER_HOUR / US_PER_MIN));
     err_hint(err, "Give the --window-tz they were made with (e.g. --window-tz Europe/Berlin, or "
                   "the database's TimeZone for pg_partman's); --window-tz UTC makes UTC windows "
                   "next to them anyway.");

@@ -20,10 +20,10 @@
 #include <unistd.h>
 
 #include "v7fill/catalog.h"
-#include "v7fill/interrupt.h"
 #include "v7fill/civil.h"
 #include "v7fill/copy_encode.h"
 #include "v7fill/import_report.h"
+#include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/maintain.h"
 #include "v7fill/rejects.h"
@@ -751,7 +751,8 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
             /* An id's time to the millisecond: below it, ids made elsewhere
              * may carry random bits rather than a fraction (RFC 9562). */
             copy_encode_sep(d);
-            format_event_time(d, im->time_idx < 0 ? us - (us % 1000 + 1000) % 1000 : us,
+            format_event_time(d,
+                              im->time_idx < 0 ? civil_floor_div(us, US_PER_MS) * US_PER_MS : us,
                               &im->day_cache);
         }
         copy_encode_eol(d);
@@ -1305,9 +1306,9 @@ importer_progress(Importer *im, bool final)
     else if (im->o->progress && total > 0)
         log_info("%s%s: %" PRIu64 " rows read, %" PRIu64 " %s, %.0f rows/s, %.1f of %.1f MB "
                  "(%.0f%%)%s%s",
-                 im->src_name, which, im->st->read, im->st->inserted, verb, rate, (double) done / 1e6,
-                 (double) total / 1e6, 100.0 * (double) done / (double) total, eta[0] ? ", " : "",
-                 eta);
+                 im->src_name, which, im->st->read, im->st->inserted, verb, rate,
+                 (double) done / 1e6, (double) total / 1e6, 100.0 * (double) done / (double) total,
+                 eta[0] ? ", " : "", eta);
     else if (im->o->progress)
         log_info("%s%s: %" PRIu64 " rows read, %" PRIu64 " %s, %.0f rows/s", im->src_name,
                  which, im->st->read, im->st->inserted, verb, rate);
@@ -1384,7 +1385,6 @@ static bool
 importer_open_file(Importer *im, const char *path, bool *skipped, Err *err)
 {
     SourcePosition pos;
-
     bool is_stdin;
 
     if (!source_csv_open(path, &im->o->csv, &im->src, err))

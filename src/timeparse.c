@@ -513,6 +513,7 @@ zone_resolve(const TimeParser *p, int64_t local, int64_t *utc, const char *s, si
     ZoneSlot *slot = &p->cache->slot[(uint64_t) day & (ZONE_CACHE_SIZE - 1)];
     int32_t o0, o1;
     bool ok0, ok1;
+    bool resolved;
 
     if (slot->day == day)
     {
@@ -532,9 +533,9 @@ zone_resolve(const TimeParser *p, int64_t local, int64_t *utc, const char *s, si
         *utc = local - o0;
         return true;
     }
-    ok0 = zone_resolve_slow(local, p->first_occurrence, utc);
+    resolved = zone_resolve_slow(local, p->first_occurrence, utc);
     (void) pthread_mutex_unlock(&zone_mu);
-    if (!ok0)
+    if (!resolved)
         return time_error(err, s, len, "out of range for time zone %s", p->zone);
     return true;
 }
