@@ -21,6 +21,7 @@ typedef struct CsvOptions
                                 empty field is always NULL (as PostgreSQL's COPY CSV) */
     bool check_utf8;      /* reject records with invalid UTF-8 (default true) */
     size_t max_record_bytes; /* a longer record is an error (default 256 MiB) */
+    bool libcsv_only;     /* no fast path: every line through libcsv (tests compare) */
 } CsvOptions;
 
 void csv_options_default(CsvOptions *o);

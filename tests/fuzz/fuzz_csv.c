@@ -6,7 +6,9 @@
  * - reading the same bytes zstd-compressed gives the same records;
  * - seeking a fresh source to the position after record k and reading on
  *   gives the same record k+1, line and raw bytes included;
- * - consecutive records' raw bytes are exactly the bytes between positions.
+ * - consecutive records' raw bytes are exactly the bytes between positions;
+ * - every line through libcsv (CsvOptions.libcsv_only) gives the same
+ *   records, errors and positions as the fast path for one-line records.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -167,6 +169,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static Seen seen[FUZZ_MAX_RECORDS];
     static Seen zseen[FUZZ_MAX_RECORDS];
+    static Seen lseen[FUZZ_MAX_RECORDS];
     CsvOptions o;
     uint8_t sel;
     char path[64];
@@ -200,6 +203,23 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_resume(path, &o, seen, n, &first, 0);
         check_resume(path, &o, seen, n, &first, (size_t) n / 2);
         check_resume(path, &o, seen, n, &first, (size_t) n - 1);
+    }
+
+    /* The same bytes with libcsv parsing every line. */
+    {
+        CsvOptions lo = o;
+        int ln;
+        bool lfatal;
+        SourcePosition lfirst;
+
+        lo.libcsv_only = true;
+        ln = read_all(path, &lo, lseen, &lfatal, &lfirst);
+        if (ln != n || lfatal != fatal)
+            abort();
+        for (int i = 0; i < n; i++)
+            if (lseen[i].digest != seen[i].digest || lseen[i].end_off != seen[i].end_off ||
+                lseen[i].end_line != seen[i].end_line)
+                abort();
     }
 
     /* The same bytes compressed (unless they already start like a zstd
