@@ -498,10 +498,9 @@ fbuf_grow(CsvSource *s, size_t need)
             s->fields[i].data = s->fbuf + (s->fields[i].data - old);
 }
 
-static void
-on_field(void *data, size_t len, void *user)
+static inline __attribute__((always_inline)) void
+store_field(CsvSource *s, const void *data, size_t len)
 {
-    CsvSource *s = user;
     size_t k = s->nseen++;
     Field *f;
 
@@ -527,6 +526,12 @@ on_field(void *data, size_t len, void *user)
     s->fbuf_len += len + 1;
     if (s->null_len == len && len > 0 && memcmp(data, s->null_string, len) == 0)
         s->ncand++;
+}
+
+static void
+on_field(void *data, size_t len, void *user)
+{
+    store_field(user, data, len);
 }
 
 static void
@@ -901,6 +906,39 @@ feed_line(CsvSource *s, const char *line, size_t len, bool *bad, Err *err)
     return true;
 }
 
+/* Bytes before the first `a` or `b` in p[0..n), eight at a time: a byte
+ * equal to the wanted one is a zero byte of the XOR, and the lowest flagged
+ * byte is exact (borrows only run upwards, little-endian). */
+static inline size_t
+span_to_either(const char *p, size_t n, char a, char b)
+{
+    const uint64_t ones = UINT64_C(0x0101010101010101);
+    const uint64_t highs = UINT64_C(0x8080808080808080);
+    const uint64_t ma = ones * (unsigned char) a;
+    const uint64_t mb = ones * (unsigned char) b;
+    size_t i = 0;
+
+    for (; i + 8 <= n; i += 8)
+    {
+        uint64_t x;
+        uint64_t xa;
+        uint64_t xb;
+        uint64_t hit;
+
+        memcpy(&x, p + i, 8);
+        x = le64toh(x);
+        xa = x ^ ma;
+        xb = x ^ mb;
+        hit = ((xa - ones) & ~xa & highs) | ((xb - ones) & ~xb & highs);
+        if (hit != 0)
+            return i + (size_t) (__builtin_ctzll(hit) >> 3);
+    }
+    for (; i < n; i++)
+        if (p[i] == a || p[i] == b)
+            return i;
+    return n;
+}
+
 /* The common record without libcsv: one line, not escape mode, no parse
  * error.  Fields go through on_field exactly as libcsv would report them
  * (CSV_EMPTY_IS_NULL: an unquoted empty field is NULL; every byte is data).
@@ -946,23 +984,19 @@ fast_record(CsvSource *s, const char *line, size_t len)
             if (s->tbuf.len > 0)
             {
                 buf_append(&s->tbuf, start, (size_t) (c - start));
-                on_field(s->tbuf.data, s->tbuf.len, s);
+                store_field(s, s->tbuf.data, s->tbuf.len);
             }
             else
-                on_field((void *) start, (size_t) (c - start), s);
+                store_field(s, start, (size_t) (c - start));
             p = c + 1;
         }
         else
         {
-            const char *c = p;
+            const char *c = p + span_to_either(p, (size_t) (end - p), d, q);
 
-            while (c < end && *c != d)
-            {
-                if (*c == q)
-                    goto fallback;
-                c++;
-            }
-            on_field(c == p ? NULL : (void *) p, (size_t) (c - p), s);
+            if (c < end && *c == q)
+                goto fallback;
+            store_field(s, c == p ? NULL : p, (size_t) (c - p));
             p = c;
         }
         if (p == end)
