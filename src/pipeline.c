@@ -38,6 +38,7 @@
 #include <pthread.h>
 
 #define DEFAULT_BATCH_ROWS 10000
+#define DEFAULT_BATCH_BYTES ((size_t) 64 << 20)
 
 /* What happens to each source column. */
 typedef struct SourceColumn
@@ -159,6 +160,7 @@ import_options_default(ImportOptions *o)
     memset(o, 0, sizeof *o);
     csv_options_default(&o->csv);
     o->batch_rows = DEFAULT_BATCH_ROWS;
+    o->batch_bytes = DEFAULT_BATCH_BYTES;
     o->max_rejects = UINT64_MAX;
     o->max_rejects_pct = -1;
     o->max_future_us = 5 * US_PER_MIN;
@@ -643,8 +645,8 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
     bool have_time = false;
 
     r->src_line = rec->line;
-    r->raw_off = batch_store(b, rec->raw ? rec->raw : "", rec->raw ? rec->raw_len : 0);
-    r->raw_len = rec->raw ? rec->raw_len : 0;
+    r->raw_off = (uint32_t) batch_store(b, rec->raw ? rec->raw : "", rec->raw ? rec->raw_len : 0);
+    r->raw_len = (uint32_t) (rec->raw ? rec->raw_len : 0);
 
     if (rec->error)
     {
@@ -681,8 +683,8 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
         srcref_key(im->ref.data, im->ref.len, mac, im->lookup_shape == LOOKUP_REF_KEY, r->hash);
     for (int i = 0; i < 8; i++)
         bits = (bits << 8) | mac[REF_HASH_LEN + i];
-    r->ref_off = batch_store(b, im->ref.data, im->ref.len);
-    r->ref_len = im->ref.len;
+    r->ref_off = (uint32_t) batch_store(b, im->ref.data, im->ref.len);
+    r->ref_len = (uint32_t) im->ref.len;
 
     bool keep_id = false;
     if (im->id_idx >= 0 && !(rec->fields[im->id_idx].is_null || rec->fields[im->id_idx].len == 0))
@@ -756,9 +758,14 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
                               &im->day_cache);
         }
         copy_encode_eol(d);
-        r->copy_off = start;
-        r->copy_len = d->len - start;
+        r->copy_off = (uint32_t) start;
+        r->copy_len = (uint32_t) (d->len - start);
     }
+    /* A batch is full before BATCH_MAX_BYTES; one record (at most 256 MiB of
+     * CSV, twice that escaped) cannot carry it past 32-bit offsets. */
+    if (b->data.len > UINT32_MAX || b->aux.len > UINT32_MAX)
+        return err_set(err, EC_INTERNAL, "%s:%" PRIu64 ": a batch outgrew 4 GiB", im->src_name,
+                       rec->line);
     return true;
 }
 
@@ -1698,7 +1705,9 @@ importer_file(Importer *im, const char *path, Err *err)
             ok = false;
             break;
         }
-        if (im->batch->nrows >= im->o->batch_rows && !importer_batch_full(im, err))
+        if ((im->batch->nrows >= im->o->batch_rows ||
+             im->batch->data.len + im->batch->aux.len >= im->o->batch_bytes) &&
+            !importer_batch_full(im, err))
         {
             ok = false;
             break;

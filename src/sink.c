@@ -72,7 +72,7 @@ batch_add(Batch *b)
     }
     r = &b->rows[b->nrows++];
     memset(r, 0, sizeof *r);
-    r->reason_off = SIZE_MAX;
+    r->reason_off = UINT32_MAX;
     return r;
 }
 
@@ -88,14 +88,14 @@ void
 batch_reject(Batch *b, BatchRow *r, const char *reason, const char *sqlstate)
 {
     r->outcome = ROW_REJECTED;
-    r->reason_off = batch_store(b, reason, strlen(reason) + 1);
+    r->reason_off = (uint32_t) batch_store(b, reason, strlen(reason) + 1);
     (void) snprintf(r->sqlstate, sizeof r->sqlstate, "%s", sqlstate ? sqlstate : "");
 }
 
 const char *
 batch_reason(const Batch *b, const BatchRow *r)
 {
-    return r->reason_off == SIZE_MAX ? "" : b->aux.data + r->reason_off;
+    return r->reason_off == UINT32_MAX ? "" : b->aux.data + r->reason_off;
 }
 
 const char *
@@ -547,7 +547,7 @@ sink_reset_outcomes(Batch *b)
         if (!r->client_decided && r->outcome != ROW_PENDING)
         {
             r->outcome = ROW_PENDING;
-            r->reason_off = SIZE_MAX;
+            r->reason_off = UINT32_MAX;
             r->sqlstate[0] = '\0';
         }
     }

@@ -43,6 +43,8 @@ typedef struct ImportOptions
     const char *const *ignore;
     size_t nignore;
     size_t batch_rows;        /* default 10000 */
+    size_t batch_bytes;       /* a batch is also full at this many bytes of COPY data and
+                                 raw input (default 64 MiB, at most BATCH_MAX_BYTES) */
     const char *rejects_path; /* NULL → "<table>.rejects.csv" */
     uint64_t max_rejects;     /* UINT64_MAX = unlimited */
     double max_rejects_pct;   /* < 0 = unused */

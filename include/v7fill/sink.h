@@ -44,25 +44,30 @@ typedef enum RowOutcome
     ROW_EXPIRED,     /* too late for the retention (not written) */
 } RowOutcome;
 
+/* A batch's COPY data and aux stay under 4 GiB, so rows keep 32-bit offsets:
+ * the importer ends a batch at --batch-bytes (at most this), and one record
+ * adds at most a few hundred MiB. */
+#define BATCH_MAX_BYTES ((size_t) 1 << 30)
+
 typedef struct BatchRow
 {
     uint8_t hash[REF_HASH_LEN];
     Uuid id;
     int64_t time_us;
+    int64_t window_lower_us;   /* the id's window */
+    int64_t window_upper_us;
     uint64_t src_line;
-    RowOutcome outcome;
+    uint32_t copy_off, copy_len; /* target COPY line in data */
+    uint32_t ref_off, ref_len;   /* source reference in aux */
+    uint32_t raw_off, raw_len;   /* raw input record in aux */
+    uint32_t reason_off;         /* NUL-terminated reason in aux (rejects) */
+    uint8_t outcome;             /* RowOutcome */
+    uint8_t delay_class;         /* DelayClass (tracker.h) */
     bool client_decided;  /* outcome decided before the sink (kept when a batch is redone) */
     bool id_given;        /* the id came with the input (else minted from ref and time) */
     bool in_copy;         /* sink: part of the lookup COPY being built */
     bool key_ordered;     /* the lookup key is led by the reference's integer (srcref.h) */
-    size_t copy_off, copy_len; /* target COPY line in data */
-    size_t ref_off, ref_len;   /* source reference in aux */
-    size_t raw_off, raw_len;   /* raw input record in aux */
-    size_t reason_off;         /* NUL-terminated reason in aux (rejects) */
     char sqlstate[6];
-    uint8_t delay_class;       /* DelayClass (tracker.h) */
-    int64_t window_lower_us;   /* the id's window */
-    int64_t window_upper_us;
 } BatchRow;
 
 typedef struct Batch

@@ -7,6 +7,7 @@
 #define V7FILL_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "v7fill/err.h"
 
@@ -31,6 +32,10 @@ int cli_usage_error(Err *err, const char *command, const char *fmt, ...) V7FILL_
 /* Returns the exit status of `err`. */
 int cli_fail(const Err *err);
 /* Parse a positive integer option value; false + usage error otherwise. */
+/* A size: bytes, or a number followed by kB, MB or GB (1024-based, as in
+ * PostgreSQL; case and the B are optional). */
+bool cli_parse_size(const char *command, const char *opt, const char *value, uint64_t min,
+                    uint64_t max, uint64_t *out, Err *err);
 bool cli_parse_long(const char *command, const char *opt, const char *value, long min, long max,
                     long *out, Err *err);
 

@@ -47,6 +47,8 @@ import_usage(FILE *out, const char *cmd)
             "Writing:\n"
             "      --batch-rows=N         rows per transaction (default 10000; two in memory;\n"
             "                             larger is faster for big imports, e.g. 50000)\n"
+            "      --batch-bytes=SIZE     end a batch early at SIZE of row data, for wide rows\n"
+            "                             (default 64MB, at most 1GB)\n"
             "      --rejects=FILE         rejected rows with reasons (default TABLE.rejects.csv)\n"
             "      --max-rejects=N|P%%     stop when more rows than this are rejected\n"
             "      --max-future=DURATION  reject rows this far ahead of now as \"clock ahead\"\n"
@@ -110,6 +112,7 @@ enum
     OPT_NULL,
     OPT_ENCODING,
     OPT_BATCH_ROWS,
+    OPT_BATCH_BYTES,
     OPT_REJECTS,
     OPT_MAX_REJECTS,
     OPT_MAX_FUTURE,
@@ -193,6 +196,7 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
         {"null", required_argument, NULL, OPT_NULL},
         {"encoding", required_argument, NULL, OPT_ENCODING},
         {"batch-rows", required_argument, NULL, OPT_BATCH_ROWS},
+        {"batch-bytes", required_argument, NULL, OPT_BATCH_BYTES},
         {"rejects", required_argument, NULL, OPT_REJECTS},
         {"max-rejects", required_argument, NULL, OPT_MAX_REJECTS},
         {"max-future", required_argument, NULL, OPT_MAX_FUTURE},
@@ -318,6 +322,19 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
                 }
                 o.batch_rows = (size_t) n;
                 break;
+            case OPT_BATCH_BYTES:
+            {
+                uint64_t size;
+
+                if (!cli_parse_size(cmd, "--batch-bytes", optarg, 1024, BATCH_MAX_BYTES, &size,
+                                    err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                o.batch_bytes = (size_t) size;
+                break;
+            }
             case OPT_REJECTS:
                 o.rejects_path = optarg;
                 break;

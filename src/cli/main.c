@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,41 @@ cli_parse_long(const char *command, const char *opt, const char *value, long min
         return false;
     }
     *out = v;
+    return true;
+}
+
+bool
+cli_parse_size(const char *command, const char *opt, const char *value, uint64_t min,
+               uint64_t max, uint64_t *out, Err *err)
+{
+    char *end = NULL;
+    unsigned long long v;
+    uint64_t unit = 1;
+
+    errno = 0;
+    v = strtoull(value, &end, 10);
+    if (end != value && (*end == 'k' || *end == 'K'))
+        unit = UINT64_C(1) << 10;
+    else if (end != value && (*end == 'm' || *end == 'M'))
+        unit = UINT64_C(1) << 20;
+    else if (end != value && (*end == 'g' || *end == 'G'))
+        unit = UINT64_C(1) << 30;
+    if (unit > 1)
+    {
+        end++;
+        if (*end == 'b' || *end == 'B')
+            end++;
+    }
+    if (errno != 0 || end == value || *end != '\0' || value[0] == '-' || v > max / unit ||
+        v * unit < min || v * unit > max)
+    {
+        cli_usage_error(err, command,
+                        "invalid value \"%s\" for %s: expected a size from %" PRIu64
+                        " bytes to %" PRIu64 " MB (e.g. 64MB)",
+                        value, opt, min, max >> 20);
+        return false;
+    }
+    *out = (uint64_t) v * unit;
     return true;
 }
 
