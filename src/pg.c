@@ -6,6 +6,7 @@
 #include "v7fill/pg.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -445,6 +446,53 @@ pg_exec_params(PgConn *c, const char *sql, int nparams, const char *const *param
         return false;
     PQclear(r);
     return true;
+}
+
+bool
+pg_exec_cancellable(PgConn *c, const char *sql, bool (*stop)(void), bool *cancelled, Err *err)
+{
+    PGresult *r;
+    bool ok = true;
+    bool asked = false;
+
+    *cancelled = false;
+    if (c->conn == NULL)
+        return err_set(err, EC_PG_CONNECT, "not connected");
+    log_debug("[%d] (cancellable) %s", PQbackendPID(c->conn), sql);
+    if (!PQsendQuery(c->conn, sql))
+        return pg_err_from_result(err, c, NULL, "statement could not be sent");
+    while (PQisBusy(c->conn))
+    {
+        struct pollfd pfd = {.fd = PQsocket(c->conn), .events = POLLIN};
+        int n = poll(&pfd, 1, 100);
+
+        if (n < 0 && errno != EINTR)
+            return err_set(err, EC_PG_CONNECT, "waiting for the server: %s", strerror(errno));
+        if (!asked && stop())
+        {
+            PGcancel *pc = PQgetCancel(c->conn);
+            char msg[256];
+
+            if (pc == NULL || !PQcancel(pc, msg, sizeof msg))
+                log_warn("could not cancel the statement: %s", pc ? msg : "no cancel handle");
+            PQfreeCancel(pc);
+            asked = true;
+        }
+        if (n > 0 && !PQconsumeInput(c->conn))
+            return pg_err_from_result(err, c, NULL, "statement failed");
+    }
+    while ((r = PQgetResult(c->conn)) != NULL)
+    {
+        ExecStatusType st = PQresultStatus(r);
+        const char *sqlstate = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+        if (asked && sqlstate && strcmp(sqlstate, "57014") == 0)
+            *cancelled = true; /* query_canceled: what was asked for */
+        else if (ok && st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
+            ok = pg_err_from_result(err, c, r, "statement failed");
+        PQclear(r);
+    }
+    return ok;
 }
 
 bool

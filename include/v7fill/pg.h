@@ -38,6 +38,13 @@ bool pg_err_from_result(Err *err, PgConn *c, const PGresult *res, const char *wh
 
 /* Run a statement that returns no rows (or whose rows are ignored). */
 V7FILL_MUST_CHECK bool pg_exec(PgConn *c, const char *sql, Err *err);
+/* pg_exec for a statement that may run long (the closing ANALYZE): while it
+ * runs, stop() is asked every 100 ms, and once it says true the statement is
+ * cancelled (PQcancel); *cancelled tells whether it ended so (it may have
+ * finished first).  Ending cancelled is not an error; any other failure is,
+ * as in pg_exec. */
+V7FILL_MUST_CHECK bool pg_exec_cancellable(PgConn *c, const char *sql, bool (*stop)(void),
+                                           bool *cancelled, Err *err);
 /* Same with text parameters ($1..$n); NULL entries are SQL NULL. */
 V7FILL_MUST_CHECK bool pg_exec_params(PgConn *c, const char *sql, int nparams,
                                       const char *const *params, Err *err);

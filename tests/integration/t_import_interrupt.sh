@@ -3,6 +3,18 @@
 # rerun finishes with every row once.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
+# signal_and_wait SIG PID: send it, wait for the process; $st its exit status,
+# $took the seconds it took to end.
+signal_and_wait() {
+    local t0
+    t0=$(date +%s)
+    kill -"$1" "$2"
+    set +e
+    wait "$2"
+    st=$?
+    set -e
+    took=$(( $(date +%s) - t0 ))
+}
 sqlf -c "CREATE TABLE it (id uuid NOT NULL, created_at timestamptz NOT NULL, v text,
                           PRIMARY KEY (id)) PARTITION BY RANGE (id)"
 python3 - <<'PY'
@@ -75,13 +87,7 @@ for _ in $(seq 1 200); do
     sleep 0.05
 done
 grep -q "reconnecting in" down.out || fail "no reconnect attempt: $(cat down.out)"
-t0=$(date +%s)
-kill -TERM "$pid"
-set +e
-wait "$pid"
-st=$?
-set -e
-took=$(( $(date +%s) - t0 ))
+signal_and_wait TERM "$pid"
 pg_ctl_ -w -t 60 start
 wait_ready
 cat down.out
@@ -91,3 +97,35 @@ assert_contains "$(cat down.out)" "interrupted by SIGTERM while reconnecting" "s
 run_expect 0 "$V7FILL" import it it.csv --batch-rows 2000 --no-progress --rejects it.rejects
 assert_contains "$OUT" "resuming after line" "the rerun resumes"
 assert_eq "400000|400000" "$(q "SELECT count(*), count(DISTINCT v) FROM it")" "every row once"
+
+# Ctrl-C while the closing ANALYZE waits (here for a lock another session
+# holds; on a large table it is minutes of work): the ANALYZE is cancelled at
+# once, v7fill says so, and every row is imported.  Before, it waited for the
+# ANALYZE to finish, however long that took.
+sqlf -c "CREATE TABLE ia (id uuid NOT NULL, created_at timestamptz NOT NULL, v text,
+                          PRIMARY KEY (id)) PARTITION BY RANGE (id)"
+head -20001 it.csv >ia.csv
+run_expect 0 "$V7FILL" partitions ia --from 2025-01-01 --to 2026-01-01 --granularity month
+psql -X -q -c "BEGIN; LOCK TABLE ia IN SHARE UPDATE EXCLUSIVE MODE; SELECT pg_sleep(120)" \
+    >/dev/null 2>&1 &
+blocker=$!
+"$V7FILL" import ia ia.csv --no-progress --rejects ia.rejects >ia.out 2>&1 &
+pid=$!
+for _ in $(seq 1 1200); do
+    [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'ANALYZE%ia%' AND wait_event_type = 'Lock'")" = 1 ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+done
+[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'ANALYZE%ia%' AND wait_event_type = 'Lock'")" = 1 ] ||
+    fail "the closing ANALYZE never waited for the lock: $(cat ia.out)"
+signal_and_wait INT "$pid"
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(120)%' AND pid <> pg_backend_pid()" >/dev/null
+wait "$blocker" 2>/dev/null || true
+cat ia.out
+[ "$took" -le 3 ] || fail "took ${took}s to stop after Ctrl-C during the closing ANALYZE"
+assert_eq 0 "$st" "Ctrl-C during the closing ANALYZE: every row was in, exit status 0"
+assert_contains "$(cat ia.out)" "closing ANALYZE cancelled" "says the ANALYZE was cancelled"
+assert_contains "$(cat ia.out)" "every row is imported" "says nothing is missing"
+assert_eq "20000" "$(q "SELECT count(*) FROM ia")" "every row imported"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'ANALYZE%ia%'")" \
+    "no ANALYZE left running on the server"
