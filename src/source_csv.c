@@ -148,7 +148,8 @@ typedef struct CsvSource
     size_t csv_blk;         /* the block size last given to libcsv */
     bool csv_builtin_space; /* libcsv's own space test is set (else csv_no_space) */
     QuoteState qstate; /* escape mode pre-pass state, persists across lines */
-    Buf tbuf;          /* escape mode: the line as libcsv sees it */
+    Buf tbuf;          /* escape mode: the line as libcsv sees it; fast_record: a
+                          quoted field with its doubled quotes undone */
     bool row_done;
     size_t nseen;       /* fields reported for the current record */
     size_t field_limit; /* fields stored; the rest are only counted */
