@@ -47,7 +47,7 @@ typedef struct Candidate
 typedef struct Activity
 {
     bool found;
-    bool recent;      /* within the quiet period (plus the refresh slack) */
+    bool recent;      /* within the quiet period */
     int64_t last_us;  /* last_insert_at */
     int64_t age_us;   /* now() − last_insert_at */
     char last[48];    /* last_insert_at as text */
@@ -104,8 +104,7 @@ bool
 maintain_note_activity(PgConn *c, const char *schema, const char *table,
                        const char *const *partitions, size_t n, Err *err)
 {
-    char slack[32];
-    const char *params[4];
+    const char *params[3];
     Buf arr;
     bool ok;
 
@@ -113,27 +112,28 @@ maintain_note_activity(PgConn *c, const char *schema, const char *table,
         return true;
     buf_init(&arr);
     text_array(&arr, partitions, n);
-    (void) snprintf(slack, sizeof slack, "%d seconds", MAINTAIN_ACTIVITY_SLACK_S);
     params[0] = schema;
     params[1] = table;
     params[2] = arr.data;
-    params[3] = slack;
-    /* The NOT EXISTS skips windows noted a moment ago without locking their
-     * row; DISTINCT because ON CONFLICT may touch a row once per statement;
-     * ORDER BY so that concurrent batches lock rows in one order. */
+    /* Every batch writes its time: a record skipped now would make the quiet
+     * period look older than it is.  The NOT EXISTS only skips a window a
+     * concurrent batch already stamped later; DISTINCT because ON CONFLICT
+     * may touch a row once per statement; ORDER BY so that concurrent
+     * batches lock rows in one order. */
     ok = pg_exec_params(
         c,
         "INSERT INTO v7fill.window_activity AS a "
         "(target_schema, target_table, partition_name, last_insert_at) "
-        "SELECT DISTINCT $1::text, $2::text, u.p, now() FROM unnest($3::text[]) AS u(p) "
+        "SELECT DISTINCT $1::text, $2::text, u.p, statement_timestamp() "
+        "  FROM unnest($3::text[]) AS u(p) "
         " WHERE NOT EXISTS (SELECT 1 FROM v7fill.window_activity w "
         "                    WHERE w.target_schema = $1 AND w.target_table = $2 "
         "                      AND w.partition_name = u.p "
-        "                      AND w.last_insert_at >= now() - $4::interval) "
+        "                      AND w.last_insert_at >= statement_timestamp()) "
         " ORDER BY u.p "
         "ON CONFLICT (target_schema, target_table, partition_name) DO UPDATE "
         "SET last_insert_at = GREATEST(a.last_insert_at, EXCLUDED.last_insert_at)",
-        4, params, err);
+        3, params, err);
     buf_free(&arr);
     if (!ok)
         err_prefix(err, "could not record the windows written to in v7fill.window_activity");
@@ -293,8 +293,7 @@ read_activity(Ctx *x, const char *name, Activity *a, Err *err)
     memset(a, 0, sizeof *a);
     if (!x->have_activity)
         return true;
-    (void) snprintf(window, sizeof window, "%" PRId64 " microseconds",
-                    x->o->quiet_period_us + (int64_t) MAINTAIN_ACTIVITY_SLACK_S * US_PER_SEC);
+    (void) snprintf(window, sizeof window, "%" PRId64 " microseconds", x->o->quiet_period_us);
     params[0] = x->t->schema;
     params[1] = x->t->name;
     params[2] = name;

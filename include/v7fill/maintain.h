@@ -27,10 +27,6 @@
 #define MAINTAIN_DEFAULT_AHEAD 4 /* pg_partman's premake default */
 #define MAINTAIN_DEFAULT_QUIET (INT64_C(3600) * 1000000)
 
-/* last_insert_at is refreshed at most this often per window (see
- * maintain_note_activity); the quiet period is checked with this added. */
-#define MAINTAIN_ACTIVITY_SLACK_S 60
-
 typedef enum MaintainAction
 {
     MAINTAIN_CREATED,  /* a partition created ahead (or planned, in a dry run) */
@@ -108,10 +104,11 @@ V7FILL_MUST_CHECK bool maintain_setup(PgConn *c, Err *err);
  *   statement before COMMIT, with the partitions the batch wrote to: the
  *   record commits (or rolls back) with the rows, and a DETACH waiting for
  *   that transaction sees it afterwards;
- * - last_insert_at = now() (the transaction's start); a window noted within
- *   the last MAINTAIN_ACTIVITY_SLACK_S seconds is not written again, so
- *   concurrent imports into one window rarely touch the same row; when they
- *   do, rows are locked in name order (no deadlock) until COMMIT.
+ * - last_insert_at = statement_timestamp() of this call, i.e. the moment the
+ *   batch's rows are in, moments before its COMMIT; every batch writes it
+ *   (never moved back), so the quiet period is honoured exactly.  The row
+ *   lock is taken by the last statement and held only until COMMIT;
+ *   concurrent batches lock rows in name order (no deadlock).
  */
 V7FILL_MUST_CHECK bool maintain_note_activity(PgConn *c, const char *schema, const char *table,
                                               const char *const *partitions, size_t n, Err *err);

@@ -151,6 +151,21 @@ echo "$OUT"
 assert_contains "$OUT" "finalized a DETACH CONCURRENTLY" "pending detach finalized"
 assert_eq 0 "$(exists "$w")" "then dropped"
 
+# --- the quiet period is honoured exactly (Issue 17 #0) --------------------------------------------
+# An import writes into an old window; 2 s later a quiet period of 1m refuses it, 1s retires it.
+w=$(name -30)
+run_expect 0 "$V7FILL" partitions events --from "$(mon -30)" --to "$(mon -29)"
+printf 'created_at,account_id,kind\n%sT12:00:00Z,7,k\n' "$(mon -30)" >quiet.csv
+run_expect 0 "$V7FILL" import events quiet.csv --no-progress
+assert_eq 1 "$(q "SELECT count(*) FROM $w")" "test setup: the import wrote into $w"
+sleep 2
+run_expect 3 "$V7FILL" maintain events --retention 730d --ahead 0 --quiet-period 1m
+assert_contains "$OUT" "refused to retire $w" "a quiet period longer than the time since the import refuses"
+assert_eq 1 "$(exists "$w")" "refused window kept"
+run_expect 0 "$V7FILL" maintain events --retention 730d --ahead 0 --quiet-period 1s
+assert_contains "$OUT" "detached $w" "a quiet period shorter than the time since the import's last batch retires"
+assert_eq 0 "$(exists "$w")" "and drops it"
+
 # --- retention from the store; none means nothing is retired ------------------------------------
 run_expect 0 "$V7FILL" maintain events --ahead 3
 assert_contains "$OUT" "no retention" "no retention said"
@@ -212,11 +227,14 @@ we"ird\,{name}|t' "$(q "SELECT partition_name, last_insert_at > now() - interval
     # a rolled-back batch leaves no trace
     ./note public events '!rolled_back' || fail "note_activity failed"
     assert_eq 0 "$(q "SELECT count(*) FROM v7fill.window_activity WHERE partition_name = '!rolled_back'")" "rolled back with its batch"
-    # refreshed when older than the slack, left alone (no row lock) within it, never moved back
+    # refreshed by every batch (a record seconds old too: the quiet period is exact), never moved back
     q "UPDATE v7fill.window_activity SET last_insert_at = now() - interval '2 minutes' WHERE partition_name = 'events__a';
        UPDATE v7fill.window_activity SET last_insert_at = now() - interval '30 seconds' WHERE partition_name <> 'events__a'" >/dev/null
     ./note public events events__a 'we"ird\,{name}' || fail "note_activity failed"
-    assert_eq 'true|false' "$(q "SELECT string_agg((last_insert_at > now() - interval '10 seconds')::text, '|' ORDER BY partition_name) FROM v7fill.window_activity")" "refresh slack"
+    assert_eq 'true|true' "$(q "SELECT string_agg((last_insert_at > now() - interval '10 seconds')::text, '|' ORDER BY partition_name) FROM v7fill.window_activity")" "every batch refreshes"
+    q "UPDATE v7fill.window_activity SET last_insert_at = now() + interval '1 hour' WHERE partition_name = 'events__a'" >/dev/null
+    ./note public events events__a || fail "note_activity failed"
+    assert_eq t "$(q "SELECT last_insert_at > now() + interval '50 minutes' FROM v7fill.window_activity WHERE partition_name = 'events__a'")" "never moved back"
     ./note public events || fail "no partitions: nothing to do"
 else
     echo "skipped: could not compile the maintain_note_activity helper ($(head -n 2 cc.log))"
