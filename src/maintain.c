@@ -230,15 +230,16 @@ on_window(void *arg, const WindowReport *w)
     }
 }
 
+/* Now's window (the window of `now`) and the next o->ahead. */
 static bool
-ensure_ahead(Ctx *x, Err *err)
+ensure_ahead(Ctx *x, int64_t now, Err *err)
 {
     const MaintainOptions *o = x->o;
     EnsureOptions eo;
     EnsureResult er;
     Granularity g;
     TimeParser *zone = NULL;
-    int64_t to = x->now_us;
+    int64_t to = now;
     bool ok = true;
 
     ensure_options_default(&eo);
@@ -265,7 +266,7 @@ ensure_ahead(Ctx *x, Err *err)
     if (!ok)
         return false;
     memset(&er, 0, sizeof er);
-    if (!partitions_ensure_range(x->conn, x->t, x->now_us, to, &eo, &er, err))
+    if (!partitions_ensure_range(x->conn, x->t, now, to, &eo, &er, err))
     {
         x->r->created += er.partitions_created;
         err_prefix(err, "could not create the windows ahead");
@@ -649,6 +650,7 @@ maintain_run(PgConn *c, TargetTable *t, const MaintainOptions *o, MaintainResult
 {
     MaintainOptions opts = *o;
     Ctx x;
+    int64_t real_now;
     char *q;
 
     memset(r, 0, sizeof *r);
@@ -663,17 +665,20 @@ maintain_run(PgConn *c, TargetTable *t, const MaintainOptions *o, MaintainResult
     x.t = t;
     x.o = &opts;
     x.r = r;
-    if (opts.now_us != 0)
-        x.now_us = opts.now_us;
-    else if (!pg_server_now_us(c, &x.now_us, err))
+    if (!pg_server_now_us(c, &real_now, err))
         return false;
+    /* A pretended now only previews.  A real run counts the windows ahead
+     * from the real now and never retires a window the real clock does not
+     * retire (a pretended now later than the real one is ignored). */
+    x.now_us = opts.now_us != 0 && (opts.dry_run || opts.now_us < real_now) ? opts.now_us
+                                                                           : real_now;
     q = pg_qualified(c, t->schema, t->name);
     (void) snprintf(x.qparent, sizeof x.qparent, "%s", q);
     free(q);
     duration_format(opts.retention_us, x.retention, sizeof x.retention);
     duration_format(opts.quiet_period_us, x.quiet, sizeof x.quiet);
 
-    if (!ensure_ahead(&x, err))
+    if (!ensure_ahead(&x, opts.dry_run ? x.now_us : real_now, err))
         return false;
     if (opts.retention_us <= 0)
         return true;

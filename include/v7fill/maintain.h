@@ -58,7 +58,10 @@ typedef struct MaintainOptions
     bool detach_only;         /* keep detached tables instead of dropping them */
     int64_t quiet_period_us;  /* default 1 hour */
     bool dry_run;             /* change nothing; events and counts say what would happen */
-    int64_t now_us;           /* 0 = the server's clock; the quiet period always uses it */
+    int64_t now_us;           /* 0 = the server's clock; else a pretended now, honoured only
+                               * in a dry run (a preview): a real run counts the windows ahead
+                               * from the server's clock and judges the cutoff by the earlier
+                               * of the two; the quiet period always uses the server's clock */
     Granularity granularity;  /* for windows created ahead; GRAN_AUTO: as the partitions */
     const char *window_tz;    /* NULL = UTC */
     const char *name_pattern; /* NULL = the granularity's default */

@@ -42,8 +42,8 @@ maintain_usage(FILE *out)
             "      --window-tz=TZ       window edges at local midnight of TZ (default UTC)\n"
             "      --name-pattern=P     names of new partitions (see \"v7fill partitions\")\n"
             "      --lock-timeout=MS    lock_timeout of each statement (default 5000)\n"
-            "      --now=T              judge the cutoff as if it were T (to preview a policy;\n"
-            "                           the quiet period always uses the real clock)\n"
+            "      --now=T              with --dry-run only: preview as if it were T (cutoff and\n"
+            "                           windows ahead; the quiet period uses the real clock)\n"
             "  -h, --help               this help\n"
             "\n"
             "Exit status: 0 done; 2 usage; 3 issues (a window refused or left half-done,\n"
@@ -172,6 +172,10 @@ cmd_maintain(int argc, char **argv, const GlobalOpts *g, Err *err)
                 return cli_usage_error(err, "maintain", "unknown or incomplete option");
         }
     }
+    if (o.now_us != 0 && !o.dry_run)
+        return cli_usage_error(err, "maintain",
+                               "--now previews a policy and needs --dry-run: a real run always "
+                               "uses the real clock");
     if (drop && o.detach_only)
         return cli_usage_error(err, "maintain", "--drop and --detach-only exclude each other");
     if (argc - optind != 1)

@@ -57,6 +57,18 @@ assert_contains "$OUT" "would create $(name 1)" "dry run: ahead"
 assert_contains "$OUT" "created=2 detached=$nexp dropped=$nexp issues=0 (dry run: nothing was changed)" "dry-run summary"
 assert_eq "$before" "$(attached)" "dry run changed nothing"
 
+# --- --now is a preview: refused without --dry-run, nothing changes (Issue 17 #1) ------------
+before=$(attached)
+rows=$(q "SELECT count(*) FROM events")
+run_expect 2 "$V7FILL" maintain events --retention 30d --now "$(mon 4)T00:00:00Z"
+assert_contains "$OUT" "--now previews a policy and needs --dry-run" "--now without --dry-run refused"
+assert_eq "$before" "$(attached)" "a refused --now run changed no partition"
+assert_eq "$rows" "$(q "SELECT count(*) FROM events")" "nor any row"
+run_expect 0 "$V7FILL" maintain events --retention 30d --ahead 1 --dry-run --now "$(mon 4)T00:00:00Z"
+assert_contains "$OUT" "would detach $(name 0)" "the preview judges the cutoff from T"
+assert_contains "$OUT" "would create $(name 5)" "and the windows ahead from T"
+assert_eq "$before" "$(attached)" "the preview changed nothing"
+
 # --- a window that received rows within the quiet period is refused -------------------------
 run_expect 0 "$V7FILL" retention events set 1d   # creates the v7fill schema
 run_expect 0 "$V7FILL" retention events clear
@@ -93,10 +105,18 @@ assert_eq 0 "$(q "SELECT count(*) FROM v7fill.window_activity WHERE partition_na
 run_expect 0 "$V7FILL" maintain events --retention 60d --ahead 2
 assert_contains "$OUT" "created=0 detached=0 dropped=0 issues=0" "idempotent"
 
+# The sections below each add an old window (more than 730 days past) and retire it with
+# --retention 730d by the real clock: a real run never pretends another now.
+old_window() {   # old_window K: create month0+K's window with one row in it
+    run_expect 0 "$V7FILL" partitions events --from "$(mon "$1")" --to "$(mon $(($1 + 1)))"
+    q "INSERT INTO events (id, created_at, account_id, kind)
+       SELECT uuid7_floor(t), t, 1, 'k' FROM (SELECT '$(mon "$1")'::timestamptz + interval '14 days' AS t) s" >/dev/null
+}
+
 # --- --detach-only keeps the table ------------------------------------------------------------
-# Pretend it is month0+1: with 1d retention, month0-2 and month0-1 retire (kept as tables).
-w=$(name -1)
-run_expect 0 "$V7FILL" maintain events --retention 1d --ahead 0 --detach-only --now "$(mon 1)T00:00:00Z" --quiet-period 0s
+w=$(name -40)
+old_window -40
+run_expect 0 "$V7FILL" maintain events --retention 730d --ahead 0 --detach-only --quiet-period 0s
 echo "$OUT"
 assert_contains "$OUT" "kept public.$w as a standalone table (--detach-only)" "detach-only says so"
 assert_not_contains "$(attached)" "$w" "detached"
@@ -106,8 +126,9 @@ assert_eq 1 "$(q "SELECT count(*) FROM $w")" "its row kept"
 assert_not_contains "$OUT" "dropped public." "nothing dropped"
 
 # --- rows arriving while the window is detached: kept, not dropped ----------------------------
-w=$(name 0)
-wts="$(mon 0)T12:00:00Z"
+w=$(name -39)
+old_window -39
+wts="$(mon -39)T12:00:00Z"
 psql -X -q -v ON_ERROR_STOP=1 >bg.log 2>&1 <<SQL &
 BEGIN;
 INSERT INTO events (id, created_at, account_id, kind) VALUES (uuid7_floor('$wts'::timestamptz + interval '1 day'), '$wts'::timestamptz + interval '1 day', 2, 'late');
@@ -118,19 +139,20 @@ COMMIT;
 SQL
 bg=$!
 sleep 1
-run_expect 3 "$V7FILL" maintain events --retention 1d --ahead 0 --now "$(mon 2)T00:00:00Z"
+run_expect 3 "$V7FILL" maintain events --retention 730d --ahead 0
 wait "$bg" || fail "background batch failed: $(cat bg.log)"
 echo "$OUT"
 assert_contains "$OUT" "detached $w" "detached after waiting for the batch"
 assert_contains "$OUT" "but did not drop it: rows arrived during the detach" "kept because rows arrived"
 assert_eq 1 "$(exists "$w")" "table kept"
 assert_eq 2 "$(q "SELECT count(*) FROM $w")" "with the late row"
-q "DROP TABLE $w; DELETE FROM v7fill.window_activity" >/dev/null   # its name is now's window's: clear the way for the tests below
+q "DROP TABLE $w; DELETE FROM v7fill.window_activity" >/dev/null
 
 # --- a DEFAULT partition means plain DETACH (said) ----------------------------------------------
+w=$(name -38)
+old_window -38
 q "CREATE TABLE events_default PARTITION OF events DEFAULT" >/dev/null
-w=$(name 1)
-run_expect 0 "$V7FILL" maintain events --retention 1d --ahead 0 --now "$(mon 3)T00:00:00Z" --quiet-period 0s
+run_expect 0 "$V7FILL" maintain events --retention 730d --ahead 0 --quiet-period 0s
 echo "$OUT"
 assert_contains "$OUT" "using plain DETACH PARTITION on public.events: it has a DEFAULT partition" "plain detach said"
 assert_contains "$OUT" "detached $w" "detached without CONCURRENTLY"
@@ -139,14 +161,15 @@ assert_contains "$(attached)" "events_default" "DEFAULT never retired"
 q "DROP TABLE events_default" >/dev/null
 
 # --- a DETACH CONCURRENTLY that stopped half-way is finalized ------------------------------------
-w=$(name 2)
+w=$(name -37)
+old_window -37
 psql -X -q -c "BEGIN; SELECT count(*) FROM events; SELECT pg_sleep(4); COMMIT;" >/dev/null 2>&1 &
 bg=$!
 sleep 1
 psql -X -q -c "SET statement_timeout = '1s'" -c "ALTER TABLE events DETACH PARTITION $w CONCURRENTLY" >/dev/null 2>&1 || true
 wait "$bg" || true
 assert_eq t "$(q "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = '$w'::regclass")" "test setup: detach pending"
-run_expect 0 "$V7FILL" maintain events --retention 1d --ahead 0 --now "$(mon 4)T00:00:00Z" --quiet-period 0s
+run_expect 0 "$V7FILL" maintain events --retention 730d --ahead 0 --quiet-period 0s
 echo "$OUT"
 assert_contains "$OUT" "finalized a DETACH CONCURRENTLY" "pending detach finalized"
 assert_eq 0 "$(exists "$w")" "then dropped"
@@ -173,7 +196,7 @@ assert_contains "$OUT" "detached=0 dropped=0" "nothing retired without retention
 run_expect 0 "$V7FILL" retention events set 1d
 run_expect 0 "$V7FILL" maintain events --ahead 0 --dry-run --now "$(date -u -d "$month0 +5 months" +%Y-%m-%d)T00:00:00Z"
 assert_contains "$OUT" "retention 1d (stored by v7fill, v7fill.retention)" "stored retention used"
-assert_contains "$OUT" "would detach $(name 3)" "stored retention applied"
+assert_contains "$OUT" "would detach $(name 2)" "stored retention applied"
 
 # --- the import records window activity (once the pipeline calls maintain_note_activity) -------
 cat >late.csv <<CSV
@@ -185,7 +208,7 @@ if "$V7FILL" import events late.csv --no-progress >import.log 2>&1 \
    && [ "$(q "SELECT count(*) FROM v7fill.window_activity")" != 0 ]; then
     cur=$(date -u +events__%Y_%m)
     assert_eq 1 "$(q "SELECT count(*) FROM v7fill.window_activity WHERE partition_name = '$cur' AND last_insert_at > now() - interval '5 minutes'")" "import noted its window"
-    run_expect 3 "$V7FILL" maintain events --retention 1d --ahead 0 --now "$(mon 9)T00:00:00Z"
+    run_expect 3 "$V7FILL" maintain events --retention 1d --ahead 0 --dry-run --now "$(mon 9)T00:00:00Z"
     assert_contains "$OUT" "refused to retire $cur" "window the import just wrote is refused"
     echo "import activity: checked"
 else
@@ -236,6 +259,52 @@ we"ird\,{name}|t' "$(q "SELECT partition_name, last_insert_at > now() - interval
     ./note public events events__a || fail "note_activity failed"
     assert_eq t "$(q "SELECT last_insert_at > now() + interval '50 minutes' FROM v7fill.window_activity WHERE partition_name = 'events__a'")" "never moved back"
     ./note public events || fail "no partitions: nothing to do"
+else
+    echo "skipped: could not compile the maintain_note_activity helper ($(head -n 2 cc.log))"
+fi
+
+# --- the library's real path ignores a pretended now (Issue 17 #1) ------------------------------
+# maintain_run with now_us four months ahead and no dry run: it must neither retire the window
+# live by the real clock nor create windows around the pretended now.
+cat >guard.c <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+#include "v7fill/maintain.h"
+int
+main(int argc, char **argv)
+{
+    PgConn *c = NULL;
+    TargetTable *t = NULL;
+    MaintainOptions o;
+    MaintainResult r;
+    Err err = {0};
+
+    (void) argc;
+    maintain_options_default(&o);
+    o.now_us = strtoll(argv[2], NULL, 10);
+    o.retention_us = INT64_C(30) * 86400 * 1000000;
+    o.ahead = 1;
+    o.quiet_period_us = 0;
+    if (!pg_connect(NULL, &c, &err) || !catalog_load_target(c, argv[1], &t, &err) ||
+        !maintain_run(c, t, &o, &r, &err))
+    {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    catalog_target_free(t);
+    pg_close(c);
+    return 0;
+}
+C
+if cc $cflags -o guard guard.c "$lib" $libs 2>cc.log \
+   || cc $cflags -fsanitize=address,undefined -o guard guard.c "$lib" $libs -fsanitize=address,undefined 2>cc.log; then
+    q "INSERT INTO events (id, created_at, account_id, kind) VALUES (uuid7_floor(now()), now(), 3, 'now')" >/dev/null
+    rows=$(q "SELECT count(*) FROM $(name 0)")
+    ./guard events "$(( $(date -u -d "$(mon 4)" +%s) * 1000000 ))" || fail "maintain_run failed"
+    assert_contains "$(attached)" "$(name 0)" "the real current window is not retired"
+    assert_eq "$rows" "$(q "SELECT count(*) FROM $(name 0)")" "none of its rows lost"
+    assert_contains "$(attached)" "$(name 1)" "windows ahead counted from the real now"
+    assert_not_contains "$(attached)" "$(name 4)" "no window created around the pretended now"
 else
     echo "skipped: could not compile the maintain_note_activity helper ($(head -n 2 cc.log))"
 fi
