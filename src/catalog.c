@@ -96,6 +96,19 @@ static const char *const q_partitions =
     "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
     " WHERE i.inhparent = $1";
 
+/* Declared foreign keys only (conparentid = 0: not the copies on partitions),
+ * one row per column pair, in key order. */
+static const char *const q_incoming_fks =
+    "SELECT c.oid, n.nspname, r.relname, c.conname, a.attname, fa.attname "
+    "  FROM pg_catalog.pg_constraint c "
+    "  JOIN pg_catalog.pg_class r ON r.oid = c.conrelid "
+    "  JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace "
+    "  CROSS JOIN LATERAL unnest(c.conkey, c.confkey) WITH ORDINALITY AS k(att, fatt, ord) "
+    "  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.att "
+    "  JOIN pg_catalog.pg_attribute fa ON fa.attrelid = c.confrelid AND fa.attnum = k.fatt "
+    " WHERE c.contype = 'f' AND c.confrelid = $1 AND c.conparentid = 0 "
+    " ORDER BY n.nspname, r.relname, c.conname, c.oid, k.ord";
+
 /* Must add up exactly as catalog_refresh_partitions does in C. */
 static const char *const q_stamp =
     "SELECT count(*), coalesce(sum(c.oid::int8), 0)::int8, "
@@ -935,4 +948,91 @@ catalog_add_partition(TargetTable *t, Partition *p)
     t->partitions[pos] = *p;
     t->npartitions++;
     memset(p, 0, sizeof *p);
+}
+
+bool
+catalog_incoming_fks(PgConn *c, unsigned int oid, IncomingFk **out, size_t *n, Err *err)
+{
+    char param[16];
+    const char *params[1] = {param};
+    PGresult *r;
+    IncomingFk *fks = NULL;
+    size_t count = 0;
+    const char *last = NULL;
+
+    *out = NULL;
+    *n = 0;
+    (void) snprintf(param, sizeof param, "%u", oid);
+    if (!pg_query(c, q_incoming_fks, 1, params, &r, err))
+    {
+        err_prefix(err, "could not read the foreign keys that reference the table");
+        return false;
+    }
+    for (int row = 0; row < PQntuples(r); row++)
+    {
+        IncomingFk *f;
+
+        if (last == NULL || strcmp(last, PQgetvalue(r, row, 0)) != 0)
+        {
+            fks = xrealloc(fks, (count + 1) * sizeof *fks);
+            f = &fks[count++];
+            memset(f, 0, sizeof *f);
+            f->schema = xstrdup(PQgetvalue(r, row, 1));
+            f->table = xstrdup(PQgetvalue(r, row, 2));
+            f->name = xstrdup(PQgetvalue(r, row, 3));
+            last = PQgetvalue(r, row, 0);
+        }
+        f = &fks[count - 1];
+        f->cols = xrealloc(f->cols, (f->ncols + 1) * sizeof *f->cols);
+        f->refcols = xrealloc(f->refcols, (f->ncols + 1) * sizeof *f->refcols);
+        f->cols[f->ncols] = xstrdup(PQgetvalue(r, row, 4));
+        f->refcols[f->ncols] = xstrdup(PQgetvalue(r, row, 5));
+        f->ncols++;
+    }
+    PQclear(r);
+    *out = fks;
+    *n = count;
+    return true;
+}
+
+static void
+free_strings(char **v, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        free(v[k]);
+    free(v);
+}
+
+void
+catalog_incoming_fks_free(IncomingFk *fks, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+    {
+        IncomingFk *f = &fks[i];
+
+        free_strings(f->cols, f->ncols);
+        free_strings(f->refcols, f->ncols);
+        free(f->schema);
+        free(f->table);
+        free(f->name);
+    }
+    free(fks);
+}
+
+void
+catalog_incoming_fks_describe(const IncomingFk *fks, size_t n, char *out, size_t size)
+{
+    size_t len = 0;
+
+    if (size == 0)
+        return;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && len < size; i++)
+    {
+        int w = snprintf(out + len, size - len, "%s%s.%s (foreign key %s)", i ? ", " : "",
+                         fks[i].schema, fks[i].table, fks[i].name);
+        if (w < 0)
+            break;
+        len += (size_t) w;
+    }
 }

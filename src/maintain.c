@@ -152,6 +152,8 @@ typedef struct Ctx
     int64_t cutoff_us;
     bool have_activity; /* v7fill.window_activity exists */
     bool concurrently;
+    IncomingFk *fks;    /* foreign keys of other tables referencing the parent */
+    size_t nfks;
     char qparent[600];
     char retention[48];
     char quiet[48];
@@ -352,6 +354,105 @@ refuse(Ctx *x, const Candidate *cd, const Activity *a)
     issue(x, &e);
 }
 
+static bool attach_state(Ctx *x, const Candidate *cd, int *state, Err *err);
+
+/* The incoming foreign keys whose rows reference rows of cd's partition
+ * ("public.r (foreign key r_pid_fkey), ..."; empty: none): DETACH PARTITION
+ * refuses (23503) while they exist.  A key whose rows cannot be read is
+ * named as well, saying so. */
+static void
+referencing_fks(Ctx *x, const Candidate *cd, char *out, size_t size)
+{
+    size_t len = 0;
+
+    out[0] = '\0';
+    for (size_t i = 0; i < x->nfks && len < size; i++)
+    {
+        const IncomingFk *f = &x->fks[i];
+        char *qref = pg_qualified(x->conn, f->schema, f->table);
+        char *qchild = pg_qualified(x->conn, cd->schema, cd->name);
+        Buf sql;
+        PGresult *res;
+        Err e = {0};
+        const char *why = NULL;
+        int w;
+
+        buf_init(&sql);
+        buf_printf(&sql, "SELECT EXISTS (SELECT 1 FROM %s r WHERE (", qref);
+        for (size_t k = 0; k < f->ncols; k++)
+        {
+            char *col = pg_ident(x->conn, f->cols[k]);
+
+            buf_printf(&sql, "%sr.%s", k ? ", " : "", col);
+            free(col);
+        }
+        buf_puts(&sql, ") IN (SELECT ");
+        for (size_t k = 0; k < f->ncols; k++)
+        {
+            char *col = pg_ident(x->conn, f->refcols[k]);
+
+            buf_printf(&sql, "%sp.%s", k ? ", " : "", col);
+            free(col);
+        }
+        buf_printf(&sql, " FROM %s p))", qchild);
+        if (!pg_query(x->conn, sql.data, 0, NULL, &res, &e))
+            why = "its rows could not be checked";
+        else
+        {
+            if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
+                why = "";
+            PQclear(res);
+        }
+        buf_free(&sql);
+        free(qref);
+        free(qchild);
+        if (why != NULL && why[0] == '\0')
+            continue;
+        w = snprintf(out + len, size - len, "%s%s.%s (foreign key %s%s%s)", len ? ", " : "",
+                     f->schema, f->table, f->name, why ? ": " : "", why ? why : "");
+        if (w < 0)
+            break;
+        len += (size_t) w;
+    }
+}
+
+/* The hint of a failed DETACH: what state it left the partition in, and
+ * what to do. */
+static void
+detach_hint(Ctx *x, const Candidate *cd, Err *e)
+{
+    char fks[1024];
+    int state = 1;
+    Err ignored = {0};
+    bool timeout = strcmp(e->sqlstate, "55P03") == 0;
+
+    if (!attach_state(x, cd, &state, &ignored))
+        state = -1;
+    if (state == 2)
+        err_hint(e, "%s%s.%s is now \"detach pending\": the DETACH ... CONCURRENTLY stopped "
+                    "half-way; queries no longer see its rows and rows for its window have no "
+                    "partition.  The next maintenance run finalizes it (ALTER TABLE %s DETACH "
+                    "PARTITION ... FINALIZE).",
+                 timeout ? "Another session held a conflicting lock for longer than "
+                           "--lock-timeout.  "
+                         : "",
+                 cd->schema, cd->name, x->qparent);
+    else if (strcmp(e->sqlstate, "23503") == 0)
+    {
+        referencing_fks(x, cd, fks, sizeof fks);
+        if (!fks[0])
+            catalog_incoming_fks_describe(x->fks, x->nfks, fks, sizeof fks);
+        err_hint(e, "Rows of %s reference rows of the window, and DETACH PARTITION refuses "
+                    "while they exist.  %s.%s is still attached.  Delete those rows (or drop "
+                    "the foreign key) before the window can retire.",
+                 fks[0] ? fks : "another table", cd->schema, cd->name);
+    }
+    else if (timeout)
+        err_hint(e, "Another session held a conflicting lock for longer than --lock-timeout; "
+                    "%s.%s is still attached.  Run maintenance again later.",
+                 cd->schema, cd->name);
+}
+
 /* A statement the server refused for one window: an issue, not the end of
  * the run.  A lost connection is the end. */
 static bool
@@ -369,12 +470,11 @@ window_failed(Ctx *x, const Candidate *cd, const char *what, Err *err)
          "could not %s %s: %s%s%s%s", what, l, e.msg, e.sqlstate[0] ? " (SQLSTATE " : "",
          e.sqlstate, e.sqlstate[0] ? ")" : "");
     err_prefix(&e, "could not %s %s of %s.%s", what, l, x->t->schema, x->t->name);
-    if (strcmp(e.sqlstate, "55P03") == 0 && !e.hint[0])
+    if (!e.hint[0] && strcmp(what, "detach") == 0)
+        detach_hint(x, cd, &e);
+    else if (strcmp(e.sqlstate, "55P03") == 0 && !e.hint[0])
         err_hint(&e, "Another session held a conflicting lock for longer than --lock-timeout; "
                      "run maintenance again later.");
-    else if (!e.hint[0] && strcmp(what, "detach") == 0)
-        err_hint(&e, "A DETACH ... CONCURRENTLY that failed half-way leaves the partition "
-                     "\"detach pending\"; the next maintenance run finalizes it.");
     e.code = EC_CONFIG;
     issue(x, &e);
     return true;
@@ -482,6 +582,29 @@ retire_one(Ctx *x, const Candidate *cd, Err *err)
     {
         refuse(x, cd, &before);
         return true;
+    }
+    if (x->o->dry_run && x->nfks > 0)
+    {
+        char fks[1024];
+
+        referencing_fks(x, cd, fks, sizeof fks);
+        if (fks[0])
+        {
+            Err e;
+
+            emit(x, MAINTAIN_ISSUE, cd->schema, cd->name, cd->lower_us, cd->upper_us,
+                 "could not detach %s: rows of %s reference it", l, fks);
+            memset(&e, 0, sizeof e);
+            err_set(&e, EC_CONFIG, "could not detach %s of %s.%s: rows of %s reference it", l,
+                    x->t->schema, x->t->name, fks);
+            err_detail(&e, "DETACH PARTITION fails (SQLSTATE 23503) while rows of another table "
+                           "reference rows of the partition through a foreign key.");
+            err_hint(&e, "Delete those rows (or drop the foreign key) before the window can "
+                         "retire; a real run would leave %s.%s attached.",
+                     cd->schema, cd->name);
+            issue(x, &e);
+            return true;
+        }
     }
     if (x->o->dry_run)
     {
@@ -601,6 +724,11 @@ retire(Ctx *x, Err *err)
     }
     x->have_activity = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
+    if (!catalog_incoming_fks(x->conn, x->t->oid, &x->fks, &x->nfks, err))
+    {
+        ok = false;
+        goto out;
+    }
     x->concurrently = PQserverVersion(pg_raw(x->conn)) >= 140000 && !x->t->has_default;
     if (!x->concurrently)
     {
@@ -642,6 +770,9 @@ out:
         free(cands[i].name);
     }
     free(cands);
+    catalog_incoming_fks_free(x->fks, x->nfks);
+    x->fks = NULL;
+    x->nfks = 0;
     return ok;
 }
 

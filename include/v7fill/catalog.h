@@ -120,6 +120,26 @@ void catalog_add_partition(TargetTable *t, Partition *p);
 V7FILL_MUST_CHECK bool catalog_read_stamp(PgConn *c, const TargetTable *t, CatalogStamp *out,
                                           Err *err);
 
+/* A foreign key of another table that references a partitioned parent. */
+typedef struct IncomingFk
+{
+    char *schema;    /* the referencing table's */
+    char *table;
+    char *name;      /* the constraint, as declared (not a partition's copy) */
+    size_t ncols;
+    char **cols;     /* referencing columns */
+    char **refcols;  /* the parent's columns they reference, in the same order */
+} IncomingFk;
+
+/* The foreign keys referencing table `oid` (ATTACH takes SHARE ROW EXCLUSIVE
+ * on their tables; DETACH refuses while their rows reference the partition).
+ * *n = 0 when there are none.  Free with catalog_incoming_fks_free. */
+V7FILL_MUST_CHECK bool catalog_incoming_fks(PgConn *c, unsigned int oid, IncomingFk **out,
+                                            size_t *n, Err *err);
+void catalog_incoming_fks_free(IncomingFk *fks, size_t n);
+/* "public.r (foreign key r_pid_fkey), ..." into out (truncated to size). */
+void catalog_incoming_fks_describe(const IncomingFk *fks, size_t n, char *out, size_t size);
+
 /* Parse pg_get_expr(relpartbound) of a partition of a `kind`-keyed table
  * ("FOR VALUES FROM ('...') TO (MAXVALUE)", "DEFAULT") into p's is_default,
  * lower_us/upper_us and lower_text/upper_text (allocated; freed by the caller

@@ -189,6 +189,30 @@ run_expect 0 "$V7FILL" maintain events --retention 730d --ahead 0 --quiet-period
 assert_contains "$OUT" "detached $w" "a quiet period shorter than the time since the import's last batch retires"
 assert_eq 0 "$(exists "$w")" "and drops it"
 
+# --- a DETACH refused by a foreign key: the dry run and the hint name it (Issue 17 #10) ----------
+sqlf <<'SQL'
+CREATE TABLE fkp (id uuid PRIMARY KEY) PARTITION BY RANGE (id);
+CREATE TABLE fkr (pid uuid REFERENCES fkp (id));
+SQL
+w=$(date -u -d "$month0 -40 months" +fkp__%Y_%m)
+run_expect 0 "$V7FILL" partitions fkp --from "$(mon -40)" --to "$(mon -39)"
+q "INSERT INTO fkp SELECT uuid7_floor('$(mon -40)'::timestamptz + interval '3 days');
+   INSERT INTO fkr SELECT id FROM fkp" >/dev/null
+run_expect 3 "$V7FILL" maintain fkp --retention 730d --ahead 0 --dry-run
+echo "$OUT"
+assert_contains "$OUT" "could not detach $w" "dry run: the detach would be refused"
+assert_contains "$OUT" "rows of public.fkr (foreign key fkr_pid_fkey) reference it" "dry run names the foreign key"
+assert_not_contains "$OUT" "would drop" "dry run promises no drop"
+run_expect 3 "$V7FILL" maintain fkp --retention 730d --ahead 0
+echo "$OUT"
+assert_contains "$OUT" "SQLSTATE 23503" "real run: refused by the foreign key"
+assert_contains "$OUT" "HINT: Rows of public.fkr (foreign key fkr_pid_fkey) reference rows of the window" "hint names the referencing table and key"
+assert_not_contains "$OUT" "finalizes it" "no false detach-pending hint"
+assert_eq f "$(q "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = '$w'::regclass")" "still attached, not pending"
+q "DELETE FROM fkr" >/dev/null
+run_expect 0 "$V7FILL" maintain fkp --retention 730d --ahead 0 --dry-run
+assert_contains "$OUT" "would drop public.$w" "without referencing rows it would retire"
+
 # --- retention from the store; none means nothing is retired ------------------------------------
 run_expect 0 "$V7FILL" maintain events --ahead 3
 assert_contains "$OUT" "no retention" "no retention said"
