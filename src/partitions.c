@@ -964,8 +964,9 @@ add_hint(Err *err, StmtKind kind, const TargetTable *t)
     {
         err_hint(err, "Another session holds a lock that conflicts with creating a partition "
                       "of %s.%s: an ALTER TABLE, VACUUM FULL or CREATE INDEX on it, a "
-                      "transaction using its DEFAULT partition, or one writing a table its "
-                      "foreign keys reference.  Retry later or raise --lock-timeout.",
+                      "transaction using its DEFAULT partition, or one writing a table that "
+                      "references it or that its foreign keys reference.  Retry later or "
+                      "raise --lock-timeout.",
                  t->schema, t->name);
         return;
     }
@@ -1296,6 +1297,30 @@ sleep_ms(long ms)
         ;
 }
 
+/* The 55P03 hint when other tables reference the parent: ATTACH takes SHARE
+ * ROW EXCLUSIVE on each of them, so a transaction writing one holds it up,
+ * and their writers queue behind the waiting ATTACH.  Otherwise add_hint's
+ * stays.  Run after the window's transaction is rolled back. */
+static void
+referencing_lock_hint(PgConn *c, const TargetTable *t, Err *err)
+{
+    IncomingFk *fks = NULL;
+    size_t n = 0;
+    char refs[320];
+    Err ignored = {0};
+
+    if (catalog_incoming_fks(c, t->oid, &fks, &n, &ignored) && n > 0)
+    {
+        catalog_incoming_fks_describe(fks, n, refs, sizeof refs);
+        err_hint(err, "ATTACH PARTITION takes SHARE ROW EXCLUSIVE on the tables that reference "
+                      "%s.%s, %s: a transaction writing one holds it up, and their writers wait "
+                      "behind it meanwhile (DDL on the parent would too).  Retry when they are "
+                      "quiet, or use a short --lock-timeout with more --lock-retries.",
+                 t->schema, t->name, refs);
+    }
+    catalog_incoming_fks_free(fks, n);
+}
+
 /* One window, retried on lock timeouts; false = error in err. */
 static bool
 ensure_window(PgConn *c, TargetTable *t, const Planner *pl, const Window *w,
@@ -1326,6 +1351,7 @@ ensure_window(PgConn *c, TargetTable *t, const Planner *pl, const Window *w,
                                 "%d ms, %d attempt%s",
                                 t->schema, t->name, o->lock_timeout_ms, attempt + 1,
                                 attempt == 0 ? "" : "s");
+                referencing_lock_hint(c, t, err);
             }
             return false;
         }

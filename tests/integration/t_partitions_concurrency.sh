@@ -86,3 +86,25 @@ assert_contains "$(cat "$T_TMP/bg.out")" "after:1" "its read after the creation"
 assert_eq "events__2026_06 events__2026_07" \
     "$(q "SELECT string_agg(tableoid::regclass::text, ' ' ORDER BY id) FROM events")" "both rows landed"
 echo "ok"
+
+# A table that references the parent: ATTACH takes SHARE ROW EXCLUSIVE on it, so an open
+# writer there holds window creation up; the 55P03 hint names that table and its foreign key
+# (Issue 17 #5).
+sqlf <<'SQL'
+CREATE TABLE par (id uuid PRIMARY KEY) PARTITION BY RANGE (id);
+CREATE TABLE par_ref (rid serial PRIMARY KEY, pid uuid REFERENCES par (id));
+SQL
+run_expect 0 "$V7FILL" partitions par --from 2026-07-01 --to 2026-08-01
+psql -X -q -c "BEGIN" -c "INSERT INTO par_ref (pid) VALUES (NULL)" -c "SELECT pg_sleep(5)" -c "COMMIT" >/dev/null 2>&1 &
+bg=$!
+sleep 0.5
+"$V7FILL" partitions par --from 2026-08-01 --to 2026-09-01 --lock-timeout 2500 --lock-retries 0 >"$T_TMP/fk.out" 2>&1 &
+v7=$!
+sleep 1
+assert_eq "ShareRowExclusiveLock" "$(q "SELECT string_agg(mode, ',') FROM pg_locks WHERE relation = 'par_ref'::regclass AND NOT granted")" "ATTACH waits for SHARE ROW EXCLUSIVE on the referencing table"
+set +e; wait "$v7"; rc=$?; set -e
+wait "$bg" || true
+cat "$T_TMP/fk.out"
+assert_eq 5 "$rc" "lock timeout: exit status"
+assert_contains "$(cat "$T_TMP/fk.out")" "SHARE ROW EXCLUSIVE on the tables that reference public.par, public.par_ref (foreign key par_ref_pid_fkey)" "55P03 hint names the referencing table"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_inherits WHERE inhparent = 'par'::regclass AND inhrelid::regclass::text LIKE 'par__2026_08%'")" "window not created"
