@@ -443,6 +443,7 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
     int64_t from, to;
     Granularity g;
     int status = 0;
+    bool ok;
 
     if (po->from)
     {
@@ -465,15 +466,14 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
     o.on_window_arg = &out;
     if (po->json)
         out.windows = json_array();
-    if (!partitions_ensure_range(c, t, from, to, &o, &res, err))
+    ok = partitions_ensure_range(c, t, from, to, &o, &res, err);
+    /* A refusal (a name too long or taken, another zone's windows, ...) is an
+     * issue like DEFAULT rows: counted in the summary and shown in --json.
+     * What was done before it stays done; say so. */
+    if (!ok && err->code == EC_CONFIG)
     {
-        /* What was done before the error stays done; say so. */
-        if (!po->json && !o.dry_run)
-            printf("created=%d skipped=%d gaps_filled=%d issues=%d\n", res.created, res.skipped,
-                   res.gaps_filled, res.issues);
-        json_decref(out.windows);
-        buf_free(&ddl);
-        return err_exit_status(err->code);
+        res.issues++;
+        res.issue = *err;
     }
     if (po->json)
     {
@@ -496,13 +496,25 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
         json_object_set_new(doc, "gaps_filled", json_integer(res.gaps_filled));
         json_object_set_new(doc, "issues", json_integer(res.issues));
         json_object_set_new(doc, "partitions_created", json_integer(res.partitions_created));
-        if (res.issues > 0)
+        if (res.issues > 0 || !ok)
         {
+            const Err *e = res.issues > 0 ? &res.issue : err;
             json_t *ji = json_object();
-            json_object_set_new(ji, "message", json_string(res.issue.msg));
-            json_object_set_new(ji, "detail", json_string(res.issue.detail));
-            json_object_set_new(ji, "hint", json_string(res.issue.hint));
-            json_object_set_new(doc, "issue", ji);
+            json_object_set_new(ji, "message", json_string(e->msg));
+            json_object_set_new(ji, "detail", json_string(e->detail));
+            json_object_set_new(ji, "hint", json_string(e->hint));
+            json_object_set_new(ji, "sqlstate", json_string(e->sqlstate));
+            json_object_set_new(doc, res.issues > 0 ? "issue" : "error", ji);
+        }
+        if (!ok)
+        {
+            Err saved = *err;
+
+            /* the error still goes to stderr and decides the exit status */
+            (void) print_json(doc, err);
+            *err = saved;
+            buf_free(&ddl);
+            return err_exit_status(err->code);
         }
         status = print_json(doc, err);
         if (status != 0)
@@ -521,6 +533,11 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
     else
         printf("created=%d skipped=%d gaps_filled=%d issues=%d\n", res.created, res.skipped,
                res.gaps_filled, res.issues);
+    if (!ok)
+    {
+        buf_free(&ddl);
+        return err_exit_status(err->code);
+    }
     buf_free(&ddl);
     if (res.issues > 0)
     {

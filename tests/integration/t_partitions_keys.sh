@@ -79,6 +79,13 @@ assert_contains "$(q "SELECT string_agg(relname, ' ') FROM pg_class WHERE relnam
     "ev_local__2026_03_29" "local day names"
 run_expect 0 "$V7FILL" partitions ev_local --list --window-tz Europe/Berlin
 assert_contains "$OUT" "granularity  day (inferred), windows in Europe/Berlin" "inferred in the zone"
+# UTC windows next to them are refused: counted in issues=, and a JSON document with --json
+run_expect 3 "$V7FILL" partitions ev_local --from 2026-03-31 --to 2026-04-01 --granularity day
+assert_contains "$OUT" "would not meet it" "another zone's windows refused"
+assert_contains "$OUT" "issues=1" "zone refusal counted in issues="
+set +e; J=$("$V7FILL" partitions ev_local --from 2026-03-31 --to 2026-04-01 --granularity day --json 2>/dev/null); rc=$?; set -e
+assert_eq 3 "$rc" "zone refusal with --json: exit status"
+assert_eq "1|t" "$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["issues"], "would not meet" in d["issue"]["message"], sep="|")' "$J" | sed 's/True/t/')" "zone refusal in --json"
 run_expect 3 "$V7FILL" partitions ev_local --from 2026-04-01 --to 2026-04-02 --window-tz Mars/Olympus_Mons
 assert_contains "$OUT" "unknown time zone" "bad zone"
 
