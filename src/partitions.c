@@ -38,6 +38,7 @@
 #include "v7fill/civil.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
+#include "v7fill/retention.h"
 
 #define CHECK_NAME       "v7fill_window_bounds"
 #define LOCK_TAG         UINT64_C(0x7637666c) /* "v7fl" */
@@ -1430,13 +1431,48 @@ dry_window(PgConn *c, TargetTable *t, WindowPlan *plan, const EnsureOptions *o, 
     return true;
 }
 
+/*
+ * pg_partman creates the partitions of the tables in its part_config itself,
+ * named <table>_p<date>; a partition of another name in its way makes
+ * run_maintenance() fail for every partition set it manages.  So v7fill
+ * creates none there (reading and reporting such tables is fine).  Asked only
+ * when a window needs creating.
+ */
+static bool
+refuse_partman(PgConn *c, const TargetTable *t, const WindowPlan *plans, size_t n, Err *err)
+{
+    PartmanInfo pm;
+    bool read;
+    size_t i;
+
+    for (i = 0; i < n && plans[i].npieces == 0; i++)
+        ;
+    if (i == n)
+        return true;
+    read = retention_partman(c, t->schema, t->name, &pm, err);
+    if (!pm.manages)
+        return read;
+    err_clear(err);
+    err_set(err, EC_CONFIG, "pg_partman manages %s.%s: v7fill does not create its partitions",
+            t->schema, t->name);
+    err_detail(err, "%s.part_config (pg_partman %s) has a row for the table.  pg_partman names "
+                    "its partitions %s_p<date>; one made by v7fill under another name would make "
+                    "%s.run_maintenance() fail for every table it manages.  Nothing was created.",
+               pm.schema, pm.version, t->name, pm.schema);
+    err_hint(err, "Let pg_partman create them: SELECT %s.run_maintenance('%s.%s') (raise "
+                  "part_config.premake for more windows ahead), or %s.create_partition_time("
+                  "'%s.%s', ARRAY['2026-07-01'::timestamptz]) for the windows of given times.",
+             pm.schema, t->schema, t->name, pm.schema, t->schema, t->name);
+    return false;
+}
+
 static bool
 run_plans(PgConn *c, TargetTable *t, const Planner *pl, WindowPlan *plans, size_t n,
           const EnsureOptions *o, EnsureResult *res, Err *err)
 {
     bool stop = false;
 
-    if (!preflight_names(c, t, plans, n, err))
+    if (!refuse_partman(c, t, plans, n, err) || !preflight_names(c, t, plans, n, err))
         return false;
     for (size_t i = 0; i < n && !stop; i++)
     {

@@ -77,8 +77,9 @@ partitions_usage(FILE *out)
             "                           (default 1h): a late row is arriving there right now\n"
             "  -h, --help               this help\n"
             "\n"
-            "Exit status: 0 done; 2 usage; 3 unsupported table, a name clash, or windows\n"
-            "left uncreated because the DEFAULT partition holds their rows (issues>0);\n"
+            "Exit status: 0 done; 2 usage; 3 unsupported table, a name clash, a table\n"
+            "pg_partman manages (it creates that table's partitions), or windows left\n"
+            "uncreated because the DEFAULT partition holds their rows (issues>0);\n"
             "5 database error (SQLSTATE shown).\n");
 }
 
