@@ -45,7 +45,8 @@ partitions_usage(FILE *out)
             "text, e.g. 2026-07-01 or '2026-07-01 12:00:00+02'; without an offset UTC.\n"
             "\n"
             "Options:\n"
-            "  -l, --list               windows with bounds as times, row estimates, gaps\n"
+            "  -l, --list               windows with bounds as times, row estimates (as in\n"
+            "                           report; ? when unknown), gaps\n"
             "      --from=T1 --to=T2    ensure every window intersecting [T1, T2)\n"
             "      --ahead=N            ensure now's window and the next N\n"
             "  -g, --granularity=G      day, week (ISO, Monday), month, quarter, year;\n"
@@ -173,22 +174,44 @@ regular_window(const Partition *p, const TimeParser *zone)
     return NULL;
 }
 
-static void
-rows_text(double reltuples, char *out, size_t size)
+/* p's rows as report shows them (catalog_estimate_rows); < 0 unknown. */
+static double
+rows_of(const Partition *p, const RowEstimate *est, size_t nest)
 {
-    if (reltuples < 0)
+    for (size_t k = 0; k < nest; k++)
+        if (est[k].oid == p->oid)
+            return est[k].rows;
+    return -1;
+}
+
+static void
+rows_text(double rows, char *out, size_t size)
+{
+    if (rows < 0)
         (void) snprintf(out, size, "?");
     else
-        (void) snprintf(out, size, "%.0f", reltuples);
+        (void) snprintf(out, size, "%.0f", rows);
+}
+
+static json_t *
+json_rows(double rows)
+{
+    return rows < 0 ? json_null() : json_integer((json_int_t) rows);
 }
 
 static int
-list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone, Granularity g,
-                Err *err)
+list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimeParser *zone,
+                Granularity g, Err *err)
 {
     const Partition *def = t->has_default ? &t->partitions[t->npartitions - 1] : NULL;
     size_t nregular = t->npartitions - (def ? 1 : 0);
     int ngaps = 0;
+    RowEstimate *est = NULL;
+    size_t nest = 0;
+    int status;
+
+    if (!catalog_estimate_rows(c, t, &est, &nest, err))
+        return err_exit_status(err->code);
 
     if (o->json)
     {
@@ -230,9 +253,7 @@ list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone,
                                 json_string(p->lower_text ? p->lower_text : "MINVALUE"));
             json_object_set_new(jp, "upper_bound",
                                 json_string(p->upper_text ? p->upper_text : "MAXVALUE"));
-            json_object_set_new(jp, "rows_estimate", p->reltuples < 0
-                                                         ? json_null()
-                                                         : json_integer((json_int_t) p->reltuples));
+            json_object_set_new(jp, "rows_estimate", json_rows(rows_of(p, est, nest)));
             json_object_set_new(jp, "window", json_str_or_null(win));
             json_array_append_new(parts, jp);
             if (i + 1 < nregular && p->upper_us < t->partitions[i + 1].lower_us)
@@ -249,15 +270,15 @@ list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone,
             json_t *jd = json_object();
             json_object_set_new(jd, "schema", json_string(def->schema));
             json_object_set_new(jd, "name", json_string(def->name));
-            json_object_set_new(jd, "rows_estimate",
-                                def->reltuples < 0 ? json_null()
-                                                   : json_integer((json_int_t) def->reltuples));
+            json_object_set_new(jd, "rows_estimate", json_rows(rows_of(def, est, nest)));
             json_object_set_new(doc, "default", jd);
         }
         else
             json_object_set_new(doc, "default", json_null());
         json_object_set_new(doc, "gaps", gaps);
-        return print_json(doc, err);
+        status = print_json(doc, err);
+        free(est);
+        return status;
     }
 
     {
@@ -293,7 +314,7 @@ list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone,
 
             fmt_time(p->lower_us, a, sizeof a);
             fmt_time(p->upper_us, b, sizeof b);
-            rows_text(p->reltuples, rows, sizeof rows);
+            rows_text(rows_of(p, est, nest), rows, sizeof rows);
             printf("%-*s  %-24s  %-24s  %11s  %s\n", width, p->name, a, b, rows,
                    win ? win : "irregular");
             if (i + 1 < nregular && p->upper_us < t->partitions[i + 1].lower_us)
@@ -308,11 +329,12 @@ list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone,
         {
             char label[128];
             (void) snprintf(label, sizeof label, "%s (DEFAULT)", def->name);
-            rows_text(def->reltuples, rows, sizeof rows);
+            rows_text(rows_of(def, est, nest), rows, sizeof rows);
             printf("%-*s  %-24s  %-24s  %11s\n", width, label, "", "", rows);
         }
         printf("partitions=%zu default=%d gaps=%d\n", nregular, def ? 1 : 0, ngaps);
     }
+    free(est);
     return 0;
 }
 
@@ -691,7 +713,7 @@ cmd_partitions(int argc, char **argv, const GlobalOpts *g, Err *err)
             !partitions_effective_granularity(t, &po.ensure, &gran, err))
             status = err_exit_status(err->code);
         else
-            status = list_partitions(t, &po, zone, gran, err);
+            status = list_partitions(c, t, &po, zone, gran, err);
         time_parser_free(zone);
     }
     else
