@@ -42,7 +42,8 @@ partitions_usage(FILE *out)
             "\n"
             "TABLE is read as in SQL: schema-qualified or through search_path; quote mixed\n"
             "case or spaces ('\"Events 2026\"').  T1/T2: RFC 3339 / ISO 8601 or PostgreSQL\n"
-            "text, e.g. 2026-07-01 or '2026-07-01 12:00:00+02'; without an offset UTC.\n"
+            "text, e.g. 2026-07-01 or '2026-07-01 12:00:00+02'; without an offset they are\n"
+            "local times of --window-tz (UTC without it).\n"
             "\n"
             "Options:\n"
             "  -l, --list               windows with bounds as times, row estimates (as in\n"
@@ -51,8 +52,9 @@ partitions_usage(FILE *out)
             "      --ahead=N            ensure now's window and the next N\n"
             "  -g, --granularity=G      day, week (ISO, Monday), month, quarter, year;\n"
             "                           default: what most existing partitions use, else month\n"
-            "      --window-tz=TZ       window edges at local midnight of TZ (IANA name);\n"
-            "                           default UTC, the clock of UUIDv7 ids\n"
+            "      --window-tz=TZ       window edges at local midnight of TZ (IANA name, not\n"
+            "                           empty, not localtime); default UTC, the clock of\n"
+            "                           UUIDv7 ids\n"
             "      --name-pattern=P     partition names: %%t table, %%Y year, %%m month, %%d day,\n"
             "                           %%j day of year, %%q quarter, %%G ISO year, %%V ISO week;\n"
             "                           default %%t__%%Y_%%m (month), %%t__%%Y (year),\n"
@@ -470,7 +472,18 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
 
     if (po->from)
     {
-        if (!time_parse_iso(po->from, &from, err) || !time_parse_iso(po->to, &to, err))
+        /* Without an offset T1/T2 are dates and times of the windows' zone:
+         * --window-tz Europe/Berlin --from 2026-03-01 starts at Berlin's
+         * midnight, not at UTC's (which is still February 28 there). */
+        TimeParser *zone = NULL;
+        bool parsed = o.window_tz ? time_parser_new_window(o.window_tz, &zone, err) &&
+                                        time_parse(zone, po->from, strlen(po->from), &from, err) &&
+                                        time_parse(zone, po->to, strlen(po->to), &to, err)
+                                  : time_parse_iso(po->from, &from, err) &&
+                                        time_parse_iso(po->to, &to, err);
+
+        time_parser_free(zone);
+        if (!parsed)
         {
             err_prefix(err, "--from/--to");
             return err_exit_status(err->code);
@@ -690,6 +703,8 @@ cmd_partitions(int argc, char **argv, const GlobalOpts *g, Err *err)
     if (po.list && (po.ensure.dry_run || po.ensure.move_from_default))
         return cli_usage_error(err, "partitions", "--list changes nothing; --dry-run and "
                                                   "--move-from-default apply to --from/--ahead");
+    if (!window_tz_check(po.ensure.window_tz, err))
+        return 2;
     po.ensure.window_tz_given = po.ensure.window_tz != NULL;
     if (po.ensure.window_tz && strcmp(po.ensure.window_tz, "UTC") == 0)
         po.ensure.window_tz = NULL;
@@ -709,8 +724,8 @@ cmd_partitions(int argc, char **argv, const GlobalOpts *g, Err *err)
         TimeParser *zone = NULL;
         Granularity gran;
 
-        if ((po.ensure.window_tz && !time_parser_new_window(po.ensure.window_tz, &zone, err)) ||
-            !partitions_effective_granularity(t, &po.ensure, &gran, err))
+        if (!partitions_effective_granularity(t, &po.ensure, &gran, err) ||
+            (po.ensure.window_tz && !time_parser_new_window(po.ensure.window_tz, &zone, err)))
             status = err_exit_status(err->code);
         else
             status = list_partitions(c, t, &po, zone, gran, err);
