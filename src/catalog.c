@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1035,4 +1036,60 @@ catalog_incoming_fks_describe(const IncomingFk *fks, size_t n, char *out, size_t
             break;
         len += (size_t) w;
     }
+}
+
+/* The planner's estimate scaled to the table's current size (reltuples /
+ * relpages × pages now, as the planner does): cheap, and close enough for a
+ * chart.  A partition of zero bytes has exactly zero rows. */
+bool
+catalog_estimate_rows(PgConn *c, const TargetTable *t, RowEstimate **out, size_t *n, Err *err)
+{
+    char oid[16];
+    const char *params[1] = {oid};
+    PGresult *res;
+
+    (void) snprintf(oid, sizeof oid, "%u", t->oid);
+    if (!pg_query(c,
+                  "SELECT c.oid, c.reltuples::float8, c.relpages::int8, "
+                  "       CASE WHEN c.relkind IN ('r', 'm') "
+                  "            THEN pg_catalog.pg_relation_size(c.oid) END "
+                  "  FROM pg_catalog.pg_inherits i "
+                  "  JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid "
+                  " WHERE i.inhparent = $1::oid",
+                  1, params, &res, err))
+    {
+        err_prefix(err, "could not read the size of the partitions of %s.%s", t->schema, t->name);
+        return false;
+    }
+    *n = (size_t) PQntuples(res);
+    *out = xcalloc(*n ? *n : 1, sizeof **out);
+    for (size_t i = 0; i < *n; i++)
+    {
+        RowEstimate *e = &(*out)[i];
+        double reltuples = strtod(PQgetvalue(res, (int) i, 1), NULL);
+        double relpages = strtod(PQgetvalue(res, (int) i, 2), NULL);
+
+        e->oid = (unsigned int) strtoul(PQgetvalue(res, (int) i, 0), NULL, 10);
+        e->rows = -1;
+        if (!PQgetisnull(res, (int) i, 3))
+        {
+            double pages = strtod(PQgetvalue(res, (int) i, 3), NULL) / 8192.0;
+
+            if (pages == 0)
+            {
+                e->rows = 0;
+                e->exact = true;
+                continue;
+            }
+            if (reltuples >= 0 && relpages > 0)
+                e->rows = floor(reltuples / relpages * pages + 0.5);
+            /* Otherwise it was analyzed empty (or never) and has rows now:
+             * unknown, rather than a stale 0. */
+            continue;
+        }
+        if (reltuples >= 0)
+            e->rows = reltuples;
+    }
+    PQclear(res);
+    return true;
 }

@@ -38,6 +38,7 @@
 #include "v7fill/civil.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
+#include "v7fill/retention.h"
 
 #define CHECK_NAME       "v7fill_window_bounds"
 #define LOCK_TAG         UINT64_C(0x7637666c) /* "v7fl" */
@@ -159,12 +160,14 @@ window_plans_free(WindowPlan *plans, size_t n)
 /* ---------------------------------------------------------------- planner */
 
 /* A partition edge that could be a local midnight but is not one in UTC: a
- * whole quarter hour other than midnight. */
+ * whole second other than midnight.  Zone offsets are whole seconds, not
+ * always quarter hours (Africa/Monrovia until 1972: -0:44:30); a bound inside
+ * a millisecond (another generator's, or a person's) is not a whole second
+ * and stays an ordinary edge, met exactly. */
 static bool
 zone_like_edge(int64_t us)
 {
-    return us != INT64_MIN && us != INT64_MAX && us % (15 * US_PER_MIN) == 0 &&
-           us % US_PER_DAY != 0;
+    return us != INT64_MIN && us != INT64_MAX && us % US_PER_SEC == 0 && us % US_PER_DAY != 0;
 }
 
 typedef struct Planner
@@ -175,6 +178,29 @@ typedef struct Planner
     TimeParser *zone; /* NULL = UTC */
     bool zone_given;  /* --window-tz was given (UTC included) */
 } Planner;
+
+bool
+window_tz_check(const char *tz, Err *err)
+{
+    if (tz == NULL)
+        return true;
+    if (tz[0] == '\0')
+    {
+        err_set(err, EC_USAGE, "--window-tz is empty");
+        err_hint(err, "Name the zone, e.g. --window-tz Europe/Berlin, or --window-tz UTC; "
+                      "without the option windows are in UTC.");
+        return false;
+    }
+    if (strcmp(tz, "localtime") == 0 || strcmp(tz, "posixrules") == 0)
+    {
+        err_set(err, EC_USAGE, "--window-tz %s is the zone of the machine v7fill runs on", tz);
+        err_detail(err, "Window edges are fixed in the partitions' bounds; a zone that differs "
+                        "between machines would make windows that do not meet.");
+        err_hint(err, "Name the zone, e.g. --window-tz Europe/Berlin.");
+        return false;
+    }
+    return true;
+}
 
 static void
 planner_free(Planner *pl)
@@ -189,7 +215,9 @@ planner_init(Planner *pl, const TargetTable *t, const EnsureOptions *o, Err *err
     memset(pl, 0, sizeof *pl);
     pl->t = t;
     pl->zone_given = o->window_tz_given || o->window_tz != NULL;
-    if (o->window_tz && o->window_tz[0] && strcmp(o->window_tz, "UTC") != 0)
+    if (!window_tz_check(o->window_tz, err))
+        return false;
+    if (o->window_tz && strcmp(o->window_tz, "UTC") != 0)
     {
         if (!time_parser_new_window(o->window_tz, &pl->zone, err))
         {
@@ -362,10 +390,16 @@ check_zone_edges(const Planner *pl, const Window *w, const Span *spans, size_t n
             "partition %s.%s of %s.%s starts or ends at %s, not at a midnight in UTC: window "
             "[%s, %s) in UTC would not meet it",
             p->schema, p->name, t->schema, t->name, at, a, b);
-    err_detail(err, "The partitions look like windows of a local time zone, whose midnight is "
-                    "at UTC%c%02d:%02d there.",
-               offset < 0 ? '-' : '+', (int) (abs_off / US_PER_HOUR),
-               (int) (abs_off % US_PER_HOUR / US_PER_MIN));
+    {
+        char secs[8] = "";
+
+        if (abs_off % US_PER_MIN != 0)
+            (void) snprintf(secs, sizeof secs, ":%02d", (int) (abs_off % US_PER_MIN / US_PER_SEC));
+        err_detail(err, "The partitions look like windows of a local time zone, whose midnight is "
+                        "at UTC%c%02d:%02d%s there.",
+                   offset < 0 ? '-' : '+', (int) (abs_off / US_PER_HOUR),
+                   (int) (abs_off % US_PER_HOUR / US_PER_MIN), secs);
+    }
     err_hint(err, "Give the --window-tz they were made with (e.g. --window-tz Europe/Berlin, or "
                   "the database's TimeZone for pg_partman's); --window-tz UTC makes UTC windows "
                   "next to them anyway.");
@@ -1456,13 +1490,48 @@ dry_window(PgConn *c, TargetTable *t, WindowPlan *plan, const EnsureOptions *o, 
     return true;
 }
 
+/*
+ * pg_partman creates the partitions of the tables in its part_config itself,
+ * named <table>_p<date>; a partition of another name in its way makes
+ * run_maintenance() fail for every partition set it manages.  So v7fill
+ * creates none there (reading and reporting such tables is fine).  Asked only
+ * when a window needs creating.
+ */
+static bool
+refuse_partman(PgConn *c, const TargetTable *t, const WindowPlan *plans, size_t n, Err *err)
+{
+    PartmanInfo pm;
+    bool read;
+    size_t i;
+
+    for (i = 0; i < n && plans[i].npieces == 0; i++)
+        ;
+    if (i == n)
+        return true;
+    read = retention_partman(c, t->schema, t->name, &pm, err);
+    if (!pm.manages)
+        return read;
+    err_clear(err);
+    err_set(err, EC_CONFIG, "pg_partman manages %s.%s: v7fill does not create its partitions",
+            t->schema, t->name);
+    err_detail(err, "%s.part_config (pg_partman %s) has a row for the table.  pg_partman names "
+                    "its partitions %s_p<date>; one made by v7fill under another name would make "
+                    "%s.run_maintenance() fail for every table it manages.  Nothing was created.",
+               pm.schema, pm.version, t->name, pm.schema);
+    err_hint(err, "Let pg_partman create them: SELECT %s.run_maintenance('%s.%s') (raise "
+                  "part_config.premake for more windows ahead), or %s.create_partition_time("
+                  "'%s.%s', ARRAY['2026-07-01'::timestamptz]) for the windows of given times.",
+             pm.schema, t->schema, t->name, pm.schema, t->schema, t->name);
+    return false;
+}
+
 static bool
 run_plans(PgConn *c, TargetTable *t, const Planner *pl, WindowPlan *plans, size_t n,
           const EnsureOptions *o, EnsureResult *res, Err *err)
 {
     bool stop = false;
 
-    if (!preflight_names(c, t, plans, n, err))
+    if (!refuse_partman(c, t, plans, n, err) || !preflight_names(c, t, plans, n, err))
         return false;
     for (size_t i = 0; i < n && !stop; i++)
     {

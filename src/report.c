@@ -3,10 +3,8 @@
  * judge (the verdict), and render as terminal text or JSON.  The HTML page
  * is in report_html.c.
  *
- * Row counts are the planner's estimate scaled to the table's current size
- * (reltuples / relpages × pages now, as the planner does): cheap, and close
- * enough for a chart.  A partition of zero bytes has exactly zero rows.
- * --exact counts instead.
+ * Row counts are catalog_estimate_rows() (the planner's estimate scaled to
+ * the current size, as `partitions --list` shows it); --exact counts instead.
  */
 #include "v7fill/report.h"
 
@@ -61,67 +59,6 @@ report_free(Report *r)
 }
 
 /* ---------------------------------------------------------------- gather */
-
-/* Estimated rows of every partition of t, by oid. */
-typedef struct RowEstimate
-{
-    unsigned int oid;
-    double rows; /* < 0 unknown */
-    bool exact;
-} RowEstimate;
-
-static bool
-estimate_rows(PgConn *c, const TargetTable *t, RowEstimate **out, size_t *n, Err *err)
-{
-    char oid[16];
-    const char *params[1] = {oid};
-    PGresult *res;
-
-    (void) snprintf(oid, sizeof oid, "%u", t->oid);
-    if (!pg_query(c,
-                  "SELECT c.oid, c.reltuples::float8, c.relpages::int8, "
-                  "       CASE WHEN c.relkind IN ('r', 'm') "
-                  "            THEN pg_catalog.pg_relation_size(c.oid) END "
-                  "  FROM pg_catalog.pg_inherits i "
-                  "  JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid "
-                  " WHERE i.inhparent = $1::oid",
-                  1, params, &res, err))
-    {
-        err_prefix(err, "could not read the size of the partitions of %s.%s", t->schema, t->name);
-        return false;
-    }
-    *n = (size_t) PQntuples(res);
-    *out = xcalloc(*n ? *n : 1, sizeof **out);
-    for (size_t i = 0; i < *n; i++)
-    {
-        RowEstimate *e = &(*out)[i];
-        double reltuples = strtod(PQgetvalue(res, (int) i, 1), NULL);
-        double relpages = strtod(PQgetvalue(res, (int) i, 2), NULL);
-
-        e->oid = (unsigned int) strtoul(PQgetvalue(res, (int) i, 0), NULL, 10);
-        e->rows = -1;
-        if (!PQgetisnull(res, (int) i, 3))
-        {
-            double pages = strtod(PQgetvalue(res, (int) i, 3), NULL) / 8192.0;
-
-            if (pages == 0)
-            {
-                e->rows = 0;
-                e->exact = true;
-                continue;
-            }
-            if (reltuples >= 0 && relpages > 0)
-                e->rows = floor(reltuples / relpages * pages + 0.5);
-            /* Otherwise it was analyzed empty (or never) and has rows now:
-             * unknown, rather than a stale 0. */
-            continue;
-        }
-        if (reltuples >= 0)
-            e->rows = reltuples;
-    }
-    PQclear(res);
-    return true;
-}
 
 static bool
 count_rows(PgConn *c, const char *schema, const char *name, double *rows, Err *err)
@@ -179,7 +116,7 @@ gather_windows(PgConn *c, const TargetTable *t, Report *r, bool exact, Err *err)
     RowEstimate *est = NULL;
     size_t nest = 0;
 
-    if (!exact && !estimate_rows(c, t, &est, &nest, err))
+    if (!exact && !catalog_estimate_rows(c, t, &est, &nest, err))
         return false;
     r->windows = xcalloc(t->npartitions ? t->npartitions : 1, sizeof *r->windows);
     for (size_t i = 0; i < t->npartitions; i++)

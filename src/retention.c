@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "v7fill/log.h"
 #include "v7fill/mem.h"
 #include "v7fill/state.h"
 #include "v7fill/timeparse.h"
@@ -24,8 +25,69 @@ static const char *const create_sql =
     "  target_schema text NOT NULL, target_table text NOT NULL,"
     "  retention_us bigint NOT NULL CHECK (retention_us > 0),"
     "  retention_text text NOT NULL,"
-    "  updated_at timestamptz NOT NULL DEFAULT now(),"
-    "  PRIMARY KEY (target_schema, target_table))";
+    "  updated_at timestamptz NOT NULL DEFAULT now());"
+    /* The policy follows the table, not its name (as runs and checkpoints do):
+     * keyed by the table's oid.  Rows stored by earlier versions have none
+     * until they are next read; the names are only what the table was called
+     * (earlier versions keyed the rows by them: that primary key goes). */
+    "ALTER TABLE v7fill.retention ADD COLUMN IF NOT EXISTS target_oid oid;"
+    "ALTER TABLE v7fill.retention DROP CONSTRAINT IF EXISTS retention_pkey;"
+    "CREATE UNIQUE INDEX IF NOT EXISTS retention_target_oid ON v7fill.retention (target_oid)";
+
+/* v7fill.retention has the target_oid column (SQL boolean expression). */
+#define HAS_TARGET_OID                                                                          \
+    "EXISTS (SELECT 1 FROM pg_catalog.pg_attribute "                                            \
+    "WHERE attrelid = to_regclass('v7fill.retention') "                                         \
+    "AND attname = 'target_oid' AND NOT attisdropped)"
+
+/* Whether v7fill.retention exists ("t"/"f") and has the target_oid column. */
+static const char *const q_retention_state =
+    "SELECT to_regclass('v7fill.retention') IS NOT NULL, " HAS_TARGET_OID;
+
+/* The oid of schema.table as text ("0" when there is none). */
+static bool
+table_oid(PgConn *c, const char *schema, const char *table, char *out, size_t size, Err *err)
+{
+    const char *params[2] = {schema, table};
+    PGresult *res;
+
+    if (!pg_query(c,
+                  "SELECT coalesce((SELECT c.oid FROM pg_catalog.pg_class c "
+                  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                  " WHERE n.nspname = $1 AND c.relname = $2), 0)::text",
+                  2, params, &res, err))
+        return false;
+    (void) snprintf(out, size, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return true;
+}
+
+/* Whether v7fill.retention exists and has target_oid; an old one without it
+ * is brought up to date first.  `need_oid`: failing that is an error; else
+ * (a role that may only read) the rows are read by name as before. */
+static bool
+retention_table_ready(PgConn *c, bool need_oid, bool *exists, bool *has_oid, Err *err)
+{
+    PGresult *res;
+
+    if (!pg_query(c, q_retention_state, 0, NULL, &res, err))
+        return false;
+    *exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    *has_oid = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+    PQclear(res);
+    if (!*exists || *has_oid)
+        return true;
+    if (retention_setup(c, err))
+    {
+        *has_oid = true;
+        return true;
+    }
+    if (need_oid)
+        return false;
+    log_debug("v7fill.retention read by name: %s", err->msg);
+    err_clear(err);
+    return true;
+}
 
 const char *
 retention_source_name(RetentionSource s)
@@ -85,40 +147,91 @@ bool
 retention_setup(PgConn *c, Err *err)
 {
     return state_setup(c, err) &&
-           state_create_once(c, "SELECT to_regclass('v7fill.retention') IS NOT NULL", create_sql,
-                             "v7fill.retention", err);
+           state_create_once(c,
+                             "SELECT to_regclass('v7fill.retention') IS NOT NULL AND "
+                             HAS_TARGET_OID,
+                             create_sql, "v7fill.retention", err);
 }
 
 bool
 retention_stored_get(PgConn *c, const char *schema, const char *table, Retention *out, Err *err)
 {
-    const char *params[2] = {schema, table};
+    char oid[16];
+    const char *params[3] = {schema, table, oid};
     PGresult *res;
+    bool exists;
+    bool has_oid;
+    int mine = -1;
 
     memset(out, 0, sizeof *out);
     /* A plan must not create anything: a missing table means none stored. */
-    if (!pg_query(c, "SELECT to_regclass('v7fill.retention') IS NOT NULL", 0, NULL, &res, err))
-        return false;
-    if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
-    {
-        PQclear(res);
-        return true;
-    }
-    PQclear(res);
-    if (!pg_query(c,
-                  "SELECT retention_us, retention_text FROM v7fill.retention "
-                  "WHERE target_schema = $1 AND target_table = $2",
-                  2, params, &res, err))
+    if (!retention_table_ready(c, false, &exists, &has_oid, err))
     {
         err_prefix(err, "could not read the retention stored for %s.%s", schema, table);
         return false;
     }
-    if (PQntuples(res) == 1)
+    if (!exists)
+        return true;
+    if (!table_oid(c, schema, table, oid, sizeof oid, err))
+        return false;
+    /* The row of this table (by oid, whatever its name was), else one stored
+     * under its name: by an earlier version (no oid: it applies, and the oid
+     * is recorded), or for another table since renamed or dropped (not
+     * applied). */
+    if (!pg_query(c,
+                  has_oid
+                      ? "SELECT r.retention_us, r.retention_text, r.target_oid IS NULL, "
+                        "       r.target_oid = $3::oid, "
+                        "       coalesce((SELECT c.oid::pg_catalog.regclass::text FROM "
+                        "                 pg_catalog.pg_class c WHERE c.oid = r.target_oid), '') "
+                        "  FROM v7fill.retention r "
+                        " WHERE r.target_oid = $3::oid "
+                        "    OR (r.target_schema = $1 AND r.target_table = $2) "
+                        " ORDER BY r.target_oid = $3::oid DESC NULLS LAST, "
+                        "          r.target_oid IS NULL DESC"
+                      : "SELECT retention_us, retention_text, true, NULL, '' "
+                        "  FROM v7fill.retention WHERE target_schema = $1 AND target_table = $2",
+                  has_oid ? 3 : 2, params, &res, err))
     {
+        err_prefix(err, "could not read the retention stored for %s.%s", schema, table);
+        return false;
+    }
+    for (int i = 0; i < PQntuples(res) && mine < 0; i++)
+        if (PQgetvalue(res, i, 3)[0] == 't' || PQgetvalue(res, i, 2)[0] == 't')
+            mine = i;
+    if (mine < 0 && PQntuples(res) > 0)
+    {
+        const char *now = PQgetvalue(res, 0, 4);
+
+        log_warn("v7fill.retention holds a retention (%s) stored for %s.%s when that name "
+                 "belonged to another table (%s%s); it is not applied to this one",
+                 PQgetvalue(res, 0, 1), schema, table, now[0] ? "now " : "since dropped",
+                 now);
+    }
+    if (mine >= 0)
+    {
+        bool legacy = PQgetvalue(res, mine, 2)[0] == 't';
+
         out->source = RETENTION_STORED;
-        out->us = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-        (void) snprintf(out->text, sizeof out->text, "%s", PQgetvalue(res, 0, 1));
+        out->us = strtoll(PQgetvalue(res, mine, 0), NULL, 10);
+        (void) snprintf(out->text, sizeof out->text, "%s", PQgetvalue(res, mine, 1));
         (void) snprintf(out->where, sizeof out->where, "v7fill.retention");
+        PQclear(res);
+        /* The table's current name; the oid of a row an earlier version stored. */
+        if (has_oid && !pg_exec_params(c,
+                            "UPDATE v7fill.retention SET target_oid = $3::oid, "
+                            "target_schema = $1, target_table = $2 "
+                            "WHERE (target_oid = $3::oid OR (target_oid IS NULL AND "
+                            "target_schema = $1 AND target_table = $2)) "
+                            "AND (target_oid IS NULL OR target_schema <> $1 OR target_table <> $2)",
+                            3, params, err))
+        {
+            /* A role that may only read: the row applies all the same. */
+            log_debug("could not record the oid of the retention of %s.%s (%s): %s", schema,
+                      table, legacy ? "stored by an earlier version" : "renamed", err->msg);
+            err_clear(err);
+        }
+        return true;
     }
     PQclear(res);
     return true;
@@ -129,24 +242,34 @@ retention_stored_set(PgConn *c, const char *schema, const char *table, const cha
                      Retention *out, Err *err)
 {
     char us[24];
-    const char *params[4];
+    char oid[16];
+    const char *params[5];
 
     if (!retention_parse(text, out, err))
         return false;
     if (!retention_setup(c, err))
+        return false;
+    if (!table_oid(c, schema, table, oid, sizeof oid, err))
         return false;
     (void) snprintf(us, sizeof us, "%lld", (long long) out->us);
     params[0] = schema;
     params[1] = table;
     params[2] = us;
     params[3] = text;
+    params[4] = oid;
+    /* Replaces the table's row (by oid) and one an earlier version stored
+     * under its name; a row of another table that had this name stays. */
     if (!pg_exec_params(c,
+                        "WITH legacy AS (DELETE FROM v7fill.retention WHERE target_oid IS NULL "
+                        "AND target_schema = $1 AND target_table = $2) "
                         "INSERT INTO v7fill.retention (target_schema, target_table, "
-                        "retention_us, retention_text) VALUES ($1, $2, $3, $4) "
-                        "ON CONFLICT (target_schema, target_table) DO UPDATE SET "
+                        "retention_us, retention_text, target_oid) VALUES ($1, $2, $3, $4, $5) "
+                        "ON CONFLICT (target_oid) DO UPDATE SET "
+                        "target_schema = EXCLUDED.target_schema, "
+                        "target_table = EXCLUDED.target_table, "
                         "retention_us = EXCLUDED.retention_us, "
                         "retention_text = EXCLUDED.retention_text, updated_at = now()",
-                        4, params, err))
+                        5, params, err))
     {
         err_prefix(err, "could not store the retention of %s.%s", schema, table);
         return false;
@@ -159,22 +282,24 @@ retention_stored_set(PgConn *c, const char *schema, const char *table, const cha
 bool
 retention_stored_clear(PgConn *c, const char *schema, const char *table, bool *existed, Err *err)
 {
-    const char *params[2] = {schema, table};
+    char oid[16];
+    const char *params[3] = {schema, table, oid};
     PGresult *res;
+    bool exists;
+    bool has_oid;
 
     if (existed)
         *existed = false;
-    if (!pg_query(c, "SELECT to_regclass('v7fill.retention') IS NOT NULL", 0, NULL, &res, err))
+    if (!retention_table_ready(c, true, &exists, &has_oid, err))
         return false;
-    if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
-    {
-        PQclear(res);
+    if (!exists)
         return true;
-    }
-    PQclear(res);
+    if (!table_oid(c, schema, table, oid, sizeof oid, err))
+        return false;
     if (!pg_query(c,
-                  "DELETE FROM v7fill.retention WHERE target_schema = $1 AND target_table = $2",
-                  2, params, &res, err))
+                  "DELETE FROM v7fill.retention WHERE target_oid = $3::oid OR "
+                  "(target_oid IS NULL AND target_schema = $1 AND target_table = $2)",
+                  3, params, &res, err))
     {
         err_prefix(err, "could not clear the retention of %s.%s", schema, table);
         return false;

@@ -158,6 +158,20 @@ V7FILL_MUST_CHECK bool catalog_parse_bound(KeyKind kind, const char *expr, Parti
 V7FILL_MUST_CHECK bool catalog_bound_literal(KeyKind kind, BoundStyle style, int64_t us,
                                              char **out, Err *err);
 
+/* Rows of a partition as `report` and `partitions --list` show them. */
+typedef struct RowEstimate
+{
+    unsigned int oid;
+    double rows; /* < 0 unknown: analyzed empty (or never) and holding rows now */
+    bool exact;  /* a partition of zero bytes: exactly 0 */
+} RowEstimate;
+
+/* Estimated rows of every partition of t (one query, no locks): reltuples
+ * scaled to the current size as the planner does, 0 for an empty file, -1
+ * when unknown rather than a stale 0.  *out (free()) holds *n entries, by oid. */
+V7FILL_MUST_CHECK bool catalog_estimate_rows(PgConn *c, const TargetTable *t, RowEstimate **out,
+                                             size_t *n, Err *err);
+
 /* "uuid7", "timestamptz", "timestamp", "bigint-ms" / "min-v7", "bare". */
 const char *catalog_key_kind_name(KeyKind kind);
 const char *catalog_bound_style_name(BoundStyle style);

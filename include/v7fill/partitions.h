@@ -147,6 +147,11 @@ typedef struct EnsureResult
 
 void ensure_options_default(EnsureOptions *o);
 
+/* --window-tz names a zone every machine reads the same: not empty (EC_USAGE;
+ * leave the option out for UTC), not "localtime"/"posixrules" (the machine's
+ * own zone).  NULL is fine (UTC).  The planner checks it too. */
+V7FILL_MUST_CHECK bool window_tz_check(const char *tz, Err *err);
+
 /* Make sure every window intersecting [from_us, to_us) exists.  Runs its own
  * transactions: call with no transaction open.  Refreshes t's partition list. */
 V7FILL_MUST_CHECK bool partitions_ensure_range(PgConn *c, TargetTable *t, int64_t from_us,

@@ -42,16 +42,19 @@ partitions_usage(FILE *out)
             "\n"
             "TABLE is read as in SQL: schema-qualified or through search_path; quote mixed\n"
             "case or spaces ('\"Events 2026\"').  T1/T2: RFC 3339 / ISO 8601 or PostgreSQL\n"
-            "text, e.g. 2026-07-01 or '2026-07-01 12:00:00+02'; without an offset UTC.\n"
+            "text, e.g. 2026-07-01 or '2026-07-01 12:00:00+02'; without an offset they are\n"
+            "local times of --window-tz (UTC without it).\n"
             "\n"
             "Options:\n"
-            "  -l, --list               windows with bounds as times, row estimates, gaps\n"
+            "  -l, --list               windows with bounds as times, row estimates (as in\n"
+            "                           report; ? when unknown), gaps\n"
             "      --from=T1 --to=T2    ensure every window intersecting [T1, T2)\n"
             "      --ahead=N            ensure now's window and the next N\n"
             "  -g, --granularity=G      day, week (ISO, Monday), month, quarter, year;\n"
             "                           default: what most existing partitions use, else month\n"
-            "      --window-tz=TZ       window edges at local midnight of TZ (IANA name);\n"
-            "                           default UTC, the clock of UUIDv7 ids\n"
+            "      --window-tz=TZ       window edges at local midnight of TZ (IANA name, not\n"
+            "                           empty, not localtime); default UTC, the clock of\n"
+            "                           UUIDv7 ids\n"
             "      --name-pattern=P     partition names: %%t table, %%Y year, %%m month, %%d day,\n"
             "                           %%j day of year, %%q quarter, %%G ISO year, %%V ISO week;\n"
             "                           default %%t__%%Y_%%m (month), %%t__%%Y (year),\n"
@@ -77,8 +80,9 @@ partitions_usage(FILE *out)
             "                           (default 1h): a late row is arriving there right now\n"
             "  -h, --help               this help\n"
             "\n"
-            "Exit status: 0 done; 2 usage; 3 unsupported table, a name clash, or windows\n"
-            "left uncreated because the DEFAULT partition holds their rows (issues>0);\n"
+            "Exit status: 0 done; 2 usage; 3 unsupported table, a name clash, a table\n"
+            "pg_partman manages (it creates that table's partitions), or windows left\n"
+            "uncreated because the DEFAULT partition holds their rows (issues>0);\n"
             "5 database error (SQLSTATE shown).\n");
 }
 
@@ -172,22 +176,44 @@ regular_window(const Partition *p, const TimeParser *zone)
     return NULL;
 }
 
-static void
-rows_text(double reltuples, char *out, size_t size)
+/* p's rows as report shows them (catalog_estimate_rows); < 0 unknown. */
+static double
+rows_of(const Partition *p, const RowEstimate *est, size_t nest)
 {
-    if (reltuples < 0)
+    for (size_t k = 0; k < nest; k++)
+        if (est[k].oid == p->oid)
+            return est[k].rows;
+    return -1;
+}
+
+static void
+rows_text(double rows, char *out, size_t size)
+{
+    if (rows < 0)
         (void) snprintf(out, size, "?");
     else
-        (void) snprintf(out, size, "%.0f", reltuples);
+        (void) snprintf(out, size, "%.0f", rows);
+}
+
+static json_t *
+json_rows(double rows)
+{
+    return rows < 0 ? json_null() : json_integer((json_int_t) rows);
 }
 
 static int
-list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone, Granularity g,
-                Err *err)
+list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimeParser *zone,
+                Granularity g, Err *err)
 {
     const Partition *def = t->has_default ? &t->partitions[t->npartitions - 1] : NULL;
     size_t nregular = t->npartitions - (def ? 1 : 0);
     int ngaps = 0;
+    RowEstimate *est = NULL;
+    size_t nest = 0;
+    int status;
+
+    if (!catalog_estimate_rows(c, t, &est, &nest, err))
+        return err_exit_status(err->code);
 
     if (o->json)
     {
@@ -229,9 +255,7 @@ list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone,
                                 json_string(p->lower_text ? p->lower_text : "MINVALUE"));
             json_object_set_new(jp, "upper_bound",
                                 json_string(p->upper_text ? p->upper_text : "MAXVALUE"));
-            json_object_set_new(jp, "rows_estimate", p->reltuples < 0
-                                                         ? json_null()
-                                                         : json_integer((json_int_t) p->reltuples));
+            json_object_set_new(jp, "rows_estimate", json_rows(rows_of(p, est, nest)));
             json_object_set_new(jp, "window", json_str_or_null(win));
             json_array_append_new(parts, jp);
             if (i + 1 < nregular && p->upper_us < t->partitions[i + 1].lower_us)
@@ -248,15 +272,15 @@ list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone,
             json_t *jd = json_object();
             json_object_set_new(jd, "schema", json_string(def->schema));
             json_object_set_new(jd, "name", json_string(def->name));
-            json_object_set_new(jd, "rows_estimate",
-                                def->reltuples < 0 ? json_null()
-                                                   : json_integer((json_int_t) def->reltuples));
+            json_object_set_new(jd, "rows_estimate", json_rows(rows_of(def, est, nest)));
             json_object_set_new(doc, "default", jd);
         }
         else
             json_object_set_new(doc, "default", json_null());
         json_object_set_new(doc, "gaps", gaps);
-        return print_json(doc, err);
+        status = print_json(doc, err);
+        free(est);
+        return status;
     }
 
     {
@@ -292,7 +316,7 @@ list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone,
 
             fmt_time(p->lower_us, a, sizeof a);
             fmt_time(p->upper_us, b, sizeof b);
-            rows_text(p->reltuples, rows, sizeof rows);
+            rows_text(rows_of(p, est, nest), rows, sizeof rows);
             printf("%-*s  %-24s  %-24s  %11s  %s\n", width, p->name, a, b, rows,
                    win ? win : "irregular");
             if (i + 1 < nregular && p->upper_us < t->partitions[i + 1].lower_us)
@@ -307,11 +331,12 @@ list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone,
         {
             char label[128];
             (void) snprintf(label, sizeof label, "%s (DEFAULT)", def->name);
-            rows_text(def->reltuples, rows, sizeof rows);
+            rows_text(rows_of(def, est, nest), rows, sizeof rows);
             printf("%-*s  %-24s  %-24s  %11s\n", width, label, "", "", rows);
         }
         printf("partitions=%zu default=%d gaps=%d\n", nregular, def ? 1 : 0, ngaps);
     }
+    free(est);
     return 0;
 }
 
@@ -443,10 +468,22 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
     int64_t from, to;
     Granularity g;
     int status = 0;
+    bool ok;
 
     if (po->from)
     {
-        if (!time_parse_iso(po->from, &from, err) || !time_parse_iso(po->to, &to, err))
+        /* Without an offset T1/T2 are dates and times of the windows' zone:
+         * --window-tz Europe/Berlin --from 2026-03-01 starts at Berlin's
+         * midnight, not at UTC's (which is still February 28 there). */
+        TimeParser *zone = NULL;
+        bool parsed = o.window_tz ? time_parser_new_window(o.window_tz, &zone, err) &&
+                                        time_parse(zone, po->from, strlen(po->from), &from, err) &&
+                                        time_parse(zone, po->to, strlen(po->to), &to, err)
+                                  : time_parse_iso(po->from, &from, err) &&
+                                        time_parse_iso(po->to, &to, err);
+
+        time_parser_free(zone);
+        if (!parsed)
         {
             err_prefix(err, "--from/--to");
             return err_exit_status(err->code);
@@ -465,15 +502,14 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
     o.on_window_arg = &out;
     if (po->json)
         out.windows = json_array();
-    if (!partitions_ensure_range(c, t, from, to, &o, &res, err))
+    ok = partitions_ensure_range(c, t, from, to, &o, &res, err);
+    /* A refusal (a name too long or taken, another zone's windows, ...) is an
+     * issue like DEFAULT rows: counted in the summary and shown in --json.
+     * What was done before it stays done; say so. */
+    if (!ok && err->code == EC_CONFIG)
     {
-        /* What was done before the error stays done; say so. */
-        if (!po->json && !o.dry_run)
-            printf("created=%d skipped=%d gaps_filled=%d issues=%d\n", res.created, res.skipped,
-                   res.gaps_filled, res.issues);
-        json_decref(out.windows);
-        buf_free(&ddl);
-        return err_exit_status(err->code);
+        res.issues++;
+        res.issue = *err;
     }
     if (po->json)
     {
@@ -496,13 +532,25 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
         json_object_set_new(doc, "gaps_filled", json_integer(res.gaps_filled));
         json_object_set_new(doc, "issues", json_integer(res.issues));
         json_object_set_new(doc, "partitions_created", json_integer(res.partitions_created));
-        if (res.issues > 0)
+        if (res.issues > 0 || !ok)
         {
+            const Err *e = res.issues > 0 ? &res.issue : err;
             json_t *ji = json_object();
-            json_object_set_new(ji, "message", json_string(res.issue.msg));
-            json_object_set_new(ji, "detail", json_string(res.issue.detail));
-            json_object_set_new(ji, "hint", json_string(res.issue.hint));
-            json_object_set_new(doc, "issue", ji);
+            json_object_set_new(ji, "message", json_string(e->msg));
+            json_object_set_new(ji, "detail", json_string(e->detail));
+            json_object_set_new(ji, "hint", json_string(e->hint));
+            json_object_set_new(ji, "sqlstate", json_string(e->sqlstate));
+            json_object_set_new(doc, res.issues > 0 ? "issue" : "error", ji);
+        }
+        if (!ok)
+        {
+            Err saved = *err;
+
+            /* the error still goes to stderr and decides the exit status */
+            (void) print_json(doc, err);
+            *err = saved;
+            buf_free(&ddl);
+            return err_exit_status(err->code);
         }
         status = print_json(doc, err);
         if (status != 0)
@@ -521,6 +569,11 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
     else
         printf("created=%d skipped=%d gaps_filled=%d issues=%d\n", res.created, res.skipped,
                res.gaps_filled, res.issues);
+    if (!ok)
+    {
+        buf_free(&ddl);
+        return err_exit_status(err->code);
+    }
     buf_free(&ddl);
     if (res.issues > 0)
     {
@@ -650,6 +703,8 @@ cmd_partitions(int argc, char **argv, const GlobalOpts *g, Err *err)
     if (po.list && (po.ensure.dry_run || po.ensure.move_from_default))
         return cli_usage_error(err, "partitions", "--list changes nothing; --dry-run and "
                                                   "--move-from-default apply to --from/--ahead");
+    if (!window_tz_check(po.ensure.window_tz, err))
+        return 2;
     po.ensure.window_tz_given = po.ensure.window_tz != NULL;
     if (po.ensure.window_tz && strcmp(po.ensure.window_tz, "UTC") == 0)
         po.ensure.window_tz = NULL;
@@ -669,11 +724,11 @@ cmd_partitions(int argc, char **argv, const GlobalOpts *g, Err *err)
         TimeParser *zone = NULL;
         Granularity gran;
 
-        if ((po.ensure.window_tz && !time_parser_new_window(po.ensure.window_tz, &zone, err)) ||
-            !partitions_effective_granularity(t, &po.ensure, &gran, err))
+        if (!partitions_effective_granularity(t, &po.ensure, &gran, err) ||
+            (po.ensure.window_tz && !time_parser_new_window(po.ensure.window_tz, &zone, err)))
             status = err_exit_status(err->code);
         else
-            status = list_partitions(t, &po, zone, gran, err);
+            status = list_partitions(c, t, &po, zone, gran, err);
         time_parser_free(zone);
     }
     else

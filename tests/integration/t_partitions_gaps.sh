@@ -91,6 +91,16 @@ SQL
 run_expect 3 "$V7FILL" partitions clash --from 2026-07-01 --to 2026-10-01
 assert_contains "$OUT" "a table named public.clash__2026_09 already exists and is not a partition of public.clash" "name clash"
 assert_eq 0 "$(q "SELECT count(*) FROM pg_inherits WHERE inhparent = 'clash'::regclass")" "nothing created on clash"
+# the refusal is counted in the summary and is a JSON document with --json
+assert_contains "$OUT" "created=0 skipped=0 gaps_filled=0 issues=1" "clash counted in issues="
+json_refusal() {  # json_refusal WHAT CMD...: exit 3, stdout one JSON document naming the issue
+    local what=$1 rc; shift
+    set +e; J=$("$@" --json 2>/dev/null); rc=$?; set -e
+    assert_eq 3 "$rc" "$what: exit status with --json"
+    assert_eq 1 "$(jsql "$J" "j->>'issues'")" "$what: --json issues"
+}
+json_refusal "clash" "$V7FILL" partitions clash --from 2026-07-01 --to 2026-10-01
+assert_contains "$(jsql "$J" "j->'issue'->>'message'")" "already exists and is not a partition" "clash in --json"
 
 # a name longer than 63 bytes: error before anything is created
 long=t_$(printf 'x%.0s' $(seq 1 53))  # 55 bytes: yearly names fit, monthly ones do not
@@ -100,6 +110,9 @@ SQL
 run_expect 0 "$V7FILL" partitions "$long" --from 2026-07-01 --to 2026-08-01 --granularity year
 run_expect 3 "$V7FILL" partitions "$long" --from 2028-01-01 --to 2028-03-01 --granularity month
 assert_contains "$OUT" "PostgreSQL names hold at most 63" "long name"
+assert_contains "$OUT" "issues=1" "long name counted in issues="
+json_refusal "long name" "$V7FILL" partitions "$long" --from 2028-01-01 --to 2028-03-01 --granularity month
+assert_contains "$(jsql "$J" "j->'issue'->>'message'")" "PostgreSQL names hold at most 63" "long name in --json"
 assert_eq 1 "$(q "SELECT count(*) FROM pg_inherits WHERE inhparent = '$long'::regclass")" "nothing created for too-long names"
 run_expect 0 "$V7FILL" partitions "$long" --from 2028-01-01 --to 2028-03-01 --granularity month --name-pattern 'p_%Y_%m'
 assert_contains "$OUT" "p_2028_01" "--name-pattern"

@@ -79,8 +79,41 @@ assert_contains "$(q "SELECT string_agg(relname, ' ') FROM pg_class WHERE relnam
     "ev_local__2026_03_29" "local day names"
 run_expect 0 "$V7FILL" partitions ev_local --list --window-tz Europe/Berlin
 assert_contains "$OUT" "granularity  day (inferred), windows in Europe/Berlin" "inferred in the zone"
+# UTC windows next to them are refused: counted in issues=, and a JSON document with --json
+run_expect 3 "$V7FILL" partitions ev_local --from 2026-03-31 --to 2026-04-01 --granularity day
+assert_contains "$OUT" "would not meet it" "another zone's windows refused"
+assert_contains "$OUT" "issues=1" "zone refusal counted in issues="
+set +e; J=$("$V7FILL" partitions ev_local --from 2026-03-31 --to 2026-04-01 --granularity day --json 2>/dev/null); rc=$?; set -e
+assert_eq 3 "$rc" "zone refusal with --json: exit status"
+assert_eq "1|t" "$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["issues"], "would not meet" in d["issue"]["message"], sep="|")' "$J" | sed 's/True/t/')" "zone refusal in --json"
 run_expect 3 "$V7FILL" partitions ev_local --from 2026-04-01 --to 2026-04-02 --window-tz Mars/Olympus_Mons
 assert_contains "$OUT" "unknown time zone" "bad zone"
+
+# with --window-tz, --from/--to without an offset are local dates of that zone
+sqlf <<'SQL'
+CREATE TABLE ev_be (at timestamptz NOT NULL) PARTITION BY RANGE (at);
+CREATE TABLE ev_sp (at timestamptz NOT NULL) PARTITION BY RANGE (at);
+CREATE TABLE ev_mon (at timestamptz NOT NULL) PARTITION BY RANGE (at);
+SQL
+run_expect 0 "$V7FILL" partitions ev_be --window-tz Europe/Berlin --from 2026-03-01 --to 2026-05-01
+assert_contains "$OUT" "created=2 " "Berlin March and April, not May"
+assert_eq "2026-02-28 23:00:00+00|2026-03-31 22:00:00+00
+2026-03-31 22:00:00+00|2026-04-30 22:00:00+00" "$(bounds ev_be)" "Berlin months"
+run_expect 0 "$V7FILL" partitions ev_sp -g day --window-tz America/Sao_Paulo --from 2018-11-03 --to 2018-11-05
+assert_contains "$OUT" "created=2 " "Sao Paulo 11-03 and 11-04"
+assert_not_contains "$OUT" "ev_sp__2018_11_02" "not 11-02"
+# an offset that is not a quarter hour (Monrovia 1971, -0:44:30) is another zone's midnight
+# too: UTC days next to it are refused, not made as a sliver
+run_expect 0 "$V7FILL" partitions ev_mon -g day --window-tz Africa/Monrovia --from 1971-01-03 --to 1971-01-04
+assert_eq "1971-01-03 00:44:30+00|1971-01-04 00:44:30+00" "$(bounds ev_mon)" "Monrovia day"
+run_expect 3 "$V7FILL" partitions ev_mon -g day --from 1971-01-04 --to 1971-01-05
+assert_contains "$OUT" "UTC-00:44:30" "the refusal names the offset"
+assert_eq 1 "$(q "SELECT count(*) FROM pg_inherits WHERE inhparent = 'ev_mon'::regclass")" "no sliver"
+# a zone every machine reads the same: not empty, not the machine's own
+run_expect 2 "$V7FILL" partitions ev_be --window-tz '' --ahead 0
+assert_contains "$OUT" "--window-tz is empty" "empty zone refused"
+run_expect 2 "$V7FILL" partitions ev_be --window-tz localtime --ahead 0
+assert_contains "$OUT" "the zone of the machine" "localtime refused"
 
 # unsupported tables: clear errors, exit 3
 sqlf <<'SQL'

@@ -54,6 +54,44 @@ assert_contains "$OUT" "no retention was stored" "clear twice"
 run_expect 0 "$V7FILL" retention events show
 assert_contains "$OUT" "retention of public.events: none" "none after clear"
 
+# the stored retention follows the table, not its name: after a rename and a new table
+# of the old name, the renamed table keeps it and the new one does not get it (warned)
+sqlf <<'SQL'
+CREATE TABLE rr (id uuid PRIMARY KEY) PARTITION BY RANGE (id);
+SQL
+run_expect 0 "$V7FILL" retention rr set 7d
+sqlf <<'SQL'
+ALTER TABLE rr RENAME TO rr_old;
+CREATE TABLE rr (id uuid PRIMARY KEY) PARTITION BY RANGE (id);
+SQL
+run_expect 0 "$V7FILL" retention rr show
+assert_contains "$OUT" "retention of public.rr: none" "a new table of the old name gets no policy"
+assert_contains "$OUT" "stored for public.rr when that name belonged to another table (now rr_old)" "warned, naming it"
+run_expect 0 "$V7FILL" maintain rr --dry-run
+assert_contains "$OUT" "no retention" "maintain of the new table retires nothing"
+run_expect 0 "$V7FILL" retention rr_old show
+assert_contains "$OUT" "retention of public.rr_old: 7d (stored by v7fill" "the renamed table keeps its policy"
+run_expect 0 "$V7FILL" retention rr set 30d
+run_expect 0 "$V7FILL" retention rr_old show
+assert_contains "$OUT" "retention of public.rr_old: 7d" "setting the new table leaves the renamed one's"
+run_expect 0 "$V7FILL" retention rr_old clear
+run_expect 0 "$V7FILL" retention rr show
+assert_contains "$OUT" "retention of public.rr: 30d" "clearing the renamed one leaves the new one's"
+# a row stored by an earlier version (keyed by name, no oid) still applies and gets the oid
+sqlf <<'SQL'
+CREATE TABLE lg (id uuid PRIMARY KEY) PARTITION BY RANGE (id);
+ALTER TABLE v7fill.retention DROP COLUMN target_oid;
+ALTER TABLE v7fill.retention ADD PRIMARY KEY (target_schema, target_table);
+INSERT INTO v7fill.retention (target_schema, target_table, retention_us, retention_text)
+VALUES ('public', 'lg', 86400000000, '1d');
+SQL
+run_expect 0 "$V7FILL" retention lg show
+assert_contains "$OUT" "retention of public.lg: 1d (stored by v7fill" "an earlier version's row applies"
+assert_eq "lg" "$(q "SELECT target_oid::regclass FROM v7fill.retention WHERE target_table = 'lg'")" "its oid recorded"
+sqlf <<'SQL'
+DELETE FROM v7fill.retention;
+SQL
+
 # pg_partman: installed on demand where apt can, skipped (said so) where not.
 partman_available() {
     [ -f "$(pg_config --sharedir 2>/dev/null || echo /usr/share/postgresql/15)/extension/pg_partman.control" ] && return 0

@@ -693,6 +693,32 @@ test_plan_refuses_to_fill_around_local_windows_unless_a_zone_is_given(void **sta
     assert_true(plans[0].partial);
     window_plans_free(plans, n);
     catalog_target_free(t);
+
+    /* an offset that is not a quarter hour (Africa/Monrovia until 1972,
+     * -0:44:30) is a zone's midnight all the same: refused, not a sliver */
+    t = new_target(KEY_UUID7, BOUND_STYLE_MIN_V7);
+    add_part(t, "mon__1971_01_03", D(1971, 1, 3) + 44 * US_PER_MIN + 30 * US_PER_SEC,
+             D(1971, 1, 4) + 44 * US_PER_MIN + 30 * US_PER_SEC);
+    o.granularity = GRAN_DAY;
+    {
+        int64_t next_day = D(1971, 1, 4) + 12 * US_PER_HOUR;
+
+        memset(&err, 0, sizeof err);
+        assert_false(partitions_plan_times(t, &next_day, 1, &o, &plans, &n, &err));
+        assert_int_equal(err.code, EC_CONFIG);
+        assert_non_null(strstr(err.detail, "UTC-00:44:30"));
+    }
+    catalog_target_free(t);
+
+    /* --window-tz must name a zone every machine reads the same */
+    memset(&err, 0, sizeof err);
+    assert_false(window_tz_check("", &err));
+    assert_int_equal(err.code, EC_USAGE);
+    memset(&err, 0, sizeof err);
+    assert_false(window_tz_check("localtime", &err));
+    assert_int_equal(err.code, EC_USAGE);
+    assert_true(window_tz_check("Europe/Berlin", &err));
+    assert_true(window_tz_check(NULL, &err));
 }
 
 static void

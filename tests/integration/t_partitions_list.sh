@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# `partitions --list`: row estimates are report's (the planner's estimate scaled to the
+# partition's current size, "?" / null when unknown, never a stale 0), bounds inside a
+# millisecond are shown exactly, and gap filling next to them meets them exactly.
+source "$(dirname "$0")/lib.sh"
+
+jsql() { printf '%s\n' "SELECT $2 FROM (SELECT :'j'::json AS j) s;" | psql -X -q -At -v ON_ERROR_STOP=1 -v j="$1"; }
+
+# a partition analyzed empty, then given 5000 rows without another ANALYZE
+sqlf <<'SQL'
+CREATE TABLE ls (id uuid PRIMARY KEY, v int) PARTITION BY RANGE (id);
+SQL
+run_expect 0 "$V7FILL" partitions ls --from 2026-07-01 --to 2026-09-01
+sqlf <<SQL
+ANALYZE ls;
+ALTER TABLE ls__2026_07 SET (autovacuum_enabled = false);
+ALTER TABLE ls__2026_08 SET (autovacuum_enabled = false);
+INSERT INTO ls SELECT (left('$("$V7FILL" uuid floor 2026-07-01)', 24) || lpad(to_hex(g), 12, '0'))::uuid, g
+  FROM generate_series(1, 5000) g;
+SQL
+run_expect 0 "$V7FILL" partitions ls --list
+line=$(grep '^ls__2026_07 ' <<<"$OUT")
+assert_eq "?" "$(awk '{print $4}' <<<"$line")" "--list: rows unknown, not a stale 0 ($line)"
+assert_eq "0" "$(awk '{print $4}' <<<"$(grep '^ls__2026_08 ' <<<"$OUT")")" "--list: an empty partition has 0 rows"
+run_expect 0 "$V7FILL" partitions ls --list --json
+assert_eq "null|0" "$(jsql "$OUT" "coalesce(j->'partitions'->0->>'rows_estimate', 'null') || '|' || (j->'partitions'->1->>'rows_estimate')")" "--json: null when unknown"
+# analyzed with rows, then grown: the same size-scaled figure as report
+sqlf <<SQL
+ANALYZE ls__2026_07;
+INSERT INTO ls SELECT (left('$("$V7FILL" uuid floor 2026-07-02)', 24) || lpad(to_hex(g), 12, '0'))::uuid, g
+  FROM generate_series(1, 5000) g;
+SQL
+run_expect 0 "$V7FILL" partitions ls --list --json
+list_rows=$(jsql "$OUT" "j->'partitions'->0->>'rows_estimate'")
+run_expect 0 "$V7FILL" report ls --json
+report_rows=$(jsql "$OUT" "(j->'windows'->0->>'rows')::numeric::bigint")
+assert_eq "$report_rows" "$list_rows" "--list and report give the same estimate"
+[ "$list_rows" -gt 9000 ] || fail "the estimate follows the partition's size: $list_rows (10000 rows)"
+echo "ok"
