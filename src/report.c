@@ -473,10 +473,37 @@ report_fmt_count(double v, char *out, size_t size)
     out[o] = '\0';
 }
 
+int64_t
+report_days_left_tenths(int64_t us)
+{
+    /* in integers: exact, and no overflow near INT64_MAX */
+    const int64_t tenth = US_PER_DAY / 10;
+    int64_t q = us / tenth;
+    int64_t rem = us % tenth;
+
+    if (rem >= tenth - rem)
+        q++;
+    else if (-rem >= tenth + rem)
+        q--;
+    return q;
+}
+
+void
+report_fmt_days_left(int64_t us, char *out, size_t size)
+{
+    int64_t t = report_days_left_tenths(us);
+    int64_t a = t < 0 ? -t : t;
+
+    (void) snprintf(out, size, "%s%" PRId64 ".%" PRId64, t < 0 ? "-" : "", a / 10, a % 10);
+}
+
 static void
 fmt_days(int64_t us, char *out, size_t size)
 {
-    (void) snprintf(out, size, "%.1f days", (double) us / (double) US_PER_DAY);
+    char d[32];
+
+    report_fmt_days_left(us, d, sizeof d);
+    (void) snprintf(out, size, "%s days", d);
 }
 
 /* A bar of `frac` × width cells in eighths of a block; always width cells. */
@@ -814,7 +841,7 @@ report_json(const Report *r)
             json_object_set_new(o, "retires_at", jtime(w->retires_at_us));
             json_object_set_new(o, "time_left_us", json_integer((json_int_t) w->time_left_us));
             json_object_set_new(o, "days_left",
-                                json_real(floor((double) w->time_left_us / US_PER_DAY * 10) / 10));
+                                json_real((double) report_days_left_tenths(w->time_left_us) / 10));
             json_object_set_new(o, "near_cutoff_us", json_integer((json_int_t) w->near_cutoff_us));
         }
         json_object_set_new(o, "written_on_time",
@@ -861,7 +888,8 @@ report_json(const Report *r)
     }
     json_object_set_new(root, "verdict", verdict);
 
-    text = json_dumps(root, JSON_INDENT(2) | JSON_ESCAPE_SLASH);
+    /* 15 significant digits: reals as written (28.1), not 28.100000000000001 */
+    text = json_dumps(root, JSON_INDENT(2) | JSON_ESCAPE_SLASH | JSON_REAL_PRECISION(15));
     json_decref(root);
     return text;
 }

@@ -566,6 +566,7 @@ near_table(FILE *f, const Report *r)
         char up[32];
         char ret[32];
         char rows[32];
+        char left[32];
 
         if (w->state != WSTATE_NEAR_CUTOFF)
             continue;
@@ -573,12 +574,13 @@ near_table(FILE *f, const Report *r)
         report_fmt_date(w->upper_us, " UTC", up, sizeof up);
         report_fmt_date(w->retires_at_us, " UTC", ret, sizeof ret);
         report_fmt_count(w->rows, rows, sizeof rows);
+        report_fmt_days_left(w->time_left_us, left, sizeof left);
         fputs("<tr><td><code>", f);
         esc(f, w->name);
         fprintf(f,
-                "</code></td><td>%s</td><td>%s</td><td>%s</td><td class=\"num\">%.1f</td>"
+                "</code></td><td>%s</td><td>%s</td><td>%s</td><td class=\"num\">%s</td>"
                 "<td class=\"num\">%s%s</td><td class=\"num\">%" PRIu64 "</td></tr>\n",
-                lo, up, ret, (double) w->time_left_us / (double) US_PER_DAY,
+                lo, up, ret, left,
                 w->rows_exact ? "" : "~", rows, w->run_rows[DELAY_NEAR_CUTOFF]);
     }
     fputs("</table>\n", f);
@@ -650,10 +652,11 @@ windows_table(FILE *f, const Report *r)
         else
         {
             char ret[32];
+            char left[32];
 
             report_fmt_date(w->retires_at_us, " UTC", ret, sizeof ret);
-            fprintf(f, "<td>%s</td><td class=\"num\">%.1f</td></tr>\n", ret,
-                    (double) w->time_left_us / (double) US_PER_DAY);
+            report_fmt_days_left(w->time_left_us, left, sizeof left);
+            fprintf(f, "<td>%s</td><td class=\"num\">%s</td></tr>\n", ret, left);
         }
     }
     if (r->has_default)

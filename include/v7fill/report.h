@@ -102,5 +102,10 @@ const char *window_state_name(WindowState s);
  * separators ("?" when negative). */
 void report_fmt_date(int64_t us, const char *suffix, char *out, size_t size);
 void report_fmt_count(double v, char *out, size_t size);
+/* Time left in days as every rendering shows it (text, HTML tables, JSON's
+ * days_left): rounded to a tenth of a day, halves away from zero.  The value
+ * in tenths, and its text ("28.2", "-3.0"). */
+int64_t report_days_left_tenths(int64_t us);
+void report_fmt_days_left(int64_t us, char *out, size_t size);
 
 #endif /* V7FILL_REPORT_H */

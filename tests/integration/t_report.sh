@@ -317,3 +317,45 @@ assert_not_contains "$(cat since.html)" 's0<i>' "no raw markup from data"
 [ -n "${V7FILL_REPORT_HTML_OUT:-}" ] && cp report.html "$V7FILL_REPORT_HTML_OUT"
 run_expect 1 "$V7FILL" report events --retention 90d --html /nonexistent/dir/r.html
 assert_contains "$OUT" "could not write /nonexistent/dir/r.html" "unwritable HTML path"
+
+# --- days left: one number, one value in text, HTML and JSON (#7) -------------------------
+# 48 one-hour windows ending 30 to 32 days ago: with 30d their fractions of a day step by
+# 1/24, so some lie where rounding and flooring to a tenth differ.
+q "CREATE TABLE dl (id uuid PRIMARY KEY) PARTITION BY RANGE (id)" >/dev/null
+h0=$(date -u -d "$(date -u +%Y-%m-%dT%H:00:00Z) -32 days" +%s)
+for i in $(seq 0 47); do
+    lo=$(date -u -d "@$((h0 + i * 3600))" +%Y-%m-%dT%H:%M:%SZ)
+    hi=$(date -u -d "@$((h0 + i * 3600 + 3600))" +%Y-%m-%dT%H:%M:%SZ)
+    q "CREATE TABLE dl_$i PARTITION OF dl FOR VALUES FROM ('$("$V7FILL" uuid floor "$lo")')
+       TO ('$("$V7FILL" uuid floor "$hi")')" >/dev/null
+done
+"$V7FILL" report dl --retention 32d >dl.txt || fail "report dl failed"
+"$V7FILL" report dl --retention 32d --json >dl.json || fail "report dl --json failed"
+"$V7FILL" report dl --retention 32d --html dl.html >/dev/null || fail "report dl --html failed"
+python3 - <<'PY' || fail "days left differ between text, HTML and JSON"
+import json, re
+raw = open("dl.json").read()
+d = json.loads(raw)
+page = open("dl.html", encoding="utf-8").read()
+emb = json.loads(re.search(r'id="v7fill-report">\n(.*)\n</script>', page, re.S).group(1))
+# JSON reals as written, without 17-digit noise: one decimal
+noisy = re.findall(r'"days_left": (-?[0-9.e+-]+)', raw)
+assert len(noisy) == 48 and all(re.fullmatch(r"-?\d+\.\d", v) for v in noisy), noisy
+text = {}
+for line in open("dl.txt", encoding="utf-8"):
+    m = re.match(r"\s+(dl_\d+)\s.*\((-?\d+\.\d) days left\)", line)
+    if m:
+        text[m.group(1)] = m.group(2)
+html = dict(re.findall(r"<code>(dl_\d+)</code>.*?<td class=\"num\">(-?\d+\.\d)</td></tr>", page))
+ew = {w["name"]: w for w in emb["windows"]}
+differ = 0
+for w in d["windows"]:
+    n = w["name"]
+    exact = w["time_left_us"] / 864e8
+    want = "%.1f" % (int(abs(exact) * 10 + 0.5) / 10 * (1 if exact >= 0 else -1))
+    differ += "%.1f" % (int(exact * 10) / 10) != want
+    shown = (text.get(n), html.get(n), "%.1f" % w["days_left"], "%.1f" % ew[n]["days_left"])
+    assert shown == (want,) * 4, (n, exact, shown, want)
+assert differ > 0, "no window where flooring and rounding differ: the test proves nothing"
+print("days left agree:", len(d["windows"]), "windows,", differ, "where floor and round differ")
+PY
