@@ -521,6 +521,27 @@ delay_table(FILE *f, const Report *r)
             tracker_count(r->stats, DELAY_ON_TIME), tracker_count(r->stats, DELAY_ON_TIME),
             tracker_count(r->stats, DELAY_NEAR_CUTOFF), tracker_count(r->stats, DELAY_NEAR_CUTOFF),
             tracker_count(r->stats, DELAY_EXPIRED), tracker_count(r->stats, DELAY_EXPIRED));
+    {
+        uint64_t ai[3];
+        char note[256];
+        char at_insert[160];
+
+        report_fmt_class_note(r, note, sizeof note, at_insert, sizeof at_insert);
+        fputs("<tr><td>classes</td><td id=\"class-note\">", f);
+        esc(f, note);
+        fputs("</td></tr>\n", f);
+        for (int c = DELAY_ON_TIME; c <= DELAY_EXPIRED; c++)
+            ai[c] = tracker_count_at_insert(r->stats, (DelayClass) c);
+        if (ai[0] + ai[1] + ai[2] > 0)
+        {
+            fputs("<tr><td>not judged again</td><td id=\"class-at-insert\">", f);
+            escf(f,
+                 "%s (their class changed while the run inserted them, or their window was not "
+                 "tracked): on time %" PRIu64 ", near cutoff %" PRIu64 ", expired %" PRIu64,
+                 at_insert, ai[0], ai[1], ai[2]);
+            fputs("</td></tr>\n", f);
+        }
+    }
     duration_format(tracker_min(r->stats), d, sizeof d);
     fprintf(f, "<tr><td>min</td><td class=\"num\" data-us=\"%" PRId64 "\">%s</td></tr>\n",
             tracker_min(r->stats), d);
@@ -597,6 +618,15 @@ largest_table(FILE *f, const Report *r)
         fputs("<p class=\"muted\">None recorded.</p>\n", f);
         return;
     }
+    {
+        char note[256];
+        char at_insert[160];
+
+        report_fmt_class_note(r, note, sizeof note, at_insert, sizeof at_insert);
+        fputs("<p class=\"muted\" id=\"largest-class-note\">Class ", f);
+        esc(f, note);
+        fputs(".</p>\n", f);
+    }
     fputs("<table id=\"largest\"><tr><th class=\"num\">delay</th><th>id time</th>"
           "<th>inserted</th><th>class</th><th>source reference</th></tr>\n",
           f);
@@ -611,8 +641,16 @@ largest_table(FILE *f, const Report *r)
         civil_format_rfc3339(l[i].insert_us, false, ins, sizeof ins);
         fprintf(f,
                 "<tr><td class=\"num\" data-us=\"%" PRId64 "\">%s</td><td>%s</td><td>%s</td>"
-                "<td>%s</td><td class=\"ref\">",
+                "<td>%s",
                 l[i].delay_us, d, id, ins, delay_class_name(l[i].cls));
+        if (l[i].cls_at_insert)
+        {
+            char ret[48];
+
+            report_fmt_retention_us(l[i].cls_retention_us, ret, sizeof ret);
+            fprintf(f, " (as judged at insert under %s)", ret);
+        }
+        fputs("</td><td class=\"ref\">", f);
         esc(f, l[i].ref);
         if (l[i].ref_truncated)
             fputs("…", f);

@@ -359,3 +359,48 @@ for w in d["windows"]:
 assert differ > 0, "no window where flooring and rounding differ: the test proves nothing"
 print("days left agree:", len(d["windows"]), "windows,", differ, "where floor and round differ")
 PY
+
+# --- classes under the retention shown, not the one of the import (#6) -------------------
+# Imported under 120d; a row 100 days late is expired under 30d (its window ended more than
+# 30 days ago), whatever today's date.
+q "CREATE TABLE late (id uuid PRIMARY KEY, created_at timestamptz, note text) PARTITION BY RANGE (id)" >/dev/null
+run_expect 0 "$V7FILL" partitions late --from "$(date -u -d "$month0 -5 months" +%Y-%m-%d)" \
+    --to "$(date -u -d "$month0 +1 month" +%Y-%m-%d)"
+python3 - <<'PY'
+import csv, time
+now = time.time()
+with open("late.csv", "w", newline="") as f:
+    c = csv.writer(f)
+    c.writerow(["created_at", "note"])
+    for note, d in (("n0", 60), ("n1", 100 * 86400)):
+        c.writerow([time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - d)), note])
+PY
+run_expect 0 "$V7FILL" import late late.csv --retention 120d --source-ref 'late:{note}' --no-progress
+if [ "$real" = yes ]; then
+    run_expect 0 "$V7FILL" report late --retention 120d
+    assert_contains "$OUT" "expired 0 (judged under 120d)" "classes under the import's own retention"
+    run_expect 0 "$V7FILL" report late --retention 30d
+    assert_contains "$OUT" "WARNING: retention 30d does not exceed" "warning under 30d"
+    assert_contains "$OUT" "(judged again under 30d; 1 run judged under 120d at insert)" \
+        "terminal says under which retention the classes are"
+    assert_contains "$OUT" "Largest delays (class judged again under 30d; 1 run judged under 120d at insert)" \
+        "largest delays say it too"
+    printf '%s\n' "$OUT" | grep -Eq '^  on time [0-9]+, near cutoff [0-9]+, expired [1-9]' \
+        || fail "the 100-day-late row is expired under 30d: $OUT"
+    printf '%s\n' "$OUT" | grep -Eq '^  100d 0h 00m .* expired +late:n1$' \
+        || fail "largest delay classed under 30d: $OUT"
+    "$V7FILL" report late --retention 30d --json >late.json || fail "report late --json"
+    "$V7FILL" report late --retention 30d --html late.html >/dev/null || fail "report late --html"
+    python3 - <<'PY' || fail "JSON and HTML classes under 30d"
+import json, re
+d = json.load(open("late.json"))["delay"]
+assert d["counts"]["expired"] >= 1 and sum(d["counts"].values()) == 2, d["counts"]
+o = d["judged_at_insert_under_other_retention"]
+assert o["runs"] == 1 and o["retention_us_min"] == o["retention_us_max"] == 120 * 86400 * 10**6, o
+assert d["largest"][0]["ref"] == "late:n1" and d["largest"][0]["class"] == "expired", d["largest"][0]
+page = open("late.html", encoding="utf-8").read()
+assert 'id="class-note">judged again under 30d; 1 run judged under 120d at insert<' in page
+assert re.search(r'<tr><td>expired</td><td class="num" data-value="[1-9]', page), "HTML expired count"
+assert re.search(r'100d 0h 00m</td><td>[^<]*</td><td>[^<]*</td><td>expired</td>', page), "HTML class"
+PY
+fi
