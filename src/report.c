@@ -504,8 +504,8 @@ report_fmt_class_note(const Report *r, char *out, size_t size, char *at_insert, 
     int64_t min_us;
     int64_t max_us;
 
-    report_fmt_retention_us(r->retention.us, lo, sizeof lo);
-    (void) snprintf(shown, sizeof shown, "%s%s", r->retention.us > 0 ? "under " : "with ", lo);
+    (void) snprintf(shown, sizeof shown, "%s%s", r->retention.us > 0 ? "under " : "with ",
+                    r->retention.us > 0 ? r->retention.text : "no retention");
     if (!tracker_other_retentions(r->stats, &runs, &min_us, &max_us))
     {
         (void) snprintf(out, size, "judged %s", shown);
