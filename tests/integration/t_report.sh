@@ -360,21 +360,27 @@ assert differ > 0, "no window where flooring and rounding differ: the test prove
 print("days left agree:", len(d["windows"]), "windows,", differ, "where floor and round differ")
 PY
 
+# rows_csv FILE SECONDS...: a CSV (created_at, note) with a row that many seconds old for
+# each argument, noted n0, n1, ...
+rows_csv() {
+    python3 - "$@" <<'PY'
+import csv, sys, time
+now = time.time()
+with open(sys.argv[1], "w", newline="") as f:
+    c = csv.writer(f)
+    c.writerow(["created_at", "note"])
+    for i, d in enumerate(sys.argv[2:]):
+        c.writerow([time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - int(d))), "n%d" % i])
+PY
+}
+
 # --- classes under the retention shown, not the one of the import (#6) -------------------
 # Imported under 120d; a row 100 days late is expired under 30d (its window ended more than
 # 30 days ago), whatever today's date.
 q "CREATE TABLE late (id uuid PRIMARY KEY, created_at timestamptz, note text) PARTITION BY RANGE (id)" >/dev/null
 run_expect 0 "$V7FILL" partitions late --from "$(date -u -d "$month0 -5 months" +%Y-%m-%d)" \
     --to "$(date -u -d "$month0 +1 month" +%Y-%m-%d)"
-python3 - <<'PY'
-import csv, time
-now = time.time()
-with open("late.csv", "w", newline="") as f:
-    c = csv.writer(f)
-    c.writerow(["created_at", "note"])
-    for note, d in (("n0", 60), ("n1", 100 * 86400)):
-        c.writerow([time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - d)), note])
-PY
+rows_csv late.csv 60 $((100 * 86400))
 run_expect 0 "$V7FILL" import late late.csv --retention 120d --source-ref 'late:{note}' --no-progress
 if [ "$real" = yes ]; then
     run_expect 0 "$V7FILL" report late --retention 120d
@@ -404,3 +410,63 @@ assert re.search(r'<tr><td>expired</td><td class="num" data-value="[1-9]', page)
 assert re.search(r'100d 0h 00m</td><td>[^<]*</td><td>[^<]*</td><td>expired</td>', page), "HTML class"
 PY
 fi
+
+# --- HTML charts: small counts, a retention past the last bucket, now and cutoff at one
+# x, a rotated label with a time, windows of unknown rows (#12) ----------------------------
+q "CREATE TABLE hc (id uuid PRIMARY KEY, created_at timestamptz, note text) PARTITION BY RANGE (id)" >/dev/null
+run_expect 0 "$V7FILL" partitions hc --from "$(date -u -d "$month0 -3 months" +%Y-%m-%d)" \
+    --to "$(date -u -d "$month0 +1 month" +%Y-%m-%d)"
+rows_csv hc.csv 60 3600 7200 $((50 * 86400))
+run_expect 0 "$V7FILL" import hc hc.csv --source-ref 'hc:{note}' --no-progress
+"$V7FILL" report hc --retention 2y --exact --html hc.html >/dev/null || fail "report hc --html"
+# windows only in the future: now and the cutoff both before the first window
+q "CREATE TABLE hf (id uuid PRIMARY KEY) PARTITION BY RANGE (id)" >/dev/null
+run_expect 0 "$V7FILL" partitions hf --from "$(date -u -d "$month0 +2 months" +%Y-%m-%d)" \
+    --to "$(date -u -d "$month0 +4 months" +%Y-%m-%d)"
+"$V7FILL" report hf --retention 30d --html hf.html >/dev/null || fail "report hf --html"
+# a lower bound with a time, and a window whose rows were never analyzed
+q "CREATE TABLE ht (id uuid PRIMARY KEY) PARTITION BY RANGE (id)" >/dev/null
+q "CREATE TABLE ht_a PARTITION OF ht FOR VALUES FROM ('$("$V7FILL" uuid floor 2026-03-01)')
+   TO ('$("$V7FILL" uuid floor 2026-03-20T12:00:00Z)')" >/dev/null
+q "CREATE TABLE ht_b PARTITION OF ht FOR VALUES FROM ('$("$V7FILL" uuid floor 2026-03-20T12:00:00Z)')
+   TO ('$("$V7FILL" uuid floor 2026-04-01)')" >/dev/null
+q "INSERT INTO ht VALUES ('$("$V7FILL" uuid new --at 2026-03-25)'), ('$("$V7FILL" uuid new --at 2026-03-26)')" >/dev/null
+"$V7FILL" report ht --retention 2y --html ht.html >/dev/null || fail "report ht --html"
+python3 - <<'PY' || fail "HTML charts"
+import re
+def svgs(name):
+    return re.findall(r"<svg .*?</svg>", open(name, encoding="utf-8").read(), re.S)
+def texts(svg):
+    return [(float(x), float(y), t) for x, y, t in
+            re.findall(r'<text x="([-0-9.]+)" y="([-0-9.]+)"[^>]*>([^<]*)</text>', svg)]
+# y axes: labels distinct (not 0, 0, 1, 2, 2 for a maximum of 2)
+for svg in svgs("hc.html"):
+    ys = [t for x, y, t in texts(svg) if x == 62.0]
+    assert len(ys) >= 2 and len(ys) == len(set(ys)), ("repeated y labels", ys)
+# a 2y retention is past the 365d edge: drawn at the right end and said to be off the scale
+delay = svgs("hc.html")[1]
+edge = [x for x, y, t in texts(delay) if t == "365d"]
+ret = [(x, t) for x, y, t in texts(delay) if t.startswith("retention 2y")]
+assert edge and ret, (edge, ret)
+assert "off the scale" in ret[0][1] and "beyond 365d" in ret[0][1], ret
+assert ret[0][0] > edge[0] + 20, ("retention drawn on the 365d tick", ret, edge)
+# now and the cutoff at one x: their labels do not overlap and say where they are
+win = svgs("hf.html")[0]
+now = [(x, y, t) for x, y, t in texts(win) if t.startswith("now")]
+cut = [(x, y, t) for x, y, t in texts(win) if t.startswith("retention cutoff")]
+assert now and cut and abs(now[0][1] - cut[0][1]) >= 12, ("labels on top of each other", now, cut)
+assert "(before the first window)" in now[0][2] and "(before the first window)" in cut[0][2], (now, cut)
+# a rotated label with a time fits in the picture (about 6.2 px a character at 45°)
+win = svgs("ht.html")[0]
+vx, vy, vw, vh = map(float, re.search(r'viewBox="([^"]+)"', win).group(1).split())
+rot = re.findall(r'translate\(([-0-9.]+) ([-0-9.]+)\) rotate\(-45\)"[^>]*>([^<]*)<', win)
+assert any("12:00" in t for x, y, t in rot), rot
+for x, y, t in rot:
+    reach = len(t) * 6.2 * 0.7071
+    assert float(y) + reach <= vy + vh and float(x) - reach >= vx, ("label clipped", t, x, y, vx, vh)
+# unknown rows are not drawn as an empty window
+page = open("ht.html", encoding="utf-8").read()
+assert "~? rows" not in page, "tooltip reads ~? rows"
+assert "ht_b [2026-03-20 12:00 UTC, 2026-04-01): rows unknown" in page, "unknown rows said"
+assert re.search(r'class="rows-unknown"', win) and any(t == "?" for x, y, t in texts(win)), "? drawn"
+PY
