@@ -20,6 +20,7 @@
 #include "v7fill/timeparse.h"
 
 #define RUN_PAGE 100 /* run statistics fetched per query: memory stays bounded */
+#define RUN_CLOCK_SLACK_US (2 * US_PER_SEC)
 #define STR_(x)  #x
 #define STR(x)   STR_(x)
 
@@ -174,7 +175,8 @@ gather_windows(PgConn *c, const TargetTable *t, Report *r, bool exact, Err *err)
     "                    jsonb_typeof(r.stats) = 'object' THEN r.stats "                        \
     "                    ELSE '{}'::jsonb END) e "                                              \
     "                   WHERE e.value ->> 'format' LIKE 'v7fill-tracker/%' "                    \
-    "                   LIMIT 1) END "                                                          \
+    "                   LIMIT 1) END, "                                                         \
+    "       (extract(epoch FROM r.finished_at) * 1000000 - r.elapsed_s * 1000000)::int8 "      \
     "  FROM v7fill.run r "                                                                      \
     " WHERE r.target_schema = $1 AND r.target_table = $2 "                                      \
     "   AND r.stats IS NOT NULL "                                                               \
@@ -233,8 +235,13 @@ gather_runs(PgConn *c, const ReportOptions *o, Report *r, Err *err)
         {
             Err e = {0};
             int64_t finished = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+            int64_t started = strtoll(PQgetvalue(res, i, 3), NULL, 10);
 
-            if (PQgetisnull(res, i, 2) || !tracker_merge_json(r->stats, PQgetvalue(res, i, 2), &e))
+            /* Rows were inserted while the run ran; the slack covers the
+             * client's clock against the server's. */
+            if (PQgetisnull(res, i, 2) ||
+                !tracker_merge_run(r->stats, PQgetvalue(res, i, 2), started - RUN_CLOCK_SLACK_US,
+                                   finished + RUN_CLOCK_SLACK_US, &e))
             {
                 if (r->runs_skipped++ == 0)
                 {
@@ -410,10 +417,80 @@ report_fmt_count(double v, char *out, size_t size)
     out[o] = '\0';
 }
 
+void
+report_fmt_retention_us(int64_t us, char *out, size_t size)
+{
+    if (us <= 0)
+        (void) snprintf(out, size, "no retention");
+    else if (us % US_PER_DAY == 0)
+        (void) snprintf(out, size, "%" PRId64 "d", us / US_PER_DAY);
+    else if (us % US_PER_HOUR == 0)
+        (void) snprintf(out, size, "%" PRId64 "h", us / US_PER_HOUR);
+    else
+        duration_format(us, out, size);
+}
+
+void
+report_fmt_class_note(const Report *r, char *out, size_t size, char *at_insert, size_t at_size)
+{
+    char shown[64];
+    char lo[48];
+    char hi[48];
+    char other[112];
+    size_t runs;
+    int64_t min_us;
+    int64_t max_us;
+
+    (void) snprintf(shown, sizeof shown, "%s%s", r->retention.us > 0 ? "under " : "with ",
+                    r->retention.us > 0 ? r->retention.text : "no retention");
+    if (!tracker_other_retentions(r->stats, &runs, &min_us, &max_us))
+    {
+        (void) snprintf(out, size, "judged %s", shown);
+        (void) snprintf(at_insert, at_size, "%s", "");
+        return;
+    }
+    report_fmt_retention_us(min_us, lo, sizeof lo);
+    report_fmt_retention_us(max_us, hi, sizeof hi);
+    if (min_us == max_us)
+        (void) snprintf(other, sizeof other, "%s%s", min_us > 0 ? "under " : "with ", lo);
+    else
+        (void) snprintf(other, sizeof other, "under %s to %s", lo, hi);
+    (void) snprintf(out, size, "judged again %s; %zu run%s judged %s at insert", shown,
+                    runs, runs == 1 ? "" : "s", other);
+    (void) snprintf(at_insert, at_size, "as judged at insert %s", other);
+}
+
+int64_t
+report_days_left_tenths(int64_t us)
+{
+    /* in integers: exact, and no overflow near INT64_MAX */
+    const int64_t tenth = US_PER_DAY / 10;
+    int64_t q = us / tenth;
+    int64_t rem = us % tenth;
+
+    if (rem >= tenth - rem)
+        q++;
+    else if (-rem >= tenth + rem)
+        q--;
+    return q;
+}
+
+void
+report_fmt_days_left(int64_t us, char *out, size_t size)
+{
+    int64_t t = report_days_left_tenths(us);
+    int64_t a = t < 0 ? -t : t;
+
+    (void) snprintf(out, size, "%s%" PRId64 ".%" PRId64, t < 0 ? "-" : "", a / 10, a % 10);
+}
+
 static void
 fmt_days(int64_t us, char *out, size_t size)
 {
-    (void) snprintf(out, size, "%.1f days", (double) us / (double) US_PER_DAY);
+    char d[32];
+
+    report_fmt_days_left(us, d, sizeof d);
+    (void) snprintf(out, size, "%s days", d);
 }
 
 /* A bar of `frac` × width cells in eighths of a block; always width cells. */
@@ -560,6 +637,8 @@ print_delays(FILE *out, const Report *r)
     size_t last = 0;
     char since[48] = "";
     char v[5][48];
+    char note[256];
+    char at_insert[160];
 
     if (r->since_set)
     {
@@ -573,9 +652,21 @@ print_delays(FILE *out, const Report *r)
         fprintf(out, "  (no delays recorded)\n");
         return;
     }
-    fprintf(out, "  on time %" PRIu64 ", near cutoff %" PRIu64 ", expired %" PRIu64 "\n",
+    report_fmt_class_note(r, note, sizeof note, at_insert, sizeof at_insert);
+    fprintf(out, "  on time %" PRIu64 ", near cutoff %" PRIu64 ", expired %" PRIu64 " (%s)\n",
             tracker_count(r->stats, DELAY_ON_TIME), tracker_count(r->stats, DELAY_NEAR_CUTOFF),
-            tracker_count(r->stats, DELAY_EXPIRED));
+            tracker_count(r->stats, DELAY_EXPIRED), note);
+    if (tracker_count_at_insert(r->stats, DELAY_ON_TIME) +
+            tracker_count_at_insert(r->stats, DELAY_NEAR_CUTOFF) +
+            tracker_count_at_insert(r->stats, DELAY_EXPIRED) >
+        0)
+        fprintf(out,
+                "  and, %s (their class changed while the run inserted them, or their window "
+                "was not tracked): on time %" PRIu64 ", near cutoff %" PRIu64 ", expired %" PRIu64
+                "\n",
+                at_insert, tracker_count_at_insert(r->stats, DELAY_ON_TIME),
+                tracker_count_at_insert(r->stats, DELAY_NEAR_CUTOFF),
+                tracker_count_at_insert(r->stats, DELAY_EXPIRED));
     for (size_t i = 0; i < nb; i++)
         if (b[i].count)
         {
@@ -622,20 +713,35 @@ print_largest(FILE *out, const Report *r)
     const TrackerLargest *l;
     size_t n = tracker_largest(r->stats, &l);
 
+    char note[256];
+    char at_insert[160];
+
     if (n == 0)
         return;
-    fprintf(out, "\nLargest delays\n");
+    report_fmt_class_note(r, note, sizeof note, at_insert, sizeof at_insert);
+    fprintf(out, "\nLargest delays (class %s)\n", note);
     for (size_t i = 0; i < n; i++)
     {
         char d[48];
         char id[48];
         char ins[48];
+        char cls[160];
 
         duration_format(l[i].delay_us, d, sizeof d);
         civil_format_rfc3339(l[i].id_us, false, id, sizeof id);
         civil_format_rfc3339(l[i].insert_us, false, ins, sizeof ins);
-        fprintf(out, "  %-14s id time %s  inserted %s  %-11s %s%s\n", d, id, ins,
-                delay_class_name(l[i].cls), l[i].ref, l[i].ref_truncated ? "…" : "");
+        if (l[i].cls_at_insert)
+        {
+            char ret[48];
+
+            report_fmt_retention_us(l[i].cls_retention_us, ret, sizeof ret);
+            (void) snprintf(cls, sizeof cls, "%s (as judged at insert under %s)",
+                            delay_class_name(l[i].cls), ret);
+        }
+        else
+            (void) snprintf(cls, sizeof cls, "%s", delay_class_name(l[i].cls));
+        fprintf(out, "  %-14s id time %s  inserted %s  %-11s %s%s\n", d, id, ins, cls, l[i].ref,
+                l[i].ref_truncated ? "…" : "");
     }
 }
 
@@ -751,7 +857,7 @@ report_json(const Report *r)
             json_object_set_new(o, "retires_at", jtime(w->retires_at_us));
             json_object_set_new(o, "time_left_us", json_integer((json_int_t) w->time_left_us));
             json_object_set_new(o, "days_left",
-                                json_real(floor((double) w->time_left_us / US_PER_DAY * 10) / 10));
+                                json_real((double) report_days_left_tenths(w->time_left_us) / 10));
             json_object_set_new(o, "near_cutoff_us", json_integer((json_int_t) w->near_cutoff_us));
         }
         json_object_set_new(o, "written_on_time",
@@ -798,7 +904,8 @@ report_json(const Report *r)
     }
     json_object_set_new(root, "verdict", verdict);
 
-    text = json_dumps(root, JSON_INDENT(2) | JSON_ESCAPE_SLASH);
+    /* 15 significant digits: reals as written (28.1), not 28.100000000000001 */
+    text = json_dumps(root, JSON_INDENT(2) | JSON_ESCAPE_SLASH | JSON_REAL_PRECISION(15));
     json_decref(root);
     return text;
 }

@@ -120,25 +120,23 @@ fmt_si(double v, char *out, size_t size)
         (void) snprintf(out, size, "%.0f", v);
 }
 
-/* The smallest 1-2-5 step giving at most `ticks` intervals up to max. */
+/* The smallest 1-2-5 step giving at most `ticks` intervals up to max; at
+ * least 1, as the axes count rows (a step of 0.5 printed as "%.0f" repeats
+ * labels: 0, 0, 1, 2, 2). */
 static double
 nice_step(double max, int ticks)
 {
     double raw = max / ticks;
     double mag;
     double norm;
+    double step;
 
     if (raw <= 0)
         return 1;
     mag = pow(10, floor(log10(raw)));
     norm = raw / mag;
-    if (norm <= 1)
-        return mag < 1 ? 1 : mag;
-    if (norm <= 2)
-        return 2 * mag < 1 ? 1 : 2 * mag;
-    if (norm <= 5)
-        return 5 * mag;
-    return 10 * mag;
+    step = norm <= 1 ? mag : norm <= 2 ? 2 * mag : norm <= 5 ? 5 * mag : 10 * mag;
+    return step < 1 ? 1 : step;
 }
 
 /* ----------------------------------------------------------------- charts */
@@ -207,17 +205,37 @@ time_x(const Report *r, int64_t us, double slot)
     return ML + (double) r->nwindows * slot;
 }
 
+/* A dashed vertical line with its label above the plot; row 1 puts the label
+ * a line higher and the dashes in the gaps of row 0's, for two markers at one x. */
 static void
-marker(FILE *f, double x, double plot_h, const char *color, const char *anchor, const char *text)
+marker_row(FILE *f, double x, double plot_h, const char *color, const char *anchor,
+           const char *text, int row)
 {
     fprintf(f,
             "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-            "stroke-width=\"2\" stroke-dasharray=\"6 4\"/>\n",
-            x, x, MT - 12, MT + plot_h, color);
+            "stroke-width=\"2\" stroke-dasharray=\"%s\"/>\n",
+            x, x, MT - 12 - 14 * row, MT + plot_h, color, row ? "4 6" : "6 4");
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" fill=\"%s\" font-weight=\"600\">",
-            strcmp(anchor, "end") == 0 ? x - 5 : x + 5, MT - 16 + 10, anchor, color);
+            strcmp(anchor, "end") == 0 ? x - 5 : x + 5, MT - 6 - 14 * row, anchor, color);
     esc(f, text);
     fputs("</text>\n", f);
+}
+
+static void
+marker(FILE *f, double x, double plot_h, const char *color, const char *anchor, const char *text)
+{
+    marker_row(f, x, plot_h, color, anchor, text, 0);
+}
+
+/* Where an instant lies outside the windows drawn, words that say so. */
+static const char *
+off_windows(const Report *r, int64_t us)
+{
+    if (us < r->windows[0].lower_us)
+        return " (before the first window)";
+    if (us >= r->windows[r->nwindows - 1].upper_us)
+        return " (after the last window)";
+    return "";
 }
 
 static void
@@ -230,6 +248,8 @@ windows_chart(FILE *f, const Report *r)
     double slot;
     double bw;
     double top;
+    double reach = 0; /* how far a rotated x label reaches, down and left */
+    bool any_unknown = false;
     size_t every;
 
     if (r->nwindows == 0)
@@ -238,18 +258,35 @@ windows_chart(FILE *f, const Report *r)
         return;
     }
     for (size_t i = 0; i < r->nwindows; i++)
+    {
+        char lower[32];
+
         if (r->windows[i].rows > max)
             max = r->windows[i].rows;
+        any_unknown |= r->windows[i].rows < 0;
+        report_fmt_date(r->windows[i].lower_us, " UTC", lower, sizeof lower);
+        /* at 45°, ~6.2 px a character at font-size 11 */
+        if (strlen(lower) * 6.2 * M_SQRT1_2 > reach)
+            reach = (double) strlen(lower) * 6.2 * M_SQRT1_2;
+    }
     slot = plot_w / (double) r->nwindows;
     bw = slot * 0.78 < 1 ? 1 : slot * 0.78;
     every = (size_t) ceil(34.0 / slot); /* rotated labels need ~34 px apart */
     if (every < 1)
         every = 1;
-    fprintf(f,
-            "<svg class=\"chart\" viewBox=\"0 0 %.0f %.0f\" xmlns=\"http://www.w3.org/2000/svg\" "
-            "role=\"img\" aria-label=\"rows per window\" font-family=\"system-ui,sans-serif\" "
-            "font-size=\"11\">\n",
-            CHART_W, h);
+    {
+        /* Room for the longest label ("2026-03-20 12:00 UTC"): a taller
+         * picture, and the view starting left of 0 if the first reaches there. */
+        double below = 14 + reach + 8;
+        double left = ML + slot / 2 + 3 - reach - 4;
+
+        left = left < 0 ? left : 0;
+        fprintf(f,
+                "<svg class=\"chart\" viewBox=\"%.0f 0 %.0f %.0f\" "
+                "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" aria-label=\"rows per window\" "
+                "font-family=\"system-ui,sans-serif\" font-size=\"11\">\n",
+                floor(left), CHART_W - floor(left), below > MB ? MT + plot_h + below : h);
+    }
     top = y_axis(f, max, plot_h, "rows");
     if (r->retention.us > 0)
     {
@@ -276,13 +313,34 @@ windows_chart(FILE *f, const Report *r)
         report_fmt_date(w->upper_us, " UTC", upper, sizeof upper);
         if (bh > 0 && bh < 1)
             bh = 1;
-        fprintf(f,
-                "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" rx=\"1\">"
-                "<title>",
-                x, MT + plot_h - bh, bw, bh, state_color(w->state));
-        escf(f, "%s [%s, %s): %s%s rows, %s", w->name, lower, upper, w->rows_exact ? "" : "~",
-             rows, window_state_name(w->state));
-        fputs("</title></rect>\n", f);
+        if (w->rows < 0)
+        {
+            /* Unknown is not empty: a hatched outline over the whole height
+             * and a "?" where the count would be. */
+            fprintf(f,
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
+                    "fill-opacity=\"0.12\" stroke=\"%s\" stroke-dasharray=\"3 3\" "
+                    "class=\"rows-unknown\"><title>",
+                    x, MT, bw, plot_h, state_color(w->state), state_color(w->state));
+            escf(f, "%s [%s, %s): rows unknown (not analyzed since rows arrived; --exact counts "
+                    "them), %s",
+                 w->name, lower, upper, window_state_name(w->state));
+            fputs("</title></rect>\n", f);
+            fprintf(f,
+                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\" "
+                    "font-weight=\"600\">?</text>\n",
+                    x + bw / 2, MT + plot_h - 4, state_color(w->state));
+        }
+        else
+        {
+            fprintf(f,
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
+                    "rx=\"1\"><title>",
+                    x, MT + plot_h - bh, bw, bh, state_color(w->state));
+            escf(f, "%s [%s, %s): %s%s rows, %s", w->name, lower, upper,
+                 w->rows_exact ? "" : "~", rows, window_state_name(w->state));
+            fputs("</title></rect>\n", f);
+        }
         /* The count on top, where it fits: small windows are hard to see. */
         if (slot >= 36 && w->rows >= 0)
         {
@@ -308,26 +366,31 @@ windows_chart(FILE *f, const Report *r)
     {
         double xn = time_x(r, r->now_us, slot);
         double xc = r->retention.us > 0 ? time_x(r, r->cutoff_us, slot) : 0;
-        char text[200];
+        /* now and the cutoff at one x (both before the first window or after
+         * the last): now's label goes a line higher, its dashes between */
+        bool same_x = r->retention.us > 0 && fabs(xn - xc) < 1;
+        char text[240];
 
         if (r->retention.us > 0)
         {
             char cut[32];
 
             report_fmt_date(r->cutoff_us, " UTC", cut, sizeof cut);
-            (void) snprintf(text, sizeof text, "retention cutoff: now − %s (%s)",
-                            r->retention.text, cut);
+            (void) snprintf(text, sizeof text, "retention cutoff: now − %s (%s)%s",
+                            r->retention.text, cut, off_windows(r, r->cutoff_us));
             /* Label on the side with room. */
             marker(f, xc, plot_h, C_CUT, xc - ML > 260 ? "end" : "start", text);
         }
         /* "now" goes right of its line unless that runs off the chart or
          * into the cutoff's label (which then sits right of its own line). */
-        marker(f, xn, plot_h, C_NOW,
-               xn + 40 > CHART_W - MR ||
-                       (r->retention.us > 0 && xc - ML <= 260 && xn > xc && xn - xc < 300)
-                   ? "end"
-                   : "start",
-               "now");
+        (void) snprintf(text, sizeof text, "now%s", off_windows(r, r->now_us));
+        marker_row(f, xn, plot_h, C_NOW,
+                   same_x ? (xc - ML > 260 ? "end" : "start")
+                   : xn + 40 > CHART_W - MR ||
+                           (r->retention.us > 0 && xc - ML <= 260 && xn > xc && xn - xc < 300)
+                       ? "end"
+                       : "start",
+                   text, same_x ? 1 : 0);
     }
     fputs("</svg>\n", f);
     fprintf(f,
@@ -335,8 +398,11 @@ windows_chart(FILE *f, const Report *r)
             "<span><i style=\"background:%s\"></i>near the cutoff</span>"
             "<span><i style=\"background:%s\"></i>past the cutoff (maintenance retires it)</span>"
             "<span><i style=\"background:%s\"></i>retention cutoff</span>"
-            "<span><i style=\"background:%s\"></i>now</span></div>\n",
-            C_LIVE, C_NEAR, C_PAST, C_CUT, C_NOW);
+            "<span><i style=\"background:%s\"></i>now</span>%s</div>\n",
+            C_LIVE, C_NEAR, C_PAST, C_CUT, C_NOW,
+            any_unknown ? "<span><i style=\"border:1px dashed #8c959f\"></i>? rows unknown "
+                          "(not analyzed since rows arrived)</span>"
+                        : "");
 }
 
 static void
@@ -436,8 +502,16 @@ delay_chart(FILE *f, const Report *r)
         if (rb->lower_us > 0 && rb->upper_us != INT64_MAX)
             frac = log((double) r->retention.us / (double) rb->lower_us) /
                    log((double) rb->upper_us / (double) rb->lower_us);
-        x = ML + ((double) (ret_bucket - first) + frac) * slot;
         (void) snprintf(text, sizeof text, "retention %s", r->retention.text);
+        if (rb->upper_us == INT64_MAX && r->retention.us > rb->lower_us)
+        {
+            /* Past the last edge: the open bucket has no scale to place it
+             * on; at the right end, with words that say it is off the scale. */
+            frac = 1;
+            (void) snprintf(text, sizeof text, "retention %s → beyond %s, off the scale",
+                            r->retention.text, rb->label);
+        }
+        x = ML + ((double) (ret_bucket - first) + frac) * slot;
         marker(f, x, plot_h, C_CUT, x - ML > plot_w / 2 ? "end" : "start", text);
     }
     fputs("</svg>\n", f);
@@ -521,6 +595,27 @@ delay_table(FILE *f, const Report *r)
             tracker_count(r->stats, DELAY_ON_TIME), tracker_count(r->stats, DELAY_ON_TIME),
             tracker_count(r->stats, DELAY_NEAR_CUTOFF), tracker_count(r->stats, DELAY_NEAR_CUTOFF),
             tracker_count(r->stats, DELAY_EXPIRED), tracker_count(r->stats, DELAY_EXPIRED));
+    {
+        uint64_t ai[3];
+        char note[256];
+        char at_insert[160];
+
+        report_fmt_class_note(r, note, sizeof note, at_insert, sizeof at_insert);
+        fputs("<tr><td>classes</td><td id=\"class-note\">", f);
+        esc(f, note);
+        fputs("</td></tr>\n", f);
+        for (int c = DELAY_ON_TIME; c <= DELAY_EXPIRED; c++)
+            ai[c] = tracker_count_at_insert(r->stats, (DelayClass) c);
+        if (ai[0] + ai[1] + ai[2] > 0)
+        {
+            fputs("<tr><td>not judged again</td><td id=\"class-at-insert\">", f);
+            escf(f,
+                 "%s (their class changed while the run inserted them, or their window was not "
+                 "tracked): on time %" PRIu64 ", near cutoff %" PRIu64 ", expired %" PRIu64,
+                 at_insert, ai[0], ai[1], ai[2]);
+            fputs("</td></tr>\n", f);
+        }
+    }
     duration_format(tracker_min(r->stats), d, sizeof d);
     fprintf(f, "<tr><td>min</td><td class=\"num\" data-us=\"%" PRId64 "\">%s</td></tr>\n",
             tracker_min(r->stats), d);
@@ -566,6 +661,7 @@ near_table(FILE *f, const Report *r)
         char up[32];
         char ret[32];
         char rows[32];
+        char left[32];
 
         if (w->state != WSTATE_NEAR_CUTOFF)
             continue;
@@ -573,12 +669,13 @@ near_table(FILE *f, const Report *r)
         report_fmt_date(w->upper_us, " UTC", up, sizeof up);
         report_fmt_date(w->retires_at_us, " UTC", ret, sizeof ret);
         report_fmt_count(w->rows, rows, sizeof rows);
+        report_fmt_days_left(w->time_left_us, left, sizeof left);
         fputs("<tr><td><code>", f);
         esc(f, w->name);
         fprintf(f,
-                "</code></td><td>%s</td><td>%s</td><td>%s</td><td class=\"num\">%.1f</td>"
+                "</code></td><td>%s</td><td>%s</td><td>%s</td><td class=\"num\">%s</td>"
                 "<td class=\"num\">%s%s</td><td class=\"num\">%" PRIu64 "</td></tr>\n",
-                lo, up, ret, (double) w->time_left_us / (double) US_PER_DAY,
+                lo, up, ret, left,
                 w->rows_exact ? "" : "~", rows, w->run_rows[DELAY_NEAR_CUTOFF]);
     }
     fputs("</table>\n", f);
@@ -595,6 +692,15 @@ largest_table(FILE *f, const Report *r)
         fputs("<p class=\"muted\">None recorded.</p>\n", f);
         return;
     }
+    {
+        char note[256];
+        char at_insert[160];
+
+        report_fmt_class_note(r, note, sizeof note, at_insert, sizeof at_insert);
+        fputs("<p class=\"muted\" id=\"largest-class-note\">Class ", f);
+        esc(f, note);
+        fputs(".</p>\n", f);
+    }
     fputs("<table id=\"largest\"><tr><th class=\"num\">delay</th><th>id time</th>"
           "<th>inserted</th><th>class</th><th>source reference</th></tr>\n",
           f);
@@ -609,8 +715,16 @@ largest_table(FILE *f, const Report *r)
         civil_format_rfc3339(l[i].insert_us, false, ins, sizeof ins);
         fprintf(f,
                 "<tr><td class=\"num\" data-us=\"%" PRId64 "\">%s</td><td>%s</td><td>%s</td>"
-                "<td>%s</td><td class=\"ref\">",
+                "<td>%s",
                 l[i].delay_us, d, id, ins, delay_class_name(l[i].cls));
+        if (l[i].cls_at_insert)
+        {
+            char ret[48];
+
+            report_fmt_retention_us(l[i].cls_retention_us, ret, sizeof ret);
+            fprintf(f, " (as judged at insert under %s)", ret);
+        }
+        fputs("</td><td class=\"ref\">", f);
         esc(f, l[i].ref);
         if (l[i].ref_truncated)
             fputs("…", f);
@@ -650,10 +764,11 @@ windows_table(FILE *f, const Report *r)
         else
         {
             char ret[32];
+            char left[32];
 
             report_fmt_date(w->retires_at_us, " UTC", ret, sizeof ret);
-            fprintf(f, "<td>%s</td><td class=\"num\">%.1f</td></tr>\n", ret,
-                    (double) w->time_left_us / (double) US_PER_DAY);
+            report_fmt_days_left(w->time_left_us, left, sizeof left);
+            fprintf(f, "<td>%s</td><td class=\"num\">%s</td></tr>\n", ret, left);
         }
     }
     if (r->has_default)

@@ -1393,6 +1393,10 @@ dur_parse_iso(const char *s, size_t len, size_t i, int64_t *us, Err *err)
         if (in_time)
             time_parts++;
     }
+    if (in_time && time_parts == 0 && parts > 0)
+        return dur_error(err, s,
+                         "T must be followed by hours, minutes or seconds (as in P1DT12H); "
+                         "drop the T for days only (P1D)");
     if (parts == 0 || (in_time && time_parts == 0))
         return dur_error(err, s, "the ISO 8601 duration has no components");
     *us = total;

@@ -65,6 +65,10 @@ struct Tracker
     size_t cap_windows;
     size_t last_window; /* rows arrive clustered: try the last window first */
     uint64_t untracked_window_rows;
+    uint64_t at_insert[3];   /* rows that kept the class of another retention */
+    size_t other_runs;       /* runs judged under another retention */
+    int64_t other_min_us;    /* and the range of those retentions */
+    int64_t other_max_us;
 };
 
 static size_t
@@ -354,6 +358,8 @@ tracker_add(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c, int64_t 
         l->id_us = id_us;
         l->insert_us = insert_us;
         l->cls = c;
+        l->cls_at_insert = false;
+        l->cls_retention_us = 0;
         ref_copy(l->ref, ref ? ref : "", ref ? ref_len : 0, &l->ref_truncated);
     }
 
@@ -382,7 +388,46 @@ tracker_count(const Tracker *t, DelayClass c)
 uint64_t
 tracker_total(const Tracker *t)
 {
-    return t->counts[0] + t->counts[1] + t->counts[2];
+    return t->counts[0] + t->counts[1] + t->counts[2] + t->at_insert[0] + t->at_insert[1] +
+           t->at_insert[2];
+}
+
+uint64_t
+tracker_count_at_insert(const Tracker *t, DelayClass c)
+{
+    return (unsigned) c <= DELAY_EXPIRED ? t->at_insert[c] : 0;
+}
+
+bool
+tracker_other_retentions(const Tracker *t, size_t *runs, int64_t *min_us, int64_t *max_us)
+{
+    *runs = t->other_runs;
+    *min_us = t->other_min_us;
+    *max_us = t->other_max_us;
+    return t->other_runs > 0;
+}
+
+/* The class of a row of window [lower, upper) inserted at insert_us under t's
+ * retention, with the report's horizon: t's near-cutoff if given, otherwise
+ * max(retention / 10, the window's length). */
+static DelayClass
+judge_in_window(const Tracker *t, int64_t lower_us, int64_t upper_us, int64_t insert_us)
+{
+    int64_t near = t->near_cutoff_us;
+    int64_t left;
+
+    if (t->retention_us == 0)
+        return DELAY_ON_TIME;
+    if (near == 0)
+    {
+        int64_t len = lower_us == INT64_MIN ? 0 : civil_sat_sub(upper_us, lower_us);
+
+        near = t->retention_us / 10 > len ? t->retention_us / 10 : len;
+    }
+    left = civil_sat_sub(civil_sat_add(upper_us, t->retention_us), insert_us);
+    if (left <= 0)
+        return DELAY_EXPIRED;
+    return left <= near ? DELAY_NEAR_CUTOFF : DELAY_ON_TIME;
 }
 
 uint64_t
@@ -514,6 +559,21 @@ tracker_to_json(const Tracker *t)
     for (int c = DELAY_ON_TIME; c <= DELAY_EXPIRED; c++)
         json_object_set_new(counts, delay_class_name((DelayClass) c), json_u64(t->counts[c]));
     json_object_set_new(root, "counts", counts);
+    if (t->other_runs > 0)
+    {
+        /* merged runs judged under other retentions: counts are judged again
+         * under retention_us; what could not be stays apart */
+        json_t *o = json_object();
+        json_t *ai = json_object();
+
+        json_object_set_new(o, "runs", json_u64(t->other_runs));
+        json_object_set_new(o, "retention_us_min", json_i64(t->other_min_us));
+        json_object_set_new(o, "retention_us_max", json_i64(t->other_max_us));
+        for (int c = DELAY_ON_TIME; c <= DELAY_EXPIRED; c++)
+            json_object_set_new(ai, delay_class_name((DelayClass) c), json_u64(t->at_insert[c]));
+        json_object_set_new(o, "counts_as_judged_at_insert", ai);
+        json_object_set_new(root, "judged_at_insert_under_other_retention", o);
+    }
     json_object_set_new(root, "negative_delays", json_u64(t->negative));
 
     if (total > 0)
@@ -562,6 +622,9 @@ tracker_to_json(const Tracker *t)
         json_object_set_new(o, "inserted_us", json_i64(l->insert_us));
         json_object_set_new(o, "inserted_at", json_time(l->insert_us));
         json_object_set_new(o, "class", json_string(delay_class_name(l->cls)));
+        if (l->cls_at_insert)
+            json_object_set_new(o, "class_as_judged_at_insert_under_us",
+                                json_i64(l->cls_retention_us));
         json_object_set_new(o, "ref", json_string(l->ref));
         json_object_set_new(o, "ref_truncated", json_boolean(l->ref_truncated));
         json_array_append_new(largest, o);
@@ -582,6 +645,8 @@ tracker_to_json(const Tracker *t)
             json_object_set_new(o, delay_class_name((DelayClass) c), json_u64(w->rows[c]));
         if (w->min_time_left_us != INT64_MAX)
             json_object_set_new(o, "min_time_left_us", json_i64(w->min_time_left_us));
+        if (w->not_rejudged)
+            json_object_set_new(o, "as_judged_at_insert", json_u64(w->not_rejudged));
         json_array_append_new(windows, o);
     }
     json_object_set_new(root, "windows", windows);
@@ -763,14 +828,69 @@ parse_doc(json_t *root, Parsed *p, Err *err)
     return true;
 }
 
-bool
-tracker_merge_json(Tracker *t, const char *json, Err *err)
+/* Judging a run's rows again under t's retention (tracker_merge_run). */
+typedef struct Rejudge
+{
+    bool on;
+    int64_t ret_us;  /* the run's retention */
+    int64_t from_us; /* its first insert */
+    int64_t to_us;   /* its last insert */
+} Rejudge;
+
+/* The window of a run's document holding id_us; false when none does. */
+static bool
+doc_window_of(const json_t *windows, int64_t id_us, int64_t *lower, int64_t *upper)
+{
+    size_t i;
+    json_t *v;
+
+    json_array_foreach(windows, i, v)
+    {
+        if (get_i64(v, "lower_us", lower) && get_i64(v, "upper_us", upper) && id_us >= *lower &&
+            id_us < *upper)
+            return true;
+    }
+    return false;
+}
+
+/* Rows of one window of a judged-again run: one class when its earliest and
+ * latest insert agree; else they keep their classes, counted apart. */
+static void
+rejudge_window(Tracker *t, const Rejudge *rj, TrackerWindow *w, int64_t lower, int64_t upper,
+               int64_t *left, const uint64_t rows[3])
+{
+    int64_t last = rj->to_us;
+    uint64_t n = rows[0] + rows[1] + rows[2];
+    DelayClass first;
+
+    if (*left != INT64_MAX && rj->ret_us > 0)
+        last = civil_sat_sub(civil_sat_add(upper, rj->ret_us), *left);
+    first = judge_in_window(t, lower, upper, rj->from_us);
+    *left = t->retention_us > 0 ? civil_sat_sub(civil_sat_add(upper, t->retention_us), last)
+                                : INT64_MAX;
+    if (w != NULL && first == judge_in_window(t, lower, upper, last))
+    {
+        t->counts[first] += n;
+        w->rows[first] += n;
+        return;
+    }
+    for (int c = DELAY_ON_TIME; c <= DELAY_EXPIRED; c++)
+        t->at_insert[c] += rows[c];
+    if (w != NULL)
+        w->not_rejudged += n;
+    else
+        t->untracked_window_rows += n;
+}
+
+static bool
+merge(Tracker *t, const char *json, Rejudge *rj, Err *err)
 {
     json_error_t jerr;
     json_t *root = json_loads(json, 0, &jerr);
     Parsed p;
     size_t i;
     json_t *v;
+    uint64_t rest[3];
 
     if (root == NULL)
     {
@@ -789,8 +909,32 @@ tracker_merge_json(Tracker *t, const char *json, Err *err)
         return true;
     }
 
+    if (rj->on)
+    {
+        int64_t near = -1;
+
+        rj->ret_us = -1;
+        (void) get_i64(root, "retention_us", &rj->ret_us);
+        (void) get_i64(root, "near_cutoff_us", &near);
+        rj->on = rj->ret_us != t->retention_us || (t->near_cutoff_us > 0 && near != t->near_cutoff_us);
+    }
+    if (rj->on)
+    {
+        if (rj->ret_us < 0)
+            rj->ret_us = 0;
+        if (t->other_runs++ == 0 || rj->ret_us < t->other_min_us)
+            t->other_min_us = rj->ret_us;
+        if (rj->ret_us > t->other_max_us)
+            t->other_max_us = rj->ret_us;
+    }
+    /* Judged again: counts come window by window; rows left over are those of
+     * windows the run did not track. */
     for (int c = DELAY_ON_TIME; c <= DELAY_EXPIRED; c++)
-        t->counts[c] += p.counts[c];
+    {
+        rest[c] = p.counts[c];
+        if (!rj->on)
+            t->counts[c] += p.counts[c];
+    }
     t->negative += p.negative;
     t->untracked_window_rows += p.untracked;
     if (p.min_us < t->min_us)
@@ -829,10 +973,22 @@ tracker_merge_json(Tracker *t, const char *json, Err *err)
             const char *ref = json_string_value(json_object_get(v, "ref"));
             bool cut;
 
+            int64_t lower;
+            int64_t upper;
+
             l->delay_us = delay;
             (void) get_i64(v, "id_us", &l->id_us);
             (void) get_i64(v, "inserted_us", &l->insert_us);
             (void) delay_class_parse(json_string_value(json_object_get(v, "class")), &l->cls);
+            l->cls_at_insert = false;
+            l->cls_retention_us = 0;
+            if (rj->on && doc_window_of(p.windows, l->id_us, &lower, &upper))
+                l->cls = judge_in_window(t, lower, upper, l->insert_us);
+            else if (rj->on)
+            {
+                l->cls_at_insert = true;
+                l->cls_retention_us = rj->ret_us;
+            }
             ref_copy(l->ref, ref, json_string_length(json_object_get(v, "ref")), &cut);
             l->ref_truncated = cut || json_is_true(json_object_get(v, "ref_truncated"));
         }
@@ -852,16 +1008,39 @@ tracker_merge_json(Tracker *t, const char *json, Err *err)
         if (json_object_get(v, "min_time_left_us"))
             (void) get_i64(v, "min_time_left_us", &left);
         w = window_slot(t, lower, upper);
-        if (w == NULL)
+        if (rj->on)
         {
-            t->untracked_window_rows += rows[0] + rows[1] + rows[2];
-            continue;
+            for (int c = DELAY_ON_TIME; c <= DELAY_EXPIRED; c++)
+                rest[c] -= rows[c] < rest[c] ? rows[c] : rest[c];
+            rejudge_window(t, rj, w, lower, upper, &left, rows);
         }
-        for (int c = DELAY_ON_TIME; c <= DELAY_EXPIRED; c++)
-            w->rows[c] += rows[c];
-        if (left < w->min_time_left_us)
+        else if (w == NULL)
+            t->untracked_window_rows += rows[0] + rows[1] + rows[2];
+        else
+            for (int c = DELAY_ON_TIME; c <= DELAY_EXPIRED; c++)
+                w->rows[c] += rows[c];
+        if (w != NULL && left < w->min_time_left_us)
             w->min_time_left_us = left;
     }
+    for (int c = DELAY_ON_TIME; c <= DELAY_EXPIRED && rj->on; c++)
+        t->at_insert[c] += rest[c];
     json_decref(root);
     return true;
+}
+
+bool
+tracker_merge_json(Tracker *t, const char *json, Err *err)
+{
+    Rejudge rj = {0};
+
+    return merge(t, json, &rj, err);
+}
+
+bool
+tracker_merge_run(Tracker *t, const char *json, int64_t insert_from_us, int64_t insert_to_us,
+                  Err *err)
+{
+    Rejudge rj = {.on = true, .from_us = insert_from_us, .to_us = insert_to_us};
+
+    return merge(t, json, &rj, err);
 }

@@ -54,6 +54,38 @@ uuid7_from_us(int64_t us, uint64_t rand62, Uuid *out, Err *err)
 }
 
 bool
+uuid7_next(const Uuid *prev, int64_t us, uint64_t rand62, Uuid *out, Err *err)
+{
+    uint64_t tail;
+    uint64_t step;
+    uint64_t lo;
+
+    /* A new tick starts its tail below 2^61: 2^61 steps of at most 2^32 leave
+     * room for more than 2^28 ids of one tick before the tail could run out. */
+    if (!uuid7_from_us(us, rand62 & (UUID7_RAND_MASK >> 1), out, err))
+        return false;
+    if (prev == NULL || memcmp(out->b, prev->b, 8) != 0)
+        return true;
+    /* Same millisecond and rand_a as the previous id: the tail counts up by a
+     * random step of 1..2^32, so the batch increases and stays unguessable. */
+    memcpy(&lo, prev->b + 8, 8);
+    tail = be64toh(lo) & UUID7_RAND_MASK;
+    step = (rand62 >> 30) + 1;
+    if (tail > UUID7_RAND_MASK - step)
+    {
+        char text[UUID_TEXT_SIZE];
+        uuid_format(prev, text);
+        return err_set(err, EC_LIMIT,
+                       "no UUIDv7 after %s is left in its 1/4096 ms tick: the 62-bit tail is "
+                       "used up",
+                       text);
+    }
+    lo = htobe64((UINT64_C(2) << 62) | (tail + step));
+    memcpy(out->b + 8, &lo, 8);
+    return true;
+}
+
+bool
 uuid7_floor(int64_t us, Uuid *out, Err *err)
 {
     if (!uuid7_check_time(us, err))

@@ -67,9 +67,11 @@ RETURNS uuid
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $fn$
 DECLARE
-    shown text := CASE WHEN isfinite(ts)
-                       THEN to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-                       ELSE ts::text END;
+    -- a year before the Common Era says so, as PostgreSQL writes it (... BC)
+    shown text := CASE WHEN NOT isfinite(ts) THEN ts::text
+                       WHEN ts < '0001-01-01 00:00:00+00'::timestamptz
+                       THEN to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z" BC')
+                       ELSE to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') END;
 BEGIN
     IF ts < '1970-01-01 00:00:00+00'::timestamptz THEN
         RAISE EXCEPTION 'time % is before 1970-01-01T00:00:00Z and cannot be a UUIDv7', shown

@@ -102,5 +102,19 @@ const char *window_state_name(WindowState s);
  * separators ("?" when negative). */
 void report_fmt_date(int64_t us, const char *suffix, char *out, size_t size);
 void report_fmt_count(double v, char *out, size_t size);
+/* Time left in days as every rendering shows it (text, HTML tables, JSON's
+ * days_left): rounded to a tenth of a day, halves away from zero.  The value
+ * in tenths, and its text ("28.2", "-3.0"). */
+/* The classes of the delay counts and the largest delays, as every rendering
+ * words them: "judged under 30d" when every run judged under the report's
+ * retention; "judged again under 30d; 1 run judged under 120d at insert"
+ * when some were judged again.  at_insert: the words for rows or delays that
+ * kept their class from insert, "as judged at insert under 120d". */
+void report_fmt_class_note(const Report *r, char *out, size_t size, char *at_insert,
+                           size_t at_size);
+/* A retention as a short duration: "120d", "36h", else duration_format's. */
+void report_fmt_retention_us(int64_t us, char *out, size_t size);
+int64_t report_days_left_tenths(int64_t us);
+void report_fmt_days_left(int64_t us, char *out, size_t size);
 
 #endif /* V7FILL_REPORT_H */

@@ -77,6 +77,10 @@ typedef struct TrackerLargest
     int64_t id_us;
     int64_t insert_us;
     DelayClass cls;
+    /* cls is the class judged at insert under cls_retention_us (another
+     * retention than the tracker's): it could not be judged again */
+    bool cls_at_insert;
+    int64_t cls_retention_us;
     bool ref_truncated;               /* the reference was longer than TRACKER_REF_MAX */
     char ref[TRACKER_REF_MAX + 1];    /* valid UTF-8, no NUL inside (U+FFFD replaces bad bytes) */
 } TrackerLargest;
@@ -90,6 +94,7 @@ typedef struct TrackerWindow
     int64_t upper_us;
     uint64_t rows[3]; /* indexed by DelayClass */
     int64_t min_time_left_us;
+    uint64_t not_rejudged; /* rows not in rows[]: see tracker_merge_run */
 } TrackerWindow;
 
 /* A bucket of the coarse display histogram: delays in [lower_us, upper_us)
@@ -102,7 +107,7 @@ typedef struct TrackerBucket
     uint64_t count;
 } TrackerBucket;
 
-/* Rows of all classes. */
+/* Rows of all classes, those not judged again (tracker_merge_run) included. */
 uint64_t tracker_total(const Tracker *t);
 /* Rows whose id time was after their insert time (clock ahead); counted as
  * delay 0 in the histograms and percentiles, exact in min. */
@@ -123,6 +128,27 @@ size_t tracker_display(const Tracker *t, const TrackerBucket **out);
  * windows add up; t's retention settings are kept.  A document that is not
  * v7fill's tracker format → EC_FORMAT, t unchanged. */
 V7FILL_MUST_CHECK bool tracker_merge_json(Tracker *t, const char *json, Err *err);
+
+/* The same for a run whose rows were all inserted within [insert_from_us,
+ * insert_to_us], and whose classes must be those of t's retention.  A run that
+ * judged its rows under another retention (or another given near-cutoff
+ * horizon) is judged again, window by window: the horizon is t's near-cutoff
+ * if given, else max(retention / 10, the window's length), as the report's;
+ * the latest insert into a window is known exactly (its min_time_left_us),
+ * the earliest is insert_from_us.  When both give one class, the window's
+ * rows take it; otherwise (the class changes during the run), and for rows of
+ * untracked windows, the rows keep the class judged at insert and are counted
+ * apart (tracker_count_at_insert).  The largest delays are judged again from
+ * their own insert time and the window of the run holding their id time. */
+V7FILL_MUST_CHECK bool tracker_merge_run(Tracker *t, const char *json, int64_t insert_from_us,
+                                         int64_t insert_to_us, Err *err);
+
+/* Rows of merged runs that kept the class judged at insert under another
+ * retention (see tracker_merge_run), by that class; not in tracker_count. */
+uint64_t tracker_count_at_insert(const Tracker *t, DelayClass c);
+/* Runs judged under another retention than t's, and the smallest and largest
+ * of those retentions (0 = none); false when there were none. */
+bool tracker_other_retentions(const Tracker *t, size_t *runs, int64_t *min_us, int64_t *max_us);
 
 const char *delay_class_name(DelayClass c); /* "on_time", "near_cutoff", "expired" */
 

@@ -35,6 +35,16 @@ V7FILL_MUST_CHECK bool uuid7_check_time(int64_t us, Err *err);
 /* Mint from a time (µs since epoch) and 62 bits for rand_b (upper bits ignored). */
 V7FILL_MUST_CHECK bool uuid7_from_us(int64_t us, uint64_t rand62, Uuid *out, Err *err);
 
+/* The id after `prev` in a batch (RFC 9562 section 6.2 monotonicity): minted at
+ * `us` like uuid7_from_us, but when it shares prev's millisecond and rand_a, its
+ * 62-bit tail is prev's plus a step of 1..2^32 taken from rand62, so it sorts
+ * after prev, never equals it, and carries the same time.  The tail of a tick's
+ * first id is kept below 2^61, which leaves room for 2^28 ids in one tick; past
+ * that an EC_LIMIT error.  prev NULL mints the first id.  The caller keeps `us`
+ * from going backwards (an id minted at an earlier time sorts before prev). */
+V7FILL_MUST_CHECK bool uuid7_next(const Uuid *prev, int64_t us, uint64_t rand62, Uuid *out,
+                                  Err *err);
+
 /* The smallest UUIDv7 of the millisecond containing `us`: time bits, version 7,
  * variant 10, every other bit zero.  Partition bounds and range queries use it. */
 V7FILL_MUST_CHECK bool uuid7_floor(int64_t us, Uuid *out, Err *err);

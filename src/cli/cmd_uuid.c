@@ -24,7 +24,9 @@ uuid_usage(FILE *out)
             "                                    output line (\"ERROR<TAB>message\" for a bad line;\n"
             "                                    exit status 4 if any line was bad)\n"
             "  v7fill uuid new [--at TIME] [--count N]\n"
-            "                                    new UUIDv7s (CSPRNG bits), now or at TIME\n"
+            "                                    new UUIDv7s (CSPRNG bits), now or at TIME; a batch\n"
+            "                                    is strictly increasing (ids of one 1/4096 ms\n"
+            "                                    tick count up in their random tail)\n"
             "\n"
             "TIME is RFC 3339 / ISO 8601 or PostgreSQL text output, e.g. 2026-07-01,\n"
             "2026-07-01T12:00:00Z, '2026-07-01 12:00:00.5+02'; without an offset it is UTC.\n"
@@ -162,6 +164,8 @@ uuid_new_cmd(int argc, char **argv, Err *err)
     long count = 1;
     int64_t at_us = 0;
     IdRandom *rnd;
+    Uuid prev;
+    int64_t prev_us = 0;
     int c;
     int status = 0;
 
@@ -193,12 +197,18 @@ uuid_new_cmd(int argc, char **argv, Err *err)
         uint64_t bits;
         Uuid u;
         char text[UUID_TEXT_SIZE];
+        /* a clock stepped back must not break the batch's order */
+        int64_t us = at ? at_us : now_us();
 
-        if (!id_random_bits(rnd, &bits, err) || !uuid7_from_us(at ? at_us : now_us(), bits, &u, err))
+        if (i > 0 && us < prev_us)
+            us = prev_us;
+        if (!id_random_bits(rnd, &bits, err) || !uuid7_next(i > 0 ? &prev : NULL, us, bits, &u, err))
         {
             status = 1;
             break;
         }
+        prev = u;
+        prev_us = us;
         uuid_format(&u, text);
         fputs(text, stdout);
         fputc('\n', stdout);

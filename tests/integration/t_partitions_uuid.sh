@@ -76,6 +76,19 @@ for m in 2026-06-15 2026-07-01T00:00:00Z 2026-08-31T23:59:59.999Z 2026-09-10; do
     assert_eq "$want" "$(q "SELECT tableoid::regclass FROM events WHERE id = '$id'")" "row of $m"
 done
 
+# uuid new: a batch is strictly increasing (RFC 9562 6.2), also inside one tick,
+# and every id keeps the time it was minted at
+"$V7FILL" uuid new --count 100000 >"$PGTMP_DIR/ids.txt"
+LC_ALL=C sort -c "$PGTMP_DIR/ids.txt" 2>/dev/null || fail "uuid new --count 100000 is not sorted"
+assert_eq 100000 "$(LC_ALL=C sort -u "$PGTMP_DIR/ids.txt" | wc -l)" "uuid new --count 100000: distinct ids"
+ids=$("$V7FILL" uuid new --at 2026-07-01T00:00:00Z --count 5)
+assert_eq "$ids" "$(printf '%s\n' "$ids" | LC_ALL=C sort -u)" "uuid new --at T --count 5 sorted and distinct"
+assert_eq "$(printf '2026-07-01T00:00:00.000Z\n%.0s' 1 2 3 4 5)" \
+    "$(printf '%s\n' "$ids" | "$V7FILL" uuid time --stdin)" "uuid new --at T: every id carries T"
+assert_eq t "$(q "SELECT bool_and(a < b) FROM (SELECT id AS a, lead(id) OVER (ORDER BY n) AS b
+                 FROM unnest('{$(printf '%s' "$ids" | tr '\n' ,)}'::uuid[]) WITH ORDINALITY u(id, n)) s
+                 WHERE b IS NOT NULL")" "uuid new batch increases in PostgreSQL's uuid order"
+
 # pruning: a one-month id range touches exactly one partition
 plan=$(q "EXPLAIN (COSTS OFF) SELECT * FROM events
           WHERE id >= '$("$V7FILL" uuid floor 2026-07-01)' AND id < '$("$V7FILL" uuid floor 2026-08-01)'")

@@ -317,3 +317,156 @@ assert_not_contains "$(cat since.html)" 's0<i>' "no raw markup from data"
 [ -n "${V7FILL_REPORT_HTML_OUT:-}" ] && cp report.html "$V7FILL_REPORT_HTML_OUT"
 run_expect 1 "$V7FILL" report events --retention 90d --html /nonexistent/dir/r.html
 assert_contains "$OUT" "could not write /nonexistent/dir/r.html" "unwritable HTML path"
+
+# --- days left: one number, one value in text, HTML and JSON (#7) -------------------------
+# 48 one-hour windows ending 30 to 32 days ago: with 30d their fractions of a day step by
+# 1/24, so some lie where rounding and flooring to a tenth differ.
+q "CREATE TABLE dl (id uuid PRIMARY KEY) PARTITION BY RANGE (id)" >/dev/null
+h0=$(date -u -d "$(date -u +%Y-%m-%dT%H:00:00Z) -32 days" +%s)
+for i in $(seq 0 47); do
+    lo=$(date -u -d "@$((h0 + i * 3600))" +%Y-%m-%dT%H:%M:%SZ)
+    hi=$(date -u -d "@$((h0 + i * 3600 + 3600))" +%Y-%m-%dT%H:%M:%SZ)
+    q "CREATE TABLE dl_$i PARTITION OF dl FOR VALUES FROM ('$("$V7FILL" uuid floor "$lo")')
+       TO ('$("$V7FILL" uuid floor "$hi")')" >/dev/null
+done
+"$V7FILL" report dl --retention 32d >dl.txt || fail "report dl failed"
+"$V7FILL" report dl --retention 32d --json >dl.json || fail "report dl --json failed"
+"$V7FILL" report dl --retention 32d --html dl.html >/dev/null || fail "report dl --html failed"
+python3 - <<'PY' || fail "days left differ between text, HTML and JSON"
+import json, re
+raw = open("dl.json").read()
+d = json.loads(raw)
+page = open("dl.html", encoding="utf-8").read()
+emb = json.loads(re.search(r'id="v7fill-report">\n(.*)\n</script>', page, re.S).group(1))
+# JSON reals as written, without 17-digit noise: one decimal
+noisy = re.findall(r'"days_left": (-?[0-9.e+-]+)', raw)
+assert len(noisy) == 48 and all(re.fullmatch(r"-?\d+\.\d", v) for v in noisy), noisy
+text = {}
+for line in open("dl.txt", encoding="utf-8"):
+    m = re.match(r"\s+(dl_\d+)\s.*\((-?\d+\.\d) days left\)", line)
+    if m:
+        text[m.group(1)] = m.group(2)
+html = dict(re.findall(r"<code>(dl_\d+)</code>.*?<td class=\"num\">(-?\d+\.\d)</td></tr>", page))
+ew = {w["name"]: w for w in emb["windows"]}
+differ = 0
+for w in d["windows"]:
+    n = w["name"]
+    exact = w["time_left_us"] / 864e8
+    want = "%.1f" % (int(abs(exact) * 10 + 0.5) / 10 * (1 if exact >= 0 else -1))
+    differ += "%.1f" % (int(exact * 10) / 10) != want
+    shown = (text.get(n), html.get(n), "%.1f" % w["days_left"], "%.1f" % ew[n]["days_left"])
+    assert shown == (want,) * 4, (n, exact, shown, want)
+assert differ > 0, "no window where flooring and rounding differ: the test proves nothing"
+print("days left agree:", len(d["windows"]), "windows,", differ, "where floor and round differ")
+PY
+
+# rows_csv FILE SECONDS...: a CSV (created_at, note) with a row that many seconds old for
+# each argument, noted n0, n1, ...
+rows_csv() {
+    python3 - "$@" <<'PY'
+import csv, sys, time
+now = time.time()
+with open(sys.argv[1], "w", newline="") as f:
+    c = csv.writer(f)
+    c.writerow(["created_at", "note"])
+    for i, d in enumerate(sys.argv[2:]):
+        c.writerow([time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - int(d))), "n%d" % i])
+PY
+}
+
+# --- classes under the retention shown, not the one of the import (#6) -------------------
+# Imported under 120d; a row 100 days late is expired under 30d (its window ended more than
+# 30 days ago), whatever today's date.
+q "CREATE TABLE late (id uuid PRIMARY KEY, created_at timestamptz, note text) PARTITION BY RANGE (id)" >/dev/null
+run_expect 0 "$V7FILL" partitions late --from "$(date -u -d "$month0 -5 months" +%Y-%m-%d)" \
+    --to "$(date -u -d "$month0 +1 month" +%Y-%m-%d)"
+rows_csv late.csv 60 $((100 * 86400))
+run_expect 0 "$V7FILL" import late late.csv --retention 120d --source-ref 'late:{note}' --no-progress
+if [ "$real" = yes ]; then
+    run_expect 0 "$V7FILL" report late --retention 120d
+    assert_contains "$OUT" "expired 0 (judged under 120d)" "classes under the import's own retention"
+    run_expect 0 "$V7FILL" report late --retention 30d
+    assert_contains "$OUT" "WARNING: retention 30d does not exceed" "warning under 30d"
+    assert_contains "$OUT" "(judged again under 30d; 1 run judged under 120d at insert)" \
+        "terminal says under which retention the classes are"
+    assert_contains "$OUT" "Largest delays (class judged again under 30d; 1 run judged under 120d at insert)" \
+        "largest delays say it too"
+    printf '%s\n' "$OUT" | grep -Eq '^  on time [0-9]+, near cutoff [0-9]+, expired [1-9]' \
+        || fail "the 100-day-late row is expired under 30d: $OUT"
+    printf '%s\n' "$OUT" | grep -Eq '^  100d 0h 00m .* expired +late:n1$' \
+        || fail "largest delay classed under 30d: $OUT"
+    "$V7FILL" report late --retention 30d --json >late.json || fail "report late --json"
+    "$V7FILL" report late --retention 30d --html late.html >/dev/null || fail "report late --html"
+    python3 - <<'PY' || fail "JSON and HTML classes under 30d"
+import json, re
+d = json.load(open("late.json"))["delay"]
+assert d["counts"]["expired"] >= 1 and sum(d["counts"].values()) == 2, d["counts"]
+o = d["judged_at_insert_under_other_retention"]
+assert o["runs"] == 1 and o["retention_us_min"] == o["retention_us_max"] == 120 * 86400 * 10**6, o
+assert d["largest"][0]["ref"] == "late:n1" and d["largest"][0]["class"] == "expired", d["largest"][0]
+page = open("late.html", encoding="utf-8").read()
+assert 'id="class-note">judged again under 30d; 1 run judged under 120d at insert<' in page
+assert re.search(r'<tr><td>expired</td><td class="num" data-value="[1-9]', page), "HTML expired count"
+assert re.search(r'100d 0h 00m</td><td>[^<]*</td><td>[^<]*</td><td>expired</td>', page), "HTML class"
+PY
+fi
+
+# --- HTML charts: small counts, a retention past the last bucket, now and cutoff at one
+# x, a rotated label with a time, windows of unknown rows (#12) ----------------------------
+q "CREATE TABLE hc (id uuid PRIMARY KEY, created_at timestamptz, note text) PARTITION BY RANGE (id)" >/dev/null
+run_expect 0 "$V7FILL" partitions hc --from "$(date -u -d "$month0 -3 months" +%Y-%m-%d)" \
+    --to "$(date -u -d "$month0 +1 month" +%Y-%m-%d)"
+rows_csv hc.csv 60 3600 7200 $((50 * 86400))
+run_expect 0 "$V7FILL" import hc hc.csv --source-ref 'hc:{note}' --no-progress
+"$V7FILL" report hc --retention 2y --exact --html hc.html >/dev/null || fail "report hc --html"
+# windows only in the future: now and the cutoff both before the first window
+q "CREATE TABLE hf (id uuid PRIMARY KEY) PARTITION BY RANGE (id)" >/dev/null
+run_expect 0 "$V7FILL" partitions hf --from "$(date -u -d "$month0 +2 months" +%Y-%m-%d)" \
+    --to "$(date -u -d "$month0 +4 months" +%Y-%m-%d)"
+"$V7FILL" report hf --retention 30d --html hf.html >/dev/null || fail "report hf --html"
+# a lower bound with a time, and a window whose rows were never analyzed
+q "CREATE TABLE ht (id uuid PRIMARY KEY) PARTITION BY RANGE (id)" >/dev/null
+q "CREATE TABLE ht_a PARTITION OF ht FOR VALUES FROM ('$("$V7FILL" uuid floor 2026-03-01)')
+   TO ('$("$V7FILL" uuid floor 2026-03-20T12:00:00Z)')" >/dev/null
+q "CREATE TABLE ht_b PARTITION OF ht FOR VALUES FROM ('$("$V7FILL" uuid floor 2026-03-20T12:00:00Z)')
+   TO ('$("$V7FILL" uuid floor 2026-04-01)')" >/dev/null
+q "INSERT INTO ht VALUES ('$("$V7FILL" uuid new --at 2026-03-25)'), ('$("$V7FILL" uuid new --at 2026-03-26)')" >/dev/null
+"$V7FILL" report ht --retention 2y --html ht.html >/dev/null || fail "report ht --html"
+python3 - <<'PY' || fail "HTML charts"
+import re
+def svgs(name):
+    return re.findall(r"<svg .*?</svg>", open(name, encoding="utf-8").read(), re.S)
+def texts(svg):
+    return [(float(x), float(y), t) for x, y, t in
+            re.findall(r'<text x="([-0-9.]+)" y="([-0-9.]+)"[^>]*>([^<]*)</text>', svg)]
+# y axes: labels distinct (not 0, 0, 1, 2, 2 for a maximum of 2)
+for svg in svgs("hc.html"):
+    ys = [t for x, y, t in texts(svg) if x == 62.0]
+    assert len(ys) >= 2 and len(ys) == len(set(ys)), ("repeated y labels", ys)
+# a 2y retention is past the 365d edge: drawn at the right end and said to be off the scale
+delay = svgs("hc.html")[1]
+edge = [x for x, y, t in texts(delay) if t == "365d"]
+ret = [(x, t) for x, y, t in texts(delay) if t.startswith("retention 2y")]
+assert edge and ret, (edge, ret)
+assert "off the scale" in ret[0][1] and "beyond 365d" in ret[0][1], ret
+assert ret[0][0] > edge[0] + 20, ("retention drawn on the 365d tick", ret, edge)
+# now and the cutoff at one x: their labels do not overlap and say where they are
+win = svgs("hf.html")[0]
+now = [(x, y, t) for x, y, t in texts(win) if t.startswith("now")]
+cut = [(x, y, t) for x, y, t in texts(win) if t.startswith("retention cutoff")]
+assert now and cut and abs(now[0][1] - cut[0][1]) >= 12, ("labels on top of each other", now, cut)
+assert "(before the first window)" in now[0][2] and "(before the first window)" in cut[0][2], (now, cut)
+# a rotated label with a time fits in the picture (about 6.2 px a character at 45°)
+win = svgs("ht.html")[0]
+vx, vy, vw, vh = map(float, re.search(r'viewBox="([^"]+)"', win).group(1).split())
+rot = re.findall(r'translate\(([-0-9.]+) ([-0-9.]+)\) rotate\(-45\)"[^>]*>([^<]*)<', win)
+assert any("12:00" in t for x, y, t in rot), rot
+for x, y, t in rot:
+    reach = len(t) * 6.2 * 0.7071
+    assert float(y) + reach <= vy + vh and float(x) - reach >= vx, ("label clipped", t, x, y, vx, vh)
+# unknown rows are not drawn as an empty window
+page = open("ht.html", encoding="utf-8").read()
+assert "~? rows" not in page, "tooltip reads ~? rows"
+assert "ht_b [2026-03-20 12:00 UTC, 2026-04-01): rows unknown" in page, "unknown rows said"
+assert re.search(r'class="rows-unknown"', win) and any(t == "?" for x, y, t in texts(win)), "? drawn"
+PY

@@ -263,6 +263,11 @@ for row in '1969-12-31T23:59:59.999999Z|before|cli' '1900-01-01|before|cli' \
         assert_contains "$OUT" "UUIDv7" "v7fill uuid floor $t fails too"
     fi
 done
+# a year before the Common Era is written with BC, as PostgreSQL writes it
+run_expect 1 psql -X -q -At -v ON_ERROR_STOP=1 -c "SELECT uuid7_floor('2500-01-01 00:00+00 BC')"
+assert_contains "$OUT" "time 2500-01-01T00:00:00.000000Z BC is before 1970-01-01T00:00:00Z" "uuid7_floor of a BC time"
+run_expect 1 psql -X -q -At -v ON_ERROR_STOP=1 -c "SELECT uuid7_floor('0001-01-01 00:00+00')"
+assert_contains "$OUT" "time 0001-01-01T00:00:00.000000Z is before" "uuid7_floor of year 1 AD: no BC"
 # a column argument takes the same path (no plan-time folding)
 run_expect 1 psql -X -q -At -v ON_ERROR_STOP=1 \
     -c "SELECT uuid7_floor(ts) FROM (VALUES (timestamptz '1969-06-30 12:00:00.25+00')) v(ts)"

@@ -395,6 +395,100 @@ test_json_merge_jsonb_style(void **state)
     tracker_free(t);
 }
 
+/* One run under 120d at insert time `ins`: a row in June, two in July, one in
+ * August (ids 5 days into their window), as the importer classifies them. */
+static char *
+run_under_120d(int64_t ins)
+{
+    static const int64_t lowers[] = {JUL - 30 * US_PER_DAY, JUL, JUL, AUG};
+    Tracker *run = tracker_new(120 * US_PER_DAY, 31 * US_PER_DAY);
+    char *json;
+
+    for (size_t i = 0; i < sizeof lowers / sizeof lowers[0]; i++)
+    {
+        int64_t lo = lowers[i];
+        int64_t up = lo == AUG ? AUG + 31 * US_PER_DAY : lo == JUL ? AUG : JUL;
+        int64_t id = lo + 5 * US_PER_DAY + (int64_t) i;
+
+        tracker_add(run, id, ins, tracker_classify(run, up, ins, NULL), lo, up, "r", 1);
+    }
+    json = tracker_to_json(run);
+    tracker_free(run);
+    return json;
+}
+
+static void
+test_merge_run_judges_again_under_the_reports_retention(void **state)
+{
+    /* inserted Aug 21: under 30d June is expired, July near (10d left, horizon
+     * a month), August on time (41d left); under 120d all were on time */
+    int64_t ins = AUG + 20 * US_PER_DAY;
+    char *doc = run_under_120d(ins);
+    Tracker *t = tracker_new(RET, 0);
+    Tracker *same = tracker_new(120 * US_PER_DAY, 0);
+    const TrackerLargest *l;
+    const TrackerWindow *w;
+    Err err = {0};
+    size_t runs;
+    int64_t lo;
+    int64_t hi;
+
+    (void) state;
+    if (!tracker_merge_run(t, doc, ins - US_PER_SEC, ins + US_PER_SEC, &err) ||
+        !tracker_merge_run(same, doc, ins - US_PER_SEC, ins + US_PER_SEC, &err))
+        fail_msg("merge: %s", err.msg);
+    assert_int_equal(tracker_count(t, DELAY_ON_TIME), 1);
+    assert_int_equal(tracker_count(t, DELAY_NEAR_CUTOFF), 2);
+    assert_int_equal(tracker_count(t, DELAY_EXPIRED), 1);
+    assert_int_equal(tracker_total(t), 4);
+    for (int c = DELAY_ON_TIME; c <= DELAY_EXPIRED; c++)
+        assert_int_equal(tracker_count_at_insert(t, (DelayClass) c), 0);
+    assert_true(tracker_other_retentions(t, &runs, &lo, &hi));
+    assert_int_equal(runs, 1);
+    assert_int_equal(lo, 120 * US_PER_DAY);
+    assert_int_equal(hi, 120 * US_PER_DAY);
+    /* the largest delay is June's row: expired under 30d, judged again */
+    assert_int_equal(tracker_largest(t, &l), 4);
+    assert_int_equal(l[0].cls, DELAY_EXPIRED);
+    assert_false(l[0].cls_at_insert);
+    assert_int_equal(tracker_windows(t, &w), 3);
+    assert_int_equal(w[1].rows[DELAY_NEAR_CUTOFF], 2);
+    assert_int_equal(w[1].min_time_left_us, 10 * US_PER_DAY);
+    /* the same retention: the classes as stored, no note */
+    assert_int_equal(tracker_count(same, DELAY_ON_TIME), 4);
+    assert_false(tracker_other_retentions(same, &runs, &lo, &hi));
+    free(doc);
+    tracker_free(t);
+    tracker_free(same);
+}
+
+static void
+test_merge_run_keeps_the_class_at_insert_when_it_changes_during_the_run(void **state)
+{
+    /* the run inserted from Jul 27 to Aug 21: July's rows were on time under
+     * 30d at its start, near at its end; June's near, then expired */
+    int64_t ins = AUG + 20 * US_PER_DAY;
+    char *doc = run_under_120d(ins);
+    Tracker *t = tracker_new(RET, 0);
+    const TrackerWindow *w;
+    Err err = {0};
+
+    (void) state;
+    if (!tracker_merge_run(t, doc, ins - 25 * US_PER_DAY, ins, &err))
+        fail_msg("merge: %s", err.msg);
+    assert_int_equal(tracker_count(t, DELAY_ON_TIME), 1);
+    assert_int_equal(tracker_count(t, DELAY_NEAR_CUTOFF), 0);
+    assert_int_equal(tracker_count(t, DELAY_EXPIRED), 0);
+    assert_int_equal(tracker_count_at_insert(t, DELAY_ON_TIME), 3);
+    assert_int_equal(tracker_total(t), 4);
+    assert_int_equal(tracker_windows(t, &w), 3);
+    assert_int_equal(w[0].not_rejudged, 1);
+    assert_int_equal(w[1].not_rejudged, 2);
+    assert_int_equal(w[2].not_rejudged, 0);
+    free(doc);
+    tracker_free(t);
+}
+
 static void
 test_json_merge_rejects(void **state)
 {
@@ -466,6 +560,8 @@ main(void)
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_json_merge_equals_one_run),
         cmocka_unit_test(test_json_merge_jsonb_style),
+        cmocka_unit_test(test_merge_run_judges_again_under_the_reports_retention),
+        cmocka_unit_test(test_merge_run_keeps_the_class_at_insert_when_it_changes_during_the_run),
         cmocka_unit_test(test_json_merge_rejects),
         cmocka_unit_test(test_window_cap),
     };

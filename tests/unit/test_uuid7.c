@@ -349,6 +349,63 @@ test_random_bits_differ_and_stay_within_62_bits(void **state)
     id_random_free(r);
 }
 
+static void
+test_next_in_one_tick_increases_and_keeps_the_time(void **state)
+{
+    Err err = {0};
+    Uuid prev;
+    Uuid u;
+    int64_t at = civil_days_from_date(2026, 7, 1) * US_PER_DAY + 123;
+    /* the largest draws: biggest first tail and biggest step */
+    uint64_t big = UUID7_RAND_MASK;
+    (void) state;
+
+    assert_true(uuid7_next(NULL, at, big, &prev, &err));
+    for (int i = 0; i < 1000; i++)
+    {
+        /* every other draw small, so a random tail below the previous one is tried */
+        assert_true(uuid7_next(&prev, at, i % 2 ? big : (uint64_t) i, &u, &err));
+        assert_true(uuid_compare(&prev, &u) < 0);
+        assert_true(uuid7_check(&u, &err));
+        assert_int_equal(uuid7_us(&u), at);
+        prev = u;
+    }
+}
+
+static void
+test_next_in_a_new_tick_draws_a_fresh_tail(void **state)
+{
+    Err err = {0};
+    Uuid prev;
+    Uuid u;
+    Uuid fresh;
+    int64_t at = civil_days_from_date(2026, 7, 1) * US_PER_DAY;
+    (void) state;
+
+    assert_true(uuid7_next(NULL, at, UUID7_RAND_MASK, &prev, &err));
+    assert_true(uuid7_next(&prev, at + 1, 5, &u, &err));
+    assert_true(uuid7_from_us(at + 1, 5, &fresh, &err));
+    assert_memory_equal(u.b, fresh.b, 16);
+    assert_true(uuid_compare(&prev, &u) < 0);
+}
+
+static void
+test_next_refuses_when_the_tail_is_used_up(void **state)
+{
+    Err err = {0};
+    Uuid last;
+    Uuid u;
+    char text[UUID_TEXT_SIZE];
+    (void) state;
+
+    /* the largest id of its tick: nothing can follow it in the same tick */
+    assert_true(uuid7_from_us(1000, UUID7_RAND_MASK, &last, &err));
+    assert_false(uuid7_next(&last, 1000, 0, &u, &err));
+    assert_int_equal(err.code, EC_LIMIT);
+    uuid_format(&last, text);
+    assert_non_null(strstr(err.msg, text));
+}
+
 int
 main(void)
 {
@@ -368,6 +425,9 @@ main(void)
         cmocka_unit_test(test_keyed_hmac_accepts_keys_longer_than_a_block),
         cmocka_unit_test(test_keyed_hmac_matches_openssl_at_every_length),
         cmocka_unit_test(test_random_bits_differ_and_stay_within_62_bits),
+        cmocka_unit_test(test_next_in_one_tick_increases_and_keeps_the_time),
+        cmocka_unit_test(test_next_in_a_new_tick_draws_a_fresh_tail),
+        cmocka_unit_test(test_next_refuses_when_the_tail_is_used_up),
     };
     return cmocka_run_group_tests_name("uuid7", tests, NULL, NULL);
 }
