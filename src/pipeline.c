@@ -26,6 +26,7 @@
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/maintain.h"
+#include "v7fill/refset.h"
 #include "v7fill/rejects.h"
 #include "v7fill/retention.h"
 #include "v7fill/srcref.h"
@@ -123,6 +124,7 @@ typedef struct Importer
     Checkpoint cp;    /* committed state of the current file */
     uint64_t file_read, file_inserted, file_duplicates, file_rejected, file_expired;
     SortWork sort;      /* in-batch dedup (writer): sorting by hash */
+    RefSet *plan_seen;  /* plan: the references counted as inserted so far (writer) */
     int64_t *times;
     size_t times_cap;
     /* progress */
@@ -1131,18 +1133,22 @@ importer_ensure_windows(Importer *im, Batch *b, Err *err)
     return true;
 }
 
-/* Plan: classify the batch without writing; windows that would be created. */
+/* Plan: classify the batch without writing; windows that would be created.
+ * A reference counted as inserted earlier in the run (another batch, another
+ * file) is a duplicate, as import's lookup would make it. */
 static bool
 importer_plan_batch(Importer *im, Batch *b, Err *err)
 {
 
     if (im->sink && !sink_probe_only(im->sink, b, err))
         return false;
+    if (im->plan_seen == NULL)
+        im->plan_seen = refset_new();
     for (size_t i = 0; i < b->nrows; i++)
     {
         BatchRow *r = &b->rows[i];
-        if (r->outcome == ROW_PENDING)
-            r->outcome = ROW_INSERTED; /* would be inserted */
+        if (r->outcome == ROW_PENDING) /* would be inserted, unless counted already */
+            r->outcome = refset_add(im->plan_seen, r->hash) ? ROW_INSERTED : ROW_DUPLICATE;
     }
     importer_count_committed(im, b);
     return true;
@@ -1907,6 +1913,7 @@ importer_free(Importer *im)
     free(im->cols);
     srcref_template_free(im->tmpl);
     sortwork_free(&im->sort);
+    refset_free(im->plan_seen);
     free(im->times);
     source_close(im->src);
 }

@@ -277,3 +277,26 @@ assert_eq 30000 "$(q "SELECT count(*) FROM lk_source_ref r JOIN lk USING (id)")"
 implk ordered.csv
 assert_eq 30000 "$(field duplicates)" "lookup restored: the next re-import finds every row"
 assert_not_contains "$OUT" "were missing from its lookup" "lookup restored: no warning"
+
+# plan counts what import would count, across batches and files: a reference
+# it counted once is a duplicate when it comes again.
+python3 - <<'PY'
+rows = [f"2024-01-01T00:00:00.{i:06d}Z,{i},x,y\n" for i in range(15000)]
+open("rep.csv", "w").write("created_at,a,b,c\n" + "".join(rows + rows))
+open("p1.csv", "w").write("created_at,a,b,c\n" + "".join(rows[:10000]))
+open("p2.csv", "w").write("created_at,a,b,c\n" + "".join(rows[5000:15000]))
+PY
+sqlf <<'SQL'
+CREATE TABLE rp (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, a text, b text, c text)
+    PARTITION BY RANGE (id);
+CREATE TABLE rp2 (LIKE rp INCLUDING ALL) PARTITION BY RANGE (id);
+SQL
+for case in "rp rep.csv" "rp2 p1.csv p2.csv"; do
+    # shellcheck disable=SC2086
+    run_expect 0 "$V7FILL" plan $case --rejects rpr.csv --no-progress --report-json r.json
+    planned=$(counts read inserted duplicates rejected)
+    # shellcheck disable=SC2086
+    run_expect 0 "$V7FILL" import $case --rejects rpr.csv --no-progress --report-json r.json
+    assert_eq "$(counts read inserted duplicates rejected)" "$planned" "plan = import for $case"
+done
+assert_eq "20000 15000 5000 0" "$planned" "two overlapping files: the overlap is duplicates"
