@@ -26,6 +26,7 @@
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/maintain.h"
+#include "v7fill/refset.h"
 #include "v7fill/rejects.h"
 #include "v7fill/retention.h"
 #include "v7fill/srcref.h"
@@ -123,6 +124,7 @@ typedef struct Importer
     Checkpoint cp;    /* committed state of the current file */
     uint64_t file_read, file_inserted, file_duplicates, file_rejected, file_expired;
     SortWork sort;      /* in-batch dedup (writer): sorting by hash */
+    RefSet *plan_seen;  /* plan: the references counted as inserted so far (writer) */
     int64_t *times;
     size_t times_cap;
     /* progress */
@@ -509,10 +511,22 @@ importer_client_reject(Importer *im, BatchRow *r, const char *category, const ch
     r->client_decided = true;
 }
 
+/* Rows of one reference in reading order (the batch's rows are in an array). */
+static int
+row_cmp_address(const void *a, const void *b)
+{
+    const BatchRow *x = *(BatchRow *const *) a;
+    const BatchRow *y = *(BatchRow *const *) b;
+    return x < y ? -1 : x > y;
+}
+
 /*
  * importer_mark_repeats: rows of the batch with the same reference are one
- * row: the first one read is written, the others count as duplicates.  Found
- * by sorting the pending rows by hash (writer thread: the reader keeps no set).
+ * row.  The first one read is written; each later one waits behind the one
+ * read before it (repeat_next) as a duplicate, and takes its place if that
+ * one does not land (refused by the server: sink_settle).  Rows expired or
+ * rejected already take no part.  Found by sorting the pending rows by hash
+ * (writer thread: the reader keeps no set).
  */
 static void
 importer_mark_repeats(Importer *im, Batch *b)
@@ -531,21 +545,20 @@ importer_mark_repeats(Importer *im, Batch *b)
     b->by_hash_n = n;
     for (size_t i = 0; i < n;)
     {
-        BatchRow *keep = b->by_hash[i];
         size_t j = i + 1;
 
-        for (; j < n && memcmp(b->by_hash[j]->hash, keep->hash, REF_HASH_LEN) == 0; j++)
+        while (j < n && memcmp(b->by_hash[j]->hash, b->by_hash[i]->hash, REF_HASH_LEN) == 0)
+            j++;
+        if (j - i > 1)
+            qsort(b->by_hash + i, j - i, sizeof *b->by_hash, row_cmp_address);
+        for (size_t k = i + 1; k < j; k++)
         {
-            BatchRow *other = b->by_hash[j];
-            BatchRow *repeat = other;
+            BatchRow *repeat = b->by_hash[k];
 
-            if (other < keep) /* read first */
-            {
-                repeat = keep;
-                keep = other;
-            }
+            b->by_hash[k - 1]->repeat_next = (uint32_t) (repeat - b->rows) + 1;
             repeat->outcome = ROW_DUPLICATE;
             repeat->client_decided = true;
+            repeat->repeat = true;
         }
         i = j;
     }
@@ -1120,18 +1133,22 @@ importer_ensure_windows(Importer *im, Batch *b, Err *err)
     return true;
 }
 
-/* Plan: classify the batch without writing; windows that would be created. */
+/* Plan: classify the batch without writing; windows that would be created.
+ * A reference counted as inserted earlier in the run (another batch, another
+ * file) is a duplicate, as import's lookup would make it. */
 static bool
 importer_plan_batch(Importer *im, Batch *b, Err *err)
 {
 
     if (im->sink && !sink_probe_only(im->sink, b, err))
         return false;
+    if (im->plan_seen == NULL)
+        im->plan_seen = refset_new();
     for (size_t i = 0; i < b->nrows; i++)
     {
         BatchRow *r = &b->rows[i];
-        if (r->outcome == ROW_PENDING)
-            r->outcome = ROW_INSERTED; /* would be inserted */
+        if (r->outcome == ROW_PENDING) /* would be inserted, unless counted already */
+            r->outcome = refset_add(im->plan_seen, r->hash) ? ROW_INSERTED : ROW_DUPLICATE;
     }
     importer_count_committed(im, b);
     return true;
@@ -1148,14 +1165,16 @@ importer_flush(Importer *im, Batch *b, const SourcePosition *pos, bool finished,
     uint64_t rejects_before = rejects_size(im->rejects);
     uint64_t late_before = rejects_size(im->late);
     int attempts = 0;
+    int retries = 0; /* after a deadlock or a serialization failure */
 
     if (b->nrows == 0 && !finished)
         return true;
     cc.pos = *pos;
     cc.im = im;
     cc.finished = finished;
-    importer_mark_repeats(im, b);
+    /* Expired rows first: an expired row does not stand for its reference. */
     importer_classify(im, b);
+    importer_mark_repeats(im, b);
     if (im->o->plan)
     {
         bool ok = importer_plan_batch(im, b, err);
@@ -1226,6 +1245,18 @@ importer_flush(Importer *im, Batch *b, const SourcePosition *pos, bool finished,
                  sink_write(im->sink, b, importer_before_commit, &cc, err);
         if (ok)
             break;
+        if ((strcmp(err->sqlstate, "40P01") == 0 || strcmp(err->sqlstate, "40001") == 0) &&
+            ++retries <= 5)
+        {
+            /* Rolled back whole: write it again, as if for the first time. */
+            log_warn("the batch ending at line %" PRIu64 " was rolled back (%s, SQLSTATE %s); "
+                     "writing it again (attempt %d of 5)",
+                     cc.pos.line, err->msg, err->sqlstate, retries);
+            if (!rejects_truncate(im->rejects, rejects_before, err) ||
+                !rejects_truncate(im->late, late_before, err))
+                return false;
+            continue;
+        }
         if (!pg_err_is_connection(err) || ++attempts > 5)
             return false;
         if (!importer_reconnect(im, err))
@@ -1365,6 +1396,7 @@ importer_drop_sink(Importer *im)
     im->sink_total.probes += sink_stats(im->sink)->probes;
     im->sink_total.conflicts += sink_stats(im->sink)->conflicts;
     im->sink_total.splits += sink_stats(im->sink)->splits;
+    im->sink_total.lookup_gap += sink_stats(im->sink)->lookup_gap;
     sink_free(im->sink);
     im->sink = NULL;
 }
@@ -1881,6 +1913,7 @@ importer_free(Importer *im)
     free(im->cols);
     srcref_template_free(im->tmpl);
     sortwork_free(&im->sort);
+    refset_free(im->plan_seen);
     free(im->times);
     source_close(im->src);
 }

@@ -31,6 +31,9 @@ struct Sink
     BatchRow **rest;    /* rows a probe of the target left undecided */
     size_t rest_cap;
     SortWork sort;
+    char *unref_sql;  /* delete the lookup rows of rows that did not land */
+    Err refused;      /* the error the last row refused alone had */
+    int refused_run;  /* rows in a row refused alone with it (non-value errors) */
 };
 
 void
@@ -134,6 +137,8 @@ sink_new(PgConn *c, const SinkConfig *cfg)
     s->target_probe_sql = xasprintf("SELECT %s FROM %s WHERE %s BETWEEN $1::uuid AND $2::uuid "
                                     "ORDER BY %s LIMIT $3::bigint",
                                     cfg->key_q, cfg->target_q, cfg->key_q, cfg->key_q);
+    s->unref_sql = xasprintf("DELETE FROM %s WHERE %s = ANY ($1::%s[])", cfg->lookup_q, key_col,
+                             cfg->lookup_shape == LOOKUP_REF_HASH_BYTEA ? "bytea" : "uuid");
     buf_init(&s->copy);
     buf_init(&s->param);
     return s;
@@ -148,6 +153,7 @@ sink_free(Sink *s)
     free(s->target_copy_sql);
     free(s->probe_sql);
     free(s->target_probe_sql);
+    free(s->unref_sql);
     buf_free(&s->copy);
     buf_free(&s->param);
     free(s->scratch);
@@ -454,11 +460,30 @@ sink_copy_target(Sink *s, const Batch *b, BatchRow **rows, size_t n, Err *err)
     return pg_copy_end(s->conn, err);
 }
 
+/* A statement error that stops the import: the connection, the session or
+ * the schema (permissions included), resources, the server itself; and a
+ * deadlock or serialization failure, which the caller retries as a whole.
+ * Anything else may belong to one row (a value, a constraint, a trigger's
+ * RAISE, an index row too large): the rows are split to find it. */
 static bool
-is_row_error(const Err *e)
+is_statement_error(const Err *e)
 {
-    return !pg_err_is_connection(e) && (strncmp(e->sqlstate, "22", 2) == 0 ||
-                                        strncmp(e->sqlstate, "23", 2) == 0);
+    static const char stop[][3] = {"0A", "25", "28", "2D", "3D", "3F", "40", "42",
+                                   "53", "55", "57", "58", "F0", "HV", "XX"};
+
+    if (pg_err_is_connection(e) || e->sqlstate[0] == '\0')
+        return true;
+    for (size_t i = 0; i < sizeof stop / sizeof stop[0]; i++)
+        if (strncmp(e->sqlstate, stop[i], 2) == 0)
+            return true;
+    return false;
+}
+
+/* Class 22 (data exception) and 23 (integrity): always the row's own. */
+static bool
+is_value_error(const Err *e)
+{
+    return strncmp(e->sqlstate, "22", 2) == 0 || strncmp(e->sqlstate, "23", 2) == 0;
 }
 
 static bool
@@ -467,73 +492,202 @@ sink_exec(Sink *s, const char *sql, Err *err)
     return pg_exec(s->conn, sql, err);
 }
 
+static bool
+sink_rollback_to(Sink *s, const char *savepoint, Err *err)
+{
+    char sql[96];
+
+    (void) snprintf(sql, sizeof sql, "ROLLBACK TO SAVEPOINT %s", savepoint);
+    if (!sink_exec(s, sql, err))
+        return false;
+    (void) snprintf(sql, sizeof sql, "RELEASE SAVEPOINT %s", savepoint);
+    return sink_exec(s, sql, err);
+}
+
 /*
- * sink_write_rows writes rows[0..n) (sorted by id) under a savepoint, splitting
- * on refused values and re-probing on concurrent references.
+ * sink_record_refs COPYs the references of rows[0..*n) into the lookup, once,
+ * in key order: the only place the batch takes the lookup's index entries, so
+ * two importers always take them in the same order, whatever the server
+ * refuses later.  References another importer committed meanwhile are probed
+ * and their rows dropped as duplicates (*n shrinks).
  */
 static bool
-sink_write_rows(Sink *s, Batch *b, BatchRow **rows, size_t n, Err *err)
+sink_record_refs(Sink *s, Batch *b, BatchRow **rows, size_t *n, Err *err)
+{
+    while (*n > 0)
+    {
+        Err copy_err = {0};
+        size_t ndup = 0;
+
+        if (!sink_exec(s, "SAVEPOINT v7fill_refs", err))
+            return false;
+        if (sink_copy_lookup(s, b, rows, *n, &copy_err))
+        {
+            for (size_t i = 0; i < *n; i++)
+                rows[i]->in_lookup = true;
+            return sink_exec(s, "RELEASE SAVEPOINT v7fill_refs", err);
+        }
+        if (strcmp(copy_err.sqlstate, "23505") != 0 || pg_err_is_connection(&copy_err))
+        {
+            *err = copy_err;
+            err_prefix(err, "could not record source references");
+            return false;
+        }
+        /* Another importer committed some of these references meanwhile. */
+        s->stats.conflicts++;
+        if (!sink_rollback_to(s, "v7fill_refs", err) || !sink_probe(s, rows, *n, &ndup, err))
+            return false;
+        *n = compact_pending(rows, *n);
+        if (ndup == 0)
+            return err_set(err, EC_INTERNAL,
+                           "lookup table reported a duplicate reference that a probe did not "
+                           "find");
+    }
+    return true;
+}
+
+/* Ids already in the target while the lookup did not know their references:
+ * the lookup was dropped, emptied or restored apart, or another one is named.
+ * They are duplicates; the lookup rows just written for them stay, so the
+ * lookup learns them again. */
+static void
+sink_note_lookup_gap(Sink *s, size_t found)
+{
+    if (s->stats.lookup_gap == 0)
+        log_warn("rows already in %s were missing from its lookup table %s (dropped, emptied, "
+                 "restored apart, or another --lookup-table): they count as duplicates, and "
+                 "their references are written to the lookup again",
+                 s->cfg.target_q, s->cfg.lookup_q);
+    s->stats.lookup_gap += found;
+}
+
+/* A row refused alone.  An error that is not a value's (22/23) and that every
+ * row hits alike (a trigger refusing everything, say) is the statement's:
+ * after SINK_SAME_REFUSALS rows in a row refused with it and none landed, it
+ * stops the import instead of rejecting the whole batch row by row. */
+#define SINK_SAME_REFUSALS 32
+
+static bool
+sink_refuse(Sink *s, Batch *b, BatchRow *r, const Err *copy_err, Err *err)
+{
+    if (is_value_error(copy_err) || strcmp(copy_err->sqlstate, s->refused.sqlstate) != 0 ||
+        strcmp(copy_err->msg, s->refused.msg) != 0)
+        s->refused_run = 0;
+    if (!is_value_error(copy_err) && ++s->refused_run >= SINK_SAME_REFUSALS)
+    {
+        *err = *copy_err;
+        err_detail(err, "%d rows in a row were refused with this error one by one, and none "
+                        "landed: it is not one row's.", SINK_SAME_REFUSALS);
+        return false;
+    }
+    s->refused = *copy_err;
+    batch_reject(b, r, copy_err->msg, copy_err->sqlstate);
+    return true;
+}
+
+/*
+ * sink_write_target COPYs rows[0..n) (sorted by id) into the target under a
+ * savepoint.  A statement error stops; any other error splits the rows in
+ * halves until the refused rows are found.  At the top (probe_gap), a unique
+ * violation first looks for the rows' ids in the target (sink_note_lookup_gap).
+ */
+static bool
+sink_write_target(Sink *s, Batch *b, BatchRow **rows, size_t n, bool probe_gap, Err *err)
 {
     while (n > 0)
     {
         Err copy_err = {0};
+        size_t half;
+        size_t found = 0;
 
         if (!sink_exec(s, "SAVEPOINT v7fill_rows", err))
             return false;
-        if (!sink_copy_lookup(s, b, rows, n, &copy_err))
+        if (sink_copy_target(s, b, rows, n, &copy_err))
         {
-            size_t ndup = 0;
-
-            if (strcmp(copy_err.sqlstate, "23505") != 0 || pg_err_is_connection(&copy_err))
-            {
-                *err = copy_err;
-                err_prefix(err, "could not record source references");
-                return false;
-            }
-            /* Another importer committed some of these references meanwhile. */
-            s->stats.conflicts++;
-            if (!sink_exec(s, "ROLLBACK TO SAVEPOINT v7fill_rows", err) ||
-                !sink_exec(s, "RELEASE SAVEPOINT v7fill_rows", err))
-                return false;
-            if (!sink_probe(s, rows, n, &ndup, err))
-                return false;
-            n = compact_pending(rows, n);
-            batch_rows_sort(&s->sort, rows, n, BATCH_BY_ID);
-            if (ndup == 0)
-                return err_set(err, EC_INTERNAL,
-                               "lookup table reported a duplicate reference that a probe did "
-                               "not find");
-            continue;
+            for (size_t i = 0; i < n; i++)
+                rows[i]->outcome = ROW_INSERTED;
+            s->refused_run = 0;
+            return sink_exec(s, "RELEASE SAVEPOINT v7fill_rows", err);
         }
-        if (!sink_copy_target(s, b, rows, n, &copy_err))
+        if (is_statement_error(&copy_err))
         {
-            size_t half;
-
-            if (!is_row_error(&copy_err))
-            {
-                *err = copy_err;
-                return false;
-            }
-            s->stats.splits++;
-            if (!sink_exec(s, "ROLLBACK TO SAVEPOINT v7fill_rows", err) ||
-                !sink_exec(s, "RELEASE SAVEPOINT v7fill_rows", err))
-                return false;
-            if (n == 1)
-            {
-                batch_reject(b, rows[0], copy_err.msg, copy_err.sqlstate);
-                return true;
-            }
-            half = n / 2;
-            if (!sink_write_rows(s, b, rows, half, err))
-                return false;
-            return sink_write_rows(s, b, rows + half, n - half, err);
-        }
-        if (!sink_exec(s, "RELEASE SAVEPOINT v7fill_rows", err))
+            *err = copy_err;
             return false;
-        for (size_t i = 0; i < n; i++)
-            rows[i]->outcome = ROW_INSERTED;
-        return true;
+        }
+        if (!sink_rollback_to(s, "v7fill_rows", err))
+            return false;
+        if (probe_gap && s->cfg.probe_target && strcmp(copy_err.sqlstate, "23505") == 0)
+        {
+            if (!sink_probe_target(s, rows, n, &found, err))
+                return false;
+            probe_gap = found > 0;
+            if (found > 0)
+            {
+                sink_note_lookup_gap(s, found);
+                n = compact_pending(rows, n);
+                continue;
+            }
+        }
+        s->stats.splits++;
+        if (n == 1)
+            return sink_refuse(s, b, rows[0], &copy_err, err);
+        half = n / 2;
+        return sink_write_target(s, b, rows, half, false, err) &&
+               sink_write_target(s, b, rows + half, n - half, false, err);
     }
+    return true;
+}
+
+/*
+ * sink_settle: of rows[0..*n), whose references the lookup now holds, those
+ * that did not land give their reference back (deleted from the lookup, in the
+ * same transaction), and the next row of the batch with that reference takes
+ * their place: rows[0..*n) becomes those rows (the next round).  So a reference
+ * counts as seen only once a row carrying it is in the target.
+ */
+static bool
+sink_settle(Sink *s, Batch *b, BatchRow **rows, size_t *n, Err *err)
+{
+    size_t dead = 0;
+    size_t next = 0;
+    PGresult *res;
+    const char *values[1];
+    int lengths[1];
+
+    if (s->rest_cap < *n)
+    {
+        s->rest_cap = *n;
+        s->rest = xrealloc(s->rest, *n * sizeof *s->rest);
+    }
+    for (size_t i = 0; i < *n; i++)
+    {
+        BatchRow *r = rows[i];
+
+        if (r->outcome != ROW_REJECTED)
+            continue;
+        s->rest[dead++] = r;
+        if (r->repeat_next > 0)
+        {
+            BatchRow *heir = &b->rows[r->repeat_next - 1];
+
+            heir->outcome = ROW_PENDING;
+            heir->client_decided = false;
+            rows[next++] = heir;
+        }
+    }
+    *n = next;
+    if (dead == 0)
+        return true;
+    sink_probe_param(s, s->rest, dead);
+    values[0] = s->param.data;
+    lengths[0] = (int) s->param.len;
+    if (!pg_query_ex(s->conn, s->unref_sql, 1, NULL, values, lengths, probe_formats, 0, &res,
+                     err))
+    {
+        err_prefix(err, "could not remove the references of refused rows");
+        return false;
+    }
+    PQclear(res);
     return true;
 }
 
@@ -543,8 +697,18 @@ sink_reset_outcomes(Batch *b)
     for (size_t i = 0; i < b->nrows; i++)
     {
         BatchRow *r = &b->rows[i];
+
+        r->in_lookup = false;
+        if (r->repeat)
+        {
+            /* Back to waiting behind the row read before it. */
+            r->outcome = ROW_DUPLICATE;
+            r->client_decided = true;
+            r->reason_off = UINT32_MAX;
+            r->sqlstate[0] = '\0';
+        }
         /* Everything the server decided is undone with the transaction. */
-        if (!r->client_decided && r->outcome != ROW_PENDING)
+        else if (!r->client_decided && r->outcome != ROW_PENDING)
         {
             r->outcome = ROW_PENDING;
             r->reason_off = UINT32_MAX;
@@ -577,16 +741,23 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
     size_t ndup = 0;
     bool ok;
 
+    s->refused_run = 0;
     ok = sink_exec(s, "BEGIN", err);
     if (ok && s->probe_first && n > 0)
     {
         ok = sink_probe(s, s->scratch, n, &ndup, err);
         n = compact_pending(s->scratch, n);
     }
-    if (ok && n > 0)
+    /* Rounds: the rows, then the next row of each reference whose row was refused. */
+    for (bool first = true; ok && n > 0; first = false)
     {
-        batch_rows_sort(&s->sort, s->scratch, n, BATCH_BY_ID);
-        ok = sink_write_rows(s, b, s->scratch, n, err);
+        ok = sink_record_refs(s, b, s->scratch, &n, err);
+        if (ok && n > 0)
+        {
+            batch_rows_sort(&s->sort, s->scratch, n, BATCH_BY_ID);
+            ok = sink_write_target(s, b, s->scratch, n, first, err) &&
+                 sink_settle(s, b, s->scratch, &n, err);
+        }
     }
     if (ok && before_commit)
         ok = before_commit(ctx, b, err);

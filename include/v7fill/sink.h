@@ -4,21 +4,26 @@
  *   BEGIN
  *   [probe: the target for the batch's minted ids (one range scan, local in
  *    time), then the lookup table for the reference hashes still undecided]
- *   COPY lookup (ref_hash, id[, ref])  -- new references only (binary)
+ *   COPY lookup (ref_hash, id[, ref])  -- new references only (binary), once
  *   COPY target (...)                  -- rows whose reference was new
+ *   DELETE lookup rows of rows refused -- then the next row of their reference
+ *                                         (a repeat in the batch) is written
  *   before_commit hook (rejects durable, checkpoint row)
  *   COMMIT
  *
  * Exactness under concurrency comes from the lookup table's primary key: a
  * reference another process committed meanwhile makes the lookup COPY fail
  * with 23505, the batch part is rolled back to its savepoint, probed, and
- * written again without those rows.  Lookup rows are sent in hash order so two
- * importers always lock in the same order (no deadlock).
+ * written again without those rows.  Lookup rows are sent in hash order, in
+ * one COPY per attempt, before any target row: two importers always lock in
+ * the same order (no deadlock), refused rows or not.
  *
- * A value the server refuses (SQLSTATE class 22 or 23) rolls back to a
- * savepoint and the rows are split in halves until the offending rows are
- * found; they are marked rejected with the server's message and SQLSTATE, and
- * their batch-mates land.
+ * A target COPY error that may be a row's (anything but connection, session,
+ * schema, permission and resource errors) rolls back to a savepoint and the
+ * rows are split in halves until the offending rows are found; they are
+ * marked rejected with the server's message and SQLSTATE, and their
+ * batch-mates land.  A unique violation first probes the target for the ids:
+ * rows already there (their lookup rows lost) are duplicates.
  */
 #ifndef V7FILL_SINK_H
 #define V7FILL_SINK_H
@@ -67,7 +72,11 @@ typedef struct BatchRow
     bool id_given;        /* the id came with the input (else minted from ref and time) */
     bool in_copy;         /* sink: part of the lookup COPY being built */
     bool key_ordered;     /* the lookup key is led by the reference's integer (srcref.h) */
+    bool repeat;          /* a later row of the batch with the reference of an earlier one:
+                           * a duplicate unless every row before it fails to land */
+    bool in_lookup;       /* sink: its reference and id were COPYed into the lookup */
     char sqlstate[6];
+    uint32_t repeat_next; /* 1 + index of the next row with the same reference; 0: none */
 } BatchRow;
 
 typedef struct Batch
@@ -139,6 +148,7 @@ typedef struct SinkStats
     uint64_t probes;       /* batches that probed the lookup */
     uint64_t conflicts;    /* lookup COPYs that hit a concurrent reference */
     uint64_t splits;       /* savepoint rollbacks while isolating bad rows */
+    uint64_t lookup_gap;   /* rows found in the target whose reference the lookup lacked */
 } SinkStats;
 
 typedef struct Sink Sink;
@@ -148,7 +158,8 @@ void sink_free(Sink *s);
 const SinkStats *sink_stats(const Sink *s);
 
 /* Write the batch's pending rows in one transaction; on success every pending
- * row is INSERTED, DUPLICATE or REJECTED and `before_commit` ran inside the
+ * row is INSERTED, DUPLICATE or REJECTED (a repeat of a refused row is written
+ * in its place: BatchRow.repeat_next) and `before_commit` ran inside the
  * transaction.  On failure the transaction is rolled back (or the connection
  * is gone: check pg_err_is_connection) and row outcomes of server-side
  * decisions are reset to pending. */

@@ -211,3 +211,92 @@ assert_eq 30000 "$(field inserted)" "hostile key column: fresh import"
 impk
 assert_eq 30000 "$(field duplicates)" "hostile key column: re-import, all duplicates"
 assert_eq 29900 "$(q "SELECT count(*) FROM d")" "nothing injected"
+
+# Rows of one reference in one batch: a row that does not land never claims
+# its reference.  When the first is refused by the server (bad JSON) or
+# expired (retention), the next one takes its place, as with --batch-rows 1.
+counts() { python3 -c "import json;j=json.load(open('r.json'));print(*(j[k] for k in '$*'.split()))"; }
+sqlf <<'SQL'
+CREATE TABLE dj (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, k int, payload jsonb)
+    PARTITION BY RANGE (id);
+SQL
+cat >dj.csv <<'CSV'
+created_at,k,payload
+2024-01-01T00:00:00Z,1,{bad
+2024-01-01T00:00:05Z,1,"{""fixed"":true}"
+2024-01-01T00:00:01Z,2,{}
+2024-01-01T00:00:02Z,3,{bad
+2024-01-01T00:00:03Z,3,{still bad
+2024-01-01T00:00:04Z,3,"{""third"":true}"
+2024-01-01T00:00:06Z,3,"{""fourth"":true}"
+2024-01-01T00:00:07Z,4,{bad
+CSV
+impdj() { run_expect 0 "$V7FILL" import dj dj.csv --source-ref 'legacy:{k}' --rejects "$1" \
+    --no-progress --report-json r.json; }
+impdj djr.csv
+assert_eq "8 3 1 4" "$(counts read inserted duplicates rejected)" \
+    "refused first row: read = inserted + duplicates + rejected"
+assert_eq '1 {"fixed": true}|2 {}|3 {"third": true}' \
+    "$(q "SELECT string_agg(k || ' ' || payload, '|' ORDER BY k) FROM dj")" \
+    "refused first row: the next row of its reference lands"
+assert_eq "1 2 3" "$(q "SELECT string_agg(d.k::text, ' ' ORDER BY d.k) FROM dj_source_ref r JOIN dj d USING (id)")" \
+    "refused first row: the lookup points at the rows that landed, and knows nothing of k=4"
+assert_eq 3 "$(q "SELECT count(*) FROM dj_source_ref")" "no lookup row for a reference none of whose rows landed"
+assert_eq 4 "$(($(wc -l <djr.csv) - 1))" "the refused rows are in the rejects file"
+impdj djr2.csv
+assert_eq 0 "$(field inserted)" "refused first row: a rerun adds nothing"
+assert_eq 3 "$(q "SELECT count(*) FROM dj")" "refused first row: no row twice"
+sqlf <<'SQL'
+CREATE TABLE ex (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, k int, v text)
+    PARTITION BY RANGE (id);
+SQL
+printf 'created_at,k,v\n2020-01-01T00:00:00Z,1,old\n%s,1,new\n' "$(date -u -d '1 day ago' +%Y-%m-%dT%H:%M:%SZ)" >ex.csv
+run_expect 0 "$V7FILL" import ex ex.csv --source-ref 'k:{k}' --retention 90d --rejects exr.csv \
+    --late-rows exl.csv --no-progress --report-json r.json
+assert_eq "2 1 0 1" "$(counts read inserted duplicates expired)" \
+    "expired first row: the recent row of its reference is inserted"
+assert_eq new "$(q "SELECT string_agg(v, ',') FROM ex")" "expired first row: the recent row is in the target"
+
+# The lookup lost (dropped) while the target keeps the rows: a re-import counts
+# them as duplicates, not as 23505 rejects, says so naming the lookup, and
+# writes the lookup rows again.
+sqlf <<'SQL'
+CREATE TABLE lk (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, n integer NOT NULL)
+    PARTITION BY RANGE (id);
+SQL
+implk() { run_expect 0 "$V7FILL" import lk "$1" --batch-rows 2000 --rejects lkr.csv --no-progress --report-json r.json; }
+implk ordered.csv
+q "DROP TABLE lk_source_ref" >/dev/null
+rm -f lkr.csv
+implk shuffled.csv
+assert_eq "30000 0 30000 0" "$(counts read inserted duplicates rejected)" \
+    "lookup dropped: every row a duplicate, none rejected"
+assert_contains "$OUT" 'were missing from its lookup table "public"."lk_source_ref"' "lookup dropped: a warning names the lookup"
+assert_eq 1 "$(wc -l <lkr.csv)" "lookup dropped: the rejects file has its header only"
+assert_eq 30000 "$(q "SELECT count(*) FROM lk_source_ref r JOIN lk USING (id)")" "lookup dropped: its rows are written again"
+implk ordered.csv
+assert_eq 30000 "$(field duplicates)" "lookup restored: the next re-import finds every row"
+assert_not_contains "$OUT" "were missing from its lookup" "lookup restored: no warning"
+
+# plan counts what import would count, across batches and files: a reference
+# it counted once is a duplicate when it comes again.
+python3 - <<'PY'
+rows = [f"2024-01-01T00:00:00.{i:06d}Z,{i},x,y\n" for i in range(15000)]
+open("rep.csv", "w").write("created_at,a,b,c\n" + "".join(rows + rows))
+open("p1.csv", "w").write("created_at,a,b,c\n" + "".join(rows[:10000]))
+open("p2.csv", "w").write("created_at,a,b,c\n" + "".join(rows[5000:15000]))
+PY
+sqlf <<'SQL'
+CREATE TABLE rp (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, a text, b text, c text)
+    PARTITION BY RANGE (id);
+CREATE TABLE rp2 (LIKE rp INCLUDING ALL) PARTITION BY RANGE (id);
+SQL
+for case in "rp rep.csv" "rp2 p1.csv p2.csv"; do
+    # shellcheck disable=SC2086
+    run_expect 0 "$V7FILL" plan $case --rejects rpr.csv --no-progress --report-json r.json
+    planned=$(counts read inserted duplicates rejected)
+    # shellcheck disable=SC2086
+    run_expect 0 "$V7FILL" import $case --rejects rpr.csv --no-progress --report-json r.json
+    assert_eq "$(counts read inserted duplicates rejected)" "$planned" "plan = import for $case"
+done
+assert_eq "20000 15000 5000 0" "$planned" "two overlapping files: the overlap is duplicates"
