@@ -1507,6 +1507,57 @@ importer_resume_output(Importer *im, Rejects *r, const char *path, const char *f
     return true;
 }
 
+/* The options and the --source-ref template of this run, for the checkpoint. */
+static void
+importer_note_options(Importer *im)
+{
+    im->cp.has_options = true;
+    (void) snprintf(im->cp.options, sizeof im->cp.options, "%s", im->options_text);
+    im->cp.has_source_ref = true;
+    (void) snprintf(im->cp.source_ref, sizeof im->cp.source_ref, "%s",
+                    im->o->source_ref ? im->o->source_ref : "");
+}
+
+/* A file imported before with another --source-ref: every row would go in a
+ * second time under new references.  Refused, unless --new-source-ref, when
+ * it is the same input (the bytes the checkpoint hashed; the source is then
+ * past them) -- other bytes are another input (the source is back at its
+ * start).  Checkpoints of earlier versions recorded no template. */
+static bool
+importer_check_source_ref(Importer *im, const SourcePosition *start, Err *err)
+{
+    const char *now = im->o->source_ref ? im->o->source_ref : "";
+    const char *was = im->cp.source_ref;
+    SourcePosition at = *start;
+    bool same = false;
+    char upto[48] = "";
+
+    if (!im->cp.has_source_ref || im->cp.records == 0 || strcmp(was, now) == 0 ||
+        im->o->new_source_ref)
+        return true;
+    at.offset = im->cp.offset;
+    at.line = im->cp.line;
+    at.records = im->cp.records;
+    at.content_len = im->cp.content_len;
+    at.content_hash = im->cp.content_hash;
+    if (!im->src->ops->resume(im->src, &at, &same, err))
+        return false;
+    if (!same)
+        return true;
+    if (!im->cp.finished)
+        (void) snprintf(upto, sizeof upto, " up to line %" PRIu64, im->cp.line);
+    err_set(err, EC_CONFIG,
+            "%s was imported into %s.%s%s with %s%s%s; with %s%s%s every row would be inserted "
+            "again under new references",
+            im->src_name, im->target->schema, im->target->name, upto,
+            was[0] ? "--source-ref '" : "", was[0] ? was : "the default source reference",
+            was[0] ? "'" : "", now[0] ? "--source-ref '" : "",
+            now[0] ? now : "the default source reference", now[0] ? "'" : "");
+    err_hint(err, "Give the file the --source-ref it was imported with, or add --new-source-ref "
+                  "to import it again under the new references.");
+    return false;
+}
+
 /* Go on from the checkpoint of the current file (the source is there). */
 static bool
 importer_resume_file(Importer *im, Err *err)
@@ -1533,8 +1584,7 @@ importer_resume_file(Importer *im, Err *err)
     im->st->rejected += im->cp.rejected;
     im->st->expired += im->cp.expired;
     /* From here on the checkpoint is this run's, with its options. */
-    im->cp.has_options = true;
-    (void) snprintf(im->cp.options, sizeof im->cp.options, "%s", im->options_text);
+    importer_note_options(im);
     return true;
 }
 
@@ -1596,6 +1646,8 @@ importer_open_file(Importer *im, const char *path, bool *skipped, Err *err)
         memset(&im->cp, 0, sizeof im->cp); /* plan read it only to skip */
         return true;
     }
+    if (im->cp.found && !importer_check_source_ref(im, &pos, err))
+        return false;
     if (im->cp.found && !im->cp.finished)
     {
         SourcePosition at = pos;
@@ -1636,8 +1688,7 @@ importer_open_file(Importer *im, const char *path, bool *skipped, Err *err)
     im->cp.content_len = pos.content_len;
     im->cp.content_hash = pos.content_hash;
     importer_note_outputs(im, &im->cp);
-    im->cp.has_options = true;
-    (void) snprintf(im->cp.options, sizeof im->cp.options, "%s", im->options_text);
+    importer_note_options(im);
     return state_checkpoint_put(im->conn, im->target->schema, im->target->name, im->target->oid,
                                 im->identity, im->src_name, &im->cp, err);
 }
