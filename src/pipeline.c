@@ -121,6 +121,7 @@ typedef struct Importer
     SinkStats sink_total;
     char identity[256];
     bool use_checkpoint;
+    char *options_text; /* the options that decide rows and ids (importer_options_text) */
     Checkpoint cp;    /* committed state of the current file */
     uint64_t file_read, file_inserted, file_duplicates, file_rejected, file_expired;
     SortWork sort;      /* in-batch dedup (writer): sorting by hash */
@@ -965,6 +966,23 @@ importer_note_activity(Importer *im, const Batch *b, Err *err)
     return maintain_note_activity(im->conn, im->target->schema, im->target->name, names, n, err);
 }
 
+/* Where the rejects and late-rows files stand, for the checkpoint: a resume
+ * cuts back to there only the file it names, and only the rows past it that
+ * are the input's own (rejects_resume). */
+static void
+importer_note_outputs(const Importer *im, Checkpoint *cp)
+{
+    bool late = rejects_file_id(im->late)[0] != '\0';
+
+    cp->rejects_size = rejects_size(im->rejects);
+    (void) snprintf(cp->rejects_path, sizeof cp->rejects_path, "%s", rejects_path(im->rejects));
+    (void) snprintf(cp->rejects_file, sizeof cp->rejects_file, "%s",
+                    rejects_file_id(im->rejects));
+    cp->late_size = rejects_size(im->late);
+    (void) snprintf(cp->late_path, sizeof cp->late_path, "%s", late ? rejects_path(im->late) : "");
+    (void) snprintf(cp->late_file, sizeof cp->late_file, "%s", rejects_file_id(im->late));
+}
+
 /* Inside the batch's transaction: rejects durable, then the checkpoint. */
 static bool
 importer_before_commit(void *arg, Batch *b, Err *err)
@@ -994,11 +1012,10 @@ importer_before_commit(void *arg, Batch *b, Err *err)
     cc->next.duplicates += t.duplicates;
     cc->next.rejected += t.rejected;
     cc->next.expired += t.expired;
-    cc->next.rejects_size = rejects_size(im->rejects);
-    cc->next.late_size = rejects_size(im->late);
+    cc->next.content_len = cc->pos.content_len;
+    cc->next.content_hash = cc->pos.content_hash;
+    importer_note_outputs(im, &cc->next);
     cc->next.finished = cc->finished;
-    (void) snprintf(cc->next.rejects_path, sizeof cc->next.rejects_path, "%s",
-                    rejects_path(im->rejects));
     if (im->use_checkpoint &&
         !state_checkpoint_put(im->conn, im->target->schema, im->target->name, im->target->oid,
                               im->identity, im->src_name, &cc->next, err))
@@ -1420,6 +1437,189 @@ importer_may_read_keys(Importer *im, bool *out, Err *err)
     return true;
 }
 
+/* The options that decide which rows go in and their ids, one "--option=value"
+ * a line: a checkpoint resumes only an import with the same. */
+static char *
+importer_options_text(const ImportOptions *o)
+{
+    Buf b;
+    char *text;
+    const char chars[3] = {o->csv.delimiter, o->csv.quote, o->csv.escape};
+    static const char *const names[3] = {"--delimiter", "--quote", "--escape"};
+
+    buf_init(&b);
+    buf_printf(&b, "--header=%s\n", o->csv.header ? "yes" : "no");
+    for (int i = 0; i < 3; i++)
+    {
+        unsigned char ch = (unsigned char) chars[i];
+
+        if (ch > ' ' && ch < 0x7f)
+            buf_printf(&b, "%s=%c\n", names[i], ch);
+        else
+            buf_printf(&b, "%s=\\x%02x\n", names[i], ch);
+    }
+    buf_printf(&b, "--null=%s\n", o->csv.null_string ? o->csv.null_string : "");
+    buf_printf(&b, "--time-column=%s\n", o->time_column ? o->time_column : "");
+    buf_printf(&b, "--time-format=%s\n", o->time_format ? o->time_format : "iso");
+    buf_printf(&b, "--input-timezone=%s\n", o->input_tz ? o->input_tz : "UTC");
+    buf_printf(&b, "--id-column=%s\n", o->id_column ? o->id_column : "");
+    buf_puts(&b, "--map=");
+    for (size_t i = 0; i < o->nmaps; i++)
+        buf_printf(&b, "%s%s=%s", i ? " " : "", o->maps[i].from, o->maps[i].to);
+    buf_puts(&b, "\n--ignore-column=");
+    for (size_t i = 0; i < o->nignore; i++)
+        buf_printf(&b, "%s%s", i ? " " : "", o->ignore[i]);
+    buf_printf(&b, "\n--source-ref=%s\n", o->source_ref ? o->source_ref : "");
+    buf_printf(&b, "--lookup-table=%s\n", o->lookup_table ? o->lookup_table : "");
+    buf_printf(&b, "--window-tz=%s\n", o->window_tz ? o->window_tz : "UTC");
+    buf_printf(&b, "--max-future=%" PRId64 "us\n", o->max_future_us);
+    buf_printf(&b, "--retention=%s\n", o->retention ? o->retention : "");
+    buf_printf(&b, "--keep-expired=%s\n", o->keep_expired ? "yes" : "no");
+    text = xstrndup(b.data, b.len);
+    buf_free(&b);
+    return text;
+}
+
+/* The first option in which `now` differs from `was` (both as made by
+ * importer_options_text), as "--option (was "...", now "...")"; "" if none. */
+static void
+importer_option_changed(const char *was, const char *now, char *out, size_t size)
+{
+    out[0] = '\0';
+    while (*was || *now)
+    {
+        size_t lw = strcspn(was, "\n");
+        size_t ln = strcspn(now, "\n");
+        size_t kw = strcspn(was, "=");
+        size_t kn = strcspn(now, "=");
+
+        if (lw != ln || memcmp(was, now, lw) != 0)
+        {
+            if (kw < lw && kn < ln && kw == kn && memcmp(was, now, kw) == 0)
+                (void) snprintf(out, size, "%.*s (was \"%.*s\", now \"%.*s\")", (int) kw, was,
+                                (int) (lw - kw - 1), was + kw + 1, (int) (ln - kn - 1),
+                                now + kn + 1);
+            else
+                (void) snprintf(out, size, "the options");
+            return;
+        }
+        was += lw + (was[lw] == '\n');
+        now += ln + (now[ln] == '\n');
+    }
+}
+
+/* Resume an output file where the checkpoint left it: cut back only what the
+ * earlier run of this file wrote and did not commit; say what else is found. */
+static bool
+importer_resume_output(Importer *im, Rejects *r, const char *path, const char *file_id,
+                       uint64_t size, const char *what, Err *err)
+{
+    RejectsResume how;
+
+    if (!rejects_resume(r, path, file_id, size, im->src_name, im->cp.line, &how, err))
+        return false;
+    if (how == REJECTS_OTHER_FILE && path && path[0] && strcmp(path, rejects_path(r)) != 0)
+        log_warn("%s: the earlier run of this file wrote to the %s \"%s\", this one goes on in "
+                 "\"%s\": nothing cut",
+                 im->src_name, what, path, rejects_path(r));
+    else if (how == REJECTS_OTHER_FILE)
+        log_warn("%s: the %s \"%s\" is a new file, not the one the earlier run of this file "
+                 "wrote to (moved or deleted since?): going on in the new one; the rows the "
+                 "earlier run wrote are not in it",
+                 im->src_name, what, rejects_path(r));
+    else if (how == REJECTS_SHORTER)
+        log_warn("%s: the %s \"%s\" is shorter than when the earlier run of this file stopped: "
+                 "appending to it, nothing cut",
+                 im->src_name, what, rejects_path(r));
+    else if (how == REJECTS_FOREIGN)
+        log_warn("%s: the %s \"%s\" has rows another import appended after this file's last "
+                 "commit: kept, nothing cut (rows for lines after %" PRIu64
+                 " may be in it twice)",
+                 im->src_name, what, rejects_path(r), im->cp.line);
+    return true;
+}
+
+/* The options and the --source-ref template of this run, for the checkpoint. */
+static void
+importer_note_options(Importer *im)
+{
+    im->cp.has_options = true;
+    (void) snprintf(im->cp.options, sizeof im->cp.options, "%s", im->options_text);
+    im->cp.has_source_ref = true;
+    (void) snprintf(im->cp.source_ref, sizeof im->cp.source_ref, "%s",
+                    im->o->source_ref ? im->o->source_ref : "");
+}
+
+/* A file imported before with another --source-ref: every row would go in a
+ * second time under new references.  Refused, unless --new-source-ref, when
+ * it is the same input (the bytes the checkpoint hashed; the source is then
+ * past them) -- other bytes are another input (the source is back at its
+ * start).  Checkpoints of earlier versions recorded no template. */
+static bool
+importer_check_source_ref(Importer *im, const SourcePosition *start, Err *err)
+{
+    const char *now = im->o->source_ref ? im->o->source_ref : "";
+    const char *was = im->cp.source_ref;
+    SourcePosition at = *start;
+    bool same = false;
+    char upto[48] = "";
+
+    if (!im->cp.has_source_ref || im->cp.records == 0 || strcmp(was, now) == 0 ||
+        im->o->new_source_ref)
+        return true;
+    at.offset = im->cp.offset;
+    at.line = im->cp.line;
+    at.records = im->cp.records;
+    at.content_len = im->cp.content_len;
+    at.content_hash = im->cp.content_hash;
+    if (!im->src->ops->resume(im->src, &at, &same, err))
+        return false;
+    if (!same)
+        return true;
+    if (!im->cp.finished)
+        (void) snprintf(upto, sizeof upto, " up to line %" PRIu64, im->cp.line);
+    err_set(err, EC_CONFIG,
+            "%s was imported into %s.%s%s with %s%s%s; with %s%s%s every row would be inserted "
+            "again under new references",
+            im->src_name, im->target->schema, im->target->name, upto,
+            was[0] ? "--source-ref '" : "", was[0] ? was : "the default source reference",
+            was[0] ? "'" : "", now[0] ? "--source-ref '" : "",
+            now[0] ? now : "the default source reference", now[0] ? "'" : "");
+    err_hint(err, "Give the file the --source-ref it was imported with, or add --new-source-ref "
+                  "to import it again under the new references.");
+    return false;
+}
+
+/* Go on from the checkpoint of the current file (the source is there). */
+static bool
+importer_resume_file(Importer *im, Err *err)
+{
+    if (!importer_resume_output(im, im->rejects, im->cp.rejects_path, im->cp.rejects_file,
+                                im->cp.rejects_size, "rejects file", err))
+        return false;
+    /* The late-rows file the checkpoint names; earlier versions named none but
+     * recorded a length when there was one. */
+    if ((im->cp.late_path[0] || (!im->cp.has_options && im->cp.late_size > 0)) &&
+        !importer_resume_output(im, im->late, im->cp.late_path, im->cp.late_file,
+                                im->cp.late_size, "late-rows file", err))
+        return false;
+    if (im->cp.records > 0)
+    {
+        log_info("%s: resuming after line %" PRIu64 " (%" PRIu64 " rows already accounted for)",
+                 im->src_name, im->cp.line, im->cp.read);
+        im->st->files_resumed++;
+    }
+    im->st->read += im->cp.read;
+    im->st->read_resumed += im->cp.read;
+    im->st->inserted += im->cp.inserted;
+    im->st->duplicates += im->cp.duplicates;
+    im->st->rejected += im->cp.rejected;
+    im->st->expired += im->cp.expired;
+    /* From here on the checkpoint is this run's, with its options. */
+    importer_note_options(im);
+    return true;
+}
+
 static bool
 importer_open_file(Importer *im, const char *path, bool *skipped, Err *err)
 {
@@ -1478,50 +1678,51 @@ importer_open_file(Importer *im, const char *path, bool *skipped, Err *err)
         memset(&im->cp, 0, sizeof im->cp); /* plan read it only to skip */
         return true;
     }
+    if (im->cp.found && !importer_check_source_ref(im, &pos, err))
+        return false;
     if (im->cp.found && !im->cp.finished)
     {
         SourcePosition at = pos;
+        bool same = true;
+        char changed[1024] = "";
 
         at.offset = im->cp.offset;
         at.line = im->cp.line;
         at.records = im->cp.records;
-        if (im->cp.records > 0 && !im->src->ops->seek(im->src, &at, err))
-            return false;
-        if (strcmp(im->cp.rejects_path, rejects_path(im->rejects)) == 0 &&
-            !rejects_truncate(im->rejects, im->cp.rejects_size, err))
-            return false;
-        if (im->cp.late_size > 0 && !rejects_truncate(im->late, im->cp.late_size, err))
-            return false;
-        if (im->cp.records > 0)
+        at.content_len = im->cp.content_len;
+        at.content_hash = im->cp.content_hash;
+        /* Only the same import resumes: the same options (checkpoints of
+         * earlier versions recorded none) and the same bytes before the
+         * position.  Any other reads the file again; dedup keeps it exact. */
+        if (im->cp.has_options)
+            importer_option_changed(im->cp.options, im->options_text, changed, sizeof changed);
+        if (changed[0])
         {
-            log_info("%s: resuming after line %" PRIu64 " (%" PRIu64
-                     " rows already accounted for)",
-                     im->src_name, im->cp.line, im->cp.read);
-            im->st->files_resumed++;
+            log_warn("%s: %s changed since the earlier run stopped at line %" PRIu64
+                     ": reading it from the start",
+                     im->src_name, changed, im->cp.line);
+            same = false;
         }
-        im->st->read += im->cp.read;
-        im->st->read_resumed += im->cp.read;
-        im->st->inserted += im->cp.inserted;
-        im->st->duplicates += im->cp.duplicates;
-        im->st->rejected += im->cp.rejected;
-        im->st->expired += im->cp.expired;
-    }
-    else
-    {
-        /* Starting this file afresh: record where the rejects and late-rows files
-         * stand now, so that a crash before the first commit can cut them back. */
-        memset(&im->cp, 0, sizeof im->cp);
-        im->cp.offset = pos.offset;
-        im->cp.line = pos.line;
-        im->cp.rejects_size = rejects_size(im->rejects);
-        im->cp.late_size = rejects_size(im->late);
-        (void) snprintf(im->cp.rejects_path, sizeof im->cp.rejects_path, "%s",
-                        rejects_path(im->rejects));
-        if (!state_checkpoint_put(im->conn, im->target->schema, im->target->name, im->target->oid,
-                                  im->identity, im->src_name, &im->cp, err))
+        else if (im->cp.records > 0 && !im->src->ops->resume(im->src, &at, &same, err))
             return false;
+        else if (!same)
+            log_warn("%s: its content changed since the earlier run stopped at line %" PRIu64
+                     " (other bytes before it): reading it from the start",
+                     im->src_name, im->cp.line);
+        if (same)
+            return importer_resume_file(im, err);
     }
-    return true;
+    /* Starting this file afresh: record where the rejects and late-rows files
+     * stand now, so that a crash before the first commit can cut them back. */
+    memset(&im->cp, 0, sizeof im->cp);
+    im->cp.offset = pos.offset;
+    im->cp.line = pos.line;
+    im->cp.content_len = pos.content_len;
+    im->cp.content_hash = pos.content_hash;
+    importer_note_outputs(im, &im->cp);
+    importer_note_options(im);
+    return state_checkpoint_put(im->conn, im->target->schema, im->target->name, im->target->oid,
+                                im->identity, im->src_name, &im->cp, err);
 }
 
 static bool
@@ -1539,8 +1740,9 @@ importer_check_rejects_limit(Importer *im, Err *err)
     err_detail(err, "The rejected rows and their reasons are in \"%s\".  Batches committed so far "
                     "are kept.",
                rejects_path(im->rejects));
-    err_hint(err, "Fix the input or raise --max-rejects, then run the same command again to "
-                  "resume.");
+    err_hint(err, "Fix the input or the options, or raise --max-rejects, then run the command "
+                  "again: it resumes, or reads the file from the start if its content or an "
+                  "option that decides its rows changed.");
     return false;
 }
 
@@ -1912,6 +2114,7 @@ importer_free(Importer *im)
     buf_free(&im->ref);
     free(im->cols);
     srcref_template_free(im->tmpl);
+    free(im->options_text);
     sortwork_free(&im->sort);
     refset_free(im->plan_seen);
     free(im->times);
@@ -2104,7 +2307,7 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
             (void) snprintf(st->late_path, sizeof st->late_path, "%s", path);
         ok = rejects_open_csv(path,
                               "source,line,class,id,event_time,delay,time_left,source_ref\n",
-                              &im.late, err);
+                              "late-rows file", &im.late, err);
         free(path);
         if (!ok)
             goto out;
@@ -2128,6 +2331,7 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
     if (lookup_exists && !importer_warn_orphan_lookup(&im, err))
         goto out;
     im.checkpoints = !o->plan;
+    im.options_text = importer_options_text(o);
     if (o->plan && o->skip_finished && !importer_checkpoints_exist(&im, &im.checkpoints, err))
         goto out;
     importer_size_files(&im);

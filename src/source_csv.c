@@ -68,6 +68,7 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include "v7fill/mem.h"
@@ -125,6 +126,13 @@ typedef struct CsvSource
     bool raw_eof;      /* read() returned 0 */
     bool in_eof;       /* no more decompressed bytes will come */
     uint64_t raw_read; /* bytes consumed from fd (progress) */
+
+    /* content fingerprint (regular files, which can be resumed): hst holds
+     * the hash of the stream's bytes [0, hash_off); the bytes from hash_off on
+     * are still in the window (fill and skip_to hash what they drop) */
+    bool hashing;
+    XXH3_state_t *hst;
+    uint64_t hash_off;
 
     /* decompressed window */
     char *win;
@@ -361,6 +369,17 @@ fill_zstd(CsvSource *s, Err *err)
     return true;
 }
 
+/* Add the stream's bytes up to `upto` (in the window) to the content hash. */
+static void
+hash_to(CsvSource *s, uint64_t upto)
+{
+    if (!s->hashing || upto <= s->hash_off)
+        return;
+    (void) XXH3_64bits_update(s->hst, s->win + (s->hash_off - s->win_base),
+                              (size_t) (upto - s->hash_off));
+    s->hash_off = upto;
+}
+
 /* Make room and append more decompressed bytes to the window (or set
  * in_eof).  Bytes from rec_start on are kept: they are the record in
  * progress, which Record.raw will point to. */
@@ -371,6 +390,7 @@ fill(CsvSource *s, Err *err)
         return true;
     if (s->win_cap - s->win_len < CSV_MIN_READ && s->rec_start > 0)
     {
+        hash_to(s, s->win_base + s->rec_start);
         memmove(s->win, s->win + s->rec_start, s->win_len - s->rec_start);
         s->win_base += s->rec_start;
         s->win_len -= s->rec_start;
@@ -1298,6 +1318,9 @@ window_reset(CsvSource *s)
     s->zret = 0;
     s->line_no = 0;
     s->pending = false;
+    s->hash_off = 0;
+    if (s->hashing)
+        (void) XXH3_64bits_reset(s->hst);
 }
 
 static bool
@@ -1596,6 +1619,16 @@ source_csv_open(const char *path, const CsvOptions *opts, Source **out, Err *err
     if (s->regular && s->file_size < CSV_WINDOW_INITIAL / 2)
         s->win_cap = 2 * CSV_MIN_READ;
     s->win = xmalloc(s->win_cap);
+    if (s->regular)
+    {
+        s->hst = XXH3_createState();
+        if (s->hst == NULL)
+        {
+            csv_ops.close(&s->base);
+            return err_set(err, EC_INTERNAL, "could not create an XXH3 state");
+        }
+        s->hashing = true;
+    }
     make_identity(s);
     if (!begin(s, true, err))
     {
@@ -1656,6 +1689,12 @@ csv_position(Source *src, SourcePosition *pos)
     pos->offset = s->pos_off;
     pos->line = s->pos_line;
     pos->records = s->pos_records;
+    if (s->hashing)
+    {
+        hash_to(s, s->pos_off);
+        pos->content_len = s->hash_off;
+        pos->content_hash = XXH3_64bits_digest(s->hst);
+    }
 }
 
 /* Discard input up to `target`, which must follow a record that ended with
@@ -1671,12 +1710,14 @@ skip_to(CsvSource *s, uint64_t target, Err *err)
     s->pending = false;
     while (want >= s->win_base + s->win_len)
     {
+        hash_to(s, s->win_base + s->win_len);
         s->win_base += s->win_len;
         s->win_len = s->scan = s->rec_start = 0;
         if (s->in_eof)
             return err_set(err, EC_CONFIG, "checkpoint offset %" PRIu64 " is past the end of %s",
                            target, s->display);
-        if (s->regular && !s->zstd)
+        /* Hashing reads what it skips: the hash covers every byte before. */
+        if (s->regular && !s->zstd && !s->hashing)
         {
             if (lseek(s->fd, (off_t) want, SEEK_SET) < 0)
                 return err_errno(err, EC_IO, "could not seek in \"%s\"", s->display);
@@ -1705,10 +1746,31 @@ skip_to(CsvSource *s, uint64_t target, Err *err)
     return true;
 }
 
+/* Back before the first record of a regular file. */
+static bool
+rewind_input(CsvSource *s, Err *err)
+{
+    if (lseek(s->fd, 0, SEEK_SET) < 0)
+        return err_errno(err, EC_IO, "could not seek in \"%s\"", s->display);
+    return begin(s, false, err);
+}
+
+/* Where a seek to `pos` ends: the position after its record. */
+static void
+seek_done(CsvSource *s, const SourcePosition *pos, bool skipped)
+{
+    if (skipped || !s->pending)
+        s->line_no = pos->line;
+    s->pos_off = pos->offset;
+    s->pos_line = pos->line;
+    s->pos_records = pos->records;
+}
+
 static bool
 csv_seek(Source *src, const SourcePosition *pos, Err *err)
 {
     CsvSource *s = (CsvSource *) src;
+    bool skipped = false;
 
     if (s->failed)
     {
@@ -1731,9 +1793,7 @@ csv_seek(Source *src, const SourcePosition *pos, Err *err)
         if (!s->regular)
             return err_set(err, EC_CONFIG, "cannot go back to offset %" PRIu64 " in %s",
                            pos->offset, s->display);
-        if (lseek(s->fd, 0, SEEK_SET) < 0)
-            return err_errno(err, EC_IO, "could not seek in \"%s\"", s->display);
-        if (!begin(s, false, err))
+        if (!rewind_input(s, err))
             return csv_fail(s, err);
     }
     if (pos->offset != s->pos_off)
@@ -1741,13 +1801,73 @@ csv_seek(Source *src, const SourcePosition *pos, Err *err)
         /* Whatever goes wrong from here leaves the input half skipped. */
         if (!skip_to(s, pos->offset, err))
             return csv_fail(s, err);
-        s->line_no = pos->line;
+        skipped = true;
     }
-    else if (!s->pending)
-        s->line_no = pos->line;
-    s->pos_off = pos->offset;
-    s->pos_line = pos->line;
-    s->pos_records = pos->records;
+    seek_done(s, pos, skipped);
+    return true;
+}
+
+/* Hash the input on to `upto`: false in *same if it ends before. */
+static bool
+hash_ahead(CsvSource *s, uint64_t upto, bool *same, Err *err)
+{
+    while (s->hash_off < upto)
+    {
+        uint64_t end = s->win_base + s->win_len;
+
+        if (end > s->hash_off)
+            hash_to(s, end < upto ? end : upto);
+        else if (s->in_eof)
+        {
+            *same = false;
+            return true;
+        }
+        else if (!fill(s, err))
+            return false;
+    }
+    return true;
+}
+
+static bool
+csv_resume(Source *src, const SourcePosition *pos, bool *same, Err *err)
+{
+    CsvSource *s = (CsvSource *) src;
+    bool skipped = false;
+
+    *same = true;
+    if (!s->hashing || pos->content_len == 0 || s->failed ||
+        strncmp(pos->identity, s->identity, sizeof s->identity) != 0)
+        return csv_seek(src, pos, err); /* nothing to compare (or its error) */
+    if (pos->offset < s->data_off || pos->offset > pos->content_len)
+        *same = false;
+    else if (pos->offset < s->pos_off && !rewind_input(s, err))
+        return csv_fail(s, err);
+    if (*same && pos->offset != s->pos_off)
+    {
+        Err skip_err;
+
+        /* Not a record boundary, or past the end: other bytes than before. */
+        if (!skip_to(s, pos->offset, &skip_err))
+        {
+            if (skip_err.code != EC_CONFIG)
+            {
+                *err = skip_err;
+                return csv_fail(s, err);
+            }
+            *same = false;
+        }
+        skipped = true;
+    }
+    if (*same && !hash_ahead(s, pos->content_len, same, err))
+        return csv_fail(s, err);
+    if (*same && XXH3_64bits_digest(s->hst) == pos->content_hash)
+    {
+        seek_done(s, pos, skipped);
+        return true;
+    }
+    *same = false;
+    if (!rewind_input(s, err))
+        return csv_fail(s, err);
     return true;
 }
 
@@ -1776,6 +1896,7 @@ csv_close(Source *src)
     if (s->csv_ready)
         csv_free(&s->csv);
     ZSTD_freeDCtx(s->dctx);
+    XXH3_freeState(s->hst);
     free(s->colnames);
     free(s->columns);
     free(s->zin);
@@ -1796,6 +1917,7 @@ static const SourceOps csv_ops = {
     .columns = csv_columns,
     .position = csv_position,
     .seek = csv_seek,
+    .resume = csv_resume,
     .progress = csv_progress,
     .name = csv_name,
     .close = csv_close,

@@ -32,6 +32,15 @@ static const char *const setup_sql =
     /* the target table the position is in: a table of the same name created
      * since (dropped and made again) holds none of those rows */
     "ALTER TABLE v7fill.checkpoint ADD COLUMN IF NOT EXISTS target_oid oid;"
+    /* which rejects and late-rows files the sizes are of ("dev:ino"), so that a
+     * resume cuts back only its own file; how much of the input the position
+     * is after (a hash of its bytes), and the options that decided its rows and
+     * the source-reference template: a checkpoint resumes only the same import.
+     * NULL in checkpoints of earlier versions: not checked. */
+    "ALTER TABLE v7fill.checkpoint ADD COLUMN IF NOT EXISTS rejects_file text,"
+    "  ADD COLUMN IF NOT EXISTS late_path text, ADD COLUMN IF NOT EXISTS late_file text,"
+    "  ADD COLUMN IF NOT EXISTS content_len bigint, ADD COLUMN IF NOT EXISTS content_hash text,"
+    "  ADD COLUMN IF NOT EXISTS options text, ADD COLUMN IF NOT EXISTS source_ref text;"
     "CREATE TABLE IF NOT EXISTS v7fill.run ("
     "  run_id bigserial PRIMARY KEY, target_schema text NOT NULL, target_table text NOT NULL,"
     "  command text NOT NULL, status text NOT NULL, finished_at timestamptz NOT NULL DEFAULT now(),"
@@ -84,6 +93,9 @@ state_setup(PgConn *c, Err *err)
                              "EXISTS (SELECT 1 FROM pg_catalog.pg_attribute "
                              "WHERE attrelid = to_regclass('v7fill.checkpoint') "
                              "AND attname = 'target_oid') AND "
+                             "EXISTS (SELECT 1 FROM pg_catalog.pg_attribute "
+                             "WHERE attrelid = to_regclass('v7fill.checkpoint') "
+                             "AND attname = 'source_ref') AND "
                              "EXISTS (SELECT 1 FROM pg_catalog.pg_attribute "
                              "WHERE attrelid = to_regclass('v7fill.run') "
                              "AND attname = 'target_oid')",
@@ -256,7 +268,9 @@ state_checkpoint_get(PgConn *c, const char *schema, const char *table, unsigned 
     if (!pg_query(c,
                   "SELECT finished, byte_offset, line, records, rows_read, inserted, duplicates, "
                   "rejected, expired, rejects_size, coalesce(rejects_path, ''), late_size, "
-                  "coalesce(target_oid::text, '') "
+                  "coalesce(target_oid::text, ''), coalesce(rejects_file, ''), "
+                  "coalesce(late_path, ''), coalesce(late_file, ''), coalesce(content_len, 0), "
+                  "coalesce(content_hash, ''), options, source_ref "
                   "FROM v7fill.checkpoint "
                   "WHERE target_schema = $1 AND target_table = $2 AND file_identity = $3",
                   3, params, &res, err))
@@ -281,6 +295,15 @@ state_checkpoint_get(PgConn *c, const char *schema, const char *table, unsigned 
         cp->rejects_size = state_u64(res, 0, 9);
         (void) snprintf(cp->rejects_path, sizeof cp->rejects_path, "%s", PQgetvalue(res, 0, 10));
         cp->late_size = state_u64(res, 0, 11);
+        (void) snprintf(cp->rejects_file, sizeof cp->rejects_file, "%s", PQgetvalue(res, 0, 13));
+        (void) snprintf(cp->late_path, sizeof cp->late_path, "%s", PQgetvalue(res, 0, 14));
+        (void) snprintf(cp->late_file, sizeof cp->late_file, "%s", PQgetvalue(res, 0, 15));
+        cp->content_len = state_u64(res, 0, 16);
+        cp->content_hash = strtoull(PQgetvalue(res, 0, 17), NULL, 16);
+        cp->has_options = !PQgetisnull(res, 0, 18);
+        (void) snprintf(cp->options, sizeof cp->options, "%s", PQgetvalue(res, 0, 18));
+        cp->has_source_ref = !PQgetisnull(res, 0, 19);
+        (void) snprintf(cp->source_ref, sizeof cp->source_ref, "%s", PQgetvalue(res, 0, 19));
     }
     PQclear(res);
     return true;
@@ -293,7 +316,9 @@ state_checkpoint_put(PgConn *c, const char *schema, const char *table, unsigned 
 {
     char nums[10][24];
     char oid[16];
-    const char *params[17];
+    char clen[24];
+    char chash[24];
+    const char *params[24];
     uint64_t vals[10] = {cp->offset,     cp->line,       cp->records,  cp->read,
                          cp->inserted,   cp->duplicates, cp->rejected, cp->expired,
                          cp->rejects_size, cp->late_size};
@@ -311,13 +336,23 @@ state_checkpoint_put(PgConn *c, const char *schema, const char *table, unsigned 
     params[15] = nums[9];
     (void) snprintf(oid, sizeof oid, "%u", target_oid);
     params[16] = oid;
+    params[17] = cp->rejects_file[0] ? cp->rejects_file : NULL;
+    params[18] = cp->late_path[0] ? cp->late_path : NULL;
+    params[19] = cp->late_file[0] ? cp->late_file : NULL;
+    (void) snprintf(clen, sizeof clen, "%" PRIu64, cp->content_len);
+    (void) snprintf(chash, sizeof chash, "%016" PRIx64, cp->content_hash);
+    params[20] = cp->content_len ? clen : NULL;
+    params[21] = cp->content_len ? chash : NULL;
+    params[22] = cp->has_options ? cp->options : NULL;
+    params[23] = cp->has_source_ref ? cp->source_ref : NULL;
     return pg_exec_params(
         c,
         "INSERT INTO v7fill.checkpoint (target_schema, target_table, file_identity, source_name, "
         "byte_offset, line, records, rows_read, inserted, duplicates, rejected, expired, "
-        "rejects_size, rejects_path, finished, late_size, target_oid, updated_at) "
+        "rejects_size, rejects_path, finished, late_size, target_oid, rejects_file, late_path, "
+        "late_file, content_len, content_hash, options, source_ref, updated_at) "
         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, "
-        "now()) "
+        "$18, $19, $20, $21, $22, $23, $24, now()) "
         "ON CONFLICT (target_schema, target_table, file_identity) DO UPDATE SET "
         "source_name = EXCLUDED.source_name, byte_offset = EXCLUDED.byte_offset, "
         "line = EXCLUDED.line, records = EXCLUDED.records, rows_read = EXCLUDED.rows_read, "
@@ -325,8 +360,11 @@ state_checkpoint_put(PgConn *c, const char *schema, const char *table, unsigned 
         "rejected = EXCLUDED.rejected, expired = EXCLUDED.expired, "
         "rejects_size = EXCLUDED.rejects_size, rejects_path = EXCLUDED.rejects_path, "
         "finished = EXCLUDED.finished, late_size = EXCLUDED.late_size, "
-        "target_oid = EXCLUDED.target_oid, updated_at = now()",
-        17, params, err);
+        "target_oid = EXCLUDED.target_oid, rejects_file = EXCLUDED.rejects_file, "
+        "late_path = EXCLUDED.late_path, late_file = EXCLUDED.late_file, "
+        "content_len = EXCLUDED.content_len, content_hash = EXCLUDED.content_hash, "
+        "options = EXCLUDED.options, source_ref = EXCLUDED.source_ref, updated_at = now()",
+        24, params, err);
 }
 
 bool

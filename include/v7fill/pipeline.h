@@ -37,6 +37,7 @@ typedef struct ImportOptions
     const char *time_format;  /* NULL = iso */
     const char *input_tz;     /* NULL = UTC */
     const char *source_ref;   /* template, NULL = hash of the whole record */
+    bool new_source_ref;      /* allow another template than the one a file was imported with */
     const char *id_column;    /* source column carrying ids (kept if UUIDv7) */
     const ColumnMap *maps;
     size_t nmaps;

@@ -48,6 +48,11 @@ typedef struct SourcePosition
     uint64_t offset; /* bytes of (decompressed) input consumed */
     uint64_t line;   /* lines consumed */
     uint64_t records;
+    /* The input's first content_len bytes (decompressed; at least offset)
+     * hash to content_hash (XXH3-64): the bytes read, not only the file's
+     * name and start.  content_len 0: not known (standard input). */
+    uint64_t content_len;
+    uint64_t content_hash;
 } SourcePosition;
 
 typedef struct Source Source;
@@ -62,6 +67,11 @@ typedef struct SourceOps
     void (*position)(Source *s, SourcePosition *pos);
     /* Skip to a position saved earlier; error if the identity differs. */
     bool (*seek)(Source *s, const SourcePosition *pos, Err *err);
+    /* Like seek, but first check that the input's bytes are those the position
+     * was taken over (when pos->content_len > 0): if they differ (or the
+     * position is not a record boundary of this input) *same = false and the
+     * source is back before its first record. */
+    bool (*resume)(Source *s, const SourcePosition *pos, bool *same, Err *err);
     /* Progress: input bytes read so far and the total (0 if unknown). */
     void (*progress)(Source *s, uint64_t *done, uint64_t *total);
     /* A short name for messages: "orders.csv.zst", "stdin". */

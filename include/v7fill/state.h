@@ -71,6 +71,15 @@ typedef struct Checkpoint
     uint64_t rejects_size;
     uint64_t late_size;
     char rejects_path[1024];
+    char rejects_file[48]; /* "dev:ino" of that file ("": not recorded) */
+    char late_path[1024];  /* the late-rows file late_size is of ("": not recorded) */
+    char late_file[48];
+    uint64_t content_len;  /* the input's first content_len bytes hash to content_hash */
+    uint64_t content_hash; /* (XXH3-64; content_len 0: not recorded) */
+    bool has_options;      /* options: what decided the rows (import_options_text) */
+    char options[8192];
+    bool has_source_ref;   /* source_ref: the --source-ref template ("": the default) */
+    char source_ref[1024];
 } Checkpoint;
 
 /* The checkpoint of `identity` in table `target_oid` (named schema.table):

@@ -35,6 +35,8 @@ import_usage(FILE *out, const char *cmd)
             "      --source-ref=TEMPLATE  what names a row in its origin, e.g. 'legacy.orders:{id}'\n"
             "                             (default: all of the record's values; ending in a\n"
             "                             serial key keeps the lookup in its order: faster)\n"
+            "      --new-source-ref       import a file again under a --source-ref other than\n"
+            "                             the one it was imported with (every row once more)\n"
             "      --map=CSVCOL=TARGETCOL write CSVCOL into TARGETCOL (repeatable)\n"
             "      --ignore-column=COL    skip an input column (repeatable)\n"
             "      --header / --no-header first line names the columns (default: --header)\n"
@@ -131,6 +133,7 @@ enum
     OPT_NEAR_CUTOFF,
     OPT_KEEP_EXPIRED,
     OPT_LATE_ROWS,
+    OPT_NEW_SOURCE_REF,
 };
 
 static bool
@@ -214,6 +217,7 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
         {"retention", required_argument, NULL, OPT_RETENTION},
         {"near-cutoff", required_argument, NULL, OPT_NEAR_CUTOFF},
         {"keep-expired", no_argument, NULL, OPT_KEEP_EXPIRED},
+        {"new-source-ref", no_argument, NULL, OPT_NEW_SOURCE_REF},
         {"late-rows", required_argument, NULL, OPT_LATE_ROWS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -396,6 +400,9 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
                 break;
             case OPT_SKIP_FINISHED:
                 o.skip_finished = true;
+                break;
+            case OPT_NEW_SOURCE_REF:
+                o.new_source_ref = true;
                 break;
             case OPT_REPORT_JSON:
                 report_json = optarg;

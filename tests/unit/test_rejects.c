@@ -178,6 +178,61 @@ test_truncate_resume(void **state)
     free(path);
 }
 
+/* A resume cuts back only rows of its own input after its checkpoint's line,
+ * in the file the checkpoint recorded. */
+static void
+test_resume_cuts_only_its_own_rows(void **state)
+{
+    char *path = temp_path();
+    char id[48];
+    Rejects *r = NULL;
+    RejectsResume how;
+    Err err;
+    uint64_t committed;
+    char *text;
+
+    (void) state;
+    assert_true(rejects_open(path, &r, &err));
+    assert_true(rejects_write(r, "a.csv", 2, "one", NULL, "x", 1, &err));
+    assert_true(rejects_sync(r, &err));
+    committed = rejects_size(r);
+    (void) snprintf(id, sizeof id, "%s", rejects_file_id(r));
+    assert_true(id[0] != '\0');
+    /* uncommitted rows of a.csv after line 10, one with quotes, commas, a newline */
+    assert_true(rejects_write(r, "a.csv", 11, "two", "22P02", "b,\"c\"\nd", 8, &err));
+    assert_true(rejects_write(r, "a.csv", 12, "three", NULL, "e", 1, &err));
+    assert_true(rejects_sync(r, &err));
+    rejects_close(r);
+
+    assert_true(rejects_open(path, &r, &err));
+    assert_true(rejects_resume(r, path, id, committed, "a.csv", 10, &how, &err));
+    assert_int_equal(how, REJECTS_CUT);
+    assert_int_equal(rejects_size(r), committed);
+    /* another input's row follows: kept */
+    assert_true(rejects_write(r, "b.csv", 40, "other", NULL, "f", 1, &err));
+    assert_true(rejects_sync(r, &err));
+    assert_true(rejects_resume(r, path, id, committed, "a.csv", 10, &how, &err));
+    assert_int_equal(how, REJECTS_FOREIGN);
+    /* a row of the same input at or before the checkpoint's line: not its own */
+    assert_true(rejects_resume(r, path, id, committed, "b.csv", 40, &how, &err));
+    assert_int_equal(how, REJECTS_FOREIGN);
+    /* another file, by identity; by path when none was recorded */
+    assert_true(rejects_resume(r, path, "1:2", committed, "b.csv", 1, &how, &err));
+    assert_int_equal(how, REJECTS_OTHER_FILE);
+    assert_true(rejects_resume(r, "elsewhere.csv", "", committed, "b.csv", 1, &how, &err));
+    assert_int_equal(how, REJECTS_OTHER_FILE);
+    /* shorter than recorded: nothing cut */
+    assert_true(rejects_resume(r, path, id, rejects_size(r) + 100, "b.csv", 1, &how, &err));
+    assert_int_equal(how, REJECTS_SHORTER);
+    rejects_close(r);
+    text = slurp(path);
+    assert_string_equal(text, "source,line,reason,sqlstate,record\n\"a.csv\",2,\"one\",,\"x\"\n"
+                              "\"b.csv\",40,\"other\",,\"f\"\n");
+    free(text);
+    unlink(path);
+    free(path);
+}
+
 int
 main(void)
 {
@@ -186,6 +241,7 @@ main(void)
         cmocka_unit_test(test_fsync_only_when_new),
         cmocka_unit_test(test_large_flush_still_synced),
         cmocka_unit_test(test_truncate_resume),
+        cmocka_unit_test(test_resume_cuts_only_its_own_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include "v7fill/mem.h"
@@ -1268,6 +1269,80 @@ test_seek_after_n_records_resumes_at_the_next_record_in_zstd_files(void **state)
     free(path);
 }
 
+/* The position's content hash is that of the input's first content_len bytes
+ * (decompressed), also after a resume; a resume over other bytes says so and
+ * starts from the first record. */
+static void
+assert_content_resume(const char *path, int n, int m)
+{
+    Source *s = open_ok(path, NULL);
+    Source *t = open_ok(path, NULL);
+    SourcePosition p;
+    SourcePosition q;
+    Record rec;
+    bool same = false;
+    Err err = {0};
+
+    for (int i = 0; i < n; i++)
+        next_ok(s, &rec);
+    p = position(s);
+    assert_true(p.content_len >= p.offset && p.content_len <= resume_data.len);
+    assert_true(p.content_hash == XXH3_64bits(resume_data.data, p.content_len));
+    if (!t->ops->resume(t, &p, &same, &err))
+        fail_msg("resume: %s", err.msg);
+    assert_true(same);
+    assert_int_equal(position(t).records, (uint64_t) n);
+    for (int i = 0; i < m; i++)
+        next_ok(t, &rec);
+    q = position(t);
+    assert_true(q.content_len >= q.offset);
+    assert_true(q.content_hash == XXH3_64bits(resume_data.data, q.content_len));
+    source_close(s);
+    source_close(t);
+}
+
+static void
+test_resume_checks_the_content(void **state)
+{
+    char *path;
+    char *zpath;
+    Source *s;
+    Source *t;
+    SourcePosition p;
+    Record rec;
+    bool same = true;
+    Err err = {0};
+    (void) state;
+
+    make_resume_data();
+    path = fixture("h.csv", resume_data.data, resume_data.len);
+    zpath = fixture_zstd("h.csv.zst", resume_data.data, resume_data.len, 2);
+    assert_resume_after(path, NULL, 0); /* (also reads the fixture once) */
+    assert_content_resume(path, 6, 1);  /* before a blank line */
+    assert_content_resume(path, 30000, 5000);
+    assert_content_resume(zpath, 30000, 9999);
+
+    /* one byte changed beyond the first 64 KiB and before the position */
+    s = open_ok(path, NULL);
+    for (int i = 0; i < 30000; i++)
+        next_ok(s, &rec);
+    p = position(s);
+    source_close(s);
+    resume_data.data[200000] = resume_data.data[200000] == 'r' ? 'R' : 'r';
+    free(fixture("h.csv", resume_data.data, resume_data.len));
+    t = open_ok(path, NULL);
+    if (!t->ops->resume(t, &p, &same, &err))
+        fail_msg("resume: %s", err.msg);
+    assert_false(same);
+    next_ok(t, &rec); /* back at the first record */
+    assert_int_equal(rec.line, 2);
+    assert_text(&rec, 0, "1");
+    source_close(t);
+    buf_free(&resume_data);
+    free(path);
+    free(zpath);
+}
+
 static void
 test_seek_without_header_keeps_counting_lines(void **state)
 {
@@ -1657,6 +1732,7 @@ main(void)
         cmocka_unit_test(test_stdin_pipe_in_small_pieces_gives_the_same_records),
         cmocka_unit_test(test_seek_after_n_records_resumes_at_the_next_record_in_plain_files),
         cmocka_unit_test(test_seek_after_n_records_resumes_at_the_next_record_in_zstd_files),
+        cmocka_unit_test(test_resume_checks_the_content),
         cmocka_unit_test(test_seek_without_header_keeps_counting_lines),
         cmocka_unit_test(test_seek_at_the_end_gives_end_of_input),
         cmocka_unit_test(test_seek_backwards_rereads_a_regular_file),

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# A resume cuts the rejects and late-rows files back only where they hold what the
+# resumed import wrote and did not commit (issue 16 #1, #9):
+#  1. rejects another, complete import appended to the same file after the first one
+#     stopped survive the first one's resume;
+#  2. a resume with --late-rows naming another file leaves that file's bytes alone;
+#  3. the rejects file moved away after a stop: the resume goes on in a new file, says
+#     so, exit 0, and the two files together hold every reject once;
+#  4. the resumed import's own uncommitted rejects are still cut (no reject twice);
+#  5. a checkpoint written by the earlier version (no file identity) still resumes.
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+export PGTZ=UTC
+
+mk() {
+    q "SET client_min_messages = warning; DROP TABLE IF EXISTS $1 CASCADE; DROP TABLE IF EXISTS $1_source_ref;
+       CREATE TABLE $1 (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL,
+                        a text, b text, c text) PARTITION BY RANGE (id);" >/dev/null
+}
+# rows of the rejects/late file per source, e.g. "A.csv:300 B.csv:30"
+per_source() {
+    python3 -c "import csv,sys,collections
+r=list(csv.reader(open(sys.argv[1], newline='')))[1:]
+c=collections.Counter(x[0] for x in r)
+print(' '.join('%s:%d' % (k, c[k]) for k in sorted(c)))" "$1"
+}
+# how many (source, line) pairs appear more than once
+twice() {
+    python3 -c "import csv,sys,collections
+r=list(csv.reader(open(sys.argv[1], newline='')))[1:]
+print(sum(1 for v in collections.Counter((x[0], x[1]) for x in r).values() if v > 1))" "$1"
+}
+gen() { # gen FILE ROWS MONTH: 1 bad time per 100 rows
+    awk -v n="$2" -v m="$3" 'BEGIN{print "created_at,a,b,c"; for(i=0;i<n;i++) printf "%s,%d,x,y\n", (i%100==7?"bad":sprintf("2024-%s-01T00:00:00.%06dZ",m,i)), i}' >"$1"
+}
+
+# 1. another import's rejects survive the resume
+gen A.csv 30000 01
+gen B.csv 3000 02
+mk r1
+run_expect 6 "$V7FILL" -q import r1 A.csv --max-rejects 150
+assert_eq "A.csv:200" "$(per_source r1.rejects.csv)" "rejects after A stopped"
+run_expect 0 "$V7FILL" -q import r1 B.csv
+assert_eq "A.csv:200 B.csv:30" "$(per_source r1.rejects.csv)" "rejects after B"
+run_expect 0 "$V7FILL" -q import r1 A.csv
+assert_eq "A.csv:300 B.csv:30" "$(per_source r1.rejects.csv)" "B's rejects kept by A's resume"
+assert_eq 0 "$(twice r1.rejects.csv)" "rejects written twice"
+assert_contains "$OUT" "another import appended" "the resume says why it cut nothing"
+assert_eq 32670 "$(q 'SELECT count(*) FROM r1')" "rows in r1"
+
+# 2. --late-rows naming another file: that file is not cut
+gen R.csv 30000 01
+mk r2
+run_expect 6 "$V7FILL" -q import r2 R.csv --retention 30d --max-rejects 150
+[ -s r2.late.csv ] || fail "no late rows written by the first run"
+seq 1 1000000 >other.txt
+size=$(wc -c <other.txt)
+run_expect 0 "$V7FILL" -q import r2 R.csv --retention 30d --late-rows other.txt
+assert_eq 1000000 "$(grep -c '^[0-9]*$' other.txt)" "lines of other.txt kept"
+assert_eq "$(seq 1 1000000 | md5sum)" "$(head -c "$size" other.txt | md5sum)" "other.txt's bytes"
+assert_contains "$(sed -n 1000001p other.txt)" '"R.csv",' "late rows start on a line of their own"
+assert_contains "$OUT" 'wrote to the late-rows file "r2.late.csv"' "the resume names the earlier file"
+assert_not_contains "$OUT" "rejects file \"other.txt\"" "other.txt called a rejects file"
+
+# 3. the rejects file moved away after a stop
+gen M.csv 30000 01
+mk r3
+run_expect 6 "$V7FILL" -q import r3 M.csv --max-rejects 150
+mv r3.rejects.csv round1.csv
+run_expect 0 "$V7FILL" -q import r3 M.csv --max-rejects 1000
+assert_contains "$OUT" 'the rejects file "r3.rejects.csv" is a new file' "the resume says so"
+assert_eq "M.csv:200" "$(per_source round1.csv)" "first round's rejects"
+assert_eq "M.csv:100" "$(per_source r3.rejects.csv)" "the rest in the new file"
+assert_eq 29700 "$(q 'SELECT count(*) FROM r3')" "rows in r3"
+
+# 4. own uncommitted rejects (written, then killed before the commit) are cut
+mk r4
+run_expect 6 "$V7FILL" -q import r4 A.csv --max-rejects 150
+line=$(q "SELECT line FROM v7fill.checkpoint WHERE target_table = 'r4'")
+printf '"A.csv",%d,"unparsable time: uncommitted",,"bad,%d,x,y"\n' $((line + 7)) $((line + 5)) >>r4.rejects.csv
+run_expect 0 "$V7FILL" -q import r4 A.csv
+assert_eq "A.csv:300" "$(per_source r4.rejects.csv)" "own uncommitted reject cut"
+assert_eq 0 "$(twice r4.rejects.csv)" "rejects written twice"
+assert_not_contains "$OUT" "WARNING" "nothing to warn about"
+
+# 5. a checkpoint of the earlier version (no file identity, options or content hash)
+mk r5
+run_expect 6 "$V7FILL" -q import r5 A.csv --max-rejects 150
+q "UPDATE v7fill.checkpoint SET rejects_file = NULL, late_path = NULL, late_file = NULL,
+     content_len = NULL, content_hash = NULL, options = NULL, source_ref = NULL
+   WHERE target_table = 'r5'" >/dev/null
+run_expect 0 "$V7FILL" import r5 A.csv --no-progress
+assert_contains "$OUT" "resuming after line" "old checkpoint resumed"
+assert_eq "A.csv:300" "$(per_source r5.rejects.csv)" "rejects after the resume"
+assert_eq 29700 "$(q 'SELECT count(*) FROM r5')" "rows in r5"
+echo "ok"
