@@ -412,11 +412,12 @@ importer_map_columns(Importer *im, Err *err)
                 im->src_name);
         goto out;
     }
-    if (im->time_idx < 0 || im->cols[im->time_idx].target < 0)
+    if (im->time_idx < 0 || !im->cols[im->time_idx].format_time)
     {
-        /* The event time is not stored by name (ids alone, or --time-column
-         * naming a column the target lacks): the target's own time column,
-         * created_at, gets it when no input column fills it. */
+        /* The event time is not stored as an instant (ids alone,
+         * --time-column naming a column the target lacks, or one mapped to a
+         * text column): the target's own time column, created_at, gets it
+         * when no input column fills it. */
         int ti = catalog_column_index(t, "created_at");
 
         if (ti >= 0 && ti != key_idx && !written[ti] && !t->columns[ti].generated &&
@@ -726,6 +727,18 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
         return true;
     }
     r->time_us = keep_id ? uuid7_us(&r->id) : us;
+    if (r->time_us >= WINDOW_MAX_US)
+    {
+        /* Valid UUIDv7 times up to year 10889, but no partition window
+         * covers them: one row's typo must not stop its batch. */
+        char t[48];
+        char reason[160];
+        civil_format_rfc3339(r->time_us, true, t, sizeof t);
+        (void) snprintf(reason, sizeof reason,
+                        "time out of range: time %s is past the year 9999 that windows cover", t);
+        importer_client_reject(im, r, NULL, reason);
+        return true;
+    }
 
     /* The target's COPY line: id, then the mapped fields. */
     {
