@@ -28,3 +28,33 @@ printf 'ts,a\n2024-01-01T00:00:00+02:00,x\n' >mp.csv
 run_expect 0 "$V7FILL" import mp mp.csv --time-column ts --map ts=raw_ts --no-progress --rejects mp.rej
 assert_eq "2023-12-31 22:00:00+00|2024-01-01T00:00:00+02:00" "$(q "SELECT created_at, raw_ts FROM mp")" \
     "--map ts=raw_ts: created_at gets the event time"
+
+# #6: a corrupt zstd frame: nothing decoded from it is committed (the whole
+# input is checked before its first row), the error names the file; a good
+# .zst still imports; the same from stdin; a truncated one as well
+awk 'BEGIN{print "created_at,a,b,c"; for(i=0;i<50000;i++) printf "2024-%02d-%02dT%02d:%02d:%02d.%06dZ,%d,\"b%d\",c\n", 1+i%12, 1+i%28, i%24, i%60, (i*7)%60, i, i, i}' >z.csv
+zstd -q -f z.csv -o z.csv.zst
+python3 -c "
+d=bytearray(open('z.csv.zst','rb').read())
+for i in range(90000,90050): d[i]^=0x55
+open('bad.csv.zst','wb').write(d)
+open('cut.csv.zst','wb').write(d[:100000])"
+sqlf -c "CREATE TABLE zc (LIKE e INCLUDING ALL) PARTITION BY RANGE (id)"
+run_expect 4 "$V7FILL" import zc bad.csv.zst --no-progress --rejects zc.rej
+assert_contains "$OUT" "corrupt zstd data in bad.csv.zst" "corrupt zstd: the file is named"
+assert_contains "$OUT" "nothing from it was imported" "corrupt zstd: says nothing was imported"
+assert_eq 0 "$(q "SELECT count(*) FROM zc")" "corrupt zstd: no row committed"
+set +e; OUT=$("$V7FILL" import zc - --no-progress --rejects zc.rej <bad.csv.zst 2>&1); rc=$?; set -e
+assert_eq 4 "$rc" "corrupt zstd on stdin: exit 4"
+assert_contains "$OUT" "corrupt zstd data in stdin" "corrupt zstd on stdin: named"
+assert_eq 0 "$(q "SELECT count(*) FROM zc")" "corrupt zstd on stdin: no row committed"
+run_expect 4 "$V7FILL" import zc cut.csv.zst --no-progress --rejects zc.rej
+assert_contains "$OUT" "unexpected end of compressed data in cut.csv.zst" "truncated zstd named"
+assert_eq 0 "$(q "SELECT count(*) FROM zc")" "truncated zstd: no row committed"
+run_expect 0 "$V7FILL" import zc z.csv.zst --no-progress --rejects zc.rej
+assert_eq 50000 "$(q "SELECT count(*) FROM zc")" "a good .zst imports"
+sqlf -c "TRUNCATE zc, zc_source_ref"
+set +e; OUT=$("$V7FILL" import zc - --no-progress --rejects zc.rej <z.csv.zst 2>&1); rc=$?; set -e
+assert_eq 0 "$rc" "a good .zst on stdin: exit 0 ($OUT)"
+assert_eq 50000 "$(q "SELECT count(*) FROM zc")" "a good .zst on stdin imports"
+

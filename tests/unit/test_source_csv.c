@@ -1057,6 +1057,70 @@ test_corrupt_zstd_data_reports_zstds_error(void **state)
     free(zst);
 }
 
+/* A checksum error at the end of the only frame: no record is handed on
+ * before it (issue 16 #6), from a file and from a pipe. */
+static void
+test_corrupt_zstd_frame_hands_on_no_record(void **state)
+{
+    Buf data;
+    Buf z;
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    size_t got;
+    char *path;
+    int fds[2];
+    char fdpath[64];
+    (void) state;
+
+    buf_init(&data);
+    buf_init(&z);
+    buf_puts(&data, "a,b\n");
+    for (int i = 0; i < 20000; i++)
+        buf_printf(&data, "%d,value %d\n", i, i * 7);
+    buf_reserve(&z, ZSTD_compressBound(data.len));
+    assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1)));
+    got = ZSTD_compress2(cctx, z.data, ZSTD_compressBound(data.len), data.data, data.len);
+    assert_false(ZSTD_isError(got));
+    z.data[got - 2] ^= 0x55; /* in the checksum: every byte decodes, the check fails */
+    path = fixture("ck.csv.zst", z.data, got);
+    for (int from_pipe = 0; from_pipe < 2; from_pipe++)
+    {
+        Source *s = NULL;
+        Err err = {0};
+        Record rec;
+        bool eof = false;
+        const char *name = path;
+
+        if (from_pipe)
+        {
+            assert_int_equal(pipe(fds), 0);
+            if (fork() == 0)
+            {
+                close(fds[0]);
+                _exit(write(fds[1], z.data, got) == (ssize_t) got ? 0 : 1);
+            }
+            close(fds[1]);
+            snprintf(fdpath, sizeof fdpath, "/dev/fd/%d", fds[0]);
+            name = fdpath;
+        }
+        if (source_csv_open(name, NULL, &s, &err))
+        {
+            assert_false(source_next(s, &rec, &eof, &err));
+            source_close(s);
+        }
+        if (from_pipe)
+        {
+            close(fds[0]);
+            wait(NULL);
+        }
+        assert_int_equal(err.code, EC_FORMAT);
+        assert_non_null(strstr(err.msg, "checksum"));
+    }
+    ZSTD_freeCCtx(cctx);
+    buf_free(&data);
+    buf_free(&z);
+    free(path);
+}
+
 static void
 test_zst_suffix_without_zstd_data_is_an_error(void **state)
 {
@@ -1652,6 +1716,7 @@ main(void)
         cmocka_unit_test(test_concatenated_zstd_frames_read_as_one_stream),
         cmocka_unit_test(test_truncated_zstd_is_an_error_naming_the_file),
         cmocka_unit_test(test_corrupt_zstd_data_reports_zstds_error),
+        cmocka_unit_test(test_corrupt_zstd_frame_hands_on_no_record),
         cmocka_unit_test(test_zst_suffix_without_zstd_data_is_an_error),
         cmocka_unit_test(test_stdin_reads_plain_and_zstd_input),
         cmocka_unit_test(test_stdin_pipe_in_small_pieces_gives_the_same_records),
