@@ -20,8 +20,9 @@
  * Rules beyond the header:
  *
  * - Lines end in "\n", "\r\n" or a lone "\r": libcsv ends a row on either
- *   byte, so counting a lone CR as a line keeps line numbers and rows in
- *   step.  Record.raw includes the terminator.
+ *   byte, so a lone CR that ends a record counts as a line (CR-only files
+ *   number their records); inside a quoted field only LF and CRLF count, as
+ *   grep -n and sed -n count.  Record.raw includes the terminator.
  * - libcsv in strict mode; spaces are data (no trimming).  An unquoted empty
  *   field is NULL, a quoted one ("") the empty string; an unquoted field
  *   equal to null_string is NULL, a quoted one is text.
@@ -1078,7 +1079,11 @@ read_record(CsvSource *s, Record *rec, bool *eof, Err *err)
         if (!feed_line(s, line, len, &bad, err))
             return false;
         s->scan += len;
-        s->line_no++;
+        /* A lone CR inside a quoted field is data, not a line end: line
+         * numbers follow grep -n and sed -n.  One that ends the record
+         * (CR-only line ends) still counts. */
+        if (line[len - 1] != '\r' || s->row_done || bad)
+            s->line_no++;
         if (bad)
         {
             parser_reset(s);

@@ -58,3 +58,10 @@ set +e; OUT=$("$V7FILL" import zc - --no-progress --rejects zc.rej <z.csv.zst 2>
 assert_eq 0 "$rc" "a good .zst on stdin: exit 0 ($OUT)"
 assert_eq 50000 "$(q "SELECT count(*) FROM zc")" "a good .zst on stdin imports"
 
+# #12: a lone CR inside a quoted field is data, not a line: line numbers in
+# the rejects file match grep -n
+printf 'created_at,a,b,c\n2024-01-01T00:00:00Z,"x\ry",b,c\n2024-01-01T00:00:01Z,"p\r\nq\rr",b,c\nbad,1,2,3\n' >cr.csv
+run_expect 0 "$V7FILL" import e cr.csv --no-progress --rejects cr.rej
+assert_eq "$(grep -n '^bad' cr.csv | cut -d: -f1)" "$(python3 -c "import csv; print([r[1] for r in csv.reader(open('cr.rej')) if r[0]=='cr.csv'][0])")" \
+    "lone CR in quotes: the reject's line is grep -n's"
+assert_eq 5 "$(grep -n '^bad' cr.csv | cut -d: -f1)" "the file has bad on line 5"

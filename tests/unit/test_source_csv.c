@@ -293,10 +293,26 @@ test_lone_cr_ends_a_line_as_libcsv_ends_a_row(void **state)
     assert_int_equal(rec.line, 2);
     assert_raw(&rec, "1,\"x\ry\"\r");
     next_ok(s, &rec);
-    assert_int_equal(rec.line, 4);
+    assert_int_equal(rec.line, 3); /* the CR inside the quotes is data, not a line */
     assert_text(&rec, 1, "z");
     assert_eof(s);
     source_close(s);
+    free(path);
+}
+
+/* Line numbers are those of grep -n and sed -n: inside a quoted field LF and
+ * CRLF end a line, a lone CR does not (issue 16 #12). */
+static void
+test_lone_cr_inside_quotes_is_not_a_line(void **state)
+{
+    char *path = fixture_str("crq.csv", "a,b\n1,\"x\ry\"\n2,\"p\r\nq\rr\"\nbad,3\n");
+    Buf got;
+    (void) state;
+
+    buf_init(&got);
+    dump_all(path, NULL, &got);
+    assert_string_equal(got.data, "2:1|x\ry|\n3:2|p\r\nq\rr|\n5:bad|3|\n");
+    buf_free(&got);
     free(path);
 }
 
@@ -501,6 +517,7 @@ test_records_read_without_libcsv_match_libcsv(void **state)
         "a,b,c\n\\N,\"\\N\",\\N\n x , y ,z \n1,2,3",
         "a,b,c\n1,2\n1,2,3,4\n\"a\"\"\",b,\"\"\"\"\r1,2,3\r",
         "a;b;c\n1;\"2;3\";4\n\"\";;\n",
+        "a,b,c\n\"x\ry\",2,3\r\"p\rq\"\r\n,\"\r\",\n1,2,3\n",
         "a,b,c\n\"unterminated,1,2\n",
     };
     Buf fast;
@@ -1691,6 +1708,7 @@ main(void)
         cmocka_unit_test(test_embedded_newline_keeps_raw_bytes_and_line_numbers),
         cmocka_unit_test(test_crlf_lf_and_mixed_line_endings_give_the_same_records),
         cmocka_unit_test(test_lone_cr_ends_a_line_as_libcsv_ends_a_row),
+        cmocka_unit_test(test_lone_cr_inside_quotes_is_not_a_line),
         cmocka_unit_test(test_bom_at_file_start_is_skipped_before_the_header),
         cmocka_unit_test(test_final_line_without_terminator_is_a_record),
         cmocka_unit_test(test_unquoted_empty_is_null_and_quoted_empty_is_text),
