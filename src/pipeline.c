@@ -330,6 +330,19 @@ importer_map_columns(Importer *im, Err *err)
             goto out;
         }
     }
+    for (size_t k = 0; k < o->nignore; k++)
+    {
+        bool found = false;
+        for (size_t i = 0; i < ncols; i++)
+            found = found || strcmp(names[i], o->ignore[k]) == 0;
+        if (!found)
+        {
+            char pn[256];
+            err_set(err, EC_USAGE, "--ignore-column %s: %s has no column \"%s\"",
+                    err_printable(o->ignore[k], pn, sizeof pn), im->src_name, pn);
+            goto out;
+        }
+    }
     for (size_t i = 0; i < ncols; i++)
     {
         const char *to = names[i];
@@ -1286,6 +1299,9 @@ importer_progress(Importer *im, bool final)
     char which[48] = "";
     const char *verb = im->o->plan ? "would be inserted" : "inserted";
 
+    /* A log's first line comes 10 s in, not at the start (nothing to say yet). */
+    if (!tty && im->last_progress == 0)
+        im->last_progress = im->started;
     if (!final && now - im->last_progress < (tty ? 0.5 : 10.0))
         return;
     if (!tty && log_current_level < LOG_LEVEL_INFO)

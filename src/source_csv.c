@@ -1725,26 +1725,26 @@ make_identity(CsvSource *s)
     free(real);
 }
 
-static bool
-check_options(const CsvOptions *o, Err *err)
+bool
+csv_options_check(const CsvOptions *o, Err *err)
 {
     unsigned char d = (unsigned char) o->delimiter;
     unsigned char q = (unsigned char) o->quote;
     unsigned char e = (unsigned char) o->escape;
 
     if (d == 0 || is_eol(d))
-        return err_set(err, EC_CONFIG,
+        return err_set(err, EC_USAGE,
                        "CSV delimiter must be a single byte other than NUL, CR or LF");
     if (q == 0 || is_eol(q))
-        return err_set(err, EC_CONFIG, "CSV quote must be a single byte other than NUL, CR or LF");
+        return err_set(err, EC_USAGE, "CSV quote must be a single byte other than NUL, CR or LF");
     if (d == q)
-        return err_set(err, EC_CONFIG, "CSV delimiter and quote must differ");
+        return err_set(err, EC_USAGE, "CSV delimiter and quote must differ");
     if (e != 0 && e != q && (e == d || is_eol(e)))
-        return err_set(err, EC_CONFIG, "CSV escape must differ from the delimiter, CR and LF");
+        return err_set(err, EC_USAGE, "CSV escape must differ from the delimiter, CR and LF");
     if (o->null_string != NULL &&
         (strchr(o->null_string, (char) d) || strchr(o->null_string, (char) q) ||
          strpbrk(o->null_string, "\r\n")))
-        return err_set(err, EC_CONFIG,
+        return err_set(err, EC_USAGE,
                        "the NULL string must not contain the delimiter, the quote, CR or LF");
     return true;
 }
@@ -1763,7 +1763,7 @@ source_csv_open(const char *path, const CsvOptions *opts, Source **out, Err *err
         csv_options_default(&defaults);
         opts = &defaults;
     }
-    if (!check_options(opts, err))
+    if (!csv_options_check(opts, err))
         return false;
 
     s = xcalloc(1, sizeof *s);

@@ -65,3 +65,34 @@ run_expect 0 "$V7FILL" import e cr.csv --no-progress --rejects cr.rej
 assert_eq "$(grep -n '^bad' cr.csv | cut -d: -f1)" "$(python3 -c "import csv; print([r[1] for r in csv.reader(open('cr.rej')) if r[0]=='cr.csv'][0])")" \
     "lone CR in quotes: the reject's line is grep -n's"
 assert_eq 5 "$(grep -n '^bad' cr.csv | cut -d: -f1)" "the file has bad on line 5"
+
+# #13: option checks before anything is read
+printf 'created_at,a,b,c\n2024-03-01T00:00:00Z,x,y,z\n' >o.csv
+run_expect 2 "$V7FILL" import e o.csv --map a=b --ignore-column a --no-progress
+assert_contains "$OUT" "--ignore-column a conflicts with --map a=" "a column mapped and ignored: usage error"
+run_expect 2 "$V7FILL" import e o.csv --ignore-column nosuchcol --no-progress
+assert_contains "$OUT" "--ignore-column nosuchcol: o.csv has no column" "ignoring a missing column: usage error"
+run_expect 2 "$V7FILL" import e o.csv --rejects - --no-progress
+assert_contains "$OUT" "--rejects must name a file" "--rejects - refused"
+[ ! -e ./- ] || fail "--rejects - created a file named '-'"
+run_expect 2 "$V7FILL" import e o.csv --delimiter '"' --no-progress
+assert_contains "$OUT" "delimiter and quote must differ" "--delimiter '\"': usage error"
+run_expect 2 "$V7FILL" import e o.csv --quote ',' --no-progress
+run_expect 1 "$V7FILL" import e o.csv --report-json /nonexistent/x --no-progress
+assert_contains "$OUT" 'could not write report "/nonexistent/x"' "unwritable --report-json named"
+assert_eq 0 "$(q "SELECT count(*) FROM e WHERE a = 'x'")" "unwritable --report-json: checked before reading"
+assert_eq 0 "$(q "SELECT count(*) FROM v7fill.checkpoint WHERE source_name = 'o.csv'")" "unwritable --report-json: no checkpoint"
+run_expect 0 "$V7FILL" import e o.csv --max-future 0 --no-progress --rejects o.rej
+assert_eq 1 "$(q "SELECT count(*) FROM e WHERE a = 'x'")" "--max-future 0 accepted"
+# --report-json -: stdout is the JSON alone (with or without --json)
+printf 'created_at,a,b,c\n2024-03-01T00:00:01Z,rj,y,z\n' >rj.csv
+"$V7FILL" import e rj.csv --report-json - --no-progress --rejects o.rej >rj.out 2>rj.err
+python3 -c "import json; r=json.load(open('rj.out')); assert r['read']==1" || fail "--report-json -: stdout is not one JSON document: $(cat rj.out)"
+assert_contains "$(cat rj.err)" "rows read" "--report-json -: the table goes to stderr"
+"$V7FILL" import e rj.csv --report-json - --json --no-progress --rejects o.rej >rj2.out 2>/dev/null
+python3 -c "import json; json.load(open('rj2.out'))" || fail "--report-json - --json: stdout is not one JSON document"
+# non-tty progress: no "0 rows read" line at the start
+awk 'BEGIN{print "created_at,a,b,c"; for(i=0;i<3000;i++) printf "2024-03-02T00:00:00.%06dZ,pg%d,y,z\n", i, i}' >pg.csv
+"$V7FILL" import e pg.csv --batch-rows 1000 --rejects o.rej >/dev/null 2>pg.err
+assert_contains "$(cat pg.err)" "pg.csv: 3000 rows read" "non-tty progress: the final line is there"
+assert_not_contains "$(cat pg.err)" ": 0 rows read" "non-tty progress: no first line before any row"

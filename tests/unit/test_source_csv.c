@@ -1555,7 +1555,7 @@ test_other_delimiter_and_quote_characters_work(void **state)
 }
 
 static void
-test_conflicting_options_are_configuration_errors(void **state)
+test_conflicting_options_are_usage_errors(void **state)
 {
     char *path = fixture_str("opt.csv", "a\n");
     CsvOptions o;
@@ -1566,19 +1566,19 @@ test_conflicting_options_are_configuration_errors(void **state)
     o = opts_default();
     o.quote = ',';
     assert_false(source_csv_open(path, &o, &s, &err));
-    assert_int_equal(err.code, EC_CONFIG);
+    assert_int_equal(err.code, EC_USAGE);
     o = opts_default();
     o.delimiter = '\n';
     assert_false(source_csv_open(path, &o, &s, &err));
-    assert_int_equal(err.code, EC_CONFIG);
+    assert_int_equal(err.code, EC_USAGE);
     o = opts_default();
     o.null_string = "a,b";
     assert_false(source_csv_open(path, &o, &s, &err));
-    assert_int_equal(err.code, EC_CONFIG);
+    assert_int_equal(err.code, EC_USAGE);
     o = opts_default();
     o.escape = ',';
     assert_false(source_csv_open(path, &o, &s, &err));
-    assert_int_equal(err.code, EC_CONFIG);
+    assert_int_equal(err.code, EC_USAGE);
     assert_null(s);
     free(path);
 }
@@ -1748,7 +1748,7 @@ main(void)
         cmocka_unit_test(test_seek_on_stdin_skips_forward),
         cmocka_unit_test(test_escape_character_unescapes_quotes_inside_quoted_fields),
         cmocka_unit_test(test_other_delimiter_and_quote_characters_work),
-        cmocka_unit_test(test_conflicting_options_are_configuration_errors),
+        cmocka_unit_test(test_conflicting_options_are_usage_errors),
         cmocka_unit_test(test_identity_names_path_size_and_a_fingerprint),
         cmocka_unit_test(test_a_pipe_given_by_path_is_never_fingerprinted),
         cmocka_unit_test(test_progress_counts_bytes_read_against_the_file_size),
