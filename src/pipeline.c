@@ -136,6 +136,8 @@ typedef struct Importer
     uint64_t all_bytes;  /* the sizes of all the files (as the sources count progress) */
     uint64_t files_bytes;     /* sizes of the files finished by this run */
     uint64_t files_bytes_run; /* what they took of this run's reading (less any resumed part) */
+    size_t files_empty;       /* 0-byte files passed over (several files, with a header) */
+    char first_empty[256];    /* the first of them, printable */
 } Importer;
 
 static double
@@ -1681,7 +1683,22 @@ importer_file(Importer *im, const char *path, Err *err)
 {
     bool ok = true;
     bool skipped = false;
+    struct stat sb;
 
+    if (im->o->nfiles > 1 && im->o->csv.header && strcmp(path, "-") != 0 &&
+        stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0)
+    {
+        /* No header and no rows: nothing to lose, so the other files go on;
+         * the run still ends with exit status 4 naming it (import_run). */
+        char shown[256];
+        err_printable(path, shown, sizeof shown);
+        log_warn("%s is empty (0 bytes, no header line): passed over, the other files are "
+                 "imported",
+                 shown);
+        if (im->files_empty++ == 0)
+            memcpy(im->first_empty, shown, sizeof shown);
+        return true;
+    }
     if (!importer_open_file(im, path, &skipped, err))
         return false;
     im->st->files++;
@@ -2175,6 +2192,14 @@ out:
                                             st->partitions_created, json, &rerr))
             log_debug("could not record the run in v7fill.run: %s", rerr.msg);
         free(json);
+    }
+    if (ok && im.files_empty > 0)
+    {
+        err_set(err, EC_FORMAT, "%s is empty: expected a header line", im.first_empty);
+        err_detail(err, "%zu of the %zu files %s empty (0 bytes) and passed over; the others "
+                        "were imported.",
+                   im.files_empty, o->nfiles, im.files_empty == 1 ? "was" : "were");
+        ok = false;
     }
     importer_free(&im);
     return ok;

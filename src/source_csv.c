@@ -1531,7 +1531,10 @@ zstd_verify_file(CsvSource *s, Err *err)
         return false;
     for (;;)
     {
-        ssize_t n = pread(s->fd, c.in, c.in_cap, (off_t) off);
+        /* Fed as the reader feeds it (the four bytes it peeks at, then
+         * whole buffers): libzstd's verdict on some malformed frames
+         * depends on how the bytes arrive. */
+        ssize_t n = pread(s->fd, c.in, off == 0 ? 4 : c.in_cap, (off_t) off);
 
         if (n < 0 && errno == EINTR)
             continue;

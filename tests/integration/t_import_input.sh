@@ -96,3 +96,13 @@ awk 'BEGIN{print "created_at,a,b,c"; for(i=0;i<3000;i++) printf "2024-03-02T00:0
 "$V7FILL" import e pg.csv --batch-rows 1000 --rejects o.rej >/dev/null 2>pg.err
 assert_contains "$(cat pg.err)" "pg.csv: 3000 rows read" "non-tty progress: the final line is there"
 assert_not_contains "$(cat pg.err)" ": 0 rows read" "non-tty progress: no first line before any row"
+
+# #13: one empty (0-byte) file among several: the others are imported, the
+# empty one is named, exit status 4
+: >empty.csv
+printf 'created_at,a,b,c\n2024-03-03T00:00:00Z,em1,y,z\n' >em1.csv
+printf 'created_at,a,b,c\n2024-03-03T00:00:01Z,em2,y,z\n' >em2.csv
+run_expect 4 "$V7FILL" import e em1.csv empty.csv em2.csv --no-progress --rejects o.rej
+assert_contains "$OUT" "empty.csv is empty" "the empty file is named"
+assert_contains "$OUT" "the others were imported" "says the others were imported"
+assert_eq 2 "$(q "SELECT count(*) FROM e WHERE a IN ('em1', 'em2')")" "the files around an empty one are imported"
