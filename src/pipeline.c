@@ -1767,10 +1767,10 @@ importer_file(Importer *im, const char *path, Err *err)
         ok = ok && importer_flush(im, im->batch, &pos, true, err) &&
              importer_check_rejects_limit(im, err);
     }
-    else if ((err->code == EC_FORMAT || err->code == EC_INTERRUPTED) && !im->o->plan)
+    else if (err->code == EC_FORMAT || err->code == EC_INTERRUPTED)
     {
         /* The input broke mid-file, or we were asked to stop: keep what was
-         * read before. */
+         * read before (plan: count it, so that its report shows it). */
         Err ferr = {0};
         SourcePosition pos;
 
@@ -1779,7 +1779,7 @@ importer_file(Importer *im, const char *path, Err *err)
             (im->batch->nrows > 0 && !importer_flush(im, im->batch, &pos, false, &ferr)))
             log_warn("could not commit the rows read before the %s: %s",
                      err->code == EC_INTERRUPTED ? "interruption" : "error", ferr.msg);
-        else if (err->code == EC_INTERRUPTED)
+        else if (err->code == EC_INTERRUPTED && !im->o->plan)
         {
             err_detail(err, "Every row read before it is committed: %s up to line %" PRIu64
                             ", %" PRIu64 " rows in all.",

@@ -106,3 +106,10 @@ run_expect 4 "$V7FILL" import e em1.csv empty.csv em2.csv --no-progress --reject
 assert_contains "$OUT" "empty.csv is empty" "the empty file is named"
 assert_contains "$OUT" "the others were imported" "says the others were imported"
 assert_eq 2 "$(q "SELECT count(*) FROM e WHERE a IN ('em1', 'em2')")" "the files around an empty one are imported"
+
+# #13: plan on a file with an unterminated quote at its end prints its
+# report (the rows before), then the error, as import does
+printf 'created_at,a,b,c\n2024-03-04T00:00:00Z,uq,y,z\n2024-03-04T00:00:01Z,"open,y,z\n' >uq.csv
+"$V7FILL" plan e uq.csv --no-progress >uq.out 2>uq.err && fail "plan of an unterminated quote: exit 0"
+assert_contains "$(cat uq.out)" "read=1 " "plan prints its report before the error"
+assert_contains "$(cat uq.err)" "unterminated quoted field" "plan names the error"
