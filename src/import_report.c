@@ -3,12 +3,16 @@
  */
 #include "v7fill/import_report.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "v7fill/civil.h"
+#include "v7fill/mem.h"
 #include "v7fill/timeparse.h"
 
 static void
@@ -202,6 +206,31 @@ import_report_json(const ImportStats *st, bool plan)
     text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
     return text;
+}
+
+bool
+import_report_check_path(const char *path, Err *err)
+{
+    struct stat st;
+    const char *slash = strrchr(path, '/');
+    char *dir;
+    bool ok = true;
+
+    if (strcmp(path, "-") == 0)
+        return true;
+    if (stat(path, &st) == 0)
+    {
+        if (!S_ISREG(st.st_mode))
+            return err_set(err, EC_IO, "could not write report \"%s\": not a regular file", path);
+        if (access(path, W_OK) != 0)
+            return err_errno(err, EC_IO, "could not write report \"%s\"", path);
+        return true;
+    }
+    dir = slash == NULL ? xstrdup(".") : xstrndup(path, slash == path ? 1 : (size_t) (slash - path));
+    if (access(dir, W_OK | X_OK) != 0)
+        ok = err_errno(err, EC_IO, "could not write report \"%s\"", path);
+    free(dir);
+    return ok;
 }
 
 bool

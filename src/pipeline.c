@@ -139,6 +139,8 @@ typedef struct Importer
     uint64_t all_bytes;  /* the sizes of all the files (as the sources count progress) */
     uint64_t files_bytes;     /* sizes of the files finished by this run */
     uint64_t files_bytes_run; /* what they took of this run's reading (less any resumed part) */
+    size_t files_empty;       /* 0-byte files passed over (several files, with a header) */
+    char first_empty[256];    /* the first of them, printable */
 } Importer;
 
 static double
@@ -333,6 +335,19 @@ importer_map_columns(Importer *im, Err *err)
             goto out;
         }
     }
+    for (size_t k = 0; k < o->nignore; k++)
+    {
+        bool found = false;
+        for (size_t i = 0; i < ncols; i++)
+            found = found || strcmp(names[i], o->ignore[k]) == 0;
+        if (!found)
+        {
+            char pn[256];
+            err_set(err, EC_USAGE, "--ignore-column %s: %s has no column \"%s\"",
+                    err_printable(o->ignore[k], pn, sizeof pn), im->src_name, pn);
+            goto out;
+        }
+    }
     for (size_t i = 0; i < ncols; i++)
     {
         const char *to = names[i];
@@ -415,11 +430,12 @@ importer_map_columns(Importer *im, Err *err)
                 im->src_name);
         goto out;
     }
-    if (im->time_idx < 0 || im->cols[im->time_idx].target < 0)
+    if (im->time_idx < 0 || !im->cols[im->time_idx].format_time)
     {
-        /* The event time is not stored by name (ids alone, or --time-column
-         * naming a column the target lacks): the target's own time column,
-         * created_at, gets it when no input column fills it. */
+        /* The event time is not stored as an instant (ids alone,
+         * --time-column naming a column the target lacks, or one mapped to a
+         * text column): the target's own time column, created_at, gets it
+         * when no input column fills it. */
         int ti = catalog_column_index(t, "created_at");
 
         if (ti >= 0 && ti != key_idx && !written[ti] && !t->columns[ti].generated &&
@@ -740,6 +756,18 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
         return true;
     }
     r->time_us = keep_id ? uuid7_us(&r->id) : us;
+    if (r->time_us >= WINDOW_MAX_US)
+    {
+        /* Valid UUIDv7 times up to year 10889, but no partition window
+         * covers them: one row's typo must not stop its batch. */
+        char t[48];
+        char reason[160];
+        civil_format_rfc3339(r->time_us, true, t, sizeof t);
+        (void) snprintf(reason, sizeof reason,
+                        "time out of range: time %s is past the year 9999 that windows cover", t);
+        importer_client_reject(im, r, NULL, reason);
+        return true;
+    }
 
     /* The target's COPY line: id, then the mapped fields. */
     {
@@ -1321,6 +1349,9 @@ importer_progress(Importer *im, bool final)
     char which[48] = "";
     const char *verb = im->o->plan ? "would be inserted" : "inserted";
 
+    /* A log's first line comes 10 s in, not at the start (nothing to say yet). */
+    if (!tty && im->last_progress == 0)
+        im->last_progress = im->started;
     if (!final && now - im->last_progress < (tty ? 0.5 : 10.0))
         return;
     if (!tty && log_current_level < LOG_LEVEL_INFO)
@@ -1886,7 +1917,22 @@ importer_file(Importer *im, const char *path, Err *err)
 {
     bool ok = true;
     bool skipped = false;
+    struct stat sb;
 
+    if (im->o->nfiles > 1 && im->o->csv.header && strcmp(path, "-") != 0 &&
+        stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0)
+    {
+        /* No header and no rows: nothing to lose, so the other files go on;
+         * the run still ends with exit status 4 naming it (import_run). */
+        char shown[256];
+        err_printable(path, shown, sizeof shown);
+        log_warn("%s is empty (0 bytes, no header line): passed over, the other files are "
+                 "imported",
+                 shown);
+        if (im->files_empty++ == 0)
+            memcpy(im->first_empty, shown, sizeof shown);
+        return true;
+    }
     if (!importer_open_file(im, path, &skipped, err))
         return false;
     im->st->files++;
@@ -1955,10 +2001,10 @@ importer_file(Importer *im, const char *path, Err *err)
         ok = ok && importer_flush(im, im->batch, &pos, true, err) &&
              importer_check_rejects_limit(im, err);
     }
-    else if ((err->code == EC_FORMAT || err->code == EC_INTERRUPTED) && !im->o->plan)
+    else if (err->code == EC_FORMAT || err->code == EC_INTERRUPTED)
     {
         /* The input broke mid-file, or we were asked to stop: keep what was
-         * read before. */
+         * read before (plan: count it, so that its report shows it). */
         Err ferr = {0};
         SourcePosition pos;
 
@@ -1967,7 +2013,7 @@ importer_file(Importer *im, const char *path, Err *err)
             (im->batch->nrows > 0 && !importer_flush(im, im->batch, &pos, false, &ferr)))
             log_warn("could not commit the rows read before the %s: %s",
                      err->code == EC_INTERRUPTED ? "interruption" : "error", ferr.msg);
-        else if (err->code == EC_INTERRUPTED)
+        else if (err->code == EC_INTERRUPTED && !im->o->plan)
         {
             err_detail(err, "Every row read before it is committed: %s up to line %" PRIu64
                             ", %" PRIu64 " rows in all.",
@@ -2383,6 +2429,14 @@ out:
                                             st->partitions_created, json, &rerr))
             log_debug("could not record the run in v7fill.run: %s", rerr.msg);
         free(json);
+    }
+    if (ok && im.files_empty > 0)
+    {
+        err_set(err, EC_FORMAT, "%s is empty: expected a header line", im.first_empty);
+        err_detail(err, "%zu of the %zu files %s empty (0 bytes) and passed over; the others "
+                        "were imported.",
+                   im.files_empty, o->nfiles, im.files_empty == 1 ? "was" : "were");
+        ok = false;
     }
     importer_free(&im);
     return ok;

@@ -20,8 +20,9 @@
  * Rules beyond the header:
  *
  * - Lines end in "\n", "\r\n" or a lone "\r": libcsv ends a row on either
- *   byte, so counting a lone CR as a line keeps line numbers and rows in
- *   step.  Record.raw includes the terminator.
+ *   byte, so a lone CR that ends a record counts as a line (CR-only files
+ *   number their records); inside a quoted field only LF and CRLF count, as
+ *   grep -n and sed -n count.  Record.raw includes the terminator.
  * - libcsv in strict mode; spaces are data (no trimming).  An unquoted empty
  *   field is NULL, a quoted one ("") the empty string; an unquoted field
  *   equal to null_string is NULL, a quoted one is text.
@@ -123,6 +124,10 @@ typedef struct CsvSource
     size_t zin_cap;
     ZSTD_inBuffer zbuf;
     size_t zret;       /* last ZSTD_decompressStream result: 0 = at a frame boundary */
+    bool verify_pending; /* a zstd file not yet checked end to end (see zstd_verify) */
+    unsigned char prefetch[4]; /* bytes read from a pipe to tell zstd apart */
+    size_t nprefetch;
+    bool spooled;      /* fd is an unlinked temporary copy of stdin's zstd bytes */
     bool raw_eof;      /* read() returned 0 */
     bool in_eof;       /* no more decompressed bytes will come */
     uint64_t raw_read; /* bytes consumed from fd (progress) */
@@ -1094,7 +1099,11 @@ read_record(CsvSource *s, Record *rec, bool *eof, Err *err)
         if (!feed_line(s, line, len, &bad, err))
             return false;
         s->scan += len;
-        s->line_no++;
+        /* A lone CR inside a quoted field is data, not a line end: line
+         * numbers follow grep -n and sed -n.  One that ends the record
+         * (CR-only line ends) still counts. */
+        if (line[len - 1] != '\r' || s->row_done || bad)
+            s->line_no++;
         if (bad)
         {
             parser_reset(s);
@@ -1355,6 +1364,11 @@ begin(CsvSource *s, bool first, Err *err)
 
     window_reset(s);
     parser_reset(s);
+    /* Bytes a pipe already gave up at open come first. */
+    memcpy(peek, s->prefetch, s->nprefetch);
+    npeek = s->nprefetch;
+    s->raw_read = s->nprefetch;
+    s->nprefetch = 0;
     /* Peek at the first four bytes; a pipe may hand them over piecemeal. */
     while (npeek < sizeof peek && !s->raw_eof)
     {
@@ -1450,6 +1464,237 @@ begin(CsvSource *s, bool first, Err *err)
     return true;
 }
 
+/* ------------------------------------------------------- zstd verification */
+
+/*
+ * Nothing decoded from input that fails its integrity check may be handed
+ * on: the zstd CLI writes one frame per file, so a checksum error at the end
+ * of a frame would come after most of its rows were committed.  So a zstd
+ * input is decompressed once before its first record is returned, its
+ * output discarded and every frame's checksum checked.  A regular file is
+ * read with pread (the reading offset stays put); standard input is copied
+ * to an unlinked temporary file while it is checked, then read from there.
+ * Frames written without a checksum (zstd --no-check) can only be checked
+ * for structure.
+ */
+typedef struct ZstdCheck
+{
+    ZSTD_DCtx *dctx; /* its own: the reader's may be mid-frame (the header was read) */
+    void *in;
+    size_t in_cap;
+    void *out;
+    size_t out_cap;
+    size_t last; /* last result: 0 = at a frame boundary */
+} ZstdCheck;
+
+static bool
+zstd_check_begin(ZstdCheck *c, Err *err)
+{
+    memset(c, 0, sizeof *c);
+    c->dctx = ZSTD_createDCtx();
+    if (c->dctx == NULL)
+        return err_set(err, EC_INTERNAL, "could not create a zstd decompression context");
+    c->in_cap = ZSTD_DStreamInSize();
+    c->in = xmalloc(c->in_cap);
+    c->out_cap = ZSTD_DStreamOutSize();
+    c->out = xmalloc(c->out_cap);
+    return true;
+}
+
+/* Decompress n compressed bytes, keeping nothing. */
+static bool
+zstd_check_feed(const CsvSource *s, ZstdCheck *c, const void *data, size_t n, Err *err)
+{
+    ZSTD_inBuffer in = {data, n, 0};
+
+    while (in.pos < in.size)
+    {
+        ZSTD_outBuffer out = {c->out, c->out_cap, 0};
+        size_t ret = ZSTD_decompressStream(c->dctx, &out, &in);
+
+        if (ZSTD_isError(ret))
+        {
+            err_set(err, EC_FORMAT, "corrupt zstd data in %s: %s", s->display,
+                    ZSTD_getErrorName(ret));
+            err_detail(err, "Found by the check of the whole input before its first row: "
+                            "nothing from it was imported.");
+            return false;
+        }
+        c->last = ret;
+    }
+    return true;
+}
+
+static bool
+zstd_check_end(const CsvSource *s, ZstdCheck *c, bool ok, Err *err)
+{
+    ZSTD_freeDCtx(c->dctx);
+    free(c->in);
+    free(c->out);
+    if (ok && c->last != 0)
+    {
+        err_set(err, EC_FORMAT, "unexpected end of compressed data in %s", s->display);
+        err_detail(err, "Found by the check of the whole input before its first row: "
+                        "nothing from it was imported.");
+        return false;
+    }
+    return ok;
+}
+
+/* A regular zstd file, end to end. */
+static bool
+zstd_verify_file(CsvSource *s, Err *err)
+{
+    ZstdCheck c;
+    uint64_t off = 0;
+    bool ok = true;
+
+    s->verify_pending = false;
+    if (!zstd_check_begin(&c, err))
+        return false;
+    for (;;)
+    {
+        /* Fed as the reader feeds it (the four bytes it peeks at, then
+         * whole buffers): libzstd's verdict on some malformed frames
+         * depends on how the bytes arrive. */
+        ssize_t n = pread(s->fd, c.in, off == 0 ? 4 : c.in_cap, (off_t) off);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+        {
+            ok = err_errno(err, EC_IO, "could not read \"%s\"", s->display);
+            break;
+        }
+        if (n == 0)
+            break;
+        off += (uint64_t) n;
+        if (!zstd_check_feed(s, &c, c.in, (size_t) n, err))
+        {
+            ok = false;
+            break;
+        }
+    }
+    return zstd_check_end(s, &c, ok, err);
+}
+
+static bool
+write_all(int fd, const void *data, size_t n)
+{
+    const char *p = data;
+
+    while (n > 0)
+    {
+        ssize_t w = write(fd, p, n);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t) w;
+    }
+    return true;
+}
+
+/* Input that cannot be read twice: if it is zstd, copy it to an unlinked
+ * temporary file (in $TMPDIR, else /tmp) while checking it, and read that.
+ * Otherwise the bytes peeked at stay in prefetch for begin(). */
+static bool
+zstd_spool_pipe(CsvSource *s, Err *err)
+{
+    const char *dir = getenv("TMPDIR");
+    char *tmpl;
+    int tfd;
+    ZstdCheck c;
+    bool ok = true;
+
+    while (s->nprefetch < sizeof s->prefetch && !s->raw_eof)
+    {
+        size_t got;
+
+        if (!read_fd(s, s->prefetch + s->nprefetch, sizeof s->prefetch - s->nprefetch, &got,
+                     err))
+            return false;
+        s->nprefetch += got;
+    }
+    if (!is_zstd_magic(s->prefetch, s->nprefetch))
+        return true;
+    if (dir == NULL || dir[0] == '\0')
+        dir = "/tmp";
+    tmpl = xmalloc(strlen(dir) + 32);
+    sprintf(tmpl, "%s/v7fill-stdin-XXXXXX", dir);
+    tfd = mkstemp(tmpl);
+    if (tfd < 0)
+    {
+        err_errno(err, EC_IO, "could not create a temporary file in \"%s\" to check %s", dir,
+                  s->display);
+        free(tmpl);
+        return false;
+    }
+    (void) unlink(tmpl);
+    if (!zstd_check_begin(&c, err))
+    {
+        close(tfd);
+        free(tmpl);
+        return false;
+    }
+    ok = zstd_check_feed(s, &c, s->prefetch, s->nprefetch, err);
+    if (ok && !write_all(tfd, s->prefetch, s->nprefetch))
+        ok = err_errno(err, EC_IO, "could not write the temporary copy of %s in \"%s\"",
+                       s->display, dir);
+    while (ok && !s->raw_eof)
+    {
+        size_t got;
+
+        if (!read_fd(s, c.in, c.in_cap, &got, err))
+            ok = false;
+        else if (!zstd_check_feed(s, &c, c.in, got, err))
+            ok = false;
+        else if (!write_all(tfd, c.in, got))
+            ok = err_errno(err, EC_IO, "could not write the temporary copy of %s in \"%s\"",
+                           s->display, dir);
+    }
+    free(tmpl);
+    ok = zstd_check_end(s, &c, ok, err);
+    if (ok && lseek(tfd, 0, SEEK_SET) < 0)
+        ok = err_errno(err, EC_IO, "could not seek in the temporary copy of %s", s->display);
+    if (!ok)
+    {
+        close(tfd);
+        return false;
+    }
+    /* From here the copy is the input; progress counts it from the start. */
+    if (!s->is_stdin)
+        close(s->fd); /* a named pipe */
+    s->fd = tfd;
+    s->spooled = true;
+    s->nprefetch = 0;
+    s->raw_eof = false;
+    s->file_size = s->raw_read;
+    s->raw_read = 0;
+    return true;
+}
+
+static bool
+zstd_verify_setup(CsvSource *s, Err *err)
+{
+    unsigned char head[4];
+    ssize_t n;
+
+    if (!s->regular)
+        return zstd_spool_pipe(s, err);
+    do
+        n = pread(s->fd, head, sizeof head, 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return err_errno(err, EC_IO, "could not read \"%s\"", s->display);
+    /* Checked before the first record is handed on (not here, so that a
+     * file --skip-finished passes over is not decompressed). */
+    s->verify_pending = is_zstd_magic(head, (size_t) n);
+    return true;
+}
+
 static void
 make_identity(CsvSource *s)
 {
@@ -1506,26 +1751,26 @@ make_identity(CsvSource *s)
     free(real);
 }
 
-static bool
-check_options(const CsvOptions *o, Err *err)
+bool
+csv_options_check(const CsvOptions *o, Err *err)
 {
     unsigned char d = (unsigned char) o->delimiter;
     unsigned char q = (unsigned char) o->quote;
     unsigned char e = (unsigned char) o->escape;
 
     if (d == 0 || is_eol(d))
-        return err_set(err, EC_CONFIG,
+        return err_set(err, EC_USAGE,
                        "CSV delimiter must be a single byte other than NUL, CR or LF");
     if (q == 0 || is_eol(q))
-        return err_set(err, EC_CONFIG, "CSV quote must be a single byte other than NUL, CR or LF");
+        return err_set(err, EC_USAGE, "CSV quote must be a single byte other than NUL, CR or LF");
     if (d == q)
-        return err_set(err, EC_CONFIG, "CSV delimiter and quote must differ");
+        return err_set(err, EC_USAGE, "CSV delimiter and quote must differ");
     if (e != 0 && e != q && (e == d || is_eol(e)))
-        return err_set(err, EC_CONFIG, "CSV escape must differ from the delimiter, CR and LF");
+        return err_set(err, EC_USAGE, "CSV escape must differ from the delimiter, CR and LF");
     if (o->null_string != NULL &&
         (strchr(o->null_string, (char) d) || strchr(o->null_string, (char) q) ||
          strpbrk(o->null_string, "\r\n")))
-        return err_set(err, EC_CONFIG,
+        return err_set(err, EC_USAGE,
                        "the NULL string must not contain the delimiter, the quote, CR or LF");
     return true;
 }
@@ -1544,7 +1789,7 @@ source_csv_open(const char *path, const CsvOptions *opts, Source **out, Err *err
         csv_options_default(&defaults);
         opts = &defaults;
     }
-    if (!check_options(opts, err))
+    if (!csv_options_check(opts, err))
         return false;
 
     s = xcalloc(1, sizeof *s);
@@ -1630,7 +1875,7 @@ source_csv_open(const char *path, const CsvOptions *opts, Source **out, Err *err
         s->hashing = true;
     }
     make_identity(s);
-    if (!begin(s, true, err))
+    if (!zstd_verify_setup(s, err) || !begin(s, true, err))
     {
         csv_ops.close(&s->base);
         return false;
@@ -1650,6 +1895,8 @@ csv_next(Source *src, Record *rec, bool *eof, Err *err)
         *err = s->fail;
         return false;
     }
+    if (s->verify_pending && !zstd_verify_file(s, err))
+        return csv_fail(s, err);
     if (s->pending)
     {
         s->pending = false;
@@ -1777,6 +2024,8 @@ csv_seek(Source *src, const SourcePosition *pos, Err *err)
         *err = s->fail;
         return false;
     }
+    if (s->verify_pending && !zstd_verify_file(s, err))
+        return csv_fail(s, err);
     if (strncmp(pos->identity, s->identity, sizeof s->identity) != 0)
     {
         err_set(err, EC_CONFIG, "checkpoint belongs to a different file");
@@ -1891,7 +2140,7 @@ csv_close(Source *src)
 {
     CsvSource *s = (CsvSource *) src;
 
-    if (s->fd >= 0 && !s->is_stdin)
+    if (s->fd >= 0 && (!s->is_stdin || s->spooled))
         close(s->fd);
     if (s->csv_ready)
         csv_free(&s->csv);

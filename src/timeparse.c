@@ -1428,7 +1428,7 @@ duration_parse(const char *text, int64_t *us, Err *err)
     if (s[i] == 'P' || s[i] == 'p')
         return dur_parse_iso(s, len, i, us, err);
 
-    while (i < len)
+    for (bool first = true; i < len; first = false)
     {
         DurNumber n;
         size_t u0;
@@ -1452,7 +1452,15 @@ duration_parse(const char *text, int64_t *us, Err *err)
                            (unsigned char) s[i] >= 0x80))
             i++;
         if (i == u0)
+        {
+            /* Zero is zero in any unit: a bare "0" (alone) needs none. */
+            if (i == len && first && n.ival == 0 && n.frac == 0)
+            {
+                *us = 0;
+                return true;
+            }
             return dur_error(err, s, "a number needs a unit, as in 90d, 36h, 15min or 500ms");
+        }
         for (size_t k = 0; k < sizeof dur_units / sizeof dur_units[0]; k++)
         {
             if (equals_word(s + u0, i - u0, dur_units[k].name))

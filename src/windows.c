@@ -152,12 +152,11 @@ bool
 window_at(Granularity g, const TimeParser *zone, int64_t us, Window *w, Err *err)
 {
     static const int64_t min_us = INT64_C(-62135596800000000); /* 0001-01-01T00:00:00Z */
-    static const int64_t max_us = INT64_C(253402300800000000); /* 10000-01-01T00:00:00Z */
     int64_t days;
     int64_t lo, hi;
 
     memset(w, 0, sizeof *w);
-    if (us < min_us || us >= max_us)
+    if (us < min_us || us >= WINDOW_MAX_US)
     {
         char text[48];
         civil_format_rfc3339(us, false, text, sizeof text);

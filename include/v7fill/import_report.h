@@ -14,6 +14,10 @@
 void import_report_print(FILE *out, const ImportStats *st, bool plan);
 /* JSON text of the report; caller frees. */
 char *import_report_json(const ImportStats *st, bool plan);
+/* Can the JSON report be written to `path` at the end?  Checked before the
+ * import reads anything: its directory exists and is writable, and the
+ * file, if there, is a writable regular file.  EC_IO otherwise; "-" is. */
+V7FILL_MUST_CHECK bool import_report_check_path(const char *path, Err *err);
 /* Write the JSON report to `path` ("-" = stdout). */
 V7FILL_MUST_CHECK bool import_report_write_json(const char *path, const ImportStats *st, bool plan,
                                                 Err *err);

@@ -48,6 +48,9 @@ typedef struct Window
     int iso_week;     /* 1..53 */
 } Window;
 
+/* 10000-01-01T00:00:00Z: windows cover times before it. */
+#define WINDOW_MAX_US INT64_C(253402300800000000)
+
 /* The window of granularity g (GRAN_AUTO: month) holding `us`.  `zone`:
  * NULL = UTC; otherwise a parser from time_parser_new("iso", tz, ...), whose
  * zone puts window edges at local midnight (the first instant of the local

@@ -25,6 +25,9 @@ typedef struct CsvOptions
 } CsvOptions;
 
 void csv_options_default(CsvOptions *o);
+/* A dialect that cannot work (delimiter equal to the quote, a CR or LF as
+ * either, ...) is EC_USAGE: the options are the user's flags. */
+V7FILL_MUST_CHECK bool csv_options_check(const CsvOptions *o, Err *err);
 
 /* Open `path` ("-" = stdin).  With header=false, columns are named c1..cN
  * after the first record.  A UTF-8 BOM at the start is skipped. */

@@ -13,6 +13,7 @@
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/pipeline.h"
+#include "v7fill/source_csv.h"
 #include "v7fill/timeparse.h"
 
 static void
@@ -38,7 +39,7 @@ import_usage(FILE *out, const char *cmd)
             "      --new-source-ref       import a file again under a --source-ref other than\n"
             "                             the one it was imported with (every row once more)\n"
             "      --map=CSVCOL=TARGETCOL write CSVCOL into TARGETCOL (repeatable)\n"
-            "      --ignore-column=COL    skip an input column (repeatable)\n"
+            "      --ignore-column=COL    skip an input column the file has (repeatable)\n"
             "      --header / --no-header first line names the columns (default: --header)\n"
             "      --delimiter=C          field delimiter (default ',')\n"
             "      --quote=C              quote character (default '\"')\n"
@@ -51,7 +52,8 @@ import_usage(FILE *out, const char *cmd)
             "                             larger is faster for big imports, e.g. 50000)\n"
             "      --batch-bytes=SIZE     end a batch early at SIZE of row data, for wide rows\n"
             "                             (default 64MB, at most 1GB)\n"
-            "      --rejects=FILE         rejected rows with reasons (default TABLE.rejects.csv)\n"
+            "      --rejects=FILE         rejected rows with reasons (default TABLE.rejects.csv;\n"
+            "                             a file, not '-')\n"
             "      --max-rejects=N|P%%     stop when more rows than this are rejected\n"
             "      --max-future=DURATION  reject rows this far ahead of now as \"clock ahead\"\n"
             "                             (default 5min)\n"
@@ -79,7 +81,8 @@ import_usage(FILE *out, const char *cmd)
             "      --late-rows=FILE       expired and near-cutoff rows (default TABLE.late.csv)\n"
             "\n"
             "Output:\n"
-            "      --report-json=FILE     the final report as JSON ('-' = stdout)\n"
+            "      --report-json=FILE     the final report as JSON ('-' = stdout, the table\n"
+            "                             then goes to stderr)\n"
             "      --json                 print the report as JSON instead of the table\n"
             "      --no-progress          no progress display\n"
             "  -h, --help                 this help\n"
@@ -177,6 +180,41 @@ parse_max_rejects(const char *cmd, const char *value, ImportOptions *o, Err *err
         o->max_rejects = (uint64_t) n;
     }
     return true;
+}
+
+/* Checks that need no database, before anything is read: a conflict
+ * between options, a file that cannot be written at the end. */
+static bool
+import_check_options(const char *cmd, const ImportOptions *o, const char *report_json, Err *err)
+{
+    for (size_t i = 0; i < o->nignore; i++)
+        for (size_t m = 0; m < o->nmaps; m++)
+            if (strcmp(o->ignore[i], o->maps[m].from) == 0)
+            {
+                char pn[256];
+                cli_usage_error(err, cmd, "--ignore-column %s conflicts with --map %s=...: "
+                                          "a column is either skipped or mapped",
+                                err_printable(o->ignore[i], pn, sizeof pn), pn);
+                return false;
+            }
+    if (o->rejects_path != NULL && strcmp(o->rejects_path, "-") == 0)
+    {
+        cli_usage_error(err, cmd, "--rejects must name a file, not '-' (standard output "
+                                  "carries the report)");
+        return false;
+    }
+    if (o->late_path != NULL && strcmp(o->late_path, "-") == 0)
+    {
+        cli_usage_error(err, cmd, "--late-rows must name a file, not '-' (standard output "
+                                  "carries the report)");
+        return false;
+    }
+    if (!csv_options_check(&o->csv, err))
+    {
+        err_hint(err, "Try \"v7fill %s --help\".", cmd);
+        return false;
+    }
+    return report_json == NULL || import_report_check_path(report_json, err);
 }
 
 static int
@@ -453,6 +491,11 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
     o.nignore = nignore;
     if (json)
         o.progress = false;
+    if (!import_check_options(cmd, &o, report_json, err))
+    {
+        status = err->code == EC_USAGE ? 2 : 1;
+        goto out;
+    }
 
     if (!pg_connect(g->conninfo, &conn, err))
     {
@@ -464,15 +507,19 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
         status = 1;
     if (st.read > 0 || status == 0)
     {
-        if (json)
+        /* With --report-json - stdout carries the JSON alone: the table goes
+         * to stderr, and --json prints nothing more. */
+        bool json_to_stdout = report_json != NULL && strcmp(report_json, "-") == 0;
+
+        if (json && !json_to_stdout)
         {
             char *text = import_report_json(&st, plan);
             if (text)
                 printf("%s\n", text);
             free(text);
         }
-        else
-            import_report_print(stdout, &st, plan);
+        else if (!json)
+            import_report_print(json_to_stdout ? stderr : stdout, &st, plan);
     }
     if (report_json)
     {

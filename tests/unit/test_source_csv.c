@@ -294,10 +294,26 @@ test_lone_cr_ends_a_line_as_libcsv_ends_a_row(void **state)
     assert_int_equal(rec.line, 2);
     assert_raw(&rec, "1,\"x\ry\"\r");
     next_ok(s, &rec);
-    assert_int_equal(rec.line, 4);
+    assert_int_equal(rec.line, 3); /* the CR inside the quotes is data, not a line */
     assert_text(&rec, 1, "z");
     assert_eof(s);
     source_close(s);
+    free(path);
+}
+
+/* Line numbers are those of grep -n and sed -n: inside a quoted field LF and
+ * CRLF end a line, a lone CR does not (issue 16 #12). */
+static void
+test_lone_cr_inside_quotes_is_not_a_line(void **state)
+{
+    char *path = fixture_str("crq.csv", "a,b\n1,\"x\ry\"\n2,\"p\r\nq\rr\"\nbad,3\n");
+    Buf got;
+    (void) state;
+
+    buf_init(&got);
+    dump_all(path, NULL, &got);
+    assert_string_equal(got.data, "2:1|x\ry|\n3:2|p\r\nq\rr|\n5:bad|3|\n");
+    buf_free(&got);
     free(path);
 }
 
@@ -502,6 +518,7 @@ test_records_read_without_libcsv_match_libcsv(void **state)
         "a,b,c\n\\N,\"\\N\",\\N\n x , y ,z \n1,2,3",
         "a,b,c\n1,2\n1,2,3,4\n\"a\"\"\",b,\"\"\"\"\r1,2,3\r",
         "a;b;c\n1;\"2;3\";4\n\"\";;\n",
+        "a,b,c\n\"x\ry\",2,3\r\"p\rq\"\r\n,\"\r\",\n1,2,3\n",
         "a,b,c\n\"unterminated,1,2\n",
     };
     Buf fast;
@@ -1058,6 +1075,70 @@ test_corrupt_zstd_data_reports_zstds_error(void **state)
     free(zst);
 }
 
+/* A checksum error at the end of the only frame: no record is handed on
+ * before it (issue 16 #6), from a file and from a pipe. */
+static void
+test_corrupt_zstd_frame_hands_on_no_record(void **state)
+{
+    Buf data;
+    Buf z;
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    size_t got;
+    char *path;
+    int fds[2];
+    char fdpath[64];
+    (void) state;
+
+    buf_init(&data);
+    buf_init(&z);
+    buf_puts(&data, "a,b\n");
+    for (int i = 0; i < 20000; i++)
+        buf_printf(&data, "%d,value %d\n", i, i * 7);
+    buf_reserve(&z, ZSTD_compressBound(data.len));
+    assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1)));
+    got = ZSTD_compress2(cctx, z.data, ZSTD_compressBound(data.len), data.data, data.len);
+    assert_false(ZSTD_isError(got));
+    z.data[got - 2] ^= 0x55; /* in the checksum: every byte decodes, the check fails */
+    path = fixture("ck.csv.zst", z.data, got);
+    for (int from_pipe = 0; from_pipe < 2; from_pipe++)
+    {
+        Source *s = NULL;
+        Err err = {0};
+        Record rec;
+        bool eof = false;
+        const char *name = path;
+
+        if (from_pipe)
+        {
+            assert_int_equal(pipe(fds), 0);
+            if (fork() == 0)
+            {
+                close(fds[0]);
+                _exit(write(fds[1], z.data, got) == (ssize_t) got ? 0 : 1);
+            }
+            close(fds[1]);
+            snprintf(fdpath, sizeof fdpath, "/dev/fd/%d", fds[0]);
+            name = fdpath;
+        }
+        if (source_csv_open(name, NULL, &s, &err))
+        {
+            assert_false(source_next(s, &rec, &eof, &err));
+            source_close(s);
+        }
+        if (from_pipe)
+        {
+            close(fds[0]);
+            wait(NULL);
+        }
+        assert_int_equal(err.code, EC_FORMAT);
+        assert_non_null(strstr(err.msg, "checksum"));
+    }
+    ZSTD_freeCCtx(cctx);
+    buf_free(&data);
+    buf_free(&z);
+    free(path);
+}
+
 static void
 test_zst_suffix_without_zstd_data_is_an_error(void **state)
 {
@@ -1549,7 +1630,7 @@ test_other_delimiter_and_quote_characters_work(void **state)
 }
 
 static void
-test_conflicting_options_are_configuration_errors(void **state)
+test_conflicting_options_are_usage_errors(void **state)
 {
     char *path = fixture_str("opt.csv", "a\n");
     CsvOptions o;
@@ -1560,19 +1641,19 @@ test_conflicting_options_are_configuration_errors(void **state)
     o = opts_default();
     o.quote = ',';
     assert_false(source_csv_open(path, &o, &s, &err));
-    assert_int_equal(err.code, EC_CONFIG);
+    assert_int_equal(err.code, EC_USAGE);
     o = opts_default();
     o.delimiter = '\n';
     assert_false(source_csv_open(path, &o, &s, &err));
-    assert_int_equal(err.code, EC_CONFIG);
+    assert_int_equal(err.code, EC_USAGE);
     o = opts_default();
     o.null_string = "a,b";
     assert_false(source_csv_open(path, &o, &s, &err));
-    assert_int_equal(err.code, EC_CONFIG);
+    assert_int_equal(err.code, EC_USAGE);
     o = opts_default();
     o.escape = ',';
     assert_false(source_csv_open(path, &o, &s, &err));
-    assert_int_equal(err.code, EC_CONFIG);
+    assert_int_equal(err.code, EC_USAGE);
     assert_null(s);
     free(path);
 }
@@ -1702,6 +1783,7 @@ main(void)
         cmocka_unit_test(test_embedded_newline_keeps_raw_bytes_and_line_numbers),
         cmocka_unit_test(test_crlf_lf_and_mixed_line_endings_give_the_same_records),
         cmocka_unit_test(test_lone_cr_ends_a_line_as_libcsv_ends_a_row),
+        cmocka_unit_test(test_lone_cr_inside_quotes_is_not_a_line),
         cmocka_unit_test(test_bom_at_file_start_is_skipped_before_the_header),
         cmocka_unit_test(test_final_line_without_terminator_is_a_record),
         cmocka_unit_test(test_unquoted_empty_is_null_and_quoted_empty_is_text),
@@ -1727,6 +1809,7 @@ main(void)
         cmocka_unit_test(test_concatenated_zstd_frames_read_as_one_stream),
         cmocka_unit_test(test_truncated_zstd_is_an_error_naming_the_file),
         cmocka_unit_test(test_corrupt_zstd_data_reports_zstds_error),
+        cmocka_unit_test(test_corrupt_zstd_frame_hands_on_no_record),
         cmocka_unit_test(test_zst_suffix_without_zstd_data_is_an_error),
         cmocka_unit_test(test_stdin_reads_plain_and_zstd_input),
         cmocka_unit_test(test_stdin_pipe_in_small_pieces_gives_the_same_records),
@@ -1741,7 +1824,7 @@ main(void)
         cmocka_unit_test(test_seek_on_stdin_skips_forward),
         cmocka_unit_test(test_escape_character_unescapes_quotes_inside_quoted_fields),
         cmocka_unit_test(test_other_delimiter_and_quote_characters_work),
-        cmocka_unit_test(test_conflicting_options_are_configuration_errors),
+        cmocka_unit_test(test_conflicting_options_are_usage_errors),
         cmocka_unit_test(test_identity_names_path_size_and_a_fingerprint),
         cmocka_unit_test(test_a_pipe_given_by_path_is_never_fingerprinted),
         cmocka_unit_test(test_progress_counts_bytes_read_against_the_file_size),

@@ -955,6 +955,8 @@ test_durations_accept_units_words_and_iso_8601(void **state)
         {"1.5h", 90 * US_PER_MIN},
         {"0.25s", 250 * US_PER_MS},
         {"0s", 0},
+        {"0", 0}, /* zero needs no unit */
+        {" 0.0 ", 0},
         {"  5 m  ", 5 * US_PER_MIN},
         {"P30D", 30 * US_PER_DAY},
         {"PT12H", 12 * US_PER_HOUR},
@@ -995,6 +997,8 @@ test_durations_reject_negative_empty_overflow_and_junk(void **state)
         {"-5d", "negative"},
         {"1d -2h", "negative"},
         {"5", "needs a unit"},
+        {"0.5", "needs a unit"},
+        {"1d 0", "needs a unit"},
         {"5x", "unknown unit \"x\""},
         {"5 fortnights", "unknown unit"},
         {"d", "expected a number"},
