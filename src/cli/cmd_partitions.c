@@ -181,6 +181,26 @@ rows_text(double reltuples, char *out, size_t size)
         (void) snprintf(out, size, "%.0f", reltuples);
 }
 
+/* Partitions left "detach pending": not windows (queries do not see them,
+ * no row is routed to them), listed apart. */
+static json_t *
+pending_json(const TargetTable *t)
+{
+    json_t *arr = json_array();
+
+    for (size_t i = 0; i < t->npending; i++)
+    {
+        json_t *jp = json_object();
+
+        json_object_set_new(jp, "schema", json_string(t->pending[i].schema));
+        json_object_set_new(jp, "name", json_string(t->pending[i].name));
+        json_object_set_new(jp, "from", json_time(t->pending[i].lower_us));
+        json_object_set_new(jp, "to", json_time(t->pending[i].upper_us));
+        json_array_append_new(arr, jp);
+    }
+    return arr;
+}
+
 static int
 list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone, Granularity g,
                 Err *err)
@@ -256,6 +276,7 @@ list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone,
         else
             json_object_set_new(doc, "default", json_null());
         json_object_set_new(doc, "gaps", gaps);
+        json_object_set_new(doc, "detach_pending", pending_json(t));
         return print_json(doc, err);
     }
 
@@ -269,6 +290,9 @@ list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone,
             if (len > width)
                 width = len;
         }
+        for (size_t i = 0; i < t->npending; i++)
+            if ((int) strlen(t->pending[i].name) + 17 > width)
+                width = (int) strlen(t->pending[i].name) + 17;
         printf("table        %s.%s\n", t->schema, t->name);
         printf("key          %s %s (%s)", t->key_column, t->key_type, t->partkeydef);
         if (t->key_kind == KEY_UUID7)
@@ -310,7 +334,21 @@ list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone,
             rows_text(def->reltuples, rows, sizeof rows);
             printf("%-*s  %-24s  %-24s  %11s\n", width, label, "", "", rows);
         }
-        printf("partitions=%zu default=%d gaps=%d\n", nregular, def ? 1 : 0, ngaps);
+        for (size_t i = 0; i < t->npending; i++)
+        {
+            const Partition *p = &t->pending[i];
+            char label[128];
+
+            (void) snprintf(label, sizeof label, "%s (detach pending)", p->name);
+            fmt_time(p->lower_us, a, sizeof a);
+            fmt_time(p->upper_us, b, sizeof b);
+            printf("%-*s  %-24s  %-24s  %11s  %s\n", width, label, a, b, "-",
+                   "not a window: finalize its detach");
+        }
+        printf("partitions=%zu default=%d gaps=%d", nregular, def ? 1 : 0, ngaps);
+        if (t->npending > 0)
+            printf(" detach_pending=%zu", t->npending);
+        printf("\n");
     }
     return 0;
 }
@@ -368,6 +406,8 @@ on_window(void *arg, const WindowReport *r)
         }
         json_object_set_new(jw, "partitions", pieces);
         json_object_set_new(jw, "default_rows", json_integer((json_int_t) r->default_rows));
+        if (r->held_by)
+            json_object_set_new(jw, "detach_pending", json_string(r->held_by));
         json_array_append_new(out->windows, jw);
         return;
     }
@@ -394,8 +434,12 @@ on_window(void *arg, const WindowReport *r)
             }
             break;
         case WINDOW_ISSUE:
-            printf("issue        %s  [%s, %s)  %" PRId64 " row%s in the DEFAULT partition\n",
-                   r->name, a, b, r->default_rows, r->default_rows == 1 ? "" : "s");
+            if (r->held_by)
+                printf("issue        %s  [%s, %s)  held by %s, detach pending\n", r->name, a, b,
+                       r->held_by);
+            else
+                printf("issue        %s  [%s, %s)  %" PRId64 " row%s in the DEFAULT partition\n",
+                       r->name, a, b, r->default_rows, r->default_rows == 1 ? "" : "s");
             break;
     }
 }
