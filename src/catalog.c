@@ -87,15 +87,19 @@ static const char *const q_grants =
     " ORDER BY 1 NULLS FIRST, 2 NULLS FIRST, 3";
 
 /* pg_get_expr(relpartbound, 0): a bound has no column references, and with a
- * relation oid the function would lock every partition (see q_key). */
-static const char *const q_partitions =
-    "SELECT c.oid, n.nspname, c.relname, c.relkind, "
-    "       pg_catalog.pg_get_expr(c.relpartbound, 0), c.reltuples::float8, "
-    "       c.xmin::text::int8 "
-    "  FROM pg_catalog.pg_inherits i "
-    "  JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid "
-    "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-    " WHERE i.inhparent = $1";
+ * relation oid the function would lock every partition (see q_key).  The
+ * last column: detach pending (pg_inherits.inhdetachpending, PostgreSQL 14+;
+ * `false` is substituted for older servers). */
+#define Q_PARTITIONS(pending)                                                                  \
+    "SELECT c.oid, n.nspname, c.relname, c.relkind, "                                          \
+    "       pg_catalog.pg_get_expr(c.relpartbound, 0), c.reltuples::float8, "                  \
+    "       c.xmin::text::int8, " pending " "                                                  \
+    "  FROM pg_catalog.pg_inherits i "                                                         \
+    "  JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid "                                      \
+    "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "                              \
+    " WHERE i.inhparent = $1"
+static const char *const q_partitions = Q_PARTITIONS("i.inhdetachpending");
+static const char *const q_partitions_13 = Q_PARTITIONS("false");
 
 /* Declared foreign keys only (conparentid = 0: not the copies on partitions),
  * one row per column pair, in key order. */
@@ -110,13 +114,22 @@ static const char *const q_incoming_fks =
     " WHERE c.contype = 'f' AND c.confrelid = $1 AND c.conparentid = 0 "
     " ORDER BY n.nspname, r.relname, c.conname, c.oid, k.ord";
 
-/* Must add up exactly as catalog_refresh_partitions does in C. */
-static const char *const q_stamp =
-    "SELECT count(*), coalesce(sum(c.oid::int8), 0)::int8, "
-    "       coalesce(sum(c.xmin::text::int8), 0)::int8 "
-    "  FROM pg_catalog.pg_inherits i "
-    "  JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid "
-    " WHERE i.inhparent = $1";
+/* Must add up exactly as catalog_refresh_partitions does in C: over the
+ * partitions that are not detach pending (a detach that starts changes it). */
+#define Q_STAMP(where)                                                                         \
+    "SELECT count(*), coalesce(sum(c.oid::int8), 0)::int8, "                                   \
+    "       coalesce(sum(c.xmin::text::int8), 0)::int8 "                                       \
+    "  FROM pg_catalog.pg_inherits i "                                                         \
+    "  JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid "                                      \
+    " WHERE i.inhparent = $1" where
+static const char *const q_stamp = Q_STAMP(" AND NOT i.inhdetachpending");
+static const char *const q_stamp_13 = Q_STAMP("");
+
+static bool
+server_has_detach_pending(PgConn *c)
+{
+    return PQserverVersion(pg_raw(c)) >= 140000;
+}
 
 static const char *const supported_detail =
     "v7fill fills tables partitioned BY RANGE on a single column of type uuid (UUIDv7 ids), "
@@ -538,31 +551,41 @@ catalog_refresh_partitions(PgConn *c, TargetTable *t, Err *err)
     const char *params[1] = {oid};
     PGresult *r;
     Partition *parts;
+    Partition *pending;
     size_t n;
+    size_t nparts = 0;
+    size_t npending = 0;
     CatalogStamp stamp = {0};
     bool has_default = false;
 
     (void) snprintf(oid, sizeof oid, "%u", t->oid);
-    if (!pg_query(c, q_partitions, 1, params, &r, err))
+    if (!pg_query(c, server_has_detach_pending(c) ? q_partitions : q_partitions_13, 1, params, &r,
+                  err))
     {
         err_prefix(err, "could not read the partitions of %s.%s", t->schema, t->name);
         return false;
     }
     n = (size_t) PQntuples(r);
     parts = xcalloc(n ? n : 1, sizeof *parts);
+    pending = xcalloc(n ? n : 1, sizeof *pending);
     for (size_t i = 0; i < n; i++)
     {
-        Partition *p = &parts[i];
         int row = (int) i;
+        bool is_pending = get_bool(r, row, 7);
+        Partition *p = is_pending ? &pending[npending++] : &parts[nparts++];
 
         p->oid = (unsigned int) strtoul(PQgetvalue(r, row, 0), NULL, 10);
         p->schema = xstrdup(PQgetvalue(r, row, 1));
         p->name = xstrdup(PQgetvalue(r, row, 2));
         p->bound_expr = xstrdup(PQgetvalue(r, row, 4));
         p->reltuples = strtod(PQgetvalue(r, row, 5), NULL);
-        stamp.count++;
-        stamp.oid_sum += (int64_t) p->oid;
-        stamp.xmin_sum += get_int64(r, row, 6);
+        p->detach_pending = is_pending;
+        if (!is_pending)
+        {
+            stamp.count++;
+            stamp.oid_sum += (int64_t) p->oid;
+            stamp.xmin_sum += get_int64(r, row, 6);
+        }
         if (PQgetvalue(r, row, 3)[0] == 'p')
         {
             err_set(err, EC_CONFIG, "partition %s.%s of %s.%s is itself partitioned", p->schema,
@@ -575,25 +598,30 @@ catalog_refresh_partitions(PgConn *c, TargetTable *t, Err *err)
             err_prefix(err, "partition %s.%s of %s.%s", p->schema, p->name, t->schema, t->name);
             goto fail;
         }
-        has_default |= p->is_default;
+        has_default |= p->is_default && !is_pending;
     }
     PQclear(r);
     r = NULL;
-    qsort(parts, n, sizeof *parts, partition_order);
+    qsort(parts, nparts, sizeof *parts, partition_order);
+    qsort(pending, npending, sizeof *pending, partition_order);
 
     free_partitions(t->partitions, t->npartitions);
+    free_partitions(t->pending, t->npending);
     t->partitions = parts;
-    t->npartitions = n;
+    t->npartitions = nparts;
+    t->pending = pending;
+    t->npending = npending;
     t->has_default = has_default;
     t->stamp = stamp;
     t->stamp_valid = true;
     if (t->key_kind == KEY_UUID7)
-        t->bound_style = detect_bound_style(parts, n);
+        t->bound_style = detect_bound_style(parts, nparts);
     return true;
 
 fail:
     PQclear(r);
-    free_partitions(parts, n);
+    free_partitions(parts, nparts);
+    free_partitions(pending, npending);
     return false;
 }
 
@@ -605,7 +633,7 @@ catalog_read_stamp(PgConn *c, const TargetTable *t, CatalogStamp *out, Err *err)
     PGresult *r;
 
     (void) snprintf(oid, sizeof oid, "%u", t->oid);
-    if (!pg_query(c, q_stamp, 1, params, &r, err))
+    if (!pg_query(c, server_has_detach_pending(c) ? q_stamp : q_stamp_13, 1, params, &r, err))
         return false;
     out->count = get_int64(r, 0, 0);
     out->oid_sum = get_int64(r, 0, 1);
@@ -888,6 +916,7 @@ catalog_target_free(TargetTable *t)
     }
     free(t->columns);
     free_partitions(t->partitions, t->npartitions);
+    free_partitions(t->pending, t->npending);
     free(t->owner);
     free(t->tablespace);
     free(t->key_type);

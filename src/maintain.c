@@ -41,6 +41,7 @@ typedef struct Candidate
     unsigned int oid;
     int64_t lower_us;
     int64_t upper_us;
+    bool pending;     /* detach pending: only the FINALIZE is left */
 } Candidate;
 
 /* What the retirement of one window reads about its activity. */
@@ -583,7 +584,7 @@ retire_one(Ctx *x, const Candidate *cd, Err *err)
         refuse(x, cd, &before);
         return true;
     }
-    if (x->o->dry_run && x->nfks > 0)
+    if (x->o->dry_run && x->nfks > 0 && !cd->pending)
     {
         char fks[1024];
 
@@ -609,8 +610,13 @@ retire_one(Ctx *x, const Candidate *cd, Err *err)
     if (x->o->dry_run)
     {
         x->r->detached++;
-        emit(x, MAINTAIN_DETACHED, cd->schema, cd->name, cd->lower_us, cd->upper_us,
-             "would detach %s%s", l, x->concurrently ? " (CONCURRENTLY)" : "");
+        if (cd->pending)
+            emit(x, MAINTAIN_DETACHED, cd->schema, cd->name, cd->lower_us, cd->upper_us,
+                 "would detach %s (finalize a DETACH CONCURRENTLY that had stopped half-way)",
+                 l);
+        else
+            emit(x, MAINTAIN_DETACHED, cd->schema, cd->name, cd->lower_us, cd->upper_us,
+                 "would detach %s%s", l, x->concurrently ? " (CONCURRENTLY)" : "");
         if (x->o->detach_only)
             emit(x, MAINTAIN_KEPT, cd->schema, cd->name, cd->lower_us, cd->upper_us,
                  "would keep %s.%s as a standalone table (--detach-only)", cd->schema, cd->name);
@@ -689,6 +695,67 @@ retire_one(Ctx *x, const Candidate *cd, Err *err)
     return ok;
 }
 
+/* pg_partman's rule: retired once the upper bound is older than now −
+ * retention (strictly). */
+static bool
+past_cutoff(const Ctx *x, const Partition *p)
+{
+    return !p->is_default && !p->planned && p->upper_us != INT64_MAX &&
+           x->o->retention_us > 0 && p->upper_us < x->cutoff_us;
+}
+
+/* Partitions left "detach pending" whose window is not past the cutoff:
+ * queries do not see their rows, rows for their window have no partition,
+ * and nothing retires them.  Each is an issue saying how to settle it (the
+ * ones past the cutoff are finalized by retire). */
+static void
+report_pending(Ctx *x)
+{
+    for (size_t i = 0; i < x->t->npending; i++)
+    {
+        const Partition *p = &x->t->pending[i];
+        char l[200];
+        char *qchild;
+        Err e = {0};
+
+        if (past_cutoff(x, p))
+            continue;
+        label(p->name, p->lower_us, p->upper_us, l, sizeof l);
+        qchild = pg_qualified(x->conn, p->schema, p->name);
+        err_set(&e, EC_CONFIG, "partition %s of %s.%s is detach pending, and its window is not "
+                               "past the retention cutoff",
+                l, x->t->schema, x->t->name);
+        err_detail(&e, "A DETACH ... CONCURRENTLY of it stopped half-way (cancelled, timed out, "
+                       "or run under a shorter retention).  Its rows are invisible to queries, "
+                       "and no partition can be created for its window until the detach is "
+                       "finalized.");
+        err_hint(&e, "Finalize it: ALTER TABLE %s DETACH PARTITION %s FINALIZE; then drop it, "
+                     "or restore its rows: ALTER TABLE %s ATTACH PARTITION %s %s;",
+                 x->qparent, qchild, x->qparent, qchild, p->bound_expr);
+        free(qchild);
+        emit(x, MAINTAIN_ISSUE, p->schema, p->name, p->lower_us, p->upper_us,
+             "%s is detach pending but not past the cutoff: queries do not see its rows and "
+             "rows for its window have no partition; left as it is",
+             l);
+        issue(x, &e);
+    }
+}
+
+static void
+add_candidate(Candidate **cands, size_t *n, const Partition *p)
+{
+    Candidate *cd;
+
+    *cands = xrealloc(*cands, (*n + 1) * sizeof **cands);
+    cd = &(*cands)[(*n)++];
+    cd->schema = xstrdup(p->schema);
+    cd->name = xstrdup(p->name);
+    cd->oid = p->oid;
+    cd->lower_us = p->lower_us;
+    cd->upper_us = p->upper_us;
+    cd->pending = p->detach_pending;
+}
+
 static bool
 retire(Ctx *x, Err *err)
 {
@@ -698,21 +765,11 @@ retire(Ctx *x, Err *err)
     bool ok = true;
 
     for (size_t i = 0; i < x->t->npartitions; i++)
-    {
-        const Partition *p = &x->t->partitions[i];
-
-        /* pg_partman's rule: retired once the upper bound is older than
-         * now − retention (strictly). */
-        if (p->is_default || p->planned || p->upper_us == INT64_MAX || p->upper_us >= x->cutoff_us)
-            continue;
-        cands = xrealloc(cands, (n + 1) * sizeof *cands);
-        cands[n].schema = xstrdup(p->schema);
-        cands[n].name = xstrdup(p->name);
-        cands[n].oid = p->oid;
-        cands[n].lower_us = p->lower_us;
-        cands[n].upper_us = p->upper_us;
-        n++;
-    }
+        if (past_cutoff(x, &x->t->partitions[i]))
+            add_candidate(&cands, &n, &x->t->partitions[i]);
+    for (size_t i = 0; i < x->t->npending; i++)
+        if (past_cutoff(x, &x->t->pending[i]))
+            add_candidate(&cands, &n, &x->t->pending[i]);
     if (n == 0)
         return true;
 
@@ -811,8 +868,10 @@ maintain_run(PgConn *c, TargetTable *t, const MaintainOptions *o, MaintainResult
 
     if (!ensure_ahead(&x, opts.dry_run ? x.now_us : real_now, err))
         return false;
+    if (opts.retention_us > 0)
+        x.cutoff_us = x.now_us - opts.retention_us;
+    report_pending(&x);
     if (opts.retention_us <= 0)
         return true;
-    x.cutoff_us = x.now_us - opts.retention_us;
     return retire(&x, err);
 }

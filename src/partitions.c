@@ -814,8 +814,18 @@ ddl_comment(const EnsureOptions *o, const char *text)
 
 /* ------------------------------------------------------------- reporting */
 
+static void report_held(const EnsureOptions *o, WindowAction action, const WindowPlan *plan,
+                        int64_t default_rows, const char *held_by);
+
 static void
 report(const EnsureOptions *o, WindowAction action, const WindowPlan *plan, int64_t default_rows)
+{
+    report_held(o, action, plan, default_rows, NULL);
+}
+
+static void
+report_held(const EnsureOptions *o, WindowAction action, const WindowPlan *plan,
+            int64_t default_rows, const char *held_by)
 {
     WindowReport r;
 
@@ -828,6 +838,7 @@ report(const EnsureOptions *o, WindowAction action, const WindowPlan *plan, int6
     r.npieces = action == WINDOW_SKIPPED || action == WINDOW_ISSUE ? 0 : plan->npieces;
     r.pieces = plan->pieces;
     r.default_rows = default_rows;
+    r.held_by = held_by;
     r.dry_run = o->dry_run;
     o->on_window(o->on_window_arg, &r);
 }
@@ -870,6 +881,47 @@ default_issue(EnsureResult *res, const TargetTable *t, const WindowPlan *plan, i
     err_hint(&res->issue, "Run again with --move-from-default to move exactly those rows into the "
                           "new partition (one transaction; the DEFAULT partition is locked "
                           "ACCESS EXCLUSIVE meanwhile).");
+}
+
+/* A detach-pending partition overlapping the window, or NULL: PostgreSQL
+ * creates or attaches nothing that overlaps it ("would overlap partition")
+ * until its detach is finalized, yet routes no row to it. */
+static const Partition *
+pending_overlap(const TargetTable *t, const WindowPlan *plan)
+{
+    for (size_t i = 0; i < t->npending; i++)
+        if (t->pending[i].lower_us < plan->window.upper_us &&
+            plan->window.lower_us < t->pending[i].upper_us)
+            return &t->pending[i];
+    return NULL;
+}
+
+static void
+pending_issue(PgConn *c, EnsureResult *res, const TargetTable *t, const WindowPlan *plan,
+              const Partition *p)
+{
+    char label[200];
+    char *qparent;
+    char *qchild;
+
+    window_label(plan, label, sizeof label);
+    res->issues++;
+    if (res->issue.code != EC_OK)
+        return;
+    qparent = pg_qualified(c, t->schema, t->name);
+    qchild = pg_qualified(c, p->schema, p->name);
+    err_set(&res->issue, EC_CONFIG,
+            "window %s of %s.%s is held by partition %s.%s, which is \"detach pending\"", label,
+            t->schema, t->name, p->schema, p->name);
+    err_detail(&res->issue, "A DETACH ... CONCURRENTLY of it stopped half-way: queries no longer "
+                            "see its rows, no row is routed to it, and no partition overlapping "
+                            "it can be created until the detach is finalized.  The window was "
+                            "not created; windows after it were not looked at.");
+    err_hint(&res->issue, "ALTER TABLE %s DETACH PARTITION %s FINALIZE; then drop it, or "
+                          "restore its rows: ALTER TABLE %s ATTACH PARTITION %s %s;",
+             qparent, qchild, qparent, qchild, p->bound_expr);
+    free(qparent);
+    free(qchild);
 }
 
 /* -------------------------------------------------------- talking to the server */
@@ -1134,6 +1186,16 @@ try_window(PgConn *c, TargetTable *t, const Planner *pl, const Window *w,
         res->skipped++;
         report(o, WINDOW_SKIPPED, &plan, 0);
         outcome = OUT_DONE;
+        goto out;
+    }
+    if (pending_overlap(t, &plan) != NULL)
+    {
+        ddl_append(o, "ROLLBACK");
+        rollback_quietly(c);
+        in_tx = false;
+        pending_issue(c, res, t, &plan, pending_overlap(t, &plan));
+        report_held(o, WINDOW_ISSUE, &plan, 0, pending_overlap(t, &plan)->name);
+        outcome = OUT_ISSUE;
         goto out;
     }
     for (size_t i = 0; i < plan.npieces; i++)
@@ -1416,6 +1478,17 @@ dry_window(PgConn *c, TargetTable *t, WindowPlan *plan, const EnsureOptions *o, 
         return true;
     }
     window_label(plan, label, sizeof label);
+    if (pending_overlap(t, plan) != NULL)
+    {
+        char *note = xasprintf("window %s: not created, a detach-pending partition holds it",
+                               label);
+        ddl_comment(o, note);
+        free(note);
+        pending_issue(c, res, t, plan, pending_overlap(t, plan));
+        report_held(o, WINDOW_ISSUE, plan, 0, pending_overlap(t, plan)->name);
+        *stop = true;
+        return true;
+    }
     if (t->has_default)
     {
         /* Reading the DEFAULT partition queues behind ACCESS EXCLUSIVE holders:

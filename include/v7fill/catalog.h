@@ -49,6 +49,7 @@ typedef struct Partition
     char *upper_text;  /* "1782864000000"); NULL for MINVALUE/MAXVALUE and DEFAULT */
     double reltuples;  /* planner's row estimate; -1 = never vacuumed/analyzed */
     bool planned;      /* added by a dry run: would be created, not in the catalog */
+    bool detach_pending; /* in TargetTable.pending: a DETACH ... CONCURRENTLY stopped half-way */
 } Partition;
 
 /* A privilege on the parent (aclexplode of relacl / attacl), copied to new partitions. */
@@ -82,7 +83,12 @@ typedef struct TargetTable
     size_t ncolumns;
     Column *columns;
     size_t npartitions;
-    Partition *partitions; /* sorted by lower bound; the DEFAULT partition, if any, last */
+    Partition *partitions; /* sorted by lower bound; the DEFAULT partition, if any, last.
+                            * Only what PostgreSQL routes to: no detach-pending partition */
+    size_t npending;
+    Partition *pending;    /* partitions left "detach pending" (PostgreSQL 14+): queries do
+                            * not see them, no row is routed to them, yet their range cannot
+                            * be attached again until the detach is finalized; by lower bound */
     bool has_default;
     char *owner;
     char *tablespace;     /* NULL = database default */
@@ -92,7 +98,7 @@ typedef struct TargetTable
     char *relacl;         /* the parent's ACL as text; NULL = default privileges */
     size_t ngrants;
     Grant *grants;        /* the parent's table and column privileges, owner's own excluded */
-    CatalogStamp stamp;   /* of `partitions` as last read */
+    CatalogStamp stamp;   /* of `partitions` as last read (not of `pending`) */
     bool stamp_valid;     /* false: the list must be re-read before it is trusted */
 } TargetTable;
 

@@ -115,6 +115,8 @@ typedef struct WindowReport
     size_t npieces;
     const WindowPiece *pieces; /* created / planned; borrowed for the callback */
     int64_t default_rows;      /* rows of the window found in the DEFAULT partition */
+    const char *held_by;       /* WINDOW_ISSUE: the detach-pending partition holding the
+                                * window (EnsureResult.issue says more); NULL otherwise */
     bool dry_run;
 } WindowReport;
 

@@ -201,6 +201,26 @@ json_rows(double rows)
     return rows < 0 ? json_null() : json_integer((json_int_t) rows);
 }
 
+/* Partitions left "detach pending": not windows (queries do not see them,
+ * no row is routed to them), listed apart. */
+static json_t *
+pending_json(const TargetTable *t)
+{
+    json_t *arr = json_array();
+
+    for (size_t i = 0; i < t->npending; i++)
+    {
+        json_t *jp = json_object();
+
+        json_object_set_new(jp, "schema", json_string(t->pending[i].schema));
+        json_object_set_new(jp, "name", json_string(t->pending[i].name));
+        json_object_set_new(jp, "from", json_time(t->pending[i].lower_us));
+        json_object_set_new(jp, "to", json_time(t->pending[i].upper_us));
+        json_array_append_new(arr, jp);
+    }
+    return arr;
+}
+
 static int
 list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimeParser *zone,
                 Granularity g, Err *err)
@@ -278,6 +298,7 @@ list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimePa
         else
             json_object_set_new(doc, "default", json_null());
         json_object_set_new(doc, "gaps", gaps);
+        json_object_set_new(doc, "detach_pending", pending_json(t));
         status = print_json(doc, err);
         free(est);
         return status;
@@ -293,6 +314,9 @@ list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimePa
             if (len > width)
                 width = len;
         }
+        for (size_t i = 0; i < t->npending; i++)
+            if ((int) strlen(t->pending[i].name) + 17 > width)
+                width = (int) strlen(t->pending[i].name) + 17;
         printf("table        %s.%s\n", t->schema, t->name);
         printf("key          %s %s (%s)", t->key_column, t->key_type, t->partkeydef);
         if (t->key_kind == KEY_UUID7)
@@ -334,7 +358,21 @@ list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimePa
             rows_text(rows_of(def, est, nest), rows, sizeof rows);
             printf("%-*s  %-24s  %-24s  %11s\n", width, label, "", "", rows);
         }
-        printf("partitions=%zu default=%d gaps=%d\n", nregular, def ? 1 : 0, ngaps);
+        for (size_t i = 0; i < t->npending; i++)
+        {
+            const Partition *p = &t->pending[i];
+            char label[128];
+
+            (void) snprintf(label, sizeof label, "%s (detach pending)", p->name);
+            fmt_time(p->lower_us, a, sizeof a);
+            fmt_time(p->upper_us, b, sizeof b);
+            printf("%-*s  %-24s  %-24s  %11s  %s\n", width, label, a, b, "-",
+                   "not a window: finalize its detach");
+        }
+        printf("partitions=%zu default=%d gaps=%d", nregular, def ? 1 : 0, ngaps);
+        if (t->npending > 0)
+            printf(" detach_pending=%zu", t->npending);
+        printf("\n");
     }
     free(est);
     return 0;
@@ -393,6 +431,8 @@ on_window(void *arg, const WindowReport *r)
         }
         json_object_set_new(jw, "partitions", pieces);
         json_object_set_new(jw, "default_rows", json_integer((json_int_t) r->default_rows));
+        if (r->held_by)
+            json_object_set_new(jw, "detach_pending", json_string(r->held_by));
         json_array_append_new(out->windows, jw);
         return;
     }
@@ -419,8 +459,12 @@ on_window(void *arg, const WindowReport *r)
             }
             break;
         case WINDOW_ISSUE:
-            printf("issue        %s  [%s, %s)  %" PRId64 " row%s in the DEFAULT partition\n",
-                   r->name, a, b, r->default_rows, r->default_rows == 1 ? "" : "s");
+            if (r->held_by)
+                printf("issue        %s  [%s, %s)  held by %s, detach pending\n", r->name, a, b,
+                       r->held_by);
+            else
+                printf("issue        %s  [%s, %s)  %" PRId64 " row%s in the DEFAULT partition\n",
+                       r->name, a, b, r->default_rows, r->default_rows == 1 ? "" : "s");
             break;
     }
 }

@@ -1,0 +1,92 @@
+# A partition left "detach pending" (a DETACH ... CONCURRENTLY that stopped half-way) is not a
+# window: PostgreSQL routes no row to it and queries do not see it.  --list shows it apart,
+# partitions/import stop with an issue naming it and the SQL (PostgreSQL refuses a partition
+# overlapping it), report does not count it, maintain reports it while its window is not past
+# the cutoff and finalizes it once it is; the 55P03 hint of the detach that left it says so, and
+# the dry run says what the real run does (Issue 17 #2).
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+export PGTZ=UTC
+sqlf -f "$V7FILL_ROOT/contrib/sql/v7fill_uuid7.sql"
+sqlf <<'SQL'
+CREATE TABLE dp (id uuid PRIMARY KEY, created_at timestamptz, v text) PARTITION BY RANGE (id);
+SQL
+m0=$(date -u +%Y-%m-01)
+mon() { date -u -d "$m0 $1 months" +%Y-%m-%d; }
+# An old window (retired by 730d) and the recent ones (never retired by it).
+run_expect 0 "$V7FILL" partitions dp --from "$(mon -40)" --to "$(mon -39)"
+run_expect 0 "$V7FILL" partitions dp --from "$(mon -2)" --to "$(mon 1)"
+w=$(date -u -d "$m0 -40 months" +dp__%Y_%m)
+q "INSERT INTO dp SELECT uuid7_floor(t), t, 'old' FROM (SELECT '$(mon -40)'::timestamptz + interval '3 days' AS t) s" >/dev/null
+
+# --- maintain's detach stops half-way: the hint says the partition is now detach pending ------
+psql -X -q -c "BEGIN" -c "SELECT count(*) FROM dp" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null 2>&1 &
+bg=$!
+sleep 0.5
+run_expect 3 "$V7FILL" maintain dp --retention 730d --ahead 0 --lock-timeout 1000
+wait "$bg" || true
+echo "$OUT"
+assert_contains "$OUT" "SQLSTATE 55P03" "test setup: the detach timed out"
+assert_contains "$OUT" "public.$w is now \"detach pending\"" "the 55P03 hint says the partition is now detach pending"
+assert_eq t "$(q "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = '$w'::regclass")" "test setup: detach pending"
+assert_eq 0 "$(q "SELECT count(*) FROM dp WHERE v = 'old'")" "test setup: queries no longer see its row"
+
+# --- --list shows it apart, never as a window ---------------------------------------------------
+run_expect 0 "$V7FILL" partitions dp --list
+echo "$OUT"
+assert_contains "$OUT" "$w (detach pending)" "--list marks it"
+assert_contains "$OUT" "partitions=3 default=0 gaps=0 detach_pending=1" "not counted as a window"
+run_expect 0 "$V7FILL" partitions dp --list --json
+assert_eq "$w" "$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["detach_pending"][0]["name"])' "$OUT")" "--json lists it under detach_pending"
+assert_not_contains "$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(" ".join(p["name"] for p in d["partitions"]))' "$OUT")" "$w" "not among the partitions"
+
+# --- a longer retention: maintain reports it (dry run and real run alike), leaves it ------------
+run_expect 0 "$V7FILL" retention dp set '10 years'
+run_expect 3 "$V7FILL" maintain dp --ahead 0 --dry-run
+dry=$(echo "$OUT" | grep "^ISSUE:.*detach pending")
+assert_contains "$dry" "$w" "dry run reports the pending partition"
+run_expect 3 "$V7FILL" maintain dp --ahead 0
+echo "$OUT"
+assert_eq "$dry" "$(echo "$OUT" | grep "^ISSUE:.*detach pending")" "the real run says what the dry run said"
+assert_contains "$OUT" "DETACH PARTITION \"public\".\"$w\" FINALIZE" "the hint gives the SQL"
+assert_eq t "$(q "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = '$w'::regclass")" "left pending"
+
+# --- partitions: the window is not covered; an issue names the partition and the SQL ------------
+run_expect 3 "$V7FILL" partitions dp --from "$(mon -40)" --to "$(mon -39)"
+echo "$OUT"
+assert_contains "$OUT" "held by $w, detach pending" "not 'already covered'"
+assert_contains "$OUT" "is held by partition public.$w, which is \"detach pending\"" "the issue names it"
+assert_contains "$OUT" "ATTACH PARTITION \"public\".\"$w\" FOR VALUES FROM" "the hint says how to restore it"
+run_expect 3 "$V7FILL" partitions dp --from "$(mon -40)" --to "$(mon -39)" --dry-run
+assert_contains "$OUT" "not created, a detach-pending partition holds it" "the dry run says the same"
+
+# --- import: stops with the same issue instead of rejecting every row with 23514 ----------------
+printf 'created_at,v\n%sT12:00:00Z,late row\n' "$(date -u -d "$(mon -40) +10 days" +%Y-%m-%d)" >late.csv
+run_expect 3 "$V7FILL" import dp late.csv --no-progress --rejects late.rej
+assert_contains "$OUT" "held by partition public.$w, which is \"detach pending\"" "import names it"
+assert_not_contains "$OUT" "23514" "no row rejected as unroutable"
+
+# --- report does not count rows queries cannot see -----------------------------------------------
+run_expect 0 "$V7FILL" report dp --exact
+assert_not_contains "$OUT" "$w" "report: the pending partition is no window"
+
+# --- following the hint restores the window ------------------------------------------------------
+bound=$(q "SELECT pg_get_expr(relpartbound, 0) FROM pg_class WHERE relname = '$w'")
+q "ALTER TABLE dp DETACH PARTITION $w FINALIZE" >/dev/null
+q "ALTER TABLE dp ATTACH PARTITION $w $bound" >/dev/null
+assert_eq 1 "$(q "SELECT count(*) FROM dp WHERE v = 'old'")" "its row is back"
+
+# --- past the cutoff: the dry run says it would finalize, the real run does -----------------------
+psql -X -q -c "BEGIN" -c "SELECT count(*) FROM dp" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null 2>&1 &
+bg=$!
+sleep 1
+psql -X -q -c "SET statement_timeout = '1s'" -c "ALTER TABLE dp DETACH PARTITION $w CONCURRENTLY" >/dev/null 2>&1 || true
+wait "$bg" || true
+assert_eq t "$(q "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = '$w'::regclass")" "test setup: pending again"
+run_expect 0 "$V7FILL" maintain dp --retention 730d --ahead 0 --dry-run
+assert_contains "$OUT" "would detach $w" "dry run: retired"
+assert_contains "$OUT" "(finalize a DETACH CONCURRENTLY that had stopped half-way)" "dry run: by finalizing"
+run_expect 0 "$V7FILL" maintain dp --retention 730d --ahead 0
+assert_contains "$OUT" "finalized a DETACH CONCURRENTLY" "real run finalizes"
+assert_contains "$OUT" "dropped public.$w" "and drops"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_class WHERE relname = '$w'")" "gone"
