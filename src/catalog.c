@@ -282,6 +282,80 @@ bad:
     return err_set(err, EC_FORMAT, "unexpected timestamp \"%.64s\" in a partition bound", text);
 }
 
+/*
+ * Where a uuid bound sits among UUIDv7 ids, exactly: the smallest UUIDv7 at
+ * or above it, as (milliseconds, rand_a, rand_b).  pg_partman's bare floor
+ * and v7fill's minimum v7 of a millisecond are the same place; a bound inside
+ * a millisecond keeps its fraction.  hi = ms << 16 | rand_a, lo = rand_b.
+ */
+static void
+uuid_bound_key(const Uuid *u, uint64_t *hi, uint64_t *lo)
+{
+    uint64_t ms = (uint64_t) uuid7_ms(u);
+    unsigned version = u->b[6] >> 4;
+    unsigned variant = u->b[8] >> 6;
+    uint64_t ra = uuid7_rand_a(u);
+    uint64_t rb = u->b[8] & 0x3f;
+
+    for (int i = 9; i < 16; i++)
+        rb = (rb << 8) | u->b[i];
+    if (version != 7 || variant != 2)
+        rb = 0;
+    if (version != 7)
+        ra = 0;
+    if (version > 7 || (version == 7 && variant > 2 && ++ra == 4096))
+    {
+        ra = 0;
+        ms++;
+    }
+    *hi = ms << 16 | ra;
+    *lo = rb;
+}
+
+/* The first microsecond whose v7fill ids (rand_a = floor(µs fraction × 4.096))
+ * all lie at or above the bound: exact for a bound on a rand_a step, rounded
+ * up inside one; a bound past the last fraction minted starts the next
+ * millisecond.  As `v7fill uuid time` reads it. */
+static int64_t
+uuid_bound_us(const Uuid *u)
+{
+    uint64_t hi, lo;
+    int64_t steps;
+    int64_t frac;
+
+    uuid_bound_key(u, &hi, &lo);
+    steps = (int64_t) (hi & 0xffff) + (lo != 0 ? 1 : 0);
+    frac = (steps * 1000 + 4095) / 4096;
+    return (int64_t) (hi >> 16) * 1000 + (frac > 1000 ? 1000 : frac);
+}
+
+int
+catalog_bound_cmp(int64_t us_a, const char *text_a, int64_t us_b, const char *text_b)
+{
+    Uuid a, b;
+    Err ignored = {0};
+    uint64_t ah, al, bh, bl;
+
+    if (us_a != us_b)
+        return us_a < us_b ? -1 : 1;
+    /* Equal times: only uuid bounds (a millisecond or less apart) can differ.
+     * Without text, a finite time is a window edge: the floor of its
+     * millisecond. */
+    if (us_a == INT64_MIN || us_a == INT64_MAX || (text_a == NULL && text_b == NULL))
+        return 0;
+    if (text_a ? !uuid_parse(text_a, strlen(text_a), &a, &ignored)
+               : !uuid7_floor(civil_floor_div(us_a, 1000) * 1000, &a, &ignored))
+        return 0;
+    if (text_b ? !uuid_parse(text_b, strlen(text_b), &b, &ignored)
+               : !uuid7_floor(civil_floor_div(us_b, 1000) * 1000, &b, &ignored))
+        return 0;
+    uuid_bound_key(&a, &ah, &al);
+    uuid_bound_key(&b, &bh, &bl);
+    if (ah != bh)
+        return ah < bh ? -1 : 1;
+    return al < bl ? -1 : al > bl;
+}
+
 /* One bound value: MINVALUE, MAXVALUE or a quoted literal; *s advanced past it. */
 static bool
 parse_bound_value(KeyKind kind, const char **s, int64_t *us, char **text, Err *err)
@@ -322,18 +396,12 @@ parse_bound_value(KeyKind kind, const char **s, int64_t *us, char **text, Err *e
     {
         case KEY_UUID7:
         {
-            Uuid u, floor;
-            int64_t ms;
+            Uuid u;
             char canon[UUID_TEXT_SIZE];
 
             if (!uuid_parse(lit.data, lit.len, &u, err))
                 break;
-            ms = uuid7_ms(&u);
-            /* ids of a millisecond start at its minimum v7; a bound above that
-             * splits the millisecond, and only the next one starts cleanly. */
-            if (!uuid7_floor(ms * 1000, &floor, err))
-                break;
-            *us = (uuid_compare(&u, &floor) > 0 ? ms + 1 : ms) * 1000;
+            *us = uuid_bound_us(&u);
             uuid_format(&u, canon);
             *text = xstrdup(canon);
             buf_free(&lit);
@@ -491,12 +559,13 @@ partition_order(const void *a, const void *b)
     const Partition *x = a;
     const Partition *y = b;
 
+    int c;
+
     if (x->is_default != y->is_default)
         return x->is_default ? 1 : -1;
-    if (x->lower_us != y->lower_us)
-        return x->lower_us < y->lower_us ? -1 : 1;
-    if (x->upper_us != y->upper_us)
-        return x->upper_us < y->upper_us ? -1 : 1;
+    if ((c = catalog_bound_cmp(x->lower_us, x->lower_text, y->lower_us, y->lower_text)) != 0 ||
+        (c = catalog_bound_cmp(x->upper_us, x->upper_text, y->upper_us, y->upper_text)) != 0)
+        return c;
     return strcmp(x->name, y->name);
 }
 

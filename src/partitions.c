@@ -273,26 +273,35 @@ name_used_by_partition(const TargetTable *t, const char *name)
 
 /* A piece edge that meets an existing partition takes that partition's bound
  * text, so the two meet exactly even when its bound is not what v7fill would
- * write (pg_partman's bare uuids, a bound inside a millisecond). */
+ * write (pg_partman's bare uuids, a bound inside a millisecond).  `text`: the
+ * bound the uncovered span starts or ends at, if a partition's.  At a window
+ * edge, of the partitions ending (starting) in that microsecond the nearest
+ * one is met: nothing lies between. */
 static bool
-edge_literal(const TargetTable *t, int64_t us, bool lower_edge, char **out, Err *err)
+edge_literal(const TargetTable *t, int64_t us, const char *text, bool lower_edge, char **out,
+             Err *err)
 {
+    const char *best = NULL;
+
+    if (text)
+    {
+        *out = xstrdup(text);
+        return true;
+    }
     for (size_t i = 0; i < t->npartitions; i++)
     {
         const Partition *p = &t->partitions[i];
+        const char *b = lower_edge ? p->upper_text : p->lower_text;
 
-        if (p->is_default)
+        if (p->is_default || b == NULL || (lower_edge ? p->upper_us : p->lower_us) != us)
             continue;
-        if (lower_edge && p->upper_us == us && p->upper_text)
-        {
-            *out = xstrdup(p->upper_text);
-            return true;
-        }
-        if (!lower_edge && p->lower_us == us && p->lower_text)
-        {
-            *out = xstrdup(p->lower_text);
-            return true;
-        }
+        if (best == NULL || (catalog_bound_cmp(us, b, us, best) > 0) == lower_edge)
+            best = b;
+    }
+    if (best)
+    {
+        *out = xstrdup(best);
+        return true;
     }
     return catalog_bound_literal(t->key_kind, t->bound_style, us, out, err);
 }
@@ -449,8 +458,8 @@ plan_window(const Planner *pl, const Window *w, WindowPlan *plan, Err *err)
         plan->npieces++;
         pc->lower_us = spans[i].lower_us;
         pc->upper_us = spans[i].upper_us;
-        if (!edge_literal(t, pc->lower_us, true, &pc->lower_text, err) ||
-            !edge_literal(t, pc->upper_us, false, &pc->upper_text, err))
+        if (!edge_literal(t, pc->lower_us, spans[i].lower_text, true, &pc->lower_text, err) ||
+            !edge_literal(t, pc->upper_us, spans[i].upper_text, false, &pc->upper_text, err))
             goto fail;
         if (!plan->partial)
         {

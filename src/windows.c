@@ -341,6 +341,25 @@ window_name(Granularity g, const char *pattern, const char *table, const Window 
     return true;
 }
 
+static void
+span_push(Span **spans, size_t *n, size_t *cap, int64_t lo, const char *lo_text, int64_t hi,
+          const char *hi_text)
+{
+    /* Nothing v7fill mints falls between two bounds of one microsecond. */
+    if (lo >= hi)
+        return;
+    if (*n == *cap)
+    {
+        *cap *= 2;
+        *spans = xrealloc(*spans, *cap * sizeof **spans);
+    }
+    (*spans)[*n].lower_us = lo;
+    (*spans)[*n].upper_us = hi;
+    (*spans)[*n].lower_text = lo_text;
+    (*spans)[*n].upper_text = hi_text;
+    (*n)++;
+}
+
 size_t
 partitions_uncovered(const TargetTable *t, int64_t lower, int64_t upper, Span **out)
 {
@@ -348,36 +367,26 @@ partitions_uncovered(const TargetTable *t, int64_t lower, int64_t upper, Span **
     size_t cap = 4;
     Span *spans = xmalloc(cap * sizeof *spans);
     int64_t cur = lower;
+    const char *cur_text = NULL; /* NULL: the range's own edge */
 
-    for (size_t i = 0; i < t->npartitions && cur < upper; i++)
+    for (size_t i = 0; i < t->npartitions && catalog_bound_cmp(cur, cur_text, upper, NULL) < 0;
+         i++)
     {
         const Partition *p = &t->partitions[i];
 
-        if (p->is_default || p->lower_us >= p->upper_us || p->upper_us <= cur)
+        if (p->is_default ||
+            catalog_bound_cmp(p->lower_us, p->lower_text, p->upper_us, p->upper_text) >= 0 ||
+            catalog_bound_cmp(p->upper_us, p->upper_text, cur, cur_text) <= 0)
             continue;
-        if (p->lower_us >= upper)
+        if (catalog_bound_cmp(p->lower_us, p->lower_text, upper, NULL) >= 0)
             break;
-        if (p->lower_us > cur)
-        {
-            if (n == cap)
-            {
-                cap *= 2;
-                spans = xrealloc(spans, cap * sizeof *spans);
-            }
-            spans[n].lower_us = cur;
-            spans[n].upper_us = p->lower_us;
-            n++;
-        }
+        if (catalog_bound_cmp(p->lower_us, p->lower_text, cur, cur_text) > 0)
+            span_push(&spans, &n, &cap, cur, cur_text, p->lower_us, p->lower_text);
         cur = p->upper_us;
+        cur_text = p->upper_text;
     }
-    if (cur < upper)
-    {
-        if (n == cap)
-            spans = xrealloc(spans, (cap + 1) * sizeof *spans);
-        spans[n].lower_us = cur;
-        spans[n].upper_us = upper;
-        n++;
-    }
+    if (catalog_bound_cmp(cur, cur_text, upper, NULL) < 0)
+        span_push(&spans, &n, &cap, cur, cur_text, upper, NULL);
     *out = spans;
     return n;
 }

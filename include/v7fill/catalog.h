@@ -149,12 +149,20 @@ void catalog_incoming_fks_describe(const IncomingFk *fks, size_t n, char *out, s
 /* Parse pg_get_expr(relpartbound) of a partition of a `kind`-keyed table
  * ("FOR VALUES FROM ('...') TO (MAXVALUE)", "DEFAULT") into p's is_default,
  * lower_us/upper_us and lower_text/upper_text (allocated; freed by the caller
- * or catalog_target_free).  uuid bounds map to their millisecond (a bound
- * above the minimum v7 of its millisecond maps to the next one);
+ * or catalog_target_free).  uuid bounds map to the first microsecond whose
+ * v7fill ids all lie at or above them (the floor of a millisecond, pg_partman's
+ * bare one too, to the millisecond; a bound inside one to the microsecond
+ * `v7fill uuid time` shows, rounded up);
  * timestamptz/timestamp text is read as printed under DateStyle ISO, any
  * offset; bigint is epoch milliseconds.  Anything else → EC_FORMAT. */
 V7FILL_MUST_CHECK bool catalog_parse_bound(KeyKind kind, const char *expr, Partition *p,
                                            Err *err);
+
+/* Order of two bounds, exactly: by time, and bounds of one microsecond (uuid
+ * bounds inside a millisecond) by where they sit among UUIDv7 ids.  A NULL
+ * text with a finite time is the floor of its millisecond (a window edge);
+ * MINVALUE/MAXVALUE are INT64_MIN/MAX.  <0, 0, >0. */
+int catalog_bound_cmp(int64_t us_a, const char *text_a, int64_t us_b, const char *text_b);
 
 /* Bound value for time `us` as canonical text (unquoted): the UUIDv7 floor in
  * `style`, "2026-07-01 00:00:00+00" (timestamptz, explicit offset so the DDL

@@ -76,10 +76,15 @@ typedef struct Span
 {
     int64_t lower_us;
     int64_t upper_us;
+    const char *lower_text; /* the bound of the partition the span starts or ends */
+    const char *upper_text; /* at (borrowed from t), NULL at an edge of the range */
 } Span;
 
 /* Parts of [lower, upper) that no non-default partition of t covers, in
- * order; *out is allocated (free()), the count returned.  Pure. */
+ * order; *out is allocated (free()), the count returned.  Pure.  Bounds are
+ * compared exactly (catalog_bound_cmp): a partition inside one millisecond
+ * or microsecond is seen; a gap too narrow to hold any id v7fill mints (no
+ * whole microsecond) is left out. */
 size_t partitions_uncovered(const TargetTable *t, int64_t lower, int64_t upper, Span **out);
 
 /* The granularity most existing partitions have exactly (catch-alls and odd

@@ -36,4 +36,30 @@ run_expect 0 "$V7FILL" report ls --json
 report_rows=$(jsql "$OUT" "(j->'windows'->0->>'rows')::numeric::bigint")
 assert_eq "$report_rows" "$list_rows" "--list and report give the same estimate"
 [ "$list_rows" -gt 9000 ] || fail "the estimate follows the partition's size: $list_rows (10000 rows)"
+
+# a partition inside one millisecond, and one inside one microsecond: --list shows the
+# lower bound where `v7fill uuid time` puts it, gap filling sees both and meets them exactly
+sqlf <<'SQL'
+CREATE TABLE ob (id uuid PRIMARY KEY) PARTITION BY RANGE (id);
+CREATE TABLE ob_a PARTITION OF ob FOR VALUES FROM ('019d0000-0000-7123-8000-000000000000') TO ('019d0000-0001-7000-8000-000000000000');
+CREATE TABLE oc (id uuid PRIMARY KEY) PARTITION BY RANGE (id);
+CREATE TABLE oc_a PARTITION OF oc FOR VALUES FROM ('019d0000-0000-7001-8000-000000000000') TO ('019d0000-0000-7002-0000-000000000000');
+SQL
+run_expect 0 "$V7FILL" partitions ob --list
+assert_eq "$("$V7FILL" uuid time 019d0000-0000-7123-8000-000000000000)" "$(awk '$1 == "ob_a" {print $2}' <<<"$OUT")" "--list: exact lower bound"
+run_expect 0 "$V7FILL" partitions ob -g day --from 2026-03-18 --to 2026-03-19
+assert_contains "$OUT" "gaps_filled=1" "the gaps around a sub-millisecond partition"
+assert_eq "ob__2026_03_18_p1|019cfe3d-f800-7000-8000-000000000000|019d0000-0000-7123-8000-000000000000
+ob__2026_03_18_p2|019d0000-0001-7000-8000-000000000000|019d0364-5400-7000-8000-000000000000
+ob_a|019d0000-0000-7123-8000-000000000000|019d0000-0001-7000-8000-000000000000" \
+    "$(q "SELECT relname || '|' || substring(b from 'FROM \(''([^'']*)') || '|' || substring(b from 'TO \(''([^'']*)')
+            FROM (SELECT relname, pg_get_expr(relpartbound, oid) b FROM pg_class WHERE relname LIKE 'ob%' AND relkind = 'r') s ORDER BY 1")" \
+    "pieces meet ob_a exactly"
+run_expect 0 "$V7FILL" partitions oc -g day --from 2026-03-18 --to 2026-03-19
+assert_contains "$OUT" "gaps_filled=1" "the gaps around a sub-microsecond partition"
+assert_eq "019d0000-0000-7001-8000-000000000000|019d0000-0000-7002-0000-000000000000" \
+    "$(q "SELECT string_agg(b, '|' ORDER BY b) FROM (SELECT substring(pg_get_expr(relpartbound, oid) from 'TO \(''([^'']*)') b FROM pg_class WHERE relname = 'oc__2026_03_18_p1'
+          UNION ALL SELECT substring(pg_get_expr(relpartbound, oid) from 'FROM \(''([^'']*)') FROM pg_class WHERE relname = 'oc__2026_03_18_p2') s")" \
+    "pieces meet oc_a exactly"
+q "INSERT INTO oc SELECT '$("$V7FILL" uuid new --at 2026-03-18T12:00:00Z)'" >/dev/null
 echo "ok"

@@ -336,6 +336,27 @@ test_uuid_bounds_decode_to_their_millisecond(void **state)
     assert_null(p.lower_text);
     assert_int_equal(p.upper_us, D(2026, 7, 1) + 1000);
     free(p.upper_text);
+
+    /* ... at the first microsecond whose ids all lie above it (rand_a 0x123 =
+     * 291: v7fill mints it for 72 µs, as `v7fill uuid time` reads it) */
+    assert_true(catalog_parse_bound(KEY_UUID7,
+                                    "FOR VALUES FROM ('019f1af9-b400-7123-8000-000000000000') TO "
+                                    "('019f1af9-b400-7124-0000-000000000000')",
+                                    &p, &err));
+    assert_int_equal(p.lower_us, D(2026, 7, 1) + 72);
+    assert_int_equal(p.upper_us, D(2026, 7, 1) + 72);
+    /* one microsecond, yet two different bounds, in this order */
+    assert_true(catalog_bound_cmp(p.lower_us, p.lower_text, p.upper_us, p.upper_text) < 0);
+    assert_true(catalog_bound_cmp(p.upper_us, p.upper_text, p.lower_us, p.lower_text) > 0);
+    /* pg_partman's bare floor and the minimum v7 are one place */
+    assert_int_equal(catalog_bound_cmp(D(2026, 7, 1), "019f1af9-b400-0000-0000-000000000000",
+                                       D(2026, 7, 1), "019f1af9-b400-7000-8000-000000000000"),
+                     0);
+    assert_int_equal(catalog_bound_cmp(D(2026, 7, 1), NULL, D(2026, 7, 1),
+                                       "019f1af9-b400-0000-0000-000000000000"),
+                     0);
+    free(p.lower_text);
+    free(p.upper_text);
 }
 
 static void
@@ -503,6 +524,33 @@ test_uncovered_parts_of_a_window(void **state)
     assert_non_null(catalog_partition_for(t, D(2026, 5, 31)));
     assert_null(catalog_partition_for(t, D(2026, 6, 1)));
     assert_string_equal(catalog_partition_for(t, 0)->name, "events_old");
+    catalog_target_free(t);
+
+    /* a partition inside one microsecond is seen, and the gaps meet its bounds */
+    t = new_target(KEY_UUID7, BOUND_STYLE_MIN_V7);
+    {
+        Partition p;
+        Err err = {0};
+
+        memset(&p, 0, sizeof p);
+        assert_true(catalog_parse_bound(KEY_UUID7,
+                                        "FOR VALUES FROM ('019f1af9-b400-7001-8000-000000000000') "
+                                        "TO ('019f1af9-b400-7002-0000-000000000000')",
+                                        &p, &err));
+        p.schema = xstrdup("public");
+        p.name = xstrdup("tiny");
+        p.bound_expr = xstrdup("(test)");
+        catalog_add_partition(t, &p);
+    }
+    n = partitions_uncovered(t, D(2026, 7, 1), D(2026, 7, 2), &s);
+    assert_int_equal(n, 2);
+    assert_int_equal(s[0].lower_us, D(2026, 7, 1));
+    assert_null(s[0].lower_text);
+    assert_string_equal(s[0].upper_text, "019f1af9-b400-7001-8000-000000000000");
+    assert_string_equal(s[1].lower_text, "019f1af9-b400-7002-0000-000000000000");
+    assert_int_equal(s[1].upper_us, D(2026, 7, 2));
+    assert_null(s[1].upper_text);
+    free(s);
     catalog_target_free(t);
 }
 
