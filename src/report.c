@@ -19,6 +19,7 @@
 #include "v7fill/civil.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
+#include "v7fill/textwidth.h"
 #include "v7fill/timeparse.h"
 
 #define RUN_PAGE 100 /* run statistics fetched per query: memory stays bounded */
@@ -581,6 +582,7 @@ print_windows(FILE *out, const Report *r)
 {
     double max = 0;
     int namew = 6;
+    int lowerw = 10; /* a date; "2026-03-20 12:00" when a bound has a time */
     bool cutoff_shown = r->retention.us <= 0;
     bool any_estimate = false;
     bool any_unknown = false;
@@ -588,8 +590,12 @@ print_windows(FILE *out, const Report *r)
 
     for (size_t i = 0; i < r->nwindows; i++)
     {
-        int len = (int) strlen(r->windows[i].name);
+        int len = text_width(r->windows[i].name);
+        char lower[32];
 
+        report_fmt_date(r->windows[i].lower_us, "", lower, sizeof lower);
+        if ((int) strlen(lower) > lowerw)
+            lowerw = (int) strlen(lower);
         if (r->windows[i].rows > max)
             max = r->windows[i].rows;
         if (len > namew)
@@ -621,7 +627,10 @@ print_windows(FILE *out, const Report *r)
         }
         report_fmt_date(w->lower_us, "", lower, sizeof lower);
         report_fmt_count(w->rows, rows, sizeof rows);
-        fprintf(out, "  %-*.*s %-10s ", namew, namew, w->name, lower);
+        /* padded by columns, not bytes: names may be multibyte */
+        fputs("  ", out);
+        text_pad(out, w->name, namew, namew);
+        fprintf(out, " %-*s ", lowerw, lower);
         bar(out, max > 0 && w->rows > 0 ? w->rows / max : 0, 30);
         fprintf(out, " %s%11s", w->rows_exact || w->rows < 0 ? " " : "~", rows);
         switch (w->state)

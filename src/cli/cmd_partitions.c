@@ -20,6 +20,7 @@
 #include "v7fill/mem.h"
 #include "v7fill/partitions.h"
 #include "v7fill/pg.h"
+#include "v7fill/textwidth.h"
 #include "v7fill/timeparse.h"
 
 static void
@@ -265,7 +266,7 @@ list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone,
 
         for (size_t i = 0; i < t->npartitions; i++)
         {
-            int len = (int) strlen(t->partitions[i].name) + (t->partitions[i].is_default ? 10 : 0);
+            int len = text_width(t->partitions[i].name) + (t->partitions[i].is_default ? 10 : 0);
             if (len > width)
                 width = len;
         }
@@ -293,8 +294,8 @@ list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone,
             fmt_time(p->lower_us, a, sizeof a);
             fmt_time(p->upper_us, b, sizeof b);
             rows_text(p->reltuples, rows, sizeof rows);
-            printf("%-*s  %-24s  %-24s  %11s  %s\n", width, p->name, a, b, rows,
-                   win ? win : "irregular");
+            text_pad(stdout, p->name, width, -1); /* by columns: names may be multibyte */
+            printf("  %-24s  %-24s  %11s  %s\n", a, b, rows, win ? win : "irregular");
             if (i + 1 < nregular && p->upper_us < t->partitions[i + 1].lower_us)
             {
                 fmt_time(p->upper_us, a, sizeof a);
@@ -308,7 +309,8 @@ list_partitions(const TargetTable *t, const PartOpts *o, const TimeParser *zone,
             char label[128];
             (void) snprintf(label, sizeof label, "%s (DEFAULT)", def->name);
             rows_text(def->reltuples, rows, sizeof rows);
-            printf("%-*s  %-24s  %-24s  %11s\n", width, label, "", "", rows);
+            text_pad(stdout, label, width, -1);
+            printf("  %-24s  %-24s  %11s\n", "", "", rows);
         }
         printf("partitions=%zu default=%d gaps=%d\n", nregular, def ? 1 : 0, ngaps);
     }
