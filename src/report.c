@@ -350,6 +350,7 @@ match_run_windows(Report *r)
             {
                 for (int c = 0; c < 3; c++)
                     w->run_rows[c] += tw[i].rows[c];
+                w->run_rows_at_insert += tw[i].not_rejudged;
                 break;
             }
         }
@@ -515,7 +516,9 @@ report_fmt_class_note(const Report *r, char *out, size_t size, char *at_insert, 
     }
     report_fmt_retention_us(min_us, lo, sizeof lo);
     report_fmt_retention_us(max_us, hi, sizeof hi);
-    if (min_us == max_us)
+    if (min_us == max_us && min_us == r->retention.us)
+        (void) snprintf(other, sizeof other, "under %s with another near-cutoff horizon", lo);
+    else if (min_us == max_us)
         (void) snprintf(other, sizeof other, "%s%s", min_us > 0 ? "under " : "with ", lo);
     else
         (void) snprintf(other, sizeof other, "under %s to %s", lo, hi);
@@ -938,6 +941,9 @@ report_json(const Report *r)
                             json_integer((json_int_t) w->run_rows[DELAY_NEAR_CUTOFF]));
         json_object_set_new(o, "written_expired",
                             json_integer((json_int_t) w->run_rows[DELAY_EXPIRED]));
+        if (w->run_rows_at_insert)
+            json_object_set_new(o, "written_as_judged_at_insert",
+                                json_integer((json_int_t) w->run_rows_at_insert));
         if (w->state == WSTATE_NEAR_CUTOFF)
             json_array_append_new(near, json_string(w->name));
         json_array_append_new(windows, o);
