@@ -9,10 +9,17 @@
 static int
 utf8_next(const unsigned char *s, uint32_t *cp)
 {
-    int n = s[0] < 0x80 ? 1 : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : s[0] >= 0xE0 ? 3
-                                                            : s[0] >= 0xC2 ? 2 : 0;
+    int n = 0;
 
-    if (n == 0 || (s[0] >= 0xF5))
+    if (s[0] < 0x80)
+        n = 1;
+    else if (s[0] >= 0xC2 && s[0] <= 0xDF)
+        n = 2;
+    else if (s[0] >= 0xE0 && s[0] <= 0xEF)
+        n = 3;
+    else if (s[0] >= 0xF0 && s[0] <= 0xF4)
+        n = 4;
+    if (n == 0)
     {
         *cp = 0xFFFD;
         return 1;
