@@ -17,6 +17,7 @@
 #include "v7fill/civil.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
+#include "v7fill/textwidth.h"
 #include "v7fill/timeparse.h"
 
 #define RUN_PAGE 100 /* run statistics fetched per query: memory stays bounded */
@@ -286,6 +287,7 @@ match_run_windows(Report *r)
             {
                 for (int c = 0; c < 3; c++)
                     w->run_rows[c] += tw[i].rows[c];
+                w->run_rows_at_insert += tw[i].not_rejudged;
                 break;
             }
         }
@@ -451,7 +453,9 @@ report_fmt_class_note(const Report *r, char *out, size_t size, char *at_insert, 
     }
     report_fmt_retention_us(min_us, lo, sizeof lo);
     report_fmt_retention_us(max_us, hi, sizeof hi);
-    if (min_us == max_us)
+    if (min_us == max_us && min_us == r->retention.us)
+        (void) snprintf(other, sizeof other, "under %s with another near-cutoff horizon", lo);
+    else if (min_us == max_us)
         (void) snprintf(other, sizeof other, "%s%s", min_us > 0 ? "under " : "with ", lo);
     else
         (void) snprintf(other, sizeof other, "under %s to %s", lo, hi);
@@ -518,6 +522,7 @@ print_windows(FILE *out, const Report *r)
 {
     double max = 0;
     int namew = 6;
+    int lowerw = 10; /* a date; "2026-03-20 12:00" when a bound has a time */
     bool cutoff_shown = r->retention.us <= 0;
     bool any_estimate = false;
     bool any_unknown = false;
@@ -525,8 +530,12 @@ print_windows(FILE *out, const Report *r)
 
     for (size_t i = 0; i < r->nwindows; i++)
     {
-        int len = (int) strlen(r->windows[i].name);
+        int len = text_width(r->windows[i].name);
+        char lower[32];
 
+        report_fmt_date(r->windows[i].lower_us, "", lower, sizeof lower);
+        if ((int) strlen(lower) > lowerw)
+            lowerw = (int) strlen(lower);
         if (r->windows[i].rows > max)
             max = r->windows[i].rows;
         if (len > namew)
@@ -558,7 +567,10 @@ print_windows(FILE *out, const Report *r)
         }
         report_fmt_date(w->lower_us, "", lower, sizeof lower);
         report_fmt_count(w->rows, rows, sizeof rows);
-        fprintf(out, "  %-*.*s %-10s ", namew, namew, w->name, lower);
+        /* padded by columns, not bytes: names may be multibyte */
+        fputs("  ", out);
+        text_pad(out, w->name, namew, namew);
+        fprintf(out, " %-*s ", lowerw, lower);
         bar(out, max > 0 && w->rows > 0 ? w->rows / max : 0, 30);
         fprintf(out, " %s%11s", w->rows_exact || w->rows < 0 ? " " : "~", rows);
         switch (w->state)
@@ -866,6 +878,9 @@ report_json(const Report *r)
                             json_integer((json_int_t) w->run_rows[DELAY_NEAR_CUTOFF]));
         json_object_set_new(o, "written_expired",
                             json_integer((json_int_t) w->run_rows[DELAY_EXPIRED]));
+        if (w->run_rows_at_insert)
+            json_object_set_new(o, "written_as_judged_at_insert",
+                                json_integer((json_int_t) w->run_rows_at_insert));
         if (w->state == WSTATE_NEAR_CUTOFF)
             json_array_append_new(near, json_string(w->name));
         json_array_append_new(windows, o);

@@ -51,6 +51,7 @@ typedef struct ReportWindow
     int64_t time_left_us;    /* retires_at − now; INT64_MAX when never */
     int64_t near_cutoff_us;  /* the horizon used for this window */
     uint64_t run_rows[3];    /* rows v7fill wrote here by class (from the runs' statistics) */
+    uint64_t run_rows_at_insert; /* and rows whose class could not be judged again */
 } ReportWindow;
 
 typedef struct Report

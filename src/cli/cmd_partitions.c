@@ -20,6 +20,7 @@
 #include "v7fill/mem.h"
 #include "v7fill/partitions.h"
 #include "v7fill/pg.h"
+#include "v7fill/textwidth.h"
 #include "v7fill/timeparse.h"
 
 static void
@@ -310,7 +311,7 @@ list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimePa
 
         for (size_t i = 0; i < t->npartitions; i++)
         {
-            int len = (int) strlen(t->partitions[i].name) + (t->partitions[i].is_default ? 10 : 0);
+            int len = text_width(t->partitions[i].name) + (t->partitions[i].is_default ? 10 : 0);
             if (len > width)
                 width = len;
         }
@@ -341,8 +342,8 @@ list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimePa
             fmt_time(p->lower_us, a, sizeof a);
             fmt_time(p->upper_us, b, sizeof b);
             rows_text(rows_of(p, est, nest), rows, sizeof rows);
-            printf("%-*s  %-24s  %-24s  %11s  %s\n", width, p->name, a, b, rows,
-                   win ? win : "irregular");
+            text_pad(stdout, p->name, width, -1); /* by columns: names may be multibyte */
+            printf("  %-24s  %-24s  %11s  %s\n", a, b, rows, win ? win : "irregular");
             if (i + 1 < nregular && p->upper_us < t->partitions[i + 1].lower_us)
             {
                 fmt_time(p->upper_us, a, sizeof a);
@@ -356,7 +357,8 @@ list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimePa
             char label[128];
             (void) snprintf(label, sizeof label, "%s (DEFAULT)", def->name);
             rows_text(rows_of(def, est, nest), rows, sizeof rows);
-            printf("%-*s  %-24s  %-24s  %11s\n", width, label, "", "", rows);
+            text_pad(stdout, label, width, -1);
+            printf("  %-24s  %-24s  %11s\n", "", "", rows);
         }
         for (size_t i = 0; i < t->npending; i++)
         {
@@ -366,8 +368,8 @@ list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimePa
             (void) snprintf(label, sizeof label, "%s (detach pending)", p->name);
             fmt_time(p->lower_us, a, sizeof a);
             fmt_time(p->upper_us, b, sizeof b);
-            printf("%-*s  %-24s  %-24s  %11s  %s\n", width, label, a, b, "-",
-                   "not a window: finalize its detach");
+            text_pad(stdout, label, width, -1);
+            printf("  %-24s  %-24s  %11s  %s\n", a, b, "-", "not a window: finalize its detach");
         }
         printf("partitions=%zu default=%d gaps=%d", nregular, def ? 1 : 0, ngaps);
         if (t->npending > 0)

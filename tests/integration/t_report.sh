@@ -470,3 +470,18 @@ assert "~? rows" not in page, "tooltip reads ~? rows"
 assert "ht_b [2026-03-20 12:00 UTC, 2026-04-01): rows unknown" in page, "unknown rows said"
 assert re.search(r'class="rows-unknown"', win) and any(t == "?" for x, y, t in texts(win)), "? drawn"
 PY
+
+# --- terminal tables align by columns: a multibyte name, a bound with a time (#14) -------
+q "CREATE TABLE \"ht_ü€\" PARTITION OF ht FOR VALUES FROM ('$("$V7FILL" uuid floor 2026-04-01)')
+   TO ('$("$V7FILL" uuid floor 2026-05-01)')" >/dev/null
+# column of a word on each line that names one of ht's windows (characters = columns here)
+columns() { python3 -c '
+import sys
+lines = [l for l in sys.stdin.read().splitlines() if l.lstrip().startswith("ht_")]
+print(len(lines), sorted({l.index(sys.argv[1]) for l in lines}))' "$1"; }
+run_expect 0 "$V7FILL" report ht --retention 2y
+assert_eq "3 [$(printf '%s\n' "$OUT" | grep -m1 '^  ht_a ' | python3 -c 'import sys; print(sys.stdin.read().index("retires"))')]" \
+    "$(printf '%s\n' "$OUT" | columns retires)" "report: rows and retirement in one column on every line: $OUT"
+run_expect 0 "$V7FILL" partitions ht --list
+assert_eq "3 [$(printf '%s\n' "$OUT" | grep -m1 '^ht_a ' | python3 -c 'import sys; print(sys.stdin.read().index("2026-"))')]" \
+    "$(printf '%s\n' "$OUT" | columns 2026-)" "--list: bounds in one column on every line: $OUT"
