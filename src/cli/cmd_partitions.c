@@ -316,8 +316,8 @@ list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimePa
                 width = len;
         }
         for (size_t i = 0; i < t->npending; i++)
-            if ((int) strlen(t->pending[i].name) + 17 > width)
-                width = (int) strlen(t->pending[i].name) + 17;
+            if (text_width(t->pending[i].name) + 17 > width)
+                width = text_width(t->pending[i].name) + 17;
         printf("table        %s.%s\n", t->schema, t->name);
         printf("key          %s %s (%s)", t->key_column, t->key_type, t->partkeydef);
         if (t->key_kind == KEY_UUID7)
