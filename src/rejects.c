@@ -333,10 +333,11 @@ rejects_tail_is_own(Rejects *r, uint64_t size, const char *source, uint64_t afte
             tail_byte(&t, chunk[i]);
         at += (uint64_t) n;
     }
-    /* A row cut short (a crash mid-write) is the source's only once both
-     * fields said so. */
-    if (t.field != 0 || t.quoted)
-        t.own = t.own && t.row_checked;
+    /* A last row cut short (killed mid-write) is the source's when what
+     * there is of it fits: its source field so far a prefix of `source`. */
+    if (t.field == 0 && t.any)
+        t.own = t.own && t.text.len <= strlen(source) &&
+                memcmp(t.text.data, source, t.text.len) == 0;
     buf_free(&t.text);
     *own = t.own;
     return true;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -221,6 +222,23 @@ test_resume_cuts_only_its_own_rows(void **state)
     assert_int_equal(how, REJECTS_OTHER_FILE);
     assert_true(rejects_resume(r, "elsewhere.csv", "", committed, "b.csv", 1, &how, &err));
     assert_int_equal(how, REJECTS_OTHER_FILE);
+    /* a last row of the input cut short (killed mid-write): cut with the rest */
+    {
+        uint64_t before = rejects_size(r);
+        const char partial[] = "\"a.c";
+        int fd = open(path, O_WRONLY | O_APPEND);
+
+        assert_true(rejects_write(r, "a.csv", 50, "own", NULL, "g", 1, &err));
+        assert_true(rejects_sync(r, &err));
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, partial, sizeof partial - 1), (ssize_t) sizeof partial - 1);
+        close(fd);
+        rejects_close(r);
+        assert_true(rejects_open(path, &r, &err));
+        assert_true(rejects_resume(r, path, id, before, "a.csv", 40, &how, &err));
+        assert_int_equal(how, REJECTS_CUT);
+        assert_int_equal(rejects_size(r), before);
+    }
     /* shorter than recorded: nothing cut */
     assert_true(rejects_resume(r, path, id, rejects_size(r) + 100, "b.csv", 1, &how, &err));
     assert_int_equal(how, REJECTS_SHORTER);
