@@ -112,6 +112,7 @@ typedef struct Importer
     size_t ncols;
     int time_idx;
     int id_idx;
+    int unnamed_idx; /* the header's unnamed last column, neither ignored nor mapped; -1 */
     int time_target; /* created_at, given the event time when no input column of that
                         name stores it; -1: none */
     SrcrefTemplate *tmpl;
@@ -315,6 +316,7 @@ importer_map_columns(Importer *im, Err *err)
     im->ncols = ncols;
     im->time_idx = -1;
     im->id_idx = -1;
+    im->unnamed_idx = -1;
     im->time_target = -1;
 
     for (size_t m = 0; m < o->nmaps; m++)
@@ -370,6 +372,12 @@ importer_map_columns(Importer *im, Err *err)
         for (size_t m = 0; m < o->nmaps; m++)
             if (strcmp(o->maps[m].from, names[i]) == 0)
                 to = o->maps[m].to;
+        if (to == names[i] && i + 1 == ncols && source_csv_unnamed_last(im->src))
+        {
+            /* "a,b,c," in the header: rows must leave the column empty. */
+            im->unnamed_idx = (int) i;
+            continue;
+        }
         ti = catalog_column_index(t, to);
         if (ti < 0)
         {
@@ -502,6 +510,7 @@ reject_category(const char *reason)
     };
     static const char *const known[] = {
         "not a UUIDv7", "invalid UUID", "nil UUID", "invalid UTF-8", "NUL byte", "quote character",
+        "the header leaves unnamed",
     };
 
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
@@ -667,6 +676,16 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
     if (rec->error)
     {
         importer_client_reject(im, r, NULL, rec->error);
+        return true;
+    }
+    if (im->unnamed_idx >= 0 && rec->fields[im->unnamed_idx].len > 0)
+    {
+        char reason[200];
+        (void) snprintf(reason, sizeof reason,
+                        "a value in column %d, which the header leaves unnamed "
+                        "(--ignore-column c%d drops it, --map c%d=COLUMN keeps it)",
+                        im->unnamed_idx + 1, im->unnamed_idx + 1, im->unnamed_idx + 1);
+        importer_client_reject(im, r, NULL, reason);
         return true;
     }
     if (im->time_idx >= 0)

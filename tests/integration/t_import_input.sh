@@ -113,3 +113,13 @@ printf 'created_at,a,b,c\n2024-03-04T00:00:00Z,uq,y,z\n2024-03-04T00:00:01Z,"ope
 "$V7FILL" plan e uq.csv --no-progress >uq.out 2>uq.err && fail "plan of an unterminated quote: exit 0"
 assert_contains "$(cat uq.out)" "read=1 " "plan prints its report before the error"
 assert_contains "$(cat uq.err)" "unterminated quoted field" "plan names the error"
+
+# #13: a header ending in a delimiter: rows whose last field is empty land,
+# a row with a value there is one reject; --ignore-column c5 takes it too
+printf 'created_at,a,b,c,\n2024-03-05T00:00:00Z,td1,y,z,\n2024-03-05T00:00:01Z,td2,y,z,oops\n' >td.csv
+run_expect 0 "$V7FILL" import e td.csv --no-progress --rejects td.rej
+assert_eq 1 "$(q "SELECT count(*) FROM e WHERE a = 'td1'")" "trailing delimiter in the header: the row lands"
+assert_contains "$(cat td.rej)" '"td.csv",3,"a value in column 5, which the header leaves unnamed' "a value there: one reject"
+printf 'created_at,a,b,c,\n2024-03-05T00:00:02Z,td3,y,z,kept\n' >td2.csv
+run_expect 0 "$V7FILL" import e td2.csv --ignore-column c5 --no-progress --rejects td.rej
+assert_eq 1 "$(q "SELECT count(*) FROM e WHERE a = 'td3'")" "--ignore-column c5 drops the unnamed column"
