@@ -501,6 +501,29 @@ out:
 
 /* ---- per record ---------------------------------------------------------- */
 
+/* A record longer than this has its default reference hashed in pieces
+ * when only a prefix of the text is kept (importer_add_record). */
+#define REF_STREAM_MIN ((size_t) 1 << 20)
+/* The prefix kept: what the tracker's examples show, and a UTF-8 sequence. */
+#define REF_PREFIX_MAX (TRACKER_REF_MAX + 4)
+
+typedef struct RefStream
+{
+    IdKeyer *keyer;
+    Buf *prefix;
+} RefStream;
+
+static void
+ref_stream_piece(void *ctx, const char *data, size_t len)
+{
+    RefStream *rs = ctx;
+
+    id_keyer_hmac_add(rs->keyer, data, len);
+    if (len > 0 && rs->prefix->len < REF_PREFIX_MAX)
+        buf_append(rs->prefix, data,
+                   len < REF_PREFIX_MAX - rs->prefix->len ? len : REF_PREFIX_MAX - rs->prefix->len);
+}
+
 static const char *
 reject_category(const char *reason)
 {
@@ -706,20 +729,44 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
         have_time = true;
     }
 
-    /* Source reference → keyed hash: the lookup key and the id's random bits. */
+    /* Source reference → keyed hash: the lookup key and the id's random bits.
+     * Its text is read again only by the lookup (--keep-ref-text) and the
+     * late-rows file (a retention); otherwise the tracker's examples keep a
+     * prefix, and the default reference of a long record is hashed in
+     * pieces: a record of 50 MB is not copied twice more. */
+    bool ref_prefix = !im->o->keep_ref_text && im->st->retention_us == 0;
     buf_reset(&im->ref);
-    if (im->tmpl)
-        srcref_build(im->tmpl, rec->fields, rec->nfields, &im->ref);
+    if (ref_prefix && !im->tmpl && rec->raw_len > REF_STREAM_MIN)
+    {
+        RefStream rs = {im->keyer, &im->ref};
+
+        id_keyer_hmac_begin(im->keyer);
+        srcref_default_each(rec->fields, rec->nfields, ref_stream_piece, &rs);
+        if (!id_keyer_hmac_end(im->keyer, mac, err))
+            return false;
+        /* It ends in ',': never an ordered key. */
+        r->key_ordered = srcref_key(NULL, 0, mac, false, r->hash);
+    }
     else
-        srcref_default(rec->fields, rec->nfields, &im->ref);
-    if (!id_keyer_hmac(im->keyer, im->ref.data, im->ref.len, mac, err))
-        return false;
-    r->key_ordered =
-        srcref_key(im->ref.data, im->ref.len, mac, im->lookup_shape == LOOKUP_REF_KEY, r->hash);
+    {
+        if (im->tmpl)
+            srcref_build(im->tmpl, rec->fields, rec->nfields, &im->ref);
+        else
+            srcref_default(rec->fields, rec->nfields, &im->ref);
+        if (!id_keyer_hmac(im->keyer, im->ref.data, im->ref.len, mac, err))
+            return false;
+        r->key_ordered = srcref_key(im->ref.data, im->ref.len, mac,
+                                    im->lookup_shape == LOOKUP_REF_KEY, r->hash);
+    }
     for (int i = 0; i < 8; i++)
         bits = (bits << 8) | mac[REF_HASH_LEN + i];
-    r->ref_off = (uint32_t) batch_store(b, im->ref.data, im->ref.len);
-    r->ref_len = (uint32_t) im->ref.len;
+    {
+        size_t keep = im->ref.len;
+        if (ref_prefix && keep > REF_PREFIX_MAX)
+            keep = REF_PREFIX_MAX;
+        r->ref_off = (uint32_t) batch_store(b, im->ref.data, keep);
+        r->ref_len = (uint32_t) keep;
+    }
 
     bool keep_id = false;
     if (im->id_idx >= 0 && !(rec->fields[im->id_idx].is_null || rec->fields[im->id_idx].len == 0))
