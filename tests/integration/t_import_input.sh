@@ -129,8 +129,16 @@ assert_eq 1 "$(q "SELECT count(*) FROM e WHERE a = 'td3'")" "--ignore-column c5 
 # six times it
 python3 -c "
 f=open('wide.csv','w'); f.write('created_at,a,b,c\n2024-03-06T00:00:00Z,'+'w'*30000000+',b,c\n2024-03-06T00:00:01Z,small,b,c\n')"
-/usr/bin/time -f '%M' -o wide.rss "$V7FILL" -q import e wide.csv --batch-bytes 1MB --no-progress --rejects o.rej >/dev/null \
+# (peak RSS unless /usr/bin/time is missing or the binary carries a sanitizer)
+if [ -x /usr/bin/time ] && ! grep -q -e __asan_init -e __tsan_init "$V7FILL"; then
+    timed=(/usr/bin/time -f '%M' -o wide.rss)
+else
+    timed=()
+fi
+"${timed[@]}" "$V7FILL" -q import e wide.csv --batch-bytes 1MB --no-progress --rejects o.rej >/dev/null \
     || fail "the 30 MB field did not import"
 assert_eq 30000000 "$(q "SELECT length(a) FROM e WHERE created_at = '2024-03-06T00:00:00Z'")" "the 30 MB field is imported whole"
-rss_mb=$(( $(tail -n1 wide.rss) / 1024 ))
-[ "$rss_mb" -lt 150 ] || fail "a 30 MB record took $rss_mb MB of memory (at most 150 MB, 5x the record)"
+if [ -f wide.rss ]; then
+    rss_mb=$(( $(tail -n1 wide.rss) / 1024 ))
+    [ "$rss_mb" -lt 150 ] || fail "a 30 MB record took $rss_mb MB of memory (at most 150 MB, 5x the record)"
+fi
