@@ -32,6 +32,8 @@ struct IdKeyer
 {
     SHA256_CTX inner_base; /* state after absorbing key ^ ipad */
     SHA256_CTX outer_base; /* state after absorbing key ^ opad */
+    SHA256_CTX stream;     /* id_keyer_hmac_begin .. _end */
+    bool stream_ok;
 };
 
 static bool
@@ -137,6 +139,34 @@ id_keyer_hmac(IdKeyer *k, const void *ref, size_t ref_len, uint8_t out[32], Err 
     }
     work = k->inner_base;
     if (!SHA256_Update(&work, ref, ref_len) || !SHA256_Final(inner, &work))
+        return idbits_openssl_err(err, "HMAC");
+    work = k->outer_base;
+    if (!SHA256_Update(&work, inner, sizeof inner) || !SHA256_Final(out, &work))
+        return idbits_openssl_err(err, "HMAC");
+    return true;
+}
+
+void
+id_keyer_hmac_begin(IdKeyer *k)
+{
+    k->stream = k->inner_base;
+    k->stream_ok = true;
+}
+
+void
+id_keyer_hmac_add(IdKeyer *k, const void *data, size_t len)
+{
+    if (len > 0 && !SHA256_Update(&k->stream, data, len))
+        k->stream_ok = false;
+}
+
+bool
+id_keyer_hmac_end(IdKeyer *k, uint8_t out[32], Err *err)
+{
+    uint8_t inner[SHA256_LEN];
+    SHA256_CTX work;
+
+    if (!k->stream_ok || !SHA256_Final(inner, &k->stream))
         return idbits_openssl_err(err, "HMAC");
     work = k->outer_base;
     if (!SHA256_Update(&work, inner, sizeof inner) || !SHA256_Final(out, &work))

@@ -113,6 +113,7 @@ typedef struct Importer
     size_t ncols;
     int time_idx;
     int id_idx;
+    int unnamed_idx; /* the header's unnamed last column, neither ignored nor mapped; -1 */
     int time_target; /* created_at, given the event time when no input column of that
                         name stores it; -1: none */
     SrcrefTemplate *tmpl;
@@ -318,6 +319,7 @@ importer_map_columns(Importer *im, Err *err)
     im->ncols = ncols;
     im->time_idx = -1;
     im->id_idx = -1;
+    im->unnamed_idx = -1;
     im->time_target = -1;
 
     for (size_t m = 0; m < o->nmaps; m++)
@@ -373,6 +375,12 @@ importer_map_columns(Importer *im, Err *err)
         for (size_t m = 0; m < o->nmaps; m++)
             if (strcmp(o->maps[m].from, names[i]) == 0)
                 to = o->maps[m].to;
+        if (to == names[i] && i + 1 == ncols && source_csv_unnamed_last(im->src))
+        {
+            /* "a,b,c," in the header: rows must leave the column empty. */
+            im->unnamed_idx = (int) i;
+            continue;
+        }
         ti = catalog_column_index(t, to);
         if (ti < 0)
         {
@@ -496,6 +504,29 @@ out:
 
 /* ---- per record ---------------------------------------------------------- */
 
+/* A record longer than this has its default reference hashed in pieces
+ * when only a prefix of the text is kept (importer_add_record). */
+#define REF_STREAM_MIN ((size_t) 1 << 20)
+/* The prefix kept: what the tracker's examples show, and a UTF-8 sequence. */
+#define REF_PREFIX_MAX (TRACKER_REF_MAX + 4)
+
+typedef struct RefStream
+{
+    IdKeyer *keyer;
+    Buf *prefix;
+} RefStream;
+
+static void
+ref_stream_piece(void *ctx, const char *data, size_t len)
+{
+    RefStream *rs = ctx;
+
+    id_keyer_hmac_add(rs->keyer, data, len);
+    if (len > 0 && rs->prefix->len < REF_PREFIX_MAX)
+        buf_append(rs->prefix, data,
+                   len < REF_PREFIX_MAX - rs->prefix->len ? len : REF_PREFIX_MAX - rs->prefix->len);
+}
+
 static const char *
 reject_category(const char *reason)
 {
@@ -505,6 +536,7 @@ reject_category(const char *reason)
     };
     static const char *const known[] = {
         "not a UUIDv7", "invalid UUID", "nil UUID", "invalid UTF-8", "NUL byte", "quote character",
+        "the header leaves unnamed",
     };
 
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
@@ -683,6 +715,16 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
         importer_client_reject(im, r, NULL, rec->error);
         return true;
     }
+    if (im->unnamed_idx >= 0 && rec->fields[im->unnamed_idx].len > 0)
+    {
+        char reason[200];
+        (void) snprintf(reason, sizeof reason,
+                        "a value in column %d, which the header leaves unnamed "
+                        "(--ignore-column c%d drops it, --map c%d=COLUMN keeps it)",
+                        im->unnamed_idx + 1, im->unnamed_idx + 1, im->unnamed_idx + 1);
+        importer_client_reject(im, r, NULL, reason);
+        return true;
+    }
     if (im->time_idx >= 0)
     {
         const Field *f = &rec->fields[im->time_idx];
@@ -701,20 +743,44 @@ importer_add_record(Importer *im, const Record *rec, Err *err)
         have_time = true;
     }
 
-    /* Source reference → keyed hash: the lookup key and the id's random bits. */
+    /* Source reference → keyed hash: the lookup key and the id's random bits.
+     * Its text is read again only by the lookup (--keep-ref-text) and the
+     * late-rows file (a retention); otherwise the tracker's examples keep a
+     * prefix, and the default reference of a long record is hashed in
+     * pieces: a record of 50 MB is not copied twice more. */
+    bool ref_prefix = !im->o->keep_ref_text && im->st->retention_us == 0;
     buf_reset(&im->ref);
-    if (im->tmpl)
-        srcref_build(im->tmpl, rec->fields, rec->nfields, &im->ref);
+    if (ref_prefix && !im->tmpl && rec->raw_len > REF_STREAM_MIN)
+    {
+        RefStream rs = {im->keyer, &im->ref};
+
+        id_keyer_hmac_begin(im->keyer);
+        srcref_default_each(rec->fields, rec->nfields, ref_stream_piece, &rs);
+        if (!id_keyer_hmac_end(im->keyer, mac, err))
+            return false;
+        /* It ends in ',': never an ordered key. */
+        r->key_ordered = srcref_key(NULL, 0, mac, false, r->hash);
+    }
     else
-        srcref_default(rec->fields, rec->nfields, &im->ref);
-    if (!id_keyer_hmac(im->keyer, im->ref.data, im->ref.len, mac, err))
-        return false;
-    r->key_ordered =
-        srcref_key(im->ref.data, im->ref.len, mac, im->lookup_shape == LOOKUP_REF_KEY, r->hash);
+    {
+        if (im->tmpl)
+            srcref_build(im->tmpl, rec->fields, rec->nfields, &im->ref);
+        else
+            srcref_default(rec->fields, rec->nfields, &im->ref);
+        if (!id_keyer_hmac(im->keyer, im->ref.data, im->ref.len, mac, err))
+            return false;
+        r->key_ordered = srcref_key(im->ref.data, im->ref.len, mac,
+                                    im->lookup_shape == LOOKUP_REF_KEY, r->hash);
+    }
     for (int i = 0; i < 8; i++)
         bits = (bits << 8) | mac[REF_HASH_LEN + i];
-    r->ref_off = (uint32_t) batch_store(b, im->ref.data, im->ref.len);
-    r->ref_len = (uint32_t) im->ref.len;
+    {
+        size_t keep = im->ref.len;
+        if (ref_prefix && keep > REF_PREFIX_MAX)
+            keep = REF_PREFIX_MAX;
+        r->ref_off = (uint32_t) batch_store(b, im->ref.data, keep);
+        r->ref_len = (uint32_t) keep;
+    }
 
     bool keep_id = false;
     if (im->id_idx >= 0 && !(rec->fields[im->id_idx].is_null || rec->fields[im->id_idx].len == 0))

@@ -194,6 +194,7 @@ typedef struct CsvSource
     char *colnames;
     size_t ncolumns;
     size_t expected; /* fields per record; 0 until known */
+    bool unnamed_last; /* the header ends in a delimiter: its last column is "cN" */
 
     /* no-header mode reads the first record at open to name the columns */
     bool pending;
@@ -1238,14 +1239,14 @@ columns_set(CsvSource *s, const Field *fields, size_t n, bool generated)
     char *names;
 
     for (size_t i = 0; i < n; i++)
-        bytes += generated ? 24 : fields[i].len + 1;
+        bytes += generated || fields[i].is_null ? 24 : fields[i].len + 1;
     s->columns = xmalloc((n + 1) * sizeof *s->columns);
     names = xmalloc(bytes ? bytes : 1);
     s->colnames = names;
     for (size_t i = 0; i < n; i++)
     {
         s->columns[i] = names;
-        if (generated)
+        if (generated || fields[i].is_null) /* no header, or its unnamed last column */
             names += snprintf(names, 24, "c%zu", i + 1) + 1;
         else
         {
@@ -1262,6 +1263,7 @@ static bool
 header_check(CsvSource *s, const Record *rec, Err *err)
 {
     NameRef *refs;
+    char unnamed[24];
     bool ok = true;
 
     if (rec->error != NULL)
@@ -1270,7 +1272,11 @@ header_check(CsvSource *s, const Record *rec, Err *err)
     if (s->nseen > CSV_MAX_COLUMNS)
         return err_set(err, EC_FORMAT, "%s:%" PRIu64 ": header has more than %d columns",
                        s->display, rec->line, CSV_MAX_COLUMNS);
-    for (size_t i = 0; i < rec->nfields; i++)
+    /* A header ending in a delimiter ("a,b,c,", common in exports) names its
+     * last column cN, as without a header; the pipeline rejects rows with a
+     * value there unless the column is ignored or mapped. */
+    s->unnamed_last = rec->nfields > 1 && rec->fields[rec->nfields - 1].is_null;
+    for (size_t i = 0; i < rec->nfields - (s->unnamed_last ? 1 : 0); i++)
     {
         const Field *f = &rec->fields[i];
         bool is_nul;
@@ -1284,12 +1290,18 @@ header_check(CsvSource *s, const Record *rec, Err *err)
                            "%s:%" PRIu64 ": column name %zu in header is not valid UTF-8 text",
                            s->display, rec->line, i + 1);
     }
-    /* Sorted copy: a header of many columns must not cost quadratic time. */
+    /* Sorted copy: a header of many columns must not cost quadratic time.
+     * The unnamed last column takes part under its name cN. */
     refs = xmalloc((rec->nfields ? rec->nfields : 1) * sizeof *refs);
     for (size_t i = 0; i < rec->nfields; i++)
     {
         refs[i].name = rec->fields[i].data;
         refs[i].index = i;
+    }
+    if (s->unnamed_last)
+    {
+        (void) snprintf(unnamed, sizeof unnamed, "c%zu", rec->nfields);
+        refs[rec->nfields - 1].name = unnamed;
     }
     qsort(refs, rec->nfields, sizeof *refs, nameref_cmp);
     for (size_t i = 1; i < rec->nfields; i++)
@@ -2159,6 +2171,12 @@ csv_close(Source *src)
     free(s->display);
     free(s->short_name);
     free(s);
+}
+
+bool
+source_csv_unnamed_last(const Source *src)
+{
+    return ((const CsvSource *) src)->unnamed_last;
 }
 
 static const SourceOps csv_ops = {

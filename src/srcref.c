@@ -4,6 +4,7 @@
 #include "v7fill/srcref.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -223,6 +224,27 @@ srcref_default(const Field *fields, size_t nfields, Buf *out)
     }
     out->len = (size_t) (p - out->data);
     out->data[out->len] = '\0';
+}
+
+void
+srcref_default_each(const Field *fields, size_t nfields, SrcrefPieceFn fn, void *ctx)
+{
+    for (size_t i = 0; i < nfields; i++)
+    {
+        const Field *f = &fields[i];
+        char head[24];
+        int n;
+
+        if (f->is_null)
+        {
+            fn(ctx, "N,", 2);
+            continue;
+        }
+        n = snprintf(head, sizeof head, "%zu:", f->len);
+        fn(ctx, head, (size_t) n);
+        fn(ctx, f->data, f->len);
+        fn(ctx, ",", 1);
+    }
 }
 
 bool

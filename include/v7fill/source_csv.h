@@ -29,6 +29,10 @@ void csv_options_default(CsvOptions *o);
  * either, ...) is EC_USAGE: the options are the user's flags. */
 V7FILL_MUST_CHECK bool csv_options_check(const CsvOptions *o, Err *err);
 
+/* Does the header end in a delimiter ("a,b,")?  Its last column, unnamed
+ * there, is then named cN (N = its position), as without a header. */
+bool source_csv_unnamed_last(const Source *src);
+
 /* Open `path` ("-" = stdin).  With header=false, columns are named c1..cN
  * after the first record.  A UTF-8 BOM at the start is skipped. */
 V7FILL_MUST_CHECK bool source_csv_open(const char *path, const CsvOptions *opts, Source **out,

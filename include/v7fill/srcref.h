@@ -51,6 +51,10 @@ void srcref_build(const SrcrefTemplate *t, const Field *fields, size_t nfields, 
 
 /* The default reference (see above) into `out` (reset first). */
 void srcref_default(const Field *fields, size_t nfields, Buf *out);
+/* The same text in pieces, in order, for a record too long to copy whole
+ * (fn may see data of length 0). */
+typedef void (*SrcrefPieceFn)(void *ctx, const char *data, size_t len);
+void srcref_default_each(const Field *fields, size_t nfields, SrcrefPieceFn fn, void *ctx);
 
 void srcref_template_free(SrcrefTemplate *t);
 

@@ -95,6 +95,11 @@ V7FILL_MUST_CHECK bool id_keyer_bits(IdKeyer *k, const void *ref, size_t ref_len
 /* The full 32-byte HMAC of `ref` (used as the lookup table's reference hash). */
 V7FILL_MUST_CHECK bool id_keyer_hmac(IdKeyer *k, const void *ref, size_t ref_len, uint8_t out[32],
                                      Err *err);
+/* The same HMAC over a reference given in pieces (begin, add..., end): a
+ * reference of many megabytes need not be assembled in memory. */
+void id_keyer_hmac_begin(IdKeyer *k);
+void id_keyer_hmac_add(IdKeyer *k, const void *data, size_t len);
+V7FILL_MUST_CHECK bool id_keyer_hmac_end(IdKeyer *k, uint8_t out[32], Err *err);
 
 typedef struct IdRandom IdRandom;
 

@@ -113,3 +113,32 @@ printf 'created_at,a,b,c\n2024-03-04T00:00:00Z,uq,y,z\n2024-03-04T00:00:01Z,"ope
 "$V7FILL" plan e uq.csv --no-progress >uq.out 2>uq.err && fail "plan of an unterminated quote: exit 0"
 assert_contains "$(cat uq.out)" "read=1 " "plan prints its report before the error"
 assert_contains "$(cat uq.err)" "unterminated quoted field" "plan names the error"
+
+# #13: a header ending in a delimiter: rows whose last field is empty land,
+# a row with a value there is one reject; --ignore-column c5 takes it too
+printf 'created_at,a,b,c,\n2024-03-05T00:00:00Z,td1,y,z,\n2024-03-05T00:00:01Z,td2,y,z,oops\n' >td.csv
+run_expect 0 "$V7FILL" import e td.csv --no-progress --rejects td.rej
+assert_eq 1 "$(q "SELECT count(*) FROM e WHERE a = 'td1'")" "trailing delimiter in the header: the row lands"
+assert_contains "$(cat td.rej)" '"td.csv",3,"a value in column 5, which the header leaves unnamed' "a value there: one reject"
+printf 'created_at,a,b,c,\n2024-03-05T00:00:02Z,td3,y,z,kept\n' >td2.csv
+run_expect 0 "$V7FILL" import e td2.csv --ignore-column c5 --no-progress --rejects td.rej
+assert_eq 1 "$(q "SELECT count(*) FROM e WHERE a = 'td3'")" "--ignore-column c5 drops the unnamed column"
+
+# #13: one 30 MB field with --batch-bytes 1MB: peak memory stays near a
+# small multiple of the record (window, fields, COPY line, raw copy), not
+# six times it
+python3 -c "
+f=open('wide.csv','w'); f.write('created_at,a,b,c\n2024-03-06T00:00:00Z,'+'w'*30000000+',b,c\n2024-03-06T00:00:01Z,small,b,c\n')"
+# (peak RSS unless /usr/bin/time is missing or the binary carries a sanitizer)
+if [ -x /usr/bin/time ] && ! grep -q -e __asan_init -e __tsan_init "$V7FILL"; then
+    timed=(/usr/bin/time -f '%M' -o wide.rss)
+else
+    timed=()
+fi
+"${timed[@]}" "$V7FILL" -q import e wide.csv --batch-bytes 1MB --no-progress --rejects o.rej >/dev/null \
+    || fail "the 30 MB field did not import"
+assert_eq 30000000 "$(q "SELECT length(a) FROM e WHERE created_at = '2024-03-06T00:00:00Z'")" "the 30 MB field is imported whole"
+if [ -f wide.rss ]; then
+    rss_mb=$(( $(tail -n1 wide.rss) / 1024 ))
+    [ "$rss_mb" -lt 150 ] || fail "a 30 MB record took $rss_mb MB of memory (at most 150 MB, 5x the record)"
+fi

@@ -907,6 +907,33 @@ test_duplicate_or_empty_header_names_are_errors(void **state)
     }
 }
 
+/* "a,b," (exports often end every line in a delimiter): the last column,
+ * unnamed, is c3; a header whose real name is c3 then has a duplicate. */
+static void
+test_header_ending_in_a_delimiter_names_its_last_column_cn(void **state)
+{
+    char *path = fixture_str("trail.csv", "a,b,\n1,2,\n");
+    char *dup = fixture_str("traildup.csv", "a,c3,\n1,2,\n");
+    Source *s = open_ok(path, NULL);
+    Err err = {0};
+    size_t n = 0;
+    const char *const *names = s->ops->columns(s, &n);
+    Record rec;
+    (void) state;
+
+    assert_int_equal(n, 3);
+    assert_string_equal(names[2], "c3");
+    assert_true(source_csv_unnamed_last(s));
+    next_ok(s, &rec);
+    assert_null(rec.error);
+    assert_sql_null(&rec, 2);
+    source_close(s);
+    assert_false(source_csv_open(dup, NULL, &s, &err));
+    assert_non_null(strstr(err.msg, "duplicate column name \"c3\""));
+    free(path);
+    free(dup);
+}
+
 static void
 test_without_header_columns_are_c1_to_cn_and_the_first_line_is_data(void **state)
 {
@@ -1804,6 +1831,7 @@ main(void)
         cmocka_unit_test(test_header_only_file_has_zero_records),
         cmocka_unit_test(test_empty_file_is_an_error_with_header_and_has_zero_records_without),
         cmocka_unit_test(test_duplicate_or_empty_header_names_are_errors),
+        cmocka_unit_test(test_header_ending_in_a_delimiter_names_its_last_column_cn),
         cmocka_unit_test(test_without_header_columns_are_c1_to_cn_and_the_first_line_is_data),
         cmocka_unit_test(test_zstd_input_gives_identical_records_to_plain_input),
         cmocka_unit_test(test_concatenated_zstd_frames_read_as_one_stream),

@@ -51,6 +51,35 @@ test_default_reference_has_the_documented_format(void **state)
 }
 
 static void
+append_piece(void *ctx, const char *data, size_t len)
+{
+    buf_append(ctx, data, len);
+}
+
+/* The pieces a long record's reference is hashed in make the same text. */
+static void
+test_default_reference_in_pieces_is_the_same_text(void **state)
+{
+    Field f[] = {text("abc"), text(""), null_field(), text("x,y"), text("0123456789")};
+    Buf whole;
+    Buf pieces;
+    (void) state;
+
+    buf_init(&whole);
+    buf_init(&pieces);
+    for (size_t n = 0; n <= 5; n++)
+    {
+        srcref_default(f, n, &whole);
+        buf_reset(&pieces);
+        srcref_default_each(f, n, append_piece, &pieces);
+        assert_int_equal(pieces.len, whole.len);
+        assert_memory_equal(pieces.data, whole.data, whole.len);
+    }
+    buf_free(&whole);
+    buf_free(&pieces);
+}
+
+static void
 test_default_reference_tells_null_from_empty_string(void **state)
 {
     Field with_null[] = {text("1"), null_field()};
@@ -382,6 +411,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_reference_has_the_documented_format),
+        cmocka_unit_test(test_default_reference_in_pieces_is_the_same_text),
         cmocka_unit_test(test_default_reference_tells_null_from_empty_string),
         cmocka_unit_test(test_default_reference_keeps_field_boundaries),
         cmocka_unit_test(test_default_reference_of_no_fields_is_empty),

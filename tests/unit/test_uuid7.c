@@ -319,6 +319,12 @@ test_keyed_hmac_matches_openssl_at_every_length(void **state)
         assert_non_null(HMAC(EVP_sha256(), key, sizeof key, msg, len, want, &want_len));
         assert_int_equal(want_len, 32);
         assert_memory_equal(mac, want, 32);
+        /* in pieces (one byte, then the rest in 3 uneven parts): the same */
+        id_keyer_hmac_begin(k);
+        for (size_t at = 0, step = 1; at < len; at += step, step = step * 3 + 2)
+            id_keyer_hmac_add(k, msg + at, step < len - at ? step : len - at);
+        assert_true(id_keyer_hmac_end(k, mac, &err));
+        assert_memory_equal(mac, want, 32);
     }
     id_keyer_free(k);
 }
