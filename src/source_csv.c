@@ -158,6 +158,8 @@ typedef struct CsvSource
     struct csv_parser csv;
     bool csv_ready;
     bool no_fast;           /* every line through libcsv (CsvOptions.libcsv_only) */
+    const char *const *repeat_ok; /* header names that may repeat (CsvOptions) */
+    size_t nrepeat_ok;
     size_t csv_blk;         /* the block size last given to libcsv */
     bool csv_builtin_space; /* libcsv's own space test is set (else csv_no_space) */
     QuoteState qstate; /* escape mode pre-pass state, persists across lines */
@@ -220,6 +222,8 @@ csv_options_default(CsvOptions *o)
     o->check_utf8 = true;
     o->max_record_bytes = CSV_DEFAULT_MAX_RECORD;
     o->libcsv_only = false;
+    o->repeat_ok = NULL;
+    o->nrepeat_ok = 0;
 }
 
 /* Every byte is data: libcsv would otherwise trim spaces and tabs around
@@ -1260,6 +1264,15 @@ columns_set(CsvSource *s, const Field *fields, size_t n, bool generated)
 }
 
 static bool
+repeat_allowed(const CsvSource *s, const char *name)
+{
+    for (size_t i = 0; i < s->nrepeat_ok; i++)
+        if (strcmp(s->repeat_ok[i], name) == 0)
+            return true;
+    return false;
+}
+
+static bool
 header_check(CsvSource *s, const Record *rec, Err *err)
 {
     NameRef *refs;
@@ -1305,7 +1318,7 @@ header_check(CsvSource *s, const Record *rec, Err *err)
     }
     qsort(refs, rec->nfields, sizeof *refs, nameref_cmp);
     for (size_t i = 1; i < rec->nfields; i++)
-        if (strcmp(refs[i - 1].name, refs[i].name) == 0)
+        if (strcmp(refs[i - 1].name, refs[i].name) == 0 && !repeat_allowed(s, refs[i].name))
         {
             char shown[256];
             ok = err_set(err, EC_FORMAT,
@@ -1313,6 +1326,9 @@ header_check(CsvSource *s, const Record *rec, Err *err)
                          "and %zu)",
                          s->display, rec->line, err_printable(refs[i].name, shown, sizeof shown),
                          refs[i - 1].index + 1, refs[i].index + 1);
+            err_hint(err, "--ignore-column %s skips every copy of it (unless it is the time "
+                          "column, the id column or named in --source-ref).",
+                     shown);
             break;
         }
     free(refs);
@@ -1828,6 +1844,8 @@ source_csv_open(const char *path, const CsvOptions *opts, Source **out, Err *err
     }
     s->check_utf8 = opts->check_utf8;
     s->no_fast = opts->libcsv_only;
+    s->repeat_ok = opts->repeat_ok;
+    s->nrepeat_ok = opts->nrepeat_ok;
     s->max_record = opts->max_record_bytes ? opts->max_record_bytes : CSV_DEFAULT_MAX_RECORD;
     buf_init(&s->tbuf);
 

@@ -22,6 +22,9 @@ typedef struct CsvOptions
     bool check_utf8;      /* reject records with invalid UTF-8 (default true) */
     size_t max_record_bytes; /* a longer record is an error (default 256 MiB) */
     bool libcsv_only;     /* no fast path: every line through libcsv (tests compare) */
+    const char *const *repeat_ok; /* header names that may repeat (the caller drops every
+                                     copy, as --ignore-column does); others must be unique */
+    size_t nrepeat_ok;
 } CsvOptions;
 
 void csv_options_default(CsvOptions *o);

@@ -40,7 +40,8 @@ import_usage(FILE *out, const char *cmd)
             "      --new-source-ref       import a file again under a --source-ref other than\n"
             "                             the one it was imported with (every row once more)\n"
             "      --map=CSVCOL=TARGETCOL write CSVCOL into TARGETCOL (repeatable)\n"
-            "      --ignore-column=COL    skip an input column the file has (repeatable)\n"
+            "      --ignore-column=COL    skip an input column the file has (repeatable; every\n"
+            "                             copy of a name the header repeats)\n"
             "      --header / --no-header first line names the columns (default: --header)\n"
             "      --delimiter=C          field delimiter (default ',')\n"
             "      --quote=C              quote character (default '\"')\n"
@@ -183,6 +184,23 @@ parse_max_rejects(const char *cmd, const char *value, ImportOptions *o, Err *err
     return true;
 }
 
+/* An ignored column's name may repeat in the header (every copy is skipped)
+ * unless the name also picks one column: the event time, the ids, or a
+ * placeholder of the --source-ref template. */
+static bool
+may_repeat(const ImportOptions *o, const char *name)
+{
+    const char *time_column = o->time_column ? o->time_column : "created_at";
+    size_t len = strlen(name);
+
+    if (strcmp(name, time_column) == 0 || (o->id_column && strcmp(name, o->id_column) == 0))
+        return false;
+    for (const char *p = o->source_ref; p && (p = strchr(p, '{')) != NULL; p++)
+        if (strncmp(p + 1, name, len) == 0 && p[1 + len] == '}')
+            return false;
+    return true;
+}
+
 /* Checks that need no database, before anything is read: a conflict
  * between options, a file that cannot be written at the end. */
 static bool
@@ -266,6 +284,7 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
     size_t nmaps = 0;
     const char **ignore = NULL;
     size_t nignore = 0;
+    const char **repeat_ok = NULL;
     const char *report_json = NULL;
     bool json = false;
     ImportStats st;
@@ -490,6 +509,11 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
     o.nmaps = nmaps;
     o.ignore = ignore;
     o.nignore = nignore;
+    repeat_ok = xcalloc(nignore ? nignore : 1, sizeof *repeat_ok);
+    for (size_t i = 0; i < nignore; i++)
+        if (may_repeat(&o, ignore[i]))
+            repeat_ok[o.csv.nrepeat_ok++] = ignore[i];
+    o.csv.repeat_ok = repeat_ok;
     if (json)
         o.progress = false;
     if (!import_check_options(cmd, &o, report_json, err))
@@ -541,6 +565,7 @@ out:
     pg_close(conn);
     free(maps);
     free(ignore);
+    free(repeat_ok);
     return status;
 }
 

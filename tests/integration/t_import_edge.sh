@@ -31,6 +31,22 @@ assert_contains "$OUT" "has no target column \"extra\"" "unknown column named"
 assert_contains "$OUT" "--ignore-column extra" "hint"
 run_expect 0 "$V7FILL" import e extra.csv --ignore-column extra --no-progress --rejects r2.csv
 
+# a name the header repeats: refused with a hint, unless --ignore-column
+# drops every copy of it (then the rows import, balanced); not for a name
+# that picks one column (time, id, --source-ref placeholder)
+printf 'created_at,v,note,note\n2026-07-05,dup,n1,n2\n2026-07-05,dup2,n3,n4\n' >dupname.csv
+run_expect 4 "$V7FILL" import e dupname.csv --no-progress --rejects rdup0.csv
+assert_contains "$OUT" 'duplicate column name "note" in header (columns 3 and 4)' "duplicate named"
+assert_contains "$OUT" "--ignore-column note" "hint names the way out"
+run_expect 0 "$V7FILL" import e dupname.csv --ignore-column note --no-progress --rejects rdup.csv --report-json dup.json
+balanced dup.json 2
+assert_eq "dup,dup2" "$(q "SELECT string_agg(v, ',' ORDER BY v) FROM e WHERE v LIKE 'dup%'")" "rows with an ignored repeated column imported"
+run_expect 4 "$V7FILL" import e dupname.csv --ignore-column note --source-ref 'x:{note}' --no-progress --rejects rdup1.csv
+assert_contains "$OUT" 'duplicate column name "note"' "a repeated name in --source-ref stays refused"
+printf 'created_at,v,created_at\n2026-07-05,dupt,2026-07-06\n' >duptime.csv
+run_expect 4 "$V7FILL" import e duptime.csv --ignore-column created_at --no-progress --rejects rdup2.csv
+assert_contains "$OUT" 'duplicate column name "created_at"' "a repeated time column stays refused"
+
 # the partition key cannot be written by accident
 printf 'id,created_at,v\n,2026-07-01,x\n' >idcol.csv
 run_expect 2 "$V7FILL" import e idcol.csv --no-progress
