@@ -14,18 +14,44 @@
 typedef struct GlobalOpts
 {
     const char *conninfo; /* -d/--dbname; NULL = libpq environment */
+    int verbose;          /* -v/--verbose, counted */
+    bool quiet;           /* -q/--quiet (wins over -v) */
 } GlobalOpts;
 
-/* A command: returns an exit status; fills err (and returns non-zero) on failure. */
-typedef int (*CommandFn)(int argc, char **argv, const GlobalOpts *g, Err *err);
+/* A command: returns an exit status; fills err (and returns non-zero) on failure.
+ * The global options may follow the command too, as in "v7fill import -v ..."
+ * (as pg_dump and psql take them): each command's getopt table lists them with
+ * CLI_GLOBAL_SHORTOPTS / CLI_GLOBAL_LONGOPTS and hands them to
+ * cli_global_option through CLI_GLOBAL_CASES (done: how the command ends
+ * after --version), so that a command's own option
+ * values are never mistaken for them.  No command has a short option of the
+ * same letter (d, v, q, V). */
+typedef int (*CommandFn)(int argc, char **argv, GlobalOpts *g, Err *err);
 
-int cmd_uuid(int argc, char **argv, const GlobalOpts *g, Err *err);
-int cmd_partitions(int argc, char **argv, const GlobalOpts *g, Err *err);
-int cmd_import(int argc, char **argv, const GlobalOpts *g, Err *err);
-int cmd_plan(int argc, char **argv, const GlobalOpts *g, Err *err);
-int cmd_report(int argc, char **argv, const GlobalOpts *g, Err *err);
-int cmd_retention(int argc, char **argv, const GlobalOpts *g, Err *err);
-int cmd_maintain(int argc, char **argv, const GlobalOpts *g, Err *err);
+#define CLI_GLOBAL_SHORTOPTS "d:vq"
+#define CLI_GLOBAL_LONGOPTS                                                                        \
+    {"dbname", required_argument, NULL, 'd'}, {"verbose", no_argument, NULL, 'v'},                 \
+        {"quiet", no_argument, NULL, 'q'}, {"version", no_argument, NULL, 'V'}
+#define CLI_GLOBAL_CASES(opt, g, done)                                                             \
+    case 'd':                                                                                      \
+    case 'v':                                                                                      \
+    case 'q':                                                                                      \
+    case 'V':                                                                                      \
+        if (cli_global_option((opt), optarg, (g)))                                                 \
+            done;                                                                                  \
+        break
+
+/* Apply a global option (getopt's c and optarg) to g and to the log level.
+ * True when the command is done (--version printed). */
+bool cli_global_option(int c, const char *arg, GlobalOpts *g);
+
+int cmd_uuid(int argc, char **argv, GlobalOpts *g, Err *err);
+int cmd_partitions(int argc, char **argv, GlobalOpts *g, Err *err);
+int cmd_import(int argc, char **argv, GlobalOpts *g, Err *err);
+int cmd_plan(int argc, char **argv, GlobalOpts *g, Err *err);
+int cmd_report(int argc, char **argv, GlobalOpts *g, Err *err);
+int cmd_retention(int argc, char **argv, GlobalOpts *g, Err *err);
+int cmd_maintain(int argc, char **argv, GlobalOpts *g, Err *err);
 
 /* Usage error: sets EC_USAGE with the message plus a hint to use --help; returns 2. */
 int cli_usage_error(Err *err, const char *command, const char *fmt, ...) V7FILL_PRINTF(3, 4);

@@ -237,7 +237,7 @@ import_check_options(const char *cmd, const ImportOptions *o, const char *report
 }
 
 static int
-import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
+import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
 {
     const char *cmd = plan ? "plan" : "import";
     static const struct option longopts[] = {
@@ -276,6 +276,7 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
         {"keep-expired", no_argument, NULL, OPT_KEEP_EXPIRED},
         {"new-source-ref", no_argument, NULL, OPT_NEW_SOURCE_REF},
         {"late-rows", required_argument, NULL, OPT_LATE_ROWS},
+        CLI_GLOBAL_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -296,7 +297,7 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
     import_options_default(&o);
     o.plan = plan;
     o.progress = log_current_level >= LOG_LEVEL_INFO;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+    while ((c = getopt_long(argc, argv, CLI_GLOBAL_SHORTOPTS "h", longopts, NULL)) != -1)
     {
         switch (c)
         {
@@ -489,6 +490,7 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
             case OPT_LATE_ROWS:
                 o.late_path = optarg;
                 break;
+            CLI_GLOBAL_CASES(c, g, goto out);
             case 'h':
                 import_usage(stdout, cmd);
                 goto out;
@@ -514,7 +516,7 @@ import_main(int argc, char **argv, const GlobalOpts *g, Err *err, bool plan)
         if (may_repeat(&o, ignore[i]))
             repeat_ok[o.csv.nrepeat_ok++] = ignore[i];
     o.csv.repeat_ok = repeat_ok;
-    if (json)
+    if (json || log_current_level < LOG_LEVEL_INFO) /* -q may follow the command */
         o.progress = false;
     if (!import_check_options(cmd, &o, report_json, err))
     {
@@ -570,13 +572,13 @@ out:
 }
 
 int
-cmd_import(int argc, char **argv, const GlobalOpts *g, Err *err)
+cmd_import(int argc, char **argv, GlobalOpts *g, Err *err)
 {
     return import_main(argc, argv, g, err, false);
 }
 
 int
-cmd_plan(int argc, char **argv, const GlobalOpts *g, Err *err)
+cmd_plan(int argc, char **argv, GlobalOpts *g, Err *err)
 {
     return import_main(argc, argv, g, err, true);
 }

@@ -74,7 +74,7 @@ print_event(void *arg, const MaintainEvent *ev)
 }
 
 int
-cmd_maintain(int argc, char **argv, const GlobalOpts *g, Err *err)
+cmd_maintain(int argc, char **argv, GlobalOpts *g, Err *err)
 {
     static const struct option longopts[] = {
         {"retention", required_argument, NULL, OPT_RETENTION},
@@ -88,6 +88,7 @@ cmd_maintain(int argc, char **argv, const GlobalOpts *g, Err *err)
         {"name-pattern", required_argument, NULL, OPT_PATTERN},
         {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
         {"now", required_argument, NULL, OPT_NOW},
+        CLI_GLOBAL_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -105,7 +106,7 @@ cmd_maintain(int argc, char **argv, const GlobalOpts *g, Err *err)
     int c;
 
     maintain_options_default(&o);
-    while ((c = getopt_long(argc, argv, "ng:h", longopts, NULL)) != -1)
+    while ((c = getopt_long(argc, argv, CLI_GLOBAL_SHORTOPTS "ng:h", longopts, NULL)) != -1)
     {
         switch (c)
         {
@@ -165,6 +166,7 @@ cmd_maintain(int argc, char **argv, const GlobalOpts *g, Err *err)
                     return 2;
                 }
                 break;
+            CLI_GLOBAL_CASES(c, g, return 0);
             case 'h':
                 maintain_usage(stdout);
                 return 0;

@@ -630,7 +630,7 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
 }
 
 int
-cmd_partitions(int argc, char **argv, const GlobalOpts *g, Err *err)
+cmd_partitions(int argc, char **argv, GlobalOpts *g, Err *err)
 {
     /* --maintain is `v7fill maintain` with the same options. */
     for (int i = 1; i < argc; i++)
@@ -667,6 +667,7 @@ cmd_partitions(int argc, char **argv, const GlobalOpts *g, Err *err)
         {"move-from-default", no_argument, NULL, OPT_MOVE},
         {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
         {"lock-retries", required_argument, NULL, OPT_LOCK_RETRIES},
+        CLI_GLOBAL_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -680,7 +681,7 @@ cmd_partitions(int argc, char **argv, const GlobalOpts *g, Err *err)
 
     memset(&po, 0, sizeof po);
     ensure_options_default(&po.ensure);
-    while ((opt = getopt_long(argc, argv, "lg:nh", longopts, NULL)) != -1)
+    while ((opt = getopt_long(argc, argv, CLI_GLOBAL_SHORTOPTS "lg:nh", longopts, NULL)) != -1)
     {
         switch (opt)
         {
@@ -731,6 +732,7 @@ cmd_partitions(int argc, char **argv, const GlobalOpts *g, Err *err)
                     return 2;
                 po.ensure.lock_retries = (int) v;
                 break;
+            CLI_GLOBAL_CASES(opt, g, return 0);
             case 'h':
                 partitions_usage(stdout);
                 return 0;

@@ -85,7 +85,7 @@ parse_since(const char *text, int64_t *out, Err *err)
 }
 
 int
-cmd_report(int argc, char **argv, const GlobalOpts *g, Err *err)
+cmd_report(int argc, char **argv, GlobalOpts *g, Err *err)
 {
     static const struct option longopts[] = {
         {"since", required_argument, NULL, OPT_SINCE},
@@ -94,6 +94,7 @@ cmd_report(int argc, char **argv, const GlobalOpts *g, Err *err)
         {"exact", no_argument, NULL, OPT_EXACT},
         {"json", no_argument, NULL, OPT_JSON},
         {"html", required_argument, NULL, OPT_HTML},
+        CLI_GLOBAL_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -106,7 +107,7 @@ cmd_report(int argc, char **argv, const GlobalOpts *g, Err *err)
     int c;
 
     memset(&o, 0, sizeof o);
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+    while ((c = getopt_long(argc, argv, CLI_GLOBAL_SHORTOPTS "h", longopts, NULL)) != -1)
     {
         switch (c)
         {
@@ -143,6 +144,7 @@ cmd_report(int argc, char **argv, const GlobalOpts *g, Err *err)
             case OPT_HTML:
                 html = optarg;
                 break;
+            CLI_GLOBAL_CASES(c, g, return 0);
             case 'h':
                 report_usage(stdout);
                 return 0;

@@ -3,6 +3,7 @@
  * keeps for a table (v7fill.retention), and where the one in force comes
  * from.
  */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -83,20 +84,35 @@ retention_show(PgConn *c, const TargetTable *t, Err *err)
 }
 
 int
-cmd_retention(int argc, char **argv, const GlobalOpts *g, Err *err)
+cmd_retention(int argc, char **argv, GlobalOpts *g, Err *err)
 {
+    static const struct option longopts[] = {
+        CLI_GLOBAL_LONGOPTS,
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
     const char *table;
     const char *action;
     TargetTable *t = NULL;
     PgConn *conn = NULL;
     int status = 0;
+    int c;
 
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+    while ((c = getopt_long(argc, argv, CLI_GLOBAL_SHORTOPTS "h", longopts, NULL)) != -1)
+    {
+        switch (c)
         {
-            retention_usage(stdout);
-            return 0;
+            CLI_GLOBAL_CASES(c, g, return 0);
+            case 'h':
+                retention_usage(stdout);
+                return 0;
+            default:
+                return cli_usage_error(err, "retention", "unknown or incomplete option");
         }
+    }
+    /* The operands, as argv[1..] (getopt moved them after the options). */
+    argc -= optind - 1;
+    argv += optind - 1;
     if (argc < 3)
         return cli_usage_error(err, "retention", "\"retention\" needs a TABLE and an action: set, "
                                                  "show or clear");

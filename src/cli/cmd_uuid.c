@@ -100,11 +100,12 @@ uuid_stdin(bool floor, bool bare, Err *err)
 }
 
 static int
-uuid_floor_or_time(int argc, char **argv, bool floor, Err *err)
+uuid_floor_or_time(int argc, char **argv, bool floor, GlobalOpts *g, Err *err)
 {
     static const struct option longopts[] = {
         {"bare", no_argument, NULL, 'b'},
         {"stdin", no_argument, NULL, 's'},
+        CLI_GLOBAL_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -114,7 +115,7 @@ uuid_floor_or_time(int argc, char **argv, bool floor, Err *err)
     char out[64];
     int c;
 
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+    while ((c = getopt_long(argc, argv, CLI_GLOBAL_SHORTOPTS "h", longopts, NULL)) != -1)
     {
         if (c == 'b' && floor)
             bare = true;
@@ -124,6 +125,11 @@ uuid_floor_or_time(int argc, char **argv, bool floor, Err *err)
         {
             uuid_usage(stdout);
             return 0;
+        }
+        else if (c == 'd' || c == 'v' || c == 'q' || c == 'V')
+        {
+            if (cli_global_option(c, optarg, g))
+                return 0;
         }
         else
             return cli_usage_error(err, "uuid", "unknown option for \"%s\"", sub);
@@ -152,11 +158,12 @@ now_us(void)
 }
 
 static int
-uuid_new_cmd(int argc, char **argv, Err *err)
+uuid_new_cmd(int argc, char **argv, GlobalOpts *g, Err *err)
 {
     static const struct option longopts[] = {
         {"at", required_argument, NULL, 'a'},
         {"count", required_argument, NULL, 'n'},
+        CLI_GLOBAL_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -169,7 +176,7 @@ uuid_new_cmd(int argc, char **argv, Err *err)
     int c;
     int status = 0;
 
-    while ((c = getopt_long(argc, argv, "n:h", longopts, NULL)) != -1)
+    while ((c = getopt_long(argc, argv, CLI_GLOBAL_SHORTOPTS "n:h", longopts, NULL)) != -1)
     {
         switch (c)
         {
@@ -180,6 +187,7 @@ uuid_new_cmd(int argc, char **argv, Err *err)
                 if (!cli_parse_long("uuid", "--count", optarg, 1, 100000000, &count, err))
                     return 2;
                 break;
+            CLI_GLOBAL_CASES(c, g, return 0);
             case 'h':
                 uuid_usage(stdout);
                 return 0;
@@ -218,9 +226,8 @@ uuid_new_cmd(int argc, char **argv, Err *err)
 }
 
 int
-cmd_uuid(int argc, char **argv, const GlobalOpts *g, Err *err)
+cmd_uuid(int argc, char **argv, GlobalOpts *g, Err *err)
 {
-    (void) g;
     if (argc < 2)
         return cli_usage_error(err, "uuid", "\"uuid\" needs a subcommand: floor, time or new");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
@@ -229,10 +236,10 @@ cmd_uuid(int argc, char **argv, const GlobalOpts *g, Err *err)
         return 0;
     }
     if (strcmp(argv[1], "floor") == 0)
-        return uuid_floor_or_time(argc - 1, argv + 1, true, err);
+        return uuid_floor_or_time(argc - 1, argv + 1, true, g, err);
     if (strcmp(argv[1], "time") == 0)
-        return uuid_floor_or_time(argc - 1, argv + 1, false, err);
+        return uuid_floor_or_time(argc - 1, argv + 1, false, g, err);
     if (strcmp(argv[1], "new") == 0)
-        return uuid_new_cmd(argc - 1, argv + 1, err);
+        return uuid_new_cmd(argc - 1, argv + 1, g, err);
     return cli_usage_error(err, "uuid", "unknown uuid subcommand \"%s\"", argv[1]);
 }

@@ -51,6 +51,7 @@ main_usage(FILE *out)
             "  -q, --quiet            only warnings and errors\n"
             "      --version          print the version and exit\n"
             "  -h, --help             this help; `v7fill COMMAND --help` for a command\n"
+            "These options may also follow the command (v7fill import -v ...).\n"
             "\n"
             "Exit status: 0 done; 1 I/O error; 2 usage; 3 configuration; 4 bad input;\n"
             "5 database error; 6 a limit was reached (--max-rejects); 70 internal error;\n"
@@ -135,39 +136,52 @@ cli_parse_size(const char *command, const char *opt, const char *value, uint64_t
     return true;
 }
 
+bool
+cli_global_option(int c, const char *arg, GlobalOpts *g)
+{
+    switch (c)
+    {
+        case 'd':
+            g->conninfo = arg;
+            break;
+        case 'v':
+            g->verbose++;
+            break;
+        case 'q':
+            g->quiet = true;
+            break;
+        case 'V':
+            printf("v7fill %s\n", V7FILL_VERSION);
+            return true;
+        default:
+            break;
+    }
+    if (g->quiet)
+        log_set_level(LOG_LEVEL_WARN);
+    else if (g->verbose == 1)
+        log_set_level(LOG_LEVEL_DETAIL);
+    else if (g->verbose > 1)
+        log_set_level(LOG_LEVEL_DEBUG);
+    return false;
+}
+
 int
 main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"dbname", required_argument, NULL, 'd'},
-        {"verbose", no_argument, NULL, 'v'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"version", no_argument, NULL, 'V'},
+        CLI_GLOBAL_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     GlobalOpts g = {0};
     Err err = {0};
-    int verbose = 0;
-    bool quiet = false;
     int c;
 
-    while ((c = getopt_long(argc, argv, "+d:vqh", longopts, NULL)) != -1)
+    while ((c = getopt_long(argc, argv, "+" CLI_GLOBAL_SHORTOPTS "h", longopts, NULL)) != -1)
     {
         switch (c)
         {
-            case 'd':
-                g.conninfo = optarg;
-                break;
-            case 'v':
-                verbose++;
-                break;
-            case 'q':
-                quiet = true;
-                break;
-            case 'V':
-                printf("v7fill %s\n", V7FILL_VERSION);
-                return 0;
+            CLI_GLOBAL_CASES(c, &g, return 0);
             case 'h':
                 main_usage(stdout);
                 return 0;
@@ -176,12 +190,6 @@ main(int argc, char **argv)
                 return cli_fail(&err);
         }
     }
-    if (quiet)
-        log_set_level(LOG_LEVEL_WARN);
-    else if (verbose == 1)
-        log_set_level(LOG_LEVEL_DETAIL);
-    else if (verbose > 1)
-        log_set_level(LOG_LEVEL_DEBUG);
 
     if (optind >= argc)
     {
