@@ -8,7 +8,7 @@
 #   make bench           benchmarks, each figure beside its baseline
 #   make fuzz            libFuzzer targets (clang), FUZZ_SECONDS each
 #   make valgrind        unit tests under valgrind memcheck (errors and leaks fail)
-#   make install PREFIX=/usr/local [DESTDIR=...]
+#   make install PREFIX=/usr/local [DESTDIR=...]  (binary, man page, SQL helpers, bash completion)
 #
 # `check` and `demo` first run contrib/install-deps.sh when a dependency is missing.
 
@@ -17,6 +17,7 @@ PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 MANDIR     ?= $(PREFIX)/share/man
 DATADIR    ?= $(PREFIX)/share/v7fill
+COMPLETIONSDIR ?= $(PREFIX)/share/bash-completion/completions
 VERSION    := 0.1.0
 
 ifeq ($(SAN),1)
@@ -61,7 +62,7 @@ UNIT_LDFLAGS_test_rejects := -Wl,--wrap=fsync
 BENCH_SRCS:= $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS:= $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all check check-real unit integration san tsan demo demo-real bench bench-real fuzz install clean deps
+.PHONY: all check check-real unit integration san tsan demo demo-real bench bench-real fuzz install install-completion clean deps
 
 all: $(BUILD)/libv7fill.a $(BUILD)/v7fill
 
@@ -192,11 +193,16 @@ valgrind: $(UNIT_BINS)
 	if [ -n "$$failed" ]; then echo "valgrind: failed:$$failed"; exit 1; fi; \
 	echo "valgrind: $(words $(UNIT_BINS)) unit test binaries clean"
 
-install: $(BUILD)/v7fill
+install: $(BUILD)/v7fill install-completion
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DATADIR)/sql
 	install -m 755 $(BUILD)/v7fill $(DESTDIR)$(BINDIR)/v7fill
 	install -m 644 docs/v7fill.1 $(DESTDIR)$(MANDIR)/man1/v7fill.1
 	install -m 644 contrib/sql/*.sql $(DESTDIR)$(DATADIR)/sql/
+
+# bash completion, loaded on demand by the bash-completion package
+install-completion:
+	install -d $(DESTDIR)$(COMPLETIONSDIR)
+	install -m 644 contrib/v7fill.bash-completion $(DESTDIR)$(COMPLETIONSDIR)/v7fill
 
 clean:
 	rm -rf build build-san build-fuzz

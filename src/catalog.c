@@ -1191,3 +1191,33 @@ catalog_estimate_rows(PgConn *c, const TargetTable *t, RowEstimate **out, size_t
     PQclear(res);
     return true;
 }
+
+static const char *const q_targets =
+    "SELECT c.oid::pg_catalog.regclass::text "
+    "  FROM pg_catalog.pg_class c "
+    "  JOIN pg_catalog.pg_partitioned_table p ON p.partrelid = c.oid "
+    "  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = p.partattrs[0] "
+    " WHERE c.relkind = 'p' AND NOT c.relispartition AND p.partstrat = 'r' "
+    "   AND p.partnatts = 1 "
+    "   AND a.atttypid IN ('pg_catalog.uuid'::pg_catalog.regtype, "
+    "                      'pg_catalog.timestamptz'::pg_catalog.regtype, "
+    "                      'pg_catalog.timestamp'::pg_catalog.regtype, "
+    "                      'pg_catalog.int8'::pg_catalog.regtype) "
+    " ORDER BY 1";
+
+bool
+catalog_list_targets(PgConn *c, char ***out, size_t *n, Err *err)
+{
+    PGresult *res;
+
+    *out = NULL;
+    *n = 0;
+    if (!pg_query(c, q_targets, 0, NULL, &res, err))
+        return false;
+    *n = (size_t) PQntuples(res);
+    *out = xcalloc(*n ? *n : 1, sizeof **out);
+    for (size_t i = 0; i < *n; i++)
+        (*out)[i] = xstrdup(PQgetvalue(res, (int) i, 0));
+    PQclear(res);
+    return true;
+}

@@ -112,6 +112,13 @@ V7FILL_MUST_CHECK bool catalog_load_target(PgConn *c, const char *table, TargetT
 V7FILL_MUST_CHECK bool catalog_refresh_partitions(PgConn *c, TargetTable *t, Err *err);
 void catalog_target_free(TargetTable *t);
 
+/* The tables catalog_load_target can take, as TABLE is typed (regclass text:
+ * schema-qualified when off the search_path, quoted when needed), in name
+ * order: RANGE-partitioned on one column of a supported key type, not
+ * themselves partitions.  For shell completion.  *out is an array of *n
+ * strings; free each and the array. */
+V7FILL_MUST_CHECK bool catalog_list_targets(PgConn *c, char ***out, size_t *n, Err *err);
+
 /* Column index by name, or -1. */
 int catalog_column_index(const TargetTable *t, const char *name);
 

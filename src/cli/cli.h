@@ -52,6 +52,8 @@ int cmd_plan(int argc, char **argv, GlobalOpts *g, Err *err);
 int cmd_report(int argc, char **argv, GlobalOpts *g, Err *err);
 int cmd_retention(int argc, char **argv, GlobalOpts *g, Err *err);
 int cmd_maintain(int argc, char **argv, GlobalOpts *g, Err *err);
+/* Hidden: the tables TABLE may name, one a line, for shell completion. */
+int cmd_complete_tables(int argc, char **argv, GlobalOpts *g, Err *err);
 
 /* Usage error: sets EC_USAGE with the message plus a hint to use --help; returns 2. */
 int cli_usage_error(Err *err, const char *command, const char *fmt, ...) V7FILL_PRINTF(3, 4);

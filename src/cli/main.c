@@ -28,6 +28,7 @@ static const Command commands[] = {
     {"report", cmd_report, "windows against the retention, delay of late rows, verdict"},
     {"retention", cmd_retention, "set, show or clear the retention v7fill keeps for a table"},
     {"maintain", cmd_maintain, "create windows ahead, retire windows past the retention"},
+    {"__complete-tables", cmd_complete_tables, NULL}, /* hidden: for the bash completion */
 };
 
 static void
@@ -41,7 +42,8 @@ main_usage(FILE *out)
             "\n"
             "Commands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+        if (commands[i].summary != NULL)
+            fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
     fprintf(out,
             "\n"
             "Options:\n"

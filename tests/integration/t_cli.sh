@@ -25,9 +25,10 @@ assert_not_contains "$OUT" "INFO:" "import -q logs no INFO lines"
 assert_contains "$OUT" "inserted       2" "import -q still prints its report"
 # a command option's value is never taken for a global option: --null -q
 # makes "-q" the NULL string, and the run is not quiet
-run_expect 0 "$V7FILL" import events in.csv --null -q --rejects r2.csv
+printf 'created_at,account_id,kind,note\n2026-01-07,3,nulltest,-q\n' >null.csv
+run_expect 0 "$V7FILL" import events null.csv --null -q --rejects r2.csv
 assert_contains "$OUT" "INFO:" "--null -q: -q was the value, not --quiet"
-assert_eq "t" "$(q "SELECT note IS NULL FROM events WHERE kind = 'a' ORDER BY id DESC LIMIT 1")" "--null -q: the field -q stored as NULL"
+assert_eq "t" "$(q "SELECT note IS NULL FROM events WHERE kind = 'nulltest'")" "--null -q: the field -q stored as NULL"
 # -v -v after the command: debug (every SQL statement)
 run_expect 0 "$V7FILL" plan events in.csv -v -v --rejects r3.csv
 assert_contains "$OUT" "DEBUG:" "plan -v -v logs SQL at debug level"
@@ -44,3 +45,54 @@ run_expect 0 "$V7FILL" uuid new -q -n 3
 assert_eq 3 "$(printf '%s\n' "$OUT" | wc -l)" "uuid new -q -n 3: three ids"
 run_expect 0 "$V7FILL" import --version
 assert_contains "$OUT" "v7fill " "--version after the command"
+
+# Bash completion (contrib/v7fill.bash-completion), as `make install` puts
+# it: sourced in a plain bash, the function called as bash calls it.
+inst=$T_TMP/inst
+env -u MAKEFLAGS -u MAKELEVEL make -s -C "$V7FILL_ROOT" install-completion DESTDIR="$inst" PREFIX=/usr/local
+comp=$inst/usr/local/share/bash-completion/completions/v7fill
+[ -f "$comp" ] || fail "make install-completion did not install $comp"
+assert_contains "$(env -u MAKEFLAGS -u MAKELEVEL make -s -n -C "$V7FILL_ROOT" install DESTDIR=/x PREFIX=/usr/local)" \
+    "/x/usr/local/share/bash-completion/completions/v7fill" "make install installs the completion"
+# complete WORD... (the last is the one being completed): the candidates, one a line
+complete_words() {
+    bash -c 'source "$1"; shift
+             [ "$(complete -p v7fill)" = "complete -F _v7fill v7fill" ] || exit 9
+             COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _v7fill
+             ((${#COMPREPLY[@]} == 0)) || printf "%s\n" "${COMPREPLY[@]}"' _ "$comp" "$@" | sort | tr '\n' ' '
+}
+assert_eq "import " "$(complete_words v7fill im)" "command"
+assert_eq "import " "$(complete_words v7fill -d x -v im)" "command after global options"
+assert_eq "floor new time " "$(complete_words v7fill uuid '')" "uuid subcommands"
+assert_eq "--time-column --time-format " "$(complete_words v7fill import -v --time-)" "import options after -v"
+assert_eq "--quiet --quiet-period " "$(complete_words v7fill maintain --qu)" "maintain's own and the global option"
+assert_eq "--quiet --quiet-period " "$(complete_words v7fill partitions events --maintain --qu)" "partitions --maintain takes maintain's options"
+assert_eq "month " "$(complete_words v7fill partitions events --granularity mo)" "--granularity values"
+assert_eq "epoch-ms epoch-s epoch-us " "$(complete_words v7fill import --time-format = epo)" "--time-format=VALUE"
+assert_eq "clear set show " "$(complete_words v7fill retention events '')" "retention actions"
+printf 'x\n' >events-2026.csv
+assert_eq "events-2026.csv " "$(complete_words v7fill import events events-)" "import: files after TABLE"
+# TABLE from the database through the hidden `v7fill __complete-tables` (no
+# psql): RANGE-partitioned targets only, quoted as TABLE is typed; -d given
+# on the line is used
+sqlf <<'SQL'
+CREATE TABLE evs_two (id uuid NOT NULL, created_at timestamptz NOT NULL) PARTITION BY RANGE (id);
+CREATE TABLE evs_list (id uuid NOT NULL) PARTITION BY LIST (id);
+CREATE TABLE evs_plain (id uuid NOT NULL);
+CREATE SCHEMA s2;
+CREATE TABLE s2."Mixed Case" (id uuid NOT NULL) PARTITION BY RANGE (id);
+SQL
+assert_eq "events evs_two " "$(complete_words "$V7FILL" report ev)" "report: partitioned tables by prefix"
+assert_eq 's2.\"Mixed\ Case\" ' "$(complete_words "$V7FILL" import s2)" "quoted name, escaped for the shell"
+assert_eq "events evs_two " "$(PGDATABASE=no_such_db complete_words "$V7FILL" -d "dbname=$db" maintain e)" "-d on the line picks the database"
+assert_eq "" "$(PGDATABASE=no_such_db complete_words "$V7FILL" maintain e)" "control: no such database, no names and no error text"
+run_expect 0 "$V7FILL" --help
+assert_not_contains "$OUT" "__complete" "the helper command is hidden from --help"
+# every long option a command's getopt table has is offered, and only those
+for src in import:cmd_import maintain:cmd_maintain partitions:cmd_partitions report:cmd_report; do
+    want=$( (grep -oE '\{"[a-z-]+", (no|required)_argument' "$V7FILL_ROOT/src/cli/${src#*:}.c" \
+        | sed -E 's/\{"([a-z-]+)".*/--\1/'; printf '%s\n' --dbname --verbose --quiet --version) | grep -vx -- --help | sort -u | tr '\n' ' ')
+    [ "${src%%:*}" = partitions ] && want=$(printf '%s\n' $want --maintain | sort -u | tr '\n' ' ')
+    got=$(complete_words v7fill "${src%%:*}" -- | tr ' ' '\n' | grep -vx -- --help | grep . | sort -u | tr '\n' ' ')
+    assert_eq "$want" "$got" "options of ${src%%:*} = its getopt table"
+done
