@@ -66,9 +66,32 @@ run_expect 3 "$V7FILL" import dp late.csv --no-progress --rejects late.rej
 assert_contains "$OUT" "held by partition public.$w, which is \"detach pending\"" "import names it"
 assert_not_contains "$OUT" "23514" "no row rejected as unroutable"
 
-# --- report does not count rows queries cannot see -----------------------------------------------
+# --- report does not count rows queries cannot see, and shows the partition apart ----------------
 run_expect 0 "$V7FILL" report dp --exact
-assert_not_contains "$OUT" "$w" "report: the pending partition is no window"
+echo "$OUT"
+assert_not_contains "$(grep -v '^  detach pending: ' <<<"$OUT")" "$w" "report: the pending partition is no window"
+fin="ALTER TABLE \"public\".\"dp\" DETACH PARTITION \"public\".\"$w\" FINALIZE"
+assert_contains "$OUT" "  detach pending: public.$w [$(mon -40), $(mon -39)): not a window; rows there are invisible to queries (1); finalize: $fin;" \
+    "report: the text shows it as detach pending, with its rows and the SQL"
+run_expect 0 "$V7FILL" report dp --exact --html report.html
+run_expect 0 "$V7FILL" report dp --exact --json
+assert_eq "$w|$(mon -40)T00:00:00.000Z|1|$fin" \
+    "$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); p=d["detach_pending"]; assert len(p) == 1; p=p[0]; print(p["name"], p["lower"], p["rows"], p["finalize_sql"], sep="|")' "$OUT")" \
+    "report --json: a detach_pending entry with its range, rows and the SQL"
+assert_not_contains "$(python3 -c 'import json,sys; print(" ".join(w["name"] for w in json.loads(sys.argv[1])["windows"]))' "$OUT")" "$w" \
+    "report --json: not among the windows"
+html=$(python3 - <<'PY'
+import html, re
+page = open("report.html", encoding="utf-8").read()
+for id_ in ("detach-pending-note", "detach-pending", "windows"):
+    m = re.search(r'<(\w+) id="%s"[^>]*>(.*?)</\1>' % id_, page, re.S)
+    print(id_ + ":", " ".join(html.unescape(re.sub(r"<[^>]+>", " ", m.group(2))).split()) if m else "")
+PY
+)
+echo "$html"
+assert_contains "$html" "1 partition is left \"detach pending\"" "report --html: a note says it is detach pending"
+assert_contains "$html" "public.$w $(mon -40) $(mon -39) 1 finalize: $fin;" "report --html: the partition, its range, rows and the SQL"
+assert_not_contains "$(grep '^windows:' <<<"$html")" "$w" "report --html: not among the windows"
 
 # --- following the hint restores the window ------------------------------------------------------
 bound=$(q "SELECT pg_get_expr(relpartbound, 0) FROM pg_class WHERE relname = '$w'")
