@@ -100,12 +100,16 @@ q "ALTER TABLE dp ATTACH PARTITION $w $bound" >/dev/null
 assert_eq 1 "$(q "SELECT count(*) FROM dp WHERE v = 'old'")" "its row is back"
 
 # --- past the cutoff: the dry run says it would finalize, the real run does -----------------------
-psql -X -q -c "BEGIN" -c "SELECT count(*) FROM dp" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null 2>&1 &
-bg=$!
-sleep 1
-psql -X -q -c "SET statement_timeout = '1s'" -c "ALTER TABLE dp DETACH PARTITION $w CONCURRENTLY" >/dev/null 2>&1 || true
-wait "$bg" || true
-assert_eq t "$(q "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = '$w'::regclass")" "test setup: pending again"
+# A DETACH ... CONCURRENTLY of partition $1 that a reader makes stop half-way.
+leave_pending() {
+    psql -X -q -c "BEGIN" -c "SELECT count(*) FROM dp" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null 2>&1 &
+    local bg=$!
+    sleep 1
+    psql -X -q -c "SET statement_timeout = '1s'" -c "ALTER TABLE dp DETACH PARTITION $1 CONCURRENTLY" >/dev/null 2>&1 || true
+    wait "$bg" || true
+    assert_eq t "$(q "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = '$1'::regclass")" "test setup: $1 detach pending"
+}
+leave_pending "$w"
 run_expect 0 "$V7FILL" maintain dp --retention 730d --ahead 0 --dry-run
 assert_contains "$OUT" "would detach $w" "dry run: retired"
 assert_contains "$OUT" "(finalize a DETACH CONCURRENTLY that had stopped half-way)" "dry run: by finalizing"
@@ -113,3 +117,15 @@ run_expect 0 "$V7FILL" maintain dp --retention 730d --ahead 0
 assert_contains "$OUT" "finalized a DETACH CONCURRENTLY" "real run finalizes"
 assert_contains "$OUT" "dropped public.$w" "and drops"
 assert_eq 0 "$(q "SELECT count(*) FROM pg_class WHERE relname = '$w'")" "gone"
+
+# --- a pending partition in a window ahead: maintain reports it once, not from both the windows
+# --- ahead and its pending check ---------------------------------------------------------------
+run_expect 0 "$V7FILL" partitions dp --from "$(mon 1)" --to "$(mon 2)"
+a=$(date -u -d "$m0 +1 months" +dp__%Y_%m)
+leave_pending "$a"
+for dry in --dry-run ""; do
+    run_expect 3 "$V7FILL" maintain dp --ahead 2 $dry
+    echo "$OUT"
+    assert_eq 1 "$(grep -c "^ISSUE:.*$a" <<<"$OUT")" "maintain $dry: the pending partition ahead is reported once"
+    assert_contains "$OUT" "issues=1" "maintain $dry: counted once"
+done
