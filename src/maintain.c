@@ -158,6 +158,10 @@ typedef struct Ctx
     char qparent[600];
     char retention[48];
     char quiet[48];
+    /* The detach-pending partition the windows ahead stopped at (reported
+     * then, so not again by report_pending); "" when none. */
+    char held_by[128];
+    Window held_window;
 } Ctx;
 
 static void
@@ -219,8 +223,13 @@ issue(Ctx *x, const Err *e)
 static void
 on_window(void *arg, const WindowReport *w)
 {
-    const Ctx *x = arg;
+    Ctx *x = arg;
 
+    if (w->action == WINDOW_ISSUE && w->held_by != NULL)
+    {
+        (void) snprintf(x->held_by, sizeof x->held_by, "%s", w->held_by);
+        x->held_window = w->window;
+    }
     if (w->action != WINDOW_CREATED && w->action != WINDOW_GAPS_FILLED)
         return;
     for (size_t i = 0; i < w->npieces; i++)
@@ -707,7 +716,18 @@ past_cutoff(const Ctx *x, const Partition *p)
 /* Partitions left "detach pending" whose window is not past the cutoff:
  * queries do not see their rows, rows for their window have no partition,
  * and nothing retires them.  Each is an issue saying how to settle it (the
- * ones past the cutoff are finalized by retire). */
+ * ones past the cutoff are finalized by retire), once: the one the windows
+ * ahead stopped at has been reported by ensure_ahead already. */
+/* p is the partition ensure_ahead reported holding a window ahead.  Two
+ * detach-pending partitions of one table never overlap (PostgreSQL refuses
+ * it), so its name and the window tell it. */
+static bool
+held_ahead(const Ctx *x, const Partition *p)
+{
+    return strcmp(p->name, x->held_by) == 0 && p->lower_us < x->held_window.upper_us &&
+           x->held_window.lower_us < p->upper_us;
+}
+
 static void
 report_pending(Ctx *x)
 {
@@ -718,7 +738,7 @@ report_pending(Ctx *x)
         char *qchild;
         Err e = {0};
 
-        if (past_cutoff(x, p))
+        if (past_cutoff(x, p) || held_ahead(x, p))
             continue;
         label(p->name, p->lower_us, p->upper_us, l, sizeof l);
         qchild = pg_qualified(x->conn, p->schema, p->name);

@@ -53,6 +53,14 @@ report_free(Report *r)
         free(r->windows[i].name);
     }
     free(r->windows);
+    for (size_t i = 0; i < r->npending; i++)
+    {
+        free(r->pending[i].schema);
+        free(r->pending[i].name);
+        free(r->pending[i].finalize_sql);
+        free(r->pending[i].attach_sql);
+    }
+    free(r->pending);
     free(r->schema);
     free(r->table);
     free(r->default_name);
@@ -112,6 +120,64 @@ window_judge(Report *r, ReportWindow *w)
         w->state = WSTATE_LIVE;
 }
 
+/* The rows of p: counted (exact), else from the estimates; *rows < 0 unknown. */
+static bool
+partition_rows(PgConn *c, const Partition *p, bool exact, const RowEstimate *est, size_t nest,
+               double *rows, bool *rows_exact, Err *err)
+{
+    *rows = -1;
+    *rows_exact = false;
+    if (exact)
+    {
+        *rows_exact = true;
+        return count_rows(c, p->schema, p->name, rows, err);
+    }
+    for (size_t k = 0; k < nest; k++)
+        if (est[k].oid == p->oid)
+        {
+            *rows = est[k].rows;
+            *rows_exact = est[k].exact;
+        }
+    return true;
+}
+
+/* Partitions left "detach pending": shown apart, with the SQL that settles
+ * each (finalize; then drop it, or attach it again to restore its rows). */
+static bool
+gather_pending(PgConn *c, const TargetTable *t, Report *r, bool exact, const RowEstimate *est,
+               size_t nest, Err *err)
+{
+    char *qparent;
+
+    if (t->npending == 0)
+        return true;
+    qparent = pg_qualified(c, t->schema, t->name);
+    r->pending = xcalloc(t->npending, sizeof *r->pending);
+    for (size_t i = 0; i < t->npending; i++)
+    {
+        const Partition *p = &t->pending[i];
+        ReportPending *rp = &r->pending[r->npending++];
+        char *qchild = pg_qualified(c, p->schema, p->name);
+
+        rp->schema = xstrdup(p->schema);
+        rp->name = xstrdup(p->name);
+        rp->lower_us = p->lower_us;
+        rp->upper_us = p->upper_us;
+        rp->finalize_sql = xasprintf("ALTER TABLE %s DETACH PARTITION %s FINALIZE", qparent,
+                                     qchild);
+        rp->attach_sql = xasprintf("ALTER TABLE %s ATTACH PARTITION %s %s", qparent, qchild,
+                                   p->bound_expr);
+        free(qchild);
+        if (!partition_rows(c, p, exact, est, nest, &rp->rows, &rp->rows_exact, err))
+        {
+            free(qparent);
+            return false;
+        }
+    }
+    free(qparent);
+    return true;
+}
+
 static bool
 gather_windows(PgConn *c, const TargetTable *t, Report *r, bool exact, Err *err)
 {
@@ -124,25 +190,14 @@ gather_windows(PgConn *c, const TargetTable *t, Report *r, bool exact, Err *err)
     for (size_t i = 0; i < t->npartitions; i++)
     {
         const Partition *p = &t->partitions[i];
-        double rows = -1;
-        bool rows_exact = false;
+        double rows;
+        bool rows_exact;
 
-        if (exact)
+        if (!partition_rows(c, p, exact, est, nest, &rows, &rows_exact, err))
         {
-            if (!count_rows(c, p->schema, p->name, &rows, err))
-            {
-                free(est);
-                return false;
-            }
-            rows_exact = true;
+            free(est);
+            return false;
         }
-        else
-            for (size_t k = 0; k < nest; k++)
-                if (est[k].oid == p->oid)
-                {
-                    rows = est[k].rows;
-                    rows_exact = est[k].exact;
-                }
         if (p->is_default)
         {
             r->has_default = true;
@@ -161,6 +216,11 @@ gather_windows(PgConn *c, const TargetTable *t, Report *r, bool exact, Err *err)
             w->rows_exact = rows_exact;
             window_judge(r, w);
         }
+    }
+    if (!gather_pending(c, t, r, exact, est, nest, err))
+    {
+        free(est);
+        return false;
     }
     free(est);
     return true;
@@ -602,6 +662,22 @@ print_windows(FILE *out, const Report *r)
         report_fmt_count(r->default_rows, rows, sizeof rows);
         fprintf(out, "  DEFAULT partition %s: %s rows (never retired)\n", r->default_name, rows);
     }
+    for (size_t i = 0; i < r->npending; i++)
+    {
+        const ReportPending *p = &r->pending[i];
+        char lower[32];
+        char upper[32];
+        char rows[32];
+
+        report_fmt_date(p->lower_us, "", lower, sizeof lower);
+        report_fmt_date(p->upper_us, "", upper, sizeof upper);
+        report_fmt_count(p->rows, rows, sizeof rows);
+        fprintf(out,
+                "  detach pending: %s.%s [%s, %s): not a window; rows there are invisible to "
+                "queries (%s%s); finalize: %s; then drop it, or restore its rows: %s\n",
+                p->schema, p->name, lower, upper, p->rows_exact || p->rows < 0 ? "" : "~", rows,
+                p->finalize_sql, p->attach_sql);
+    }
 }
 
 static void
@@ -806,6 +882,33 @@ jrows(double rows)
     return rows < 0 ? json_null() : json_integer((json_int_t) rows);
 }
 
+/* Partitions left "detach pending": not windows, each with the SQL that
+ * settles it. */
+static json_t *
+pending_json(const Report *r)
+{
+    json_t *arr = json_array();
+
+    for (size_t i = 0; i < r->npending; i++)
+    {
+        const ReportPending *p = &r->pending[i];
+        json_t *o = json_object();
+
+        json_object_set_new(o, "schema", json_string(p->schema));
+        json_object_set_new(o, "name", json_string(p->name));
+        json_object_set_new(o, "lower", jtime(p->lower_us));
+        json_object_set_new(o, "upper", jtime(p->upper_us));
+        json_object_set_new(o, "lower_us", jbound_us(p->lower_us));
+        json_object_set_new(o, "upper_us", jbound_us(p->upper_us));
+        json_object_set_new(o, "rows", jrows(p->rows));
+        json_object_set_new(o, "rows_exact", json_boolean(p->rows_exact));
+        json_object_set_new(o, "finalize_sql", json_string(p->finalize_sql));
+        json_object_set_new(o, "attach_sql", json_string(p->attach_sql));
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
 char *
 report_json(const Report *r)
 {
@@ -887,6 +990,7 @@ report_json(const Report *r)
     }
     json_object_set_new(root, "windows", windows);
     json_object_set_new(root, "near_cutoff_windows", near);
+    json_object_set_new(root, "detach_pending", pending_json(r));
     if (r->has_default)
     {
         json_t *d = json_object();

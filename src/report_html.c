@@ -785,6 +785,47 @@ windows_table(FILE *f, const Report *r)
     fputs("</table>\n", f);
 }
 
+/* Partitions left "detach pending": not windows; each with the SQL that
+ * settles it. */
+static void
+pending_table(FILE *f, const Report *r)
+{
+    if (r->npending == 0)
+        return;
+    fputs("<h2>Detach pending</h2>\n<p id=\"detach-pending-note\">", f);
+    escf(f,
+         "%zu partition%s left \"detach pending\" by a DETACH ... CONCURRENTLY that stopped "
+         "half-way: not a window, and not counted above.  PostgreSQL routes no row there and "
+         "queries do not see the rows there; no partition can be created for that range until "
+         "the detach is finalized.",
+         r->npending, r->npending == 1 ? " is" : "s are");
+    fputs("</p>\n<table id=\"detach-pending\"><tr><th>partition</th><th>from</th><th>to</th>"
+          "<th class=\"num\">rows (invisible to queries)</th><th>settle it</th></tr>\n",
+          f);
+    for (size_t i = 0; i < r->npending; i++)
+    {
+        const ReportPending *p = &r->pending[i];
+        char lo[32];
+        char up[32];
+        char rows[32];
+
+        report_fmt_date(p->lower_us, " UTC", lo, sizeof lo);
+        report_fmt_date(p->upper_us, " UTC", up, sizeof up);
+        report_fmt_count(p->rows, rows, sizeof rows);
+        fputs("<tr><td><code>", f);
+        escf(f, "%s.%s", p->schema, p->name);
+        fprintf(f,
+                "</code></td><td>%s</td><td>%s</td><td class=\"num\">%s%s</td>"
+                "<td>finalize: <code>",
+                lo, up, p->rows_exact || p->rows < 0 ? "" : "~", rows);
+        esc(f, p->finalize_sql);
+        fputs(";</code> then drop it, or restore its rows: <code>", f);
+        esc(f, p->attach_sql);
+        fputs(";</code></td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
 /* The JSON report as a data block; '<' becomes \u003c (only strings can hold
  * it), so neither "</script" nor "<!--" can appear inside. */
 static void
@@ -832,6 +873,7 @@ report_write_html(const Report *r, const char *path, Err *err)
     summary(f, r);
     fputs("<h2>Rows per window</h2>\n", f);
     windows_chart(f, r);
+    pending_table(f, r);
     fputs("<h2>Delay distribution</h2>\n", f);
     delay_chart(f, r);
     delay_table(f, r);

@@ -54,6 +54,20 @@ typedef struct ReportWindow
     uint64_t run_rows_at_insert; /* and rows whose class could not be judged again */
 } ReportWindow;
 
+/* A partition left "detach pending" (TargetTable.pending): no window, shown
+ * apart with the SQL that settles it. */
+typedef struct ReportPending
+{
+    char *schema;
+    char *name;
+    int64_t lower_us;        /* INT64_MIN = MINVALUE */
+    int64_t upper_us;        /* INT64_MAX = MAXVALUE */
+    double rows;             /* rows queries do not see; < 0 = unknown */
+    bool rows_exact;
+    char *finalize_sql;      /* ALTER TABLE parent DETACH PARTITION p FINALIZE */
+    char *attach_sql;        /* after it, to restore its rows: ATTACH PARTITION p FOR VALUES ... */
+} ReportPending;
+
 typedef struct Report
 {
     char *schema;
@@ -69,6 +83,8 @@ typedef struct Report
     bool exact;
     size_t nwindows;
     ReportWindow *windows;   /* by lower bound; the DEFAULT partition is not among them */
+    size_t npending;
+    ReportPending *pending;  /* detach-pending partitions, by lower bound; not among windows */
     bool has_default;
     char *default_name;
     double default_rows;     /* < 0 = unknown */

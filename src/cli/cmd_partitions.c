@@ -121,6 +121,18 @@ fmt_time(int64_t us, char *out, size_t size)
         civil_format_rfc3339(us, ct.usec % 1000 != 0, out, size);
 }
 
+/* Widen *w to hold `us` as fmt_time prints it (a bound inside a millisecond
+ * takes 27 characters). */
+static void
+fit_time(int64_t us, int *w)
+{
+    char text[48];
+
+    fmt_time(us, text, sizeof text);
+    if ((int) strlen(text) > *w)
+        *w = (int) strlen(text);
+}
+
 static json_t *
 json_time(int64_t us)
 {
@@ -307,6 +319,7 @@ list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimePa
 
     {
         int width = 9;
+        int timew = 24; /* the from and to columns: as wide as the widest bound */
         char a[48], b[48], rows[32];
 
         for (size_t i = 0; i < t->npartitions; i++)
@@ -318,6 +331,16 @@ list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimePa
         for (size_t i = 0; i < t->npending; i++)
             if (text_width(t->pending[i].name) + 17 > width)
                 width = text_width(t->pending[i].name) + 17;
+        for (size_t i = 0; i < nregular; i++)
+        {
+            fit_time(t->partitions[i].lower_us, &timew);
+            fit_time(t->partitions[i].upper_us, &timew);
+        }
+        for (size_t i = 0; i < t->npending; i++)
+        {
+            fit_time(t->pending[i].lower_us, &timew);
+            fit_time(t->pending[i].upper_us, &timew);
+        }
         printf("table        %s.%s\n", t->schema, t->name);
         printf("key          %s %s (%s)", t->key_column, t->key_type, t->partkeydef);
         if (t->key_kind == KEY_UUID7)
@@ -332,7 +355,7 @@ list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimePa
                o->ensure.window_tz ? o->ensure.window_tz : "");
         printf("owner        %s\n", t->owner);
         printf("tablespace   %s\n", t->tablespace ? t->tablespace : "(database default)");
-        printf("\n%-*s  %-24s  %-24s  %11s  %s\n", width, "partition", "from", "to",
+        printf("\n%-*s  %-*s  %-*s  %11s  %s\n", width, "partition", timew, "from", timew, "to",
                "rows (est.)", "window");
         for (size_t i = 0; i < nregular; i++)
         {
@@ -343,12 +366,12 @@ list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimePa
             fmt_time(p->upper_us, b, sizeof b);
             rows_text(rows_of(p, est, nest), rows, sizeof rows);
             text_pad(stdout, p->name, width, -1); /* by columns: names may be multibyte */
-            printf("  %-24s  %-24s  %11s  %s\n", a, b, rows, win ? win : "irregular");
+            printf("  %-*s  %-*s  %11s  %s\n", timew, a, timew, b, rows, win ? win : "irregular");
             if (i + 1 < nregular && p->upper_us < t->partitions[i + 1].lower_us)
             {
                 fmt_time(p->upper_us, a, sizeof a);
                 fmt_time(t->partitions[i + 1].lower_us, b, sizeof b);
-                printf("%-*s  %-24s  %-24s  %11s  %s\n", width, "(gap)", a, b, "", "");
+                printf("%-*s  %-*s  %-*s  %11s  %s\n", width, "(gap)", timew, a, timew, b, "", "");
                 ngaps++;
             }
         }
@@ -358,7 +381,7 @@ list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimePa
             (void) snprintf(label, sizeof label, "%s (DEFAULT)", def->name);
             rows_text(rows_of(def, est, nest), rows, sizeof rows);
             text_pad(stdout, label, width, -1);
-            printf("  %-24s  %-24s  %11s\n", "", "", rows);
+            printf("  %-*s  %-*s  %11s\n", timew, "", timew, "", rows);
         }
         for (size_t i = 0; i < t->npending; i++)
         {
@@ -369,7 +392,8 @@ list_partitions(PgConn *c, const TargetTable *t, const PartOpts *o, const TimePa
             fmt_time(p->lower_us, a, sizeof a);
             fmt_time(p->upper_us, b, sizeof b);
             text_pad(stdout, label, width, -1);
-            printf("  %-24s  %-24s  %11s  %s\n", a, b, "-", "not a window: finalize its detach");
+            printf("  %-*s  %-*s  %11s  %s\n", timew, a, timew, b, "-",
+                   "not a window: finalize its detach");
         }
         printf("partitions=%zu default=%d gaps=%d", nregular, def ? 1 : 0, ngaps);
         if (t->npending > 0)

@@ -49,6 +49,21 @@ run_expect 0 "$V7FILL" partitions ob --list
 assert_eq "$("$V7FILL" uuid time 019d0000-0000-7123-8000-000000000000)" "$(awk '$1 == "ob_a" {print $2}' <<<"$OUT")" "--list: exact lower bound"
 run_expect 0 "$V7FILL" partitions ob -g day --from 2026-03-18 --to 2026-03-19
 assert_contains "$OUT" "gaps_filled=1" "the gaps around a sub-millisecond partition"
+# bounds with microseconds (27 characters) keep the columns in line: "to" starts, and the row
+# count ends, at one display column on the header and every partition line
+run_expect 0 "$V7FILL" partitions ob --list
+echo "$OUT"
+assert_contains "$OUT" ".248072Z" "test setup: a bound printed with microseconds"
+cols=$(python3 - "$OUT" <<'PY'
+import re, sys
+lines = [l for l in sys.argv[1].splitlines() if l.startswith(("partition ", "ob_a ", "ob__"))]
+assert len(lines) == 4, lines
+toks = [[*re.finditer(r"\S+", l)] for l in lines]
+# the header's "rows (est.)" is two words
+print(" ".join(sorted({"%d/%d" % (t[2].start(), t[4 if i == 0 else 3].end()) for i, t in enumerate(toks)})))
+PY
+)
+assert_eq 1 "$(wc -w <<<"$cols")" "--list: \"to\" starts and rows end at one column on every line ($cols)"
 assert_eq "ob__2026_03_18_p1|019cfe3d-f800-7000-8000-000000000000|019d0000-0000-7123-8000-000000000000
 ob__2026_03_18_p2|019d0000-0001-7000-8000-000000000000|019d0364-5400-7000-8000-000000000000
 ob_a|019d0000-0000-7123-8000-000000000000|019d0000-0001-7000-8000-000000000000" \

@@ -66,9 +66,32 @@ run_expect 3 "$V7FILL" import dp late.csv --no-progress --rejects late.rej
 assert_contains "$OUT" "held by partition public.$w, which is \"detach pending\"" "import names it"
 assert_not_contains "$OUT" "23514" "no row rejected as unroutable"
 
-# --- report does not count rows queries cannot see -----------------------------------------------
+# --- report does not count rows queries cannot see, and shows the partition apart ----------------
 run_expect 0 "$V7FILL" report dp --exact
-assert_not_contains "$OUT" "$w" "report: the pending partition is no window"
+echo "$OUT"
+assert_not_contains "$(grep -v '^  detach pending: ' <<<"$OUT")" "$w" "report: the pending partition is no window"
+fin="ALTER TABLE \"public\".\"dp\" DETACH PARTITION \"public\".\"$w\" FINALIZE"
+assert_contains "$OUT" "  detach pending: public.$w [$(mon -40), $(mon -39)): not a window; rows there are invisible to queries (1); finalize: $fin;" \
+    "report: the text shows it as detach pending, with its rows and the SQL"
+run_expect 0 "$V7FILL" report dp --exact --html report.html
+run_expect 0 "$V7FILL" report dp --exact --json
+assert_eq "$w|$(mon -40)T00:00:00.000Z|1|$fin" \
+    "$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); p=d["detach_pending"]; assert len(p) == 1; p=p[0]; print(p["name"], p["lower"], p["rows"], p["finalize_sql"], sep="|")' "$OUT")" \
+    "report --json: a detach_pending entry with its range, rows and the SQL"
+assert_not_contains "$(python3 -c 'import json,sys; print(" ".join(w["name"] for w in json.loads(sys.argv[1])["windows"]))' "$OUT")" "$w" \
+    "report --json: not among the windows"
+html=$(python3 - <<'PY'
+import html, re
+page = open("report.html", encoding="utf-8").read()
+for id_ in ("detach-pending-note", "detach-pending", "windows"):
+    m = re.search(r'<(\w+) id="%s"[^>]*>(.*?)</\1>' % id_, page, re.S)
+    print(id_ + ":", " ".join(html.unescape(re.sub(r"<[^>]+>", " ", m.group(2))).split()) if m else "")
+PY
+)
+echo "$html"
+assert_contains "$html" "1 partition is left \"detach pending\"" "report --html: a note says it is detach pending"
+assert_contains "$html" "public.$w $(mon -40) $(mon -39) 1 finalize: $fin;" "report --html: the partition, its range, rows and the SQL"
+assert_not_contains "$(grep '^windows:' <<<"$html")" "$w" "report --html: not among the windows"
 
 # --- following the hint restores the window ------------------------------------------------------
 bound=$(q "SELECT pg_get_expr(relpartbound, 0) FROM pg_class WHERE relname = '$w'")
@@ -77,12 +100,16 @@ q "ALTER TABLE dp ATTACH PARTITION $w $bound" >/dev/null
 assert_eq 1 "$(q "SELECT count(*) FROM dp WHERE v = 'old'")" "its row is back"
 
 # --- past the cutoff: the dry run says it would finalize, the real run does -----------------------
-psql -X -q -c "BEGIN" -c "SELECT count(*) FROM dp" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null 2>&1 &
-bg=$!
-sleep 1
-psql -X -q -c "SET statement_timeout = '1s'" -c "ALTER TABLE dp DETACH PARTITION $w CONCURRENTLY" >/dev/null 2>&1 || true
-wait "$bg" || true
-assert_eq t "$(q "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = '$w'::regclass")" "test setup: pending again"
+# A DETACH ... CONCURRENTLY of partition $1 that a reader makes stop half-way.
+leave_pending() {
+    psql -X -q -c "BEGIN" -c "SELECT count(*) FROM dp" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null 2>&1 &
+    local bg=$!
+    sleep 1
+    psql -X -q -c "SET statement_timeout = '1s'" -c "ALTER TABLE dp DETACH PARTITION $1 CONCURRENTLY" >/dev/null 2>&1 || true
+    wait "$bg" || true
+    assert_eq t "$(q "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = '$1'::regclass")" "test setup: $1 detach pending"
+}
+leave_pending "$w"
 run_expect 0 "$V7FILL" maintain dp --retention 730d --ahead 0 --dry-run
 assert_contains "$OUT" "would detach $w" "dry run: retired"
 assert_contains "$OUT" "(finalize a DETACH CONCURRENTLY that had stopped half-way)" "dry run: by finalizing"
@@ -90,3 +117,15 @@ run_expect 0 "$V7FILL" maintain dp --retention 730d --ahead 0
 assert_contains "$OUT" "finalized a DETACH CONCURRENTLY" "real run finalizes"
 assert_contains "$OUT" "dropped public.$w" "and drops"
 assert_eq 0 "$(q "SELECT count(*) FROM pg_class WHERE relname = '$w'")" "gone"
+
+# --- a pending partition in a window ahead: maintain reports it once, not from both the windows
+# --- ahead and its pending check ---------------------------------------------------------------
+run_expect 0 "$V7FILL" partitions dp --from "$(mon 1)" --to "$(mon 2)"
+a=$(date -u -d "$m0 +1 months" +dp__%Y_%m)
+leave_pending "$a"
+for dry in --dry-run ""; do
+    run_expect 3 "$V7FILL" maintain dp --ahead 2 $dry
+    echo "$OUT"
+    assert_eq 1 "$(grep -c "^ISSUE:.*$a" <<<"$OUT")" "maintain $dry: the pending partition ahead is reported once"
+    assert_contains "$OUT" "issues=1" "maintain $dry: counted once"
+done
