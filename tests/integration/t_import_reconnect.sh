@@ -15,6 +15,13 @@ PY
 "$V7FILL" import r r.csv --batch-rows 500 --source-ref 'r:{n}' --rejects rej.csv --no-progress \
     --report-json r.json >run.out 2>&1 &
 pid=$!
+# Mid-import: the first batch has committed (a lost connection while setting up,
+# before any batch, is not retried: the rerun starts over).
+for i in $(seq 1 200); do
+    [ -n "$(q "SELECT to_regclass('v7fill.checkpoint')")" ] &&
+        [ "$(q "SELECT count(*) FROM v7fill.checkpoint")" -gt 0 ] && break
+    sleep 0.05
+done
 terminated=0
 for i in $(seq 1 50); do
     sleep 0.1
