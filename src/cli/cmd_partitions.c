@@ -19,6 +19,7 @@
 #include "v7fill/civil.h"
 #include "v7fill/mem.h"
 #include "v7fill/partitions.h"
+#include "v7fill/partman.h"
 #include "v7fill/pg.h"
 #include "v7fill/textwidth.h"
 #include "v7fill/timeparse.h"
@@ -81,8 +82,12 @@ partitions_usage(FILE *out)
             "                           (default 1h): a late row is arriving there right now\n"
             "  -h, --help               this help\n"
             "\n"
+            "A table pg_partman manages gets the partitions pg_partman would create: its\n"
+            "interval, its names (TABLE_p + datetime_string), midnight of the database's\n"
+            "TimeZone (or --window-tz), its template table's properties.\n"
+            "\n"
             "Exit status: 0 done; 2 usage; 3 unsupported table, a name clash, a table\n"
-            "pg_partman manages (it creates that table's partitions), or windows left\n"
+            "pg_partman manages in a way v7fill cannot follow, or windows left\n"
             "uncreated because the DEFAULT partition holds their rows (issues>0);\n"
             "5 database error (SQLSTATE shown).\n");
 }
@@ -546,11 +551,19 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
          * --window-tz Europe/Berlin --from 2026-03-01 starts at Berlin's
          * midnight, not at UTC's (which is still February 28 there). */
         TimeParser *zone = NULL;
-        bool parsed = o.window_tz ? time_parser_new_window(o.window_tz, &zone, err) &&
-                                        time_parse(zone, po->from, strlen(po->from), &from, err) &&
-                                        time_parse(zone, po->to, strlen(po->to), &to, err)
-                                  : time_parse_iso(po->from, &from, err) &&
-                                        time_parse_iso(po->to, &to, err);
+        PartmanFollow pf = {0};
+        Err ignored = {0};
+        const char *tz = o.window_tz;
+        bool parsed;
+
+        /* pg_partman's windows start at midnight of its zone: so do T1/T2 */
+        if (tz == NULL && partman_follow_read(c, t, NULL, &pf, &ignored) && pf.follows &&
+            pf.zone[0])
+            tz = pf.zone;
+        parsed = tz ? time_parser_new_window(tz, &zone, err) &&
+                          time_parse(zone, po->from, strlen(po->from), &from, err) &&
+                          time_parse(zone, po->to, strlen(po->to), &to, err)
+                    : time_parse_iso(po->from, &from, err) && time_parse_iso(po->to, &to, err);
 
         time_parser_free(zone);
         if (!parsed)
