@@ -1665,6 +1665,17 @@ refuse_partman(const Follow *f, const WindowPlan *plans, size_t n, Err *err)
     return false;
 }
 
+/* Planning failed: a window is missing (covered ones plan fine), and for a
+ * pg_partman set v7fill cannot follow that refusal is the one to give, not
+ * what planning by v7fill's own rules ran into.  Returns false. */
+static bool
+refuse_instead(const Follow *f, Err *err)
+{
+    if (f->refusal.code != EC_OK)
+        *err = f->refusal;
+    return false;
+}
+
 static bool
 run_plans(PgConn *c, TargetTable *t, const Planner *pl, const Follow *f, WindowPlan *plans,
           size_t n, const EnsureOptions *o, EnsureResult *res, Err *err)
@@ -1730,7 +1741,7 @@ partitions_ensure_range(PgConn *c, TargetTable *t, int64_t from_us, int64_t to_u
         return false;
     if (!planner_init(&pl, t, &o, err))
         return false;
-    ok = plan_range(&pl, from_us, to_us, &plans, &n, err) &&
+    ok = (plan_range(&pl, from_us, to_us, &plans, &n, err) || refuse_instead(&f, err)) &&
          run_plans(c, t, &pl, &f, plans, n, &o, res, err);
     window_plans_free(plans, n);
     planner_free(&pl);
@@ -1775,7 +1786,7 @@ partitions_ensure_times(PgConn *c, TargetTable *t, const int64_t *times, size_t 
         return false;
     if (!planner_init(&pl, t, &o, err))
         return false;
-    ok = plan_times(&pl, times + i, n - i, &plans, &np, err) &&
+    ok = (plan_times(&pl, times + i, n - i, &plans, &np, err) || refuse_instead(&f, err)) &&
          run_plans(c, t, &pl, &f, plans, np, &o, res, err);
     window_plans_free(plans, np);
     planner_free(&pl);

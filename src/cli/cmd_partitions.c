@@ -533,10 +533,30 @@ ahead_range(const TargetTable *t, const PartOpts *o, int64_t *from, int64_t *to,
     return ok;
 }
 
+/* pg_partman's windows (its granularity, midnight of its zone) for --list,
+ * --ahead and T1/T2 of a table it manages, unless --window-tz was given;
+ * ensure itself checks them and refuses what it cannot follow.  pf holds the
+ * zone's text. */
+static void
+partman_defaults(PgConn *c, const TargetTable *t, EnsureOptions *o, PartmanFollow *pf)
+{
+    Err ignored = {0};
+
+    memset(pf, 0, sizeof *pf);
+    if (o->window_tz || o->window_tz_given || !partman_follow_read(c, t, NULL, pf, &ignored) ||
+        !pf->follows)
+        return;
+    o->window_tz = pf->zone[0] ? pf->zone : NULL;
+    if (o->granularity == GRAN_AUTO)
+        o->granularity = pf->g;
+}
+
 static int
 run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
 {
     EnsureOptions o = po->ensure;
+    PartOpts pc = *po;
+    PartmanFollow pf;
     EnsureResult res = {0};
     RunOutput out = {po->json, o.dry_run, NULL};
     Buf ddl;
@@ -545,25 +565,19 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
     int status = 0;
     bool ok;
 
+    partman_defaults(c, t, &o, &pf);
+    pc.ensure = o;
     if (po->from)
     {
         /* Without an offset T1/T2 are dates and times of the windows' zone:
          * --window-tz Europe/Berlin --from 2026-03-01 starts at Berlin's
          * midnight, not at UTC's (which is still February 28 there). */
         TimeParser *zone = NULL;
-        PartmanFollow pf = {0};
-        Err ignored = {0};
-        const char *tz = o.window_tz;
-        bool parsed;
-
-        /* pg_partman's windows start at midnight of its zone: so do T1/T2 */
-        if (tz == NULL && partman_follow_read(c, t, NULL, &pf, &ignored) && pf.follows &&
-            pf.zone[0])
-            tz = pf.zone;
-        parsed = tz ? time_parser_new_window(tz, &zone, err) &&
-                          time_parse(zone, po->from, strlen(po->from), &from, err) &&
-                          time_parse(zone, po->to, strlen(po->to), &to, err)
-                    : time_parse_iso(po->from, &from, err) && time_parse_iso(po->to, &to, err);
+        bool parsed = o.window_tz ? time_parser_new_window(o.window_tz, &zone, err) &&
+                                        time_parse(zone, po->from, strlen(po->from), &from, err) &&
+                                        time_parse(zone, po->to, strlen(po->to), &to, err)
+                                  : time_parse_iso(po->from, &from, err) &&
+                                        time_parse_iso(po->to, &to, err);
 
         time_parser_free(zone);
         if (!parsed)
@@ -574,7 +588,7 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
         if (from >= to)
             return cli_usage_error(err, "partitions", "--from must be before --to");
     }
-    else if (!ahead_range(t, po, &from, &to, err))
+    else if (!ahead_range(t, &pc, &from, &to, err))
         return err_exit_status(err->code);
     if (!partitions_effective_granularity(t, &o, &g, err))
         return err_exit_status(err->code);
@@ -807,8 +821,10 @@ cmd_partitions(int argc, char **argv, GlobalOpts *g, Err *err)
     if (po.list)
     {
         TimeParser *zone = NULL;
+        PartmanFollow pf;
         Granularity gran;
 
+        partman_defaults(c, t, &po.ensure, &pf);
         if (!partitions_effective_granularity(t, &po.ensure, &gran, err) ||
             (po.ensure.window_tz && !time_parser_new_window(po.ensure.window_tz, &zone, err)))
             status = err_exit_status(err->code);

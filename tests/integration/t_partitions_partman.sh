@@ -89,5 +89,20 @@ assert_eq "FOR VALUES FROM ('2025-01-06 00:00:00+01') TO ('2025-01-13 00:00:00+0
 assert_eq 1 "$(q "SELECT count(*) FROM pg_class WHERE relname = 'pw_p2025w03'")" "ISO week name"
 run_expect 3 "$V7FILL" partitions pw --from 2025-02-03 --to 2025-02-10 --window-tz UTC
 assert_contains "$OUT" "not at the start of a week in UTC" "UTC windows next to Berlin's refused"
+run_expect 0 "$V7FILL" partitions pw --list
+assert_contains "$OUT" "granularity  week, windows in Europe/Berlin" "--list: pg_partman's windows"
+run_expect 0 "$V7FILL" partitions pw --ahead 6
+assert_contains "$OUT" "created      pw_p$(TZ=Europe/Berlin date -d '+6 weeks' +%Gw%V)" "--ahead: pg_partman's weeks"
 q "SELECT partman.run_maintenance()" >/dev/null || fail "partman.run_maintenance() fails after v7fill's weeks"
+
+# what v7fill cannot follow (hourly windows) is refused, saying why, when a window is missing
+sqlf <<'SQL'
+CREATE TABLE ph (ts timestamptz NOT NULL) PARTITION BY RANGE (ts);
+SELECT partman.create_parent('public.ph', 'ts', 'native', 'hourly');
+SQL
+before=$(children ph)
+run_expect 3 "$V7FILL" partitions ph --from 2025-01-01 --to 2025-01-02
+assert_contains "$OUT" "pg_partman manages public.ph in a way v7fill cannot follow: pg_partman's partition_interval \"01:00:00\"" "hourly refused"
+assert_contains "$OUT" "run_maintenance('public.ph')" "hint: run_maintenance"
+assert_eq "$before" "$(children ph)" "nothing created"
 echo "ok"
