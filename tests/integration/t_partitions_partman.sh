@@ -95,6 +95,19 @@ run_expect 0 "$V7FILL" partitions pw --ahead 6
 assert_contains "$OUT" "created      pw_p$(TZ=Europe/Berlin date -d '+6 weeks' +%Gw%V)" "--ahead: pg_partman's weeks"
 q "SELECT partman.run_maintenance()" >/dev/null || fail "partman.run_maintenance() fails after v7fill's weeks"
 
+# daily on a timestamp key (no zone), quarterly: pg_partman's names and windows
+sqlf <<'SQL'
+CREATE TABLE pd (ts timestamp NOT NULL) PARTITION BY RANGE (ts);
+SELECT partman.create_parent('public.pd', 'ts', 'native', 'daily');
+CREATE TABLE pq (ts timestamptz NOT NULL) PARTITION BY RANGE (ts);
+SELECT partman.create_parent('public.pq', 'ts', 'native', 'quarterly');
+SQL
+run_expect 0 "$V7FILL" partitions pd --from 2025-01-01 --to 2025-01-03
+assert_eq "FOR VALUES FROM ('2025-01-02 00:00:00') TO ('2025-01-03 00:00:00')" "$(bound pd_p2025_01_02)" "daily name and bounds"
+run_expect 0 "$V7FILL" partitions pq --from 2025-01-01 --to 2025-07-01
+assert_eq "FOR VALUES FROM ('2025-04-01 00:00:00+02') TO ('2025-07-01 00:00:00+02')" "$(bound pq_p2025q2)" "quarterly name and bounds"
+q "SELECT partman.run_maintenance()" >/dev/null || fail "partman.run_maintenance() fails after v7fill's days and quarters"
+
 # what v7fill cannot follow (hourly windows) is refused, saying why, when a window is missing
 sqlf <<'SQL'
 CREATE TABLE ph (ts timestamptz NOT NULL) PARTITION BY RANGE (ts);
