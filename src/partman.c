@@ -77,8 +77,8 @@ partman_naming(const char *interval, const char *datetime_string, const char *ta
                        interval);
     if (strcmp(datetime_string, nm->datetime_string) != 0)
         return err_set(err, EC_CONFIG, "pg_partman's datetime_string \"%s\" is not the one "
-                                       "create_parent() gives a %s interval (\"%s\"), which v7fill "
-                                       "follows",
+                                       "pg_partman 4.7's create_parent() gives a %s interval "
+                                       "(\"%s\"), which v7fill follows",
                        datetime_string, interval, nm->datetime_string);
     /* check_name_length(parent, suffix, true): 61 characters for the parent
      * and the suffix, plus "_p" */
