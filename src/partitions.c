@@ -38,6 +38,7 @@
 #include "v7fill/civil.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
+#include "v7fill/partman.h"
 #include "v7fill/retention.h"
 
 #define CHECK_NAME       "v7fill_window_bounds"
@@ -695,6 +696,7 @@ typedef enum StmtKind
     STMT_CREATE,
     STMT_OWNER,
     STMT_GRANT,
+    STMT_TEMPLATE,
     STMT_CHECK,
     STMT_MOVE,
     STMT_ATTACH,
@@ -716,7 +718,8 @@ piece_add(PieceSql *ps, StmtKind kind, char *sql)
 }
 
 static void
-piece_statements(PgConn *c, const TargetTable *t, const WindowPiece *pc, bool move, PieceSql *ps)
+piece_statements(PgConn *c, const TargetTable *t, const WindowPiece *pc, bool move,
+                 const EnsureOptions *o, PieceSql *ps)
 {
     char *qnew = pg_qualified(c, t->schema, pc->name);
     char *qparent = pg_qualified(c, t->schema, t->name);
@@ -748,6 +751,22 @@ piece_statements(PgConn *c, const TargetTable *t, const WindowPiece *pc, bool mo
         grants.v[i] = NULL;
     }
     strlist_free(&grants);
+    /* pg_partman's template (indexes the parent cannot have, storage
+     * options, UNLOGGED): its own function, before ATTACH as it calls it. */
+    if (o->partman_template)
+    {
+        char *fn = pg_qualified(c, o->partman_schema, "inherit_template_properties");
+        char *parent = sql_literal(c, o->partman_parent);
+        char *schema = sql_literal(c, t->schema);
+        char *name = sql_literal(c, pc->name);
+
+        piece_add(ps, STMT_TEMPLATE,
+                  xasprintf("SELECT %s(%s, %s, %s)", fn, parent, schema, name));
+        free(fn);
+        free(parent);
+        free(schema);
+        free(name);
+    }
     /* The same shape as the partition constraint PostgreSQL derives, so that
      * ATTACH proves it implied and skips the validation scan. */
     piece_add(ps, STMT_CHECK,
@@ -1094,6 +1113,10 @@ add_hint(Err *err, StmtKind kind, const TargetTable *t)
             err_hint(err, "Moving rows out of the DEFAULT partition needs SELECT and DELETE on it "
                           "and INSERT on the new partition.");
             break;
+        case STMT_TEMPLATE:
+            err_hint(err, "pg_partman's inherit_template_properties() copies its template table's "
+                          "properties; the role needs what pg_partman's maintenance has.");
+            break;
         case STMT_ATTACH:
         case STMT_CHECK:
         case STMT_DROP_CHECK:
@@ -1284,7 +1307,7 @@ try_window(PgConn *c, TargetTable *t, const Planner *pl, const Window *w,
         const char *params[1];
         PGresult *r;
 
-        piece_statements(c, t, pc, default_rows > 0, &ps);
+        piece_statements(c, t, pc, default_rows > 0, o, &ps);
         for (size_t k = 0; k < ps.sql.n; k++)
         {
             ddl_append(o, ps.sql.v[k]);
@@ -1547,7 +1570,7 @@ dry_window(PgConn *c, TargetTable *t, WindowPlan *plan, const EnsureOptions *o, 
         PieceSql ps;
         Partition p;
 
-        piece_statements(c, t, &plan->pieces[i], default_rows > 0, &ps);
+        piece_statements(c, t, &plan->pieces[i], default_rows > 0, o, &ps);
         for (size_t k = 0; k < ps.sql.n; k++)
             ddl_append(o, ps.sql.v[k]);
         strlist_free(&ps.sql);
@@ -1574,46 +1597,92 @@ dry_window(PgConn *c, TargetTable *t, WindowPlan *plan, const EnsureOptions *o, 
 
 /*
  * pg_partman creates the partitions of the tables in its part_config itself,
- * named <table>_p<date>; a partition of another name in its way makes
- * run_maintenance() fail for every partition set it manages.  So v7fill
- * creates none there (reading and reporting such tables is fine).  Asked only
- * when a window needs creating.
+ * named <table>_p<date>; a partition of another name or other bounds in its
+ * way makes run_maintenance() fail for every partition set it manages.  So
+ * for such a table v7fill creates what pg_partman would: its granularity,
+ * names, zone and template (partman.c).  A configuration v7fill cannot
+ * follow is refused, but only when a window needs creating: reading and
+ * covered ranges stay fine.
  */
-static bool
-refuse_partman(PgConn *c, const TargetTable *t, const WindowPlan *plans, size_t n, Err *err)
+typedef struct Follow
 {
-    PartmanInfo pm;
-    bool read;
+    PartmanFollow pf;
+    Err refusal; /* EC_OK, or why v7fill creates nothing for this table */
+} Follow;
+
+static bool
+follow_partman(PgConn *c, const TargetTable *t, EnsureOptions *o, Follow *f, Err *err)
+{
+    memset(f, 0, sizeof *f);
+    if (!partman_follow_read(c, t, o->window_tz ? o->window_tz : o->window_tz_given ? "UTC" : NULL,
+                             &f->pf, &f->refusal))
+    {
+        if (f->refusal.code == EC_CONFIG)
+            return true;
+        *err = f->refusal;
+        return false;
+    }
+    if (!f->pf.follows)
+        return true;
+    if (o->name_pattern && strcmp(o->name_pattern, f->pf.pattern) != 0)
+    {
+        err_set(err, EC_USAGE, "pg_partman manages %s.%s: its partitions are named as pg_partman "
+                               "names them, not by --name-pattern",
+                t->schema, t->name);
+        err_hint(err, "Leave out --name-pattern.");
+        return false;
+    }
+    if (o->granularity != GRAN_AUTO && o->granularity != f->pf.g)
+    {
+        err_set(err, EC_USAGE, "pg_partman manages %s.%s with %s windows, not %s", t->schema,
+                t->name, granularity_name(f->pf.g), granularity_name(o->granularity));
+        err_hint(err, "Leave out --granularity, or give --granularity %s.",
+                 granularity_name(f->pf.g));
+        return false;
+    }
+    o->granularity = f->pf.g;
+    o->name_pattern = f->pf.pattern;
+    o->window_tz = f->pf.zone[0] ? f->pf.zone : NULL;
+    o->window_tz_given = true;
+    o->partman_schema = f->pf.schema;
+    o->partman_parent = f->pf.parent;
+    o->partman_template = f->pf.has_template;
+    return true;
+}
+
+static bool
+refuse_partman(const Follow *f, const WindowPlan *plans, size_t n, Err *err)
+{
     size_t i;
 
+    if (f->refusal.code == EC_OK)
+        return true;
     for (i = 0; i < n && plans[i].npieces == 0; i++)
         ;
     if (i == n)
         return true;
-    read = retention_partman(c, t->schema, t->name, &pm, err);
-    if (!pm.manages)
-        return read;
-    err_clear(err);
-    err_set(err, EC_CONFIG, "pg_partman manages %s.%s: v7fill does not create its partitions",
-            t->schema, t->name);
-    err_detail(err, "%s.part_config (pg_partman %s) has a row for the table.  pg_partman names "
-                    "its partitions %s_p<date>; one made by v7fill under another name would make "
-                    "%s.run_maintenance() fail for every table it manages.  Nothing was created.",
-               pm.schema, pm.version, t->name, pm.schema);
-    err_hint(err, "Let pg_partman create them: SELECT %s.run_maintenance('%s.%s') (raise "
-                  "part_config.premake for more windows ahead), or %s.create_partition_time("
-                  "'%s.%s', ARRAY['2026-07-01'::timestamptz]) for the windows of given times.",
-             pm.schema, t->schema, t->name, pm.schema, t->schema, t->name);
+    *err = f->refusal;
+    return false;
+}
+
+/* Planning failed: a window is missing (covered ones plan fine), and for a
+ * pg_partman set v7fill cannot follow that refusal is the one to give, not
+ * what planning by v7fill's own rules ran into.  Returns false. */
+static bool
+refuse_instead(const Follow *f, Err *err)
+{
+    if (f->refusal.code != EC_OK)
+        *err = f->refusal;
     return false;
 }
 
 static bool
-run_plans(PgConn *c, TargetTable *t, const Planner *pl, WindowPlan *plans, size_t n,
-          const EnsureOptions *o, EnsureResult *res, Err *err)
+run_plans(PgConn *c, TargetTable *t, const Planner *pl, const Follow *f, WindowPlan *plans,
+          size_t n, const EnsureOptions *o, EnsureResult *res, Err *err)
 {
     bool stop = false;
 
-    if (!refuse_partman(c, t, plans, n, err) || !preflight_names(c, t, plans, n, err))
+    if (!refuse_partman(f, plans, n, err) || !preflight_names(c, t, plans, n, err))
         return false;
     for (size_t i = 0; i < n && !stop; i++)
     {
@@ -1661,17 +1730,19 @@ partitions_ensure_range(PgConn *c, TargetTable *t, int64_t from_us, int64_t to_u
 {
     EnsureOptions o;
     Planner pl;
+    Follow f;
     WindowPlan *plans = NULL;
     size_t n = 0;
     bool ok;
 
     options_normalise(opts, &o);
-    if (!check_no_transaction(c, err) || !catalog_refresh_partitions(c, t, err))
+    if (!check_no_transaction(c, err) || !catalog_refresh_partitions(c, t, err) ||
+        !follow_partman(c, t, &o, &f, err))
         return false;
     if (!planner_init(&pl, t, &o, err))
         return false;
-    ok = plan_range(&pl, from_us, to_us, &plans, &n, err) &&
-         run_plans(c, t, &pl, plans, n, &o, res, err);
+    ok = (plan_range(&pl, from_us, to_us, &plans, &n, err) || refuse_instead(&f, err)) &&
+         run_plans(c, t, &pl, &f, plans, n, &o, res, err);
     window_plans_free(plans, n);
     planner_free(&pl);
     return ok;
@@ -1683,6 +1754,7 @@ partitions_ensure_times(PgConn *c, TargetTable *t, const int64_t *times, size_t 
 {
     EnsureOptions o;
     Planner pl;
+    Follow f;
     WindowPlan *plans = NULL;
     size_t np = 0;
     size_t i;
@@ -1710,12 +1782,12 @@ partitions_ensure_times(PgConn *c, TargetTable *t, const int64_t *times, size_t 
         return true;
 
     options_normalise(opts, &o);
-    if (!check_no_transaction(c, err))
+    if (!check_no_transaction(c, err) || !follow_partman(c, t, &o, &f, err))
         return false;
     if (!planner_init(&pl, t, &o, err))
         return false;
-    ok = plan_times(&pl, times + i, n - i, &plans, &np, err) &&
-         run_plans(c, t, &pl, plans, np, &o, res, err);
+    ok = (plan_times(&pl, times + i, n - i, &plans, &np, err) || refuse_instead(&f, err)) &&
+         run_plans(c, t, &pl, &f, plans, np, &o, res, err);
     window_plans_free(plans, np);
     planner_free(&pl);
     return ok;

@@ -142,6 +142,10 @@ typedef struct EnsureOptions
     const char *name_pattern;  /* NULL: window_default_pattern() */
     WindowReportFn on_window;  /* optional: called once per window considered */
     void *on_window_arg;
+    /* Set by ensure itself for a table pg_partman manages (see partman.h): */
+    const char *partman_schema; /* the extension's schema */
+    const char *partman_parent; /* part_config.parent_table */
+    bool partman_template;      /* call its inherit_template_properties() */
 } EnsureOptions;
 
 typedef struct EnsureResult

@@ -19,6 +19,7 @@
 #include "v7fill/civil.h"
 #include "v7fill/mem.h"
 #include "v7fill/partitions.h"
+#include "v7fill/partman.h"
 #include "v7fill/pg.h"
 #include "v7fill/textwidth.h"
 #include "v7fill/timeparse.h"
@@ -81,8 +82,12 @@ partitions_usage(FILE *out)
             "                           (default 1h): a late row is arriving there right now\n"
             "  -h, --help               this help\n"
             "\n"
+            "A table pg_partman manages gets the partitions pg_partman would create: its\n"
+            "interval, its names (TABLE_p + datetime_string), midnight of the database's\n"
+            "TimeZone (or --window-tz), its template table's properties.\n"
+            "\n"
             "Exit status: 0 done; 2 usage; 3 unsupported table, a name clash, a table\n"
-            "pg_partman manages (it creates that table's partitions), or windows left\n"
+            "pg_partman manages in a way v7fill cannot follow, or windows left\n"
             "uncreated because the DEFAULT partition holds their rows (issues>0);\n"
             "5 database error (SQLSTATE shown).\n");
 }
@@ -528,10 +533,30 @@ ahead_range(const TargetTable *t, const PartOpts *o, int64_t *from, int64_t *to,
     return ok;
 }
 
+/* pg_partman's windows (its granularity, midnight of its zone) for --list,
+ * --ahead and T1/T2 of a table it manages, unless --window-tz was given;
+ * ensure itself checks them and refuses what it cannot follow.  pf holds the
+ * zone's text. */
+static void
+partman_defaults(PgConn *c, const TargetTable *t, EnsureOptions *o, PartmanFollow *pf)
+{
+    Err ignored = {0};
+
+    memset(pf, 0, sizeof *pf);
+    if (o->window_tz || o->window_tz_given || !partman_follow_read(c, t, NULL, pf, &ignored) ||
+        !pf->follows)
+        return;
+    o->window_tz = pf->zone[0] ? pf->zone : NULL;
+    if (o->granularity == GRAN_AUTO)
+        o->granularity = pf->g;
+}
+
 static int
 run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
 {
     EnsureOptions o = po->ensure;
+    PartOpts pc = *po;
+    PartmanFollow pf;
     EnsureResult res = {0};
     RunOutput out = {po->json, o.dry_run, NULL};
     Buf ddl;
@@ -540,6 +565,8 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
     int status = 0;
     bool ok;
 
+    partman_defaults(c, t, &o, &pf);
+    pc.ensure = o;
     if (po->from)
     {
         /* Without an offset T1/T2 are dates and times of the windows' zone:
@@ -561,7 +588,7 @@ run_ensure(PgConn *c, TargetTable *t, const PartOpts *po, Err *err)
         if (from >= to)
             return cli_usage_error(err, "partitions", "--from must be before --to");
     }
-    else if (!ahead_range(t, po, &from, &to, err))
+    else if (!ahead_range(t, &pc, &from, &to, err))
         return err_exit_status(err->code);
     if (!partitions_effective_granularity(t, &o, &g, err))
         return err_exit_status(err->code);
@@ -794,8 +821,10 @@ cmd_partitions(int argc, char **argv, GlobalOpts *g, Err *err)
     if (po.list)
     {
         TimeParser *zone = NULL;
+        PartmanFollow pf;
         Granularity gran;
 
+        partman_defaults(c, t, &po.ensure, &pf);
         if (!partitions_effective_granularity(t, &po.ensure, &gran, err) ||
             (po.ensure.window_tz && !time_parser_new_window(po.ensure.window_tz, &zone, err)))
             status = err_exit_status(err->code);

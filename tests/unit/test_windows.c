@@ -19,6 +19,7 @@
 #include "v7fill/civil.h"
 #include "v7fill/mem.h"
 #include "v7fill/partitions.h"
+#include "v7fill/partman.h"
 #include "v7fill/timeparse.h"
 
 static int64_t
@@ -777,6 +778,56 @@ test_lock_key_is_tag_and_oid(void **state)
     assert_int_equal(partitions_lock_key(16384), INT64_C(8518389834237083648) + 16384);
 }
 
+/* pg_partman 4.7.2's names: create_parent()'s datetime_string per interval,
+ * and check_name_length(): parent cut to 61 - suffix characters, then "_p". */
+static void
+expect_partman_name(const char *interval, const char *dts, const char *table, const Window *w,
+                    Granularity want_g, const char *want)
+{
+    Granularity g;
+    char pattern[160];
+    char name[64];
+    Err err = {0};
+
+    assert_true(partman_naming(interval, dts, table, &g, pattern, sizeof pattern, &err));
+    assert_int_equal(g, want_g);
+    assert_true(window_name(g, pattern, table, w, name, sizeof name, &err));
+    assert_string_equal(name, want);
+}
+
+static void
+test_partman_naming_follows_pg_partman(void **state)
+{
+    Window w;
+    Err err = {0};
+    Granularity g;
+    char pattern[160];
+    /* 61 characters: cut to 54 before "_p2027_03" as check_name_length() does */
+    const char *long_name = "a_table_name_of_sixty_two_characters_for_the_name_cut_xxxxxxx";
+
+    (void) state;
+    assert_true(window_at(GRAN_MONTH, NULL, D(2027, 3, 10), &w, &err));
+    expect_partman_name("1 mon", "YYYY_MM", "pt", &w, GRAN_MONTH, "pt_p2027_03");
+    expect_partman_name("1 mon", "YYYY_MM", "p%t", &w, GRAN_MONTH, "p%t_p2027_03");
+    expect_partman_name("1 mon", "YYYY_MM", long_name, &w, GRAN_MONTH,
+                        "a_table_name_of_sixty_two_characters_for_the_name_cut__p2027_03");
+    assert_true(window_at(GRAN_DAY, NULL, D(2027, 3, 10), &w, &err));
+    expect_partman_name("1 day", "YYYY_MM_DD", "pt", &w, GRAN_DAY, "pt_p2027_03_10");
+    assert_true(window_at(GRAN_WEEK, NULL, D(2027, 3, 10), &w, &err));
+    expect_partman_name("7 days", "IYYY\"w\"IW", "pt", &w, GRAN_WEEK, "pt_p2027w10");
+    assert_true(window_at(GRAN_QUARTER, NULL, D(2027, 3, 10), &w, &err));
+    expect_partman_name("3 mons", "YYYY\"q\"Q", "pt", &w, GRAN_QUARTER, "pt_p2027q1");
+    assert_true(window_at(GRAN_YEAR, NULL, D(2027, 3, 10), &w, &err));
+    expect_partman_name("1 year", "YYYY", "pt", &w, GRAN_YEAR, "pt_p2027");
+    /* what v7fill cannot follow is refused, saying what */
+    assert_false(partman_naming("01:00:00", "YYYY_MM_DD_HH24MI", "pt", &g, pattern,
+                                sizeof pattern, &err));
+    assert_int_equal(err.code, EC_CONFIG);
+    assert_non_null(strstr(err.msg, "\"01:00:00\""));
+    assert_false(partman_naming("1 mon", "YYYY_MM_DD", "pt", &g, pattern, sizeof pattern, &err));
+    assert_non_null(strstr(err.msg, "datetime_string \"YYYY_MM_DD\""));
+}
+
 int
 main(void)
 {
@@ -806,6 +857,7 @@ main(void)
         cmocka_unit_test(test_plan_refuses_a_window_name_a_partition_with_other_bounds_has),
         cmocka_unit_test(test_plan_refuses_to_fill_around_local_windows_unless_a_zone_is_given),
         cmocka_unit_test(test_lock_key_is_tag_and_oid),
+        cmocka_unit_test(test_partman_naming_follows_pg_partman),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
