@@ -66,6 +66,7 @@ import_options_default(ImportOptions *o)
     csv_options_default(&o->csv);
     o->analyze = true;
 }
+
 /* Where the rejects and late-rows files stand, for the checkpoint: a resume
  * cuts back to there only the file it names, and only the rows past it that
  * are the input's own (rejects_resume). */
@@ -82,6 +83,7 @@ importer_note_outputs(const Importer *im, Checkpoint *cp)
     (void) snprintf(cp->late_path, sizeof cp->late_path, "%s", late ? rejects_path(im->late) : "");
     (void) snprintf(cp->late_file, sizeof cp->late_file, "%s", rejects_file_id(im->late));
 }
+
 /* ---- files --------------------------------------------------------------- */
 
 /* plan --skip-finished: can the checkpoints be read (plan creates nothing, so
@@ -117,6 +119,7 @@ importer_size_files(Importer *im)
             im->inputs.all_bytes += (uint64_t) st.st_size;
     }
 }
+
 /* The options that decide which rows go in and their ids, one "--option=value"
  * a line: a checkpoint resumes only an import with the same. */
 static char *

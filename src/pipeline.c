@@ -38,7 +38,6 @@
 #define DEFAULT_BATCH_ROWS 10000
 #define DEFAULT_BATCH_BYTES ((size_t) 64 << 20)
 
-
 /* What happens to each source column. */
 typedef struct SourceColumn
 {
@@ -961,6 +960,7 @@ pipeline_write_late(Pipeline *pl, const Batch *b, Err *err)
     }
     return true;
 }
+
 /* ---- batch commit -------------------------------------------------------- */
 
 static void
@@ -1440,6 +1440,7 @@ pipeline_may_read_keys(Pipeline *pl, bool *out, Err *err)
     PQclear(res);
     return true;
 }
+
 static bool
 pipeline_check_rejects_limit(Pipeline *pl, Err *err)
 {
