@@ -1,11 +1,31 @@
 /*
- * The pipeline: pull records from a source, mint ids, route (ensure
- * partitions), write batches through the sink, track counts.  Every command
- * that moves rows configures it; a new source is a new Source implementation,
- * not a new loop.
+ * The pipeline: pull records from a Source, mint ids, route (ensure the
+ * windows a batch needs), write batches through the sink, track counts.
+ * Every command that moves rows configures it; a new source is a new Source
+ * plus the hooks below, not a new loop.
+ *
+ * Contract, in order of calls:
+ *
+ *   pipeline_open      the target, retention, tracker
+ *   pipeline_setup     v7fill's tables, the id key, the lookup
+ *   pipeline_attach    a Source (its columns mapped, the sink built for them)
+ *     ...the owner may seek/resume the source now...
+ *   pipeline_run       records → batches until the source ends: one transaction
+ *                      per batch on a writer thread, reconnect with backoff,
+ *                      interrupt, progress; inside each transaction the hooks
+ *                      make the rejects durable and store the resume position
+ *   pipeline_finish    (plan DDL; warnings)   pipeline_close, pipeline_free
+ *
+ * The pipeline never looks inside a SourcePosition: it takes it from the
+ * source after a batch's last record and hands it to the hooks (the file
+ * import stores offset, line and content hash; a stream would store its commit
+ * LSN).  A record's origin (Record.line, BatchRow.src_line) is likewise a
+ * 64-bit handle only the hooks format ("orders.csv:12"; an LSN and relation).
  *
  * Accounting holds at every commit and across crashes and resumes:
  *   read = inserted + duplicates + rejected (+ expired)
+ * The pipeline fills ImportStats; it never calls the report (import_report.c
+ * reads the statistics).
  */
 #ifndef V7FILL_PIPELINE_H
 #define V7FILL_PIPELINE_H
@@ -14,12 +34,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "v7fill/catalog.h"
 #include "v7fill/err.h"
 #include "v7fill/mem.h"
 #include "v7fill/partitions.h"
 #include "v7fill/pg.h"
 #include "v7fill/sink.h"
-#include "v7fill/source_csv.h"
+#include "v7fill/source.h"
 
 typedef struct ColumnMap
 {
@@ -27,17 +48,14 @@ typedef struct ColumnMap
     const char *to;   /* target column */
 } ColumnMap;
 
-typedef struct ImportOptions
+/* What every source shares. */
+typedef struct PipelineOptions
 {
     const char *table;
-    const char *const *files; /* "-" = stdin */
-    size_t nfiles;
-    CsvOptions csv;
     const char *time_column;  /* NULL: the target's created_at when the source has it */
     const char *time_format;  /* NULL = iso */
     const char *input_tz;     /* NULL = UTC */
     const char *source_ref;   /* template, NULL = hash of the whole record */
-    bool new_source_ref;      /* allow another template than the one a file was imported with */
     const char *id_column;    /* source column carrying ids (kept if UUIDv7) */
     const ColumnMap *maps;
     size_t nmaps;
@@ -46,16 +64,13 @@ typedef struct ImportOptions
     size_t batch_rows;        /* default 10000 */
     size_t batch_bytes;       /* a batch is also full at this many bytes of COPY data and
                                  raw input (default 64 MiB, at most BATCH_MAX_BYTES) */
-    const char *rejects_path; /* NULL → "<table>.rejects.csv" */
     uint64_t max_rejects;     /* UINT64_MAX = unlimited */
     double max_rejects_pct;   /* < 0 = unused */
     int64_t max_future_us;    /* allowed clock skew ahead of now */
     const char *lookup_table; /* NULL → <table>_source_ref */
     bool keep_ref_text;       /* store the reference text in the lookup table */
     LookupKeys lookup_keys;   /* a new lookup's keys; an existing one's must match */
-    bool analyze;             /* ANALYZE filled partitions and the parent */
     bool plan;                /* read and classify only: no writes at all */
-    bool skip_finished;       /* skip files an earlier run imported completely */
     bool progress;            /* progress on stderr */
     Granularity granularity;
     const char *window_tz;    /* --window-tz: new windows start at local midnight */
@@ -66,16 +81,15 @@ typedef struct ImportOptions
                                  pg_partman's, else none (every row is on time) */
     int64_t near_cutoff_us;   /* 0 = 10% of the retention, at least one window */
     bool keep_expired;        /* insert rows whose window is retired anyway */
-    const char *late_path;    /* late-rows output; NULL → "<table>.late.csv" */
-} ImportOptions;
+} PipelineOptions;
 
-void import_options_default(ImportOptions *o);
+void pipeline_options_default(PipelineOptions *o);
 
 typedef struct ReasonCount
 {
     char reason[96];
     uint64_t count;
-    char example[256]; /* first full message, with file:line */
+    char example[256]; /* first full message, with the record's origin */
 } ReasonCount;
 
 typedef struct WindowCount
@@ -89,11 +103,13 @@ typedef struct WindowCount
     bool created;        /* created by this run (import) / would be created (plan) */
 } WindowCount;
 
+/* The statistics of a run.  The pipeline fills all but the fields marked
+ * "owner": the command that configures it (the file import) fills those. */
 typedef struct ImportStats
 {
-    uint64_t files;
-    uint64_t files_resumed;
-    uint64_t files_skipped; /* --skip-finished: finished by an earlier run, not read */
+    uint64_t files;         /* owner */
+    uint64_t files_resumed; /* owner */
+    uint64_t files_skipped; /* owner: --skip-finished: finished by an earlier run, not read */
     uint64_t read;
     uint64_t read_resumed; /* of read: rows that interrupted earlier runs accounted for */
     uint64_t inserted;
@@ -105,14 +121,14 @@ typedef struct ImportStats
     uint64_t batches;
     uint64_t partitions_created;
     double elapsed_s;
-    double closing_s;     /* of elapsed_s: the closing ANALYZE and VACUUM (0: not run) */
+    double closing_s;     /* owner: of elapsed_s, the closing ANALYZE and VACUUM (0: not run) */
     size_t nreasons;
     ReasonCount *reasons;
     size_t nwindows;
     WindowCount *windows;
     Buf ddl;              /* plan: partitions that would be created */
-    char rejects_path[1024];
-    char late_path[1024];
+    char rejects_path[1024]; /* owner */
+    char late_path[1024];    /* owner */
     int64_t retention_us;     /* 0 = none */
     char retention_from[256]; /* where it came from, for the report */
     int64_t near_cutoff_us;
@@ -123,15 +139,147 @@ typedef struct ImportStats
     SinkStats sink;
 } ImportStats;
 
-/* Run an import (or a plan).  Counts are filled even on failure, covering what
- * was committed. */
-V7FILL_MUST_CHECK bool import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err);
 void import_stats_free(ImportStats *st);
-
 /* The accounting invariant; false means a bug (the tool checks it itself). */
 bool import_stats_balanced(const ImportStats *st);
 /* Rows per second of this run: the rows it read over its elapsed time (rows
  * that earlier runs accounted for, read_resumed, are not this run's work). */
 double import_stats_rate(const ImportStats *st);
+
+/* Counts of one batch (or of what a resume position accounts for). */
+typedef struct BatchCounts
+{
+    uint64_t read, inserted, duplicates, rejected, expired;
+} BatchCounts;
+
+/* A row the retention calls late (near its cutoff, or expired), for the
+ * owner's late-rows output. */
+typedef struct LateRow
+{
+    uint64_t origin;
+    const char *delay_class; /* "near cutoff", "expired", "expired (kept)" */
+    const char *id;
+    const char *event_time;
+    const char *delay;
+    const char *time_left;
+    const char *source_ref;
+} LateRow;
+
+typedef enum CommitCheck
+{
+    COMMIT_NOT_DONE, /* the batch did not commit: write it again */
+    COMMIT_DONE,     /* it committed: *counts are what it added */
+    COMMIT_LOST,     /* neither it nor the batch before is there: the server lost
+                        commits it had acknowledged; err says so */
+} CommitCheck;
+
+/*
+ * What the owner of a source plugs in.  All but origin() are called on the
+ * writer thread, one batch at a time, while the reader does not touch the
+ * owner's state.  origin and where are required; any other may be NULL
+ * (nothing to write, no position to keep).  Today only the file import
+ * exercises them: after_commit has no use there beyond keeping its
+ * checkpoint, and no source sets Record.batch_end or batch_hold yet.
+ */
+typedef struct PipelineHooks
+{
+    void *ctx;
+    /* "orders.csv:12": a record's origin handle, for messages and reasons. */
+    void (*origin)(void *ctx, uint64_t origin, char *out, size_t size);
+    /* "line 12": where a position stands, for messages. */
+    void (*where)(void *ctx, const SourcePosition *pos, char *out, size_t size);
+    /* Inside the batch's transaction, before COMMIT: a rejected row, then a
+     * late one, then outputs_sync makes both durable. */
+    bool (*reject)(void *ctx, uint64_t origin, const char *reason, const char *sqlstate,
+                   const char *raw, size_t raw_len, Err *err);
+    bool (*late)(void *ctx, const LateRow *row, Err *err);
+    bool (*outputs_sync)(void *ctx, Err *err);
+    /* Before the first attempt of a batch: remember where the outputs stand;
+     * outputs_rewind cuts them back there when the batch is written again. */
+    void (*outputs_mark)(void *ctx);
+    bool (*outputs_rewind)(void *ctx, Err *err);
+    /* The last statements of the batch's transaction: store the resume
+     * position with the batch's counts (finished: the source ended there). */
+    bool (*save_position)(void *ctx, PgConn *c, const SourcePosition *pos,
+                          const BatchCounts *counts, bool finished, Err *err);
+    /* After a lost connection and a reconnect: did the batch ending at pos
+     * commit?  COMMIT_DONE fills *counts with what it added.  false: it
+     * could not be asked (a connection error is retried after a reconnect). */
+    bool (*check_commit)(void *ctx, PgConn *c, const SourcePosition *pos, CommitCheck *out,
+                         BatchCounts *counts, Err *err);
+    /* After the batch committed and was counted (a stream confirms its flush
+     * position to its server from here). */
+    void (*after_commit)(void *ctx, const SourcePosition *pos);
+    /* Where the rejects go and what to do, for the --max-rejects error. */
+    const char *rejects_where;
+    const char *rejects_hint;
+} PipelineHooks;
+
+/* Several inputs in one run (a list of files): progress says "(file 2 of 5)"
+ * and an ETA for all of them when their sizes are known.  Kept by the owner,
+ * read by the pipeline's progress. */
+typedef struct PipelineInputs
+{
+    const char *noun;     /* "file" */
+    size_t count;         /* inputs in the run */
+    uint64_t current;     /* 1-based number of the input being read */
+    bool all_known;       /* every input's size is known: all_bytes is true */
+    uint64_t all_bytes;   /* the sizes of all the inputs (as the sources count progress) */
+    uint64_t done_bytes;  /* sizes of the inputs finished by this run */
+    uint64_t run_bytes;   /* what they took of this run's reading (less any resumed part) */
+} PipelineInputs;
+
+typedef struct Pipeline Pipeline;
+
+/* Load and check the target, its lookup and id key, the retention; plan:
+ * nothing is created.  *st is reset and filled from here on. */
+V7FILL_MUST_CHECK bool pipeline_open(PgConn *c, const PipelineOptions *o,
+                                     const PipelineInputs *inputs, ImportStats *st,
+                                     Pipeline **out, Err *err);
+/* After pipeline_open, once the owner has opened its outputs: v7fill's own
+ * tables, the id key and the lookup (plan: only read), checked against the
+ * options. */
+V7FILL_MUST_CHECK bool pipeline_setup(Pipeline *p, Err *err);
+/* The next source: its columns are mapped to the target's (errors name the
+ * source), the sink is built for them.  unnamed_last: the source's last
+ * column has no name, its values must be empty.  The source stays the
+ * caller's. */
+V7FILL_MUST_CHECK bool pipeline_attach(Pipeline *p, Source *src, bool unnamed_last,
+                                       const PipelineHooks *hooks, Err *err);
+/* Read the attached source to its end in batches.  On an interrupt or a
+ * broken input the rows read before are committed (counted, for a plan)
+ * first; the error is returned. */
+V7FILL_MUST_CHECK bool pipeline_run(Pipeline *p, Err *err);
+/* Plan: compute the DDL of the windows that would be created.  Warnings. */
+V7FILL_MUST_CHECK bool pipeline_finish(Pipeline *p, Err *err);
+/* After a lost connection: reconnect with backoff (interruptible). */
+V7FILL_MUST_CHECK bool pipeline_reconnect(Pipeline *p, Err *err);
+const TargetTable *pipeline_target(const Pipeline *p);
+const char *pipeline_target_q(const Pipeline *p); /* quoted, schema-qualified */
+const char *pipeline_lookup_q(const Pipeline *p);
+/* Seconds since pipeline_open (monotonic clock). */
+double pipeline_elapsed(const Pipeline *p);
+/* Final statistics (sink, delays, elapsed); false with EC_INTERNAL when the
+ * accounting does not balance (only checked when ok). */
+V7FILL_MUST_CHECK bool pipeline_close(Pipeline *p, bool ok, Err *err);
+/* Frees everything pipeline_open made (the stats stay); NULL is fine. */
+void pipeline_free(Pipeline *p);
+
+/*
+ * Designed, not implemented yet (the stream and migrate sources bring them):
+ *
+ * - Row operations beyond insert.  A record will carry an operation: INSERT
+ *   (today's only one), UPDATE or DELETE of the row found by its source
+ *   reference through the lookup (ref_hash → id, then the target row by its
+ *   id; a reference the lookup does not know is a reject "no such row").
+ *   The sink then writes per batch: COPY of inserts, UPDATE ... FROM a COPYed
+ *   temp table, DELETE ... USING it, in the source's order per reference.
+ * - A typed key map as the lookup (migrate: legacy_id bigint → id), chosen by
+ *   PipelineOptions; probes and COPY by that key instead of the reference hash.
+ * - Batch boundaries: Record.batch_end ends the batch after the record (and
+ *   Record.batch_hold keeps it open past the size limits: a stream never ends
+ *   a batch inside one source transaction) -- these two are implemented; the
+ *   file import sets neither.
+ */
 
 #endif /* V7FILL_PIPELINE_H */

@@ -32,10 +32,17 @@ typedef struct Record
     const Field *fields; /* borrowed: valid until the next call on the source */
     const char *raw;     /* the record's bytes as read (for the rejects output) */
     size_t raw_len;
-    uint64_t line;       /* 1-based line where the record starts (0 if not line based) */
+    uint64_t line;       /* the record's origin: for line-based sources the 1-based line
+                          * where it starts; another source puts any 64-bit handle here
+                          * (an LSN) that its owner's hooks format (pipeline.h) */
     const char *error;   /* non-NULL: reason the record is invalid (borrowed) */
     bool copy_plain;     /* no field holds a byte COPY text escapes (backslash, tab,
                           * CR, LF): fields may be copied as they are (false: unknown) */
+    bool batch_end;      /* the pipeline ends its batch after this record */
+    bool batch_hold;     /* nor after this one, though the batch is full (inside one source
+                          * transaction; BATCH_MAX_BYTES still ends it).  The pipeline clears
+                          * both before each next(): a source that never sets them is
+                          * batched by size alone */
 } Record;
 
 /* Where a source stands: enough to reopen it and continue after the last

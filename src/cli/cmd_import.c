@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "v7fill/import.h"
 #include "v7fill/import_report.h"
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
-#include "v7fill/pipeline.h"
 #include "v7fill/source_csv.h"
 #include "v7fill/timeparse.h"
 
@@ -172,14 +172,14 @@ parse_max_rejects(const char *cmd, const char *value, ImportOptions *o, Err *err
             cli_usage_error(err, cmd, "invalid --max-rejects \"%s\": expected N or P%%", value);
             return false;
         }
-        o->max_rejects_pct = pct;
+        o->common.max_rejects_pct = pct;
         return true;
     }
     {
         long n;
         if (!cli_parse_long(cmd, "--max-rejects", value, 0, 2000000000L, &n, err))
             return false;
-        o->max_rejects = (uint64_t) n;
+        o->common.max_rejects = (uint64_t) n;
     }
     return true;
 }
@@ -190,12 +190,13 @@ parse_max_rejects(const char *cmd, const char *value, ImportOptions *o, Err *err
 static bool
 may_repeat(const ImportOptions *o, const char *name)
 {
-    const char *time_column = o->time_column ? o->time_column : "created_at";
+    const char *time_column = o->common.time_column ? o->common.time_column : "created_at";
     size_t len = strlen(name);
 
-    if (strcmp(name, time_column) == 0 || (o->id_column && strcmp(name, o->id_column) == 0))
+    if (strcmp(name, time_column) == 0 ||
+        (o->common.id_column && strcmp(name, o->common.id_column) == 0))
         return false;
-    for (const char *p = o->source_ref; p && (p = strchr(p, '{')) != NULL; p++)
+    for (const char *p = o->common.source_ref; p && (p = strchr(p, '{')) != NULL; p++)
         if (strncmp(p + 1, name, len) == 0 && p[1 + len] == '}')
             return false;
     return true;
@@ -206,14 +207,14 @@ may_repeat(const ImportOptions *o, const char *name)
 static bool
 import_check_options(const char *cmd, const ImportOptions *o, const char *report_json, Err *err)
 {
-    for (size_t i = 0; i < o->nignore; i++)
-        for (size_t m = 0; m < o->nmaps; m++)
-            if (strcmp(o->ignore[i], o->maps[m].from) == 0)
+    for (size_t i = 0; i < o->common.nignore; i++)
+        for (size_t m = 0; m < o->common.nmaps; m++)
+            if (strcmp(o->common.ignore[i], o->common.maps[m].from) == 0)
             {
                 char pn[256];
                 cli_usage_error(err, cmd, "--ignore-column %s conflicts with --map %s=...: "
                                           "a column is either skipped or mapped",
-                                err_printable(o->ignore[i], pn, sizeof pn), pn);
+                                err_printable(o->common.ignore[i], pn, sizeof pn), pn);
                 return false;
             }
     if (o->rejects_path != NULL && strcmp(o->rejects_path, "-") == 0)
@@ -295,26 +296,26 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
     long n;
 
     import_options_default(&o);
-    o.plan = plan;
-    o.progress = log_current_level >= LOG_LEVEL_INFO;
+    o.common.plan = plan;
+    o.common.progress = log_current_level >= LOG_LEVEL_INFO;
     while ((c = getopt_long(argc, argv, CLI_GLOBAL_SHORTOPTS "h", longopts, NULL)) != -1)
     {
         switch (c)
         {
             case OPT_TIME_COLUMN:
-                o.time_column = optarg;
+                o.common.time_column = optarg;
                 break;
             case OPT_TIME_FORMAT:
-                o.time_format = optarg;
+                o.common.time_format = optarg;
                 break;
             case OPT_INPUT_TZ:
-                o.input_tz = optarg;
+                o.common.input_tz = optarg;
                 break;
             case OPT_ID_COLUMN:
-                o.id_column = optarg;
+                o.common.id_column = optarg;
                 break;
             case OPT_SOURCE_REF:
-                o.source_ref = optarg;
+                o.common.source_ref = optarg;
                 break;
             case OPT_MAP:
             {
@@ -383,7 +384,7 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                     status = 2;
                     goto out;
                 }
-                o.batch_rows = (size_t) n;
+                o.common.batch_rows = (size_t) n;
                 break;
             case OPT_BATCH_BYTES:
             {
@@ -395,7 +396,7 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                     status = 2;
                     goto out;
                 }
-                o.batch_bytes = (size_t) size;
+                o.common.batch_bytes = (size_t) size;
                 break;
             }
             case OPT_REJECTS:
@@ -409,7 +410,7 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                 }
                 break;
             case OPT_MAX_FUTURE:
-                if (!duration_parse(optarg, &o.max_future_us, err))
+                if (!duration_parse(optarg, &o.common.max_future_us, err))
                 {
                     err_prefix(err, "--max-future");
                     err->code = EC_USAGE;
@@ -418,16 +419,16 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                 }
                 break;
             case OPT_LOOKUP:
-                o.lookup_table = optarg;
+                o.common.lookup_table = optarg;
                 break;
             case OPT_KEEP_REF:
-                o.keep_ref_text = true;
+                o.common.keep_ref_text = true;
                 break;
             case OPT_LOOKUP_KEYS:
                 if (strcmp(optarg, "ordered") == 0)
-                    o.lookup_keys = LOOKUP_KEYS_ORDERED;
+                    o.common.lookup_keys = LOOKUP_KEYS_ORDERED;
                 else if (strcmp(optarg, "hashed") == 0)
-                    o.lookup_keys = LOOKUP_KEYS_HASHED;
+                    o.common.lookup_keys = LOOKUP_KEYS_HASHED;
                 else
                 {
                     err_set(err, EC_USAGE, "--lookup-keys: \"%s\" is not ordered or hashed", optarg);
@@ -436,7 +437,7 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                 }
                 break;
             case OPT_GRANULARITY:
-                if (!granularity_parse(optarg, &o.granularity, err))
+                if (!granularity_parse(optarg, &o.common.granularity, err))
                 {
                     err->code = EC_USAGE;
                     status = 2;
@@ -444,7 +445,7 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                 }
                 break;
             case OPT_WINDOW_TZ:
-                o.window_tz = optarg;
+                o.common.window_tz = optarg;
                 break;
             case OPT_LOCK_TIMEOUT:
                 if (!cli_parse_long(cmd, "--lock-timeout", optarg, 1, 3600000, &n, err))
@@ -452,7 +453,7 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                     status = 2;
                     goto out;
                 }
-                o.lock_timeout_ms = (int) n;
+                o.common.lock_timeout_ms = (int) n;
                 break;
             case OPT_NO_ANALYZE:
                 o.analyze = false;
@@ -470,13 +471,13 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                 json = true;
                 break;
             case OPT_NO_PROGRESS:
-                o.progress = false;
+                o.common.progress = false;
                 break;
             case OPT_RETENTION:
-                o.retention = optarg;
+                o.common.retention = optarg;
                 break;
             case OPT_NEAR_CUTOFF:
-                if (!duration_parse(optarg, &o.near_cutoff_us, err))
+                if (!duration_parse(optarg, &o.common.near_cutoff_us, err))
                 {
                     err_prefix(err, "--near-cutoff");
                     err->code = EC_USAGE;
@@ -485,7 +486,7 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                 }
                 break;
             case OPT_KEEP_EXPIRED:
-                o.keep_expired = true;
+                o.common.keep_expired = true;
                 break;
             case OPT_LATE_ROWS:
                 o.late_path = optarg;
@@ -504,20 +505,20 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
         status = cli_usage_error(err, cmd, "\"%s\" needs a TABLE and at least one FILE", cmd);
         goto out;
     }
-    o.table = argv[optind];
+    o.common.table = argv[optind];
     o.files = (const char *const *) argv + optind + 1;
     o.nfiles = (size_t) (argc - optind - 1);
-    o.maps = maps;
-    o.nmaps = nmaps;
-    o.ignore = ignore;
-    o.nignore = nignore;
+    o.common.maps = maps;
+    o.common.nmaps = nmaps;
+    o.common.ignore = ignore;
+    o.common.nignore = nignore;
     repeat_ok = xcalloc(nignore ? nignore : 1, sizeof *repeat_ok);
     for (size_t i = 0; i < nignore; i++)
         if (may_repeat(&o, ignore[i]))
             repeat_ok[o.csv.nrepeat_ok++] = ignore[i];
     o.csv.repeat_ok = repeat_ok;
     if (json || log_current_level < LOG_LEVEL_INFO) /* -q may follow the command */
-        o.progress = false;
+        o.common.progress = false;
     if (!import_check_options(cmd, &o, report_json, err))
     {
         status = err->code == EC_USAGE ? 2 : 1;
