@@ -1103,6 +1103,19 @@ free_strings(char **v, size_t n)
 }
 
 void
+catalog_pending_sql(PgConn *c, const char *schema, const char *table, const Partition *p,
+                    char **finalize, char **attach)
+{
+    char *qparent = pg_qualified(c, schema, table);
+    char *qchild = pg_qualified(c, p->schema, p->name);
+
+    *finalize = xasprintf("ALTER TABLE %s DETACH PARTITION %s FINALIZE", qparent, qchild);
+    *attach = xasprintf("ALTER TABLE %s ATTACH PARTITION %s %s", qparent, qchild, p->bound_expr);
+    free(qparent);
+    free(qchild);
+}
+
+void
 catalog_incoming_fks_free(IncomingFk *fks, size_t n)
 {
     for (size_t i = 0; i < n; i++)

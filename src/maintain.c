@@ -735,13 +735,13 @@ report_pending(Ctx *x)
     {
         const Partition *p = &x->t->pending[i];
         char l[200];
-        char *qchild;
+        char *finalize;
+        char *attach;
         Err e = {0};
 
         if (past_cutoff(x, p) || held_ahead(x, p))
             continue;
         label(p->name, p->lower_us, p->upper_us, l, sizeof l);
-        qchild = pg_qualified(x->conn, p->schema, p->name);
         err_set(&e, EC_CONFIG, "partition %s of %s.%s is detach pending, and its window is not "
                                "past the retention cutoff",
                 l, x->t->schema, x->t->name);
@@ -749,10 +749,10 @@ report_pending(Ctx *x)
                        "or run under a shorter retention).  Its rows are invisible to queries, "
                        "and no partition can be created for its window until the detach is "
                        "finalized.");
-        err_hint(&e, "Finalize it: ALTER TABLE %s DETACH PARTITION %s FINALIZE; then drop it, "
-                     "or restore its rows: ALTER TABLE %s ATTACH PARTITION %s %s;",
-                 x->qparent, qchild, x->qparent, qchild, p->bound_expr);
-        free(qchild);
+        catalog_pending_sql(x->conn, x->t->schema, x->t->name, p, &finalize, &attach);
+        err_hint(&e, "Finalize it: %s; then drop it, or restore its rows: %s;", finalize, attach);
+        free(finalize);
+        free(attach);
         emit(x, MAINTAIN_ISSUE, p->schema, p->name, p->lower_us, p->upper_us,
              "%s is detach pending but not past the cutoff: queries do not see its rows and "
              "rows for its window have no partition; left as it is",

@@ -929,15 +929,14 @@ pending_issue(PgConn *c, EnsureResult *res, const TargetTable *t, const WindowPl
               const Partition *p)
 {
     char label[200];
-    char *qparent;
-    char *qchild;
+    char *finalize;
+    char *attach;
 
     window_label(plan, label, sizeof label);
     res->issues++;
     if (res->issue.code != EC_OK)
         return;
-    qparent = pg_qualified(c, t->schema, t->name);
-    qchild = pg_qualified(c, p->schema, p->name);
+    catalog_pending_sql(c, t->schema, t->name, p, &finalize, &attach);
     err_set(&res->issue, EC_CONFIG,
             "window %s of %s.%s is held by partition %s.%s, which is \"detach pending\"", label,
             t->schema, t->name, p->schema, p->name);
@@ -945,11 +944,9 @@ pending_issue(PgConn *c, EnsureResult *res, const TargetTable *t, const WindowPl
                             "see its rows, no row is routed to it, and no partition overlapping "
                             "it can be created until the detach is finalized.  The window was "
                             "not created; windows after it were not looked at.");
-    err_hint(&res->issue, "ALTER TABLE %s DETACH PARTITION %s FINALIZE; then drop it, or "
-                          "restore its rows: ALTER TABLE %s ATTACH PARTITION %s %s;",
-             qparent, qchild, qparent, qchild, p->bound_expr);
-    free(qparent);
-    free(qchild);
+    err_hint(&res->issue, "%s; then drop it, or restore its rows: %s;", finalize, attach);
+    free(finalize);
+    free(attach);
 }
 
 /* -------------------------------------------------------- talking to the server */

@@ -147,34 +147,22 @@ static bool
 gather_pending(PgConn *c, const TargetTable *t, Report *r, bool exact, const RowEstimate *est,
                size_t nest, Err *err)
 {
-    char *qparent;
-
     if (t->npending == 0)
         return true;
-    qparent = pg_qualified(c, t->schema, t->name);
     r->pending = xcalloc(t->npending, sizeof *r->pending);
     for (size_t i = 0; i < t->npending; i++)
     {
         const Partition *p = &t->pending[i];
         ReportPending *rp = &r->pending[r->npending++];
-        char *qchild = pg_qualified(c, p->schema, p->name);
 
         rp->schema = xstrdup(p->schema);
         rp->name = xstrdup(p->name);
         rp->lower_us = p->lower_us;
         rp->upper_us = p->upper_us;
-        rp->finalize_sql = xasprintf("ALTER TABLE %s DETACH PARTITION %s FINALIZE", qparent,
-                                     qchild);
-        rp->attach_sql = xasprintf("ALTER TABLE %s ATTACH PARTITION %s %s", qparent, qchild,
-                                   p->bound_expr);
-        free(qchild);
+        catalog_pending_sql(c, t->schema, t->name, p, &rp->finalize_sql, &rp->attach_sql);
         if (!partition_rows(c, p, exact, est, nest, &rp->rows, &rp->rows_exact, err))
-        {
-            free(qparent);
             return false;
-        }
     }
-    free(qparent);
     return true;
 }
 

@@ -150,6 +150,12 @@ typedef struct IncomingFk
 V7FILL_MUST_CHECK bool catalog_incoming_fks(PgConn *c, unsigned int oid, IncomingFk **out,
                                             size_t *n, Err *err);
 void catalog_incoming_fks_free(IncomingFk *fks, size_t n);
+
+/* The SQL that settles partition p of schema.table left "detach pending":
+ * *finalize ends the detach (the rows leave the table); *attach puts it back
+ * with its bounds (its rows count again).  Both quoted, caller frees. */
+void catalog_pending_sql(PgConn *c, const char *schema, const char *table, const Partition *p,
+                         char **finalize, char **attach);
 /* "public.r (foreign key r_pid_fkey), ..." into out (truncated to size). */
 void catalog_incoming_fks_describe(const IncomingFk *fks, size_t n, char *out, size_t size);
 
