@@ -163,7 +163,8 @@ pipeline_options_default(PipelineOptions *o)
 bool
 import_stats_balanced(const ImportStats *st)
 {
-    return st->read == st->inserted + st->duplicates + st->rejected + st->expired;
+    return st->read == st->inserted + st->duplicates + st->rejected + st->expired + st->updated +
+                           st->deleted + st->missing_deletes;
 }
 
 double

@@ -23,7 +23,14 @@
  * 64-bit handle only the hooks format ("orders.csv:12"; an LSN and relation).
  *
  * Accounting holds at every commit and across crashes and resumes:
- *   read = inserted + duplicates + rejected (+ expired)
+ *   read = inserted + duplicates + rejected + expired
+ *          + updated + deleted + missing_deletes
+ * (import_stats_balanced).  Every row record (insert, update, delete) is read
+ * once and ends in exactly one of these; `missing` is not a term of its own:
+ * an update of a row the target does not have is counted in inserted (its
+ * tuple was complete) or rejected, and in `missing` too; a delete of such a
+ * row only in missing_deletes (of missing).  Truncates and boundaries are not
+ * rows: not read.
  * The pipeline fills ImportStats; it never calls the report (import_report.c
  * reads the statistics).
  */
@@ -116,6 +123,13 @@ typedef struct ImportStats
     uint64_t duplicates;
     uint64_t rejected;
     uint64_t expired;
+    uint64_t updated;         /* rows updated in place by their id (REC_UPDATE) */
+    uint64_t deleted;         /* rows deleted by their id (REC_DELETE) */
+    uint64_t missing;         /* updates and deletes of rows the target did not have */
+    uint64_t missing_deletes; /* of missing: the deletes (nothing else counts them) */
+    uint64_t time_changed;    /* of updated: the time column moved off the id's ms (the id
+                                 stays: ids are references) */
+    uint64_t truncates;       /* REC_TRUNCATE applied (not rows: not in read) */
     uint64_t near_cutoff;     /* inserted, in windows that retire within --near-cutoff */
     uint64_t expired_kept;    /* expired rows inserted anyway (--keep-expired) */
     uint64_t batches;
@@ -150,6 +164,8 @@ double import_stats_rate(const ImportStats *st);
 typedef struct BatchCounts
 {
     uint64_t read, inserted, duplicates, rejected, expired;
+    /* Row operations (zero for a file import); the same meaning as in ImportStats. */
+    uint64_t updated, deleted, missing, missing_deletes, time_changed, truncates;
 } BatchCounts;
 
 /* A row the retention calls late (near its cutoff, or expired), for the
@@ -266,15 +282,32 @@ V7FILL_MUST_CHECK bool pipeline_close(Pipeline *p, bool ok, Err *err);
 void pipeline_free(Pipeline *p);
 
 /*
- * Designed, not implemented yet (the stream and migrate sources bring them):
+ * Row operations (Record.op; a file import only inserts).  Operations apply in
+ * the order read, inside the batch's one transaction.
  *
- * - Row operations beyond insert.  A record will carry an operation: INSERT
- *   (today's only one), UPDATE or DELETE of the row found by its source
- *   reference through the lookup (ref_hash → id, then the target row by its
- *   id; a reference the lookup does not know is a reject "no such row").
- *   The sink then writes per batch: COPY of inserts, UPDATE ... FROM a COPYed
- *   temp table, DELETE ... USING it, in the source's order per reference.
- * - A typed key map as the lookup (migrate: legacy_id bigint → id), chosen by
+ * - UPDATE: the row is found through the lookup by its source reference (the
+ *   template evaluated on the record's fields as for an insert; on
+ *   Record.old_fields when the key changed, and the lookup entry then moves to
+ *   the new reference).  It is updated in place by its id: only the columns
+ *   sent (not Field.unchanged) are set; the id column never changes.  An update
+ *   that moves the time column off the id's millisecond keeps the id and counts
+ *   in time_changed.  A row the target does not have: a complete tuple (no
+ *   unchanged field, a valid time) is inserted with the id an insert would have
+ *   had (inserted, and missing); otherwise it is rejected with "update of a row
+ *   the target does not have (the tuple is incomplete: unchanged TOAST values)"
+ *   (the reject hook is where a stream quarantines it; missing too).  A value
+ *   the server refuses rejects that row only.
+ * - DELETE: the target row (by its id) and its lookup row go, so a later insert
+ *   of the reference lands again.  Only the reference's fields are needed (a
+ *   NULL time is fine).  A row the target does not have: missing and
+ *   missing_deletes, not an error.
+ * - TRUNCATE: empties the target and its lookup in the batch's transaction;
+ *   rows before it in the batch are truncated too, rows after it land.
+ * - BOUNDARY: ends the current batch if it holds anything.
+ *
+ * Designed, not implemented yet:
+ *
+ * - A typed key map as the lookup (migrate: legacy_id bigint -> id), chosen by
  *   PipelineOptions; probes and COPY by that key instead of the reference hash.
  * - Batch boundaries: Record.batch_end ends the batch after the record (and
  *   Record.batch_hold keeps it open past the size limits: a stream never ends

@@ -19,11 +19,26 @@
 
 #include "v7fill/err.h"
 
+/* What a record asks of the target.  A file import only inserts. */
+typedef enum RecordOp
+{
+    REC_INSERT = 0, /* a new row: minted, deduplicated by its reference, written */
+    REC_UPDATE,     /* the row found by its reference gets the columns sent */
+    REC_DELETE,     /* the row found by its reference goes, with its lookup row */
+    REC_TRUNCATE,   /* not a row: empties the target and its lookup, in order with
+                     * the batch's rows (counted in `truncates`, not in `read`) */
+    REC_BOUNDARY,   /* not a row: "nothing arrived for a while": the pipeline ends
+                     * the current batch now if it holds anything, counts nothing */
+} RecordOp;
+
 typedef struct Field
 {
     const char *data; /* NULL when is_null */
     size_t len;
     bool is_null;
+    bool unchanged;   /* UPDATE: the source did not send this column (pgoutput 'u'):
+                       * the target keeps its value; never written as NULL or a
+                       * placeholder */
 } Field;
 
 typedef struct Record
@@ -43,6 +58,11 @@ typedef struct Record
                           * transaction; BATCH_MAX_BYTES still ends it).  The pipeline clears
                           * both before each next(): a source that never sets them is
                           * batched by size alone */
+    uint8_t op;          /* RecordOp; 0 = insert, as every source did so far */
+    const Field *old_fields; /* UPDATE whose key changed: the old key's fields (same
+                          * columns, non-key ones null); the row is found by the old
+                          * reference and its lookup entry moves to the new one.
+                          * NULL otherwise (borrowed like fields) */
 } Record;
 
 /* Where a source stands: enough to reopen it and continue after the last
