@@ -41,4 +41,15 @@ bool source_csv_unnamed_last(const Source *src);
 V7FILL_MUST_CHECK bool source_csv_open(const char *path, const CsvOptions *opts, Source **out,
                                        Err *err);
 
+/* Reads up to cap bytes into dst; *got = 0 at the end of the input.  False
+ * with err filled on failure (the source fails with that error). */
+typedef bool (*CsvReadFn)(void *ctx, void *dst, size_t cap, size_t *got, Err *err);
+
+/* The same CSV source over bytes from `read` (COPY OUT data, ...) instead of a
+ * file: `name` is what messages and source_name() say, and its identity.  Not
+ * zstd, not seekable backwards (as stdin).  `ctx` stays the caller's: it must
+ * outlive the source. */
+V7FILL_MUST_CHECK bool source_csv_open_reader(const char *name, CsvReadFn read, void *ctx,
+                                              const CsvOptions *opts, Source **out, Err *err);
+
 #endif /* V7FILL_SOURCE_CSV_H */
