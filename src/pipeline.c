@@ -1613,7 +1613,9 @@ pipeline_run(Pipeline *pl, Err *err)
         bool eof = false;
         bool full;
 
-        if (interrupt_signal() != 0)
+        /* Not inside a source transaction (the last record held the batch
+         * open): a stream stops on a commit boundary. */
+        if (interrupt_signal() != 0 && !rec.batch_hold)
         {
             err_set(err, EC_INTERRUPTED, "interrupted by %s", interrupt_name());
             ok = false;

@@ -80,6 +80,13 @@ typedef struct SourcePosition
      * name and start.  content_len 0: not known (standard input). */
     uint64_t content_len;
     uint64_t content_hash;
+    /* A stream's position (zero for files): the end LSN of the last source
+     * transaction whose every change was handed out, and of the transaction in
+     * progress (its commit LSN; 0: none) how many changes were (a large one
+     * split across batches). */
+    uint64_t lsn;
+    uint64_t txn_lsn;
+    uint64_t txn_changes;
 } SourcePosition;
 
 typedef struct Source Source;
