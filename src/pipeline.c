@@ -1928,6 +1928,9 @@ pipeline_attach(Pipeline *pl, Source *src, bool unnamed_last, const PipelineHook
     pl->src = src;
     pl->src_name = src->ops->name(src);
     pl->unnamed_last = unnamed_last;
+    /* A run that failed (a stream's lost source) may have left records of a
+     * batch that never committed: the next source hands them out again. */
+    batch_reset(pl->batch);
     pl->hooks = *hooks;
     if (!pipeline_map_columns(pl, err))
         return false;

@@ -1,0 +1,89 @@
+/*
+ * The changes of one source table, read from a logical replication slot
+ * (pgoutput, protocol 1, text values), as a Source of the pipeline.
+ *
+ * Each insert, update and delete is a record (Record.op) with the table's
+ * columns in the order given at open; a truncate is a REC_TRUNCATE record
+ * (or an error / nothing, per the policy).  Records of one source
+ * transaction hold the batch open (Record.batch_hold) unless the transaction
+ * is larger than hold_max changes; after a commit, once group_rows rows or
+ * group_ms have gone by, a REC_BOUNDARY ends the batch on that commit.
+ *
+ * The position (SourcePosition.lsn/txn_lsn/txn_changes) is the end LSN of the
+ * last whole transaction handed out and, inside a large one, how many of its
+ * changes were.  Transactions at or below the resume position are skipped,
+ * and of the transaction the resume position was inside, the changes already
+ * applied.
+ *
+ * Feedback: the flush position sent to the server is only ever what the
+ * owner reports committed (source_pgoutput_committed, from any thread), or an
+ * idle position the owner persisted first (persist_idle).  A status goes out
+ * at least every 10 s, and at once when the server asks.
+ */
+#ifndef V7FILL_SOURCE_PGOUTPUT_H
+#define V7FILL_SOURCE_PGOUTPUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "v7fill/err.h"
+#include "v7fill/replconn.h"
+#include "v7fill/source.h"
+
+typedef enum PgoTruncatePolicy
+{
+    PGO_TRUNCATE_STOP = 0,
+    PGO_TRUNCATE_APPLY,
+    PGO_TRUNCATE_IGNORE,
+} PgoTruncatePolicy;
+
+typedef struct PgoSourceConfig
+{
+    ReplConn *repl;              /* START_REPLICATION done (CopyBoth); stays the caller's */
+    const char *schema;          /* the source table */
+    const char *table;
+    const char *const *columns;  /* the record's fields, in this order (names of the source) */
+    size_t ncolumns;
+    uint64_t resume_lsn;         /* skip transactions whose commit is below this end LSN */
+    uint64_t resume_txn_lsn;     /* of the transaction committed here ... */
+    uint64_t resume_txn_changes; /* ... skip this many changes (applied already) */
+    uint64_t stop_lsn;           /* end once everything up to here is handed out (0: never) */
+    size_t group_rows;
+    int group_ms;
+    size_t hold_max;             /* a transaction larger than this may span batches */
+    bool ignore_deletes;
+    PgoTruncatePolicy on_truncate;
+    /* Store an idle position (no transaction pending) as the stream's
+     * position before it is acknowledged; NULL: idle positions are not
+     * acknowledged. */
+    bool (*persist_idle)(void *ctx, uint64_t lsn, Err *err);
+    void *ctx;
+} PgoSourceConfig;
+
+typedef struct PgoSourceStats
+{
+    uint64_t transactions;
+    uint64_t skipped_transactions;
+    uint64_t deletes_ignored;
+    uint64_t truncates_ignored;
+    uint64_t bytes;
+    uint64_t received_lsn;   /* the furthest LSN the server sent */
+    uint64_t server_lsn;     /* the server's position from its last keepalive */
+    uint64_t flushed_lsn;    /* the last flush position reported */
+    int64_t last_commit_time_us; /* source commit time of the last transaction handed out */
+    bool stopped_at_stop_lsn;
+} PgoSourceStats;
+
+V7FILL_MUST_CHECK bool source_pgoutput_open(const PgoSourceConfig *cfg, Source **out, Err *err);
+/* The owner committed everything up to this position in the target (any
+ * thread): the next status reports it as flushed. */
+void source_pgoutput_committed(Source *s, uint64_t lsn);
+/* Send a status now with the committed position (before closing). */
+V7FILL_MUST_CHECK bool source_pgoutput_feedback(Source *s, Err *err);
+void source_pgoutput_stats(Source *s, PgoSourceStats *out);
+/* "0/16B3F00 public.orders": a record's origin (Record.line is the change's LSN). */
+void source_pgoutput_origin(const char *schema, const char *table, uint64_t lsn, char *out,
+                            size_t size);
+
+#endif /* V7FILL_SOURCE_PGOUTPUT_H */

@@ -1,0 +1,77 @@
+/*
+ * The stream: a live source table of another PostgreSQL database, copied
+ * once under a slot's exported snapshot and then followed over logical
+ * replication (pgoutput), exactly once, into the UUIDv7 target.  Both phases
+ * are sources of the shared pipeline (pipeline.h): the copy is a CSV Source
+ * over COPY TO (source_snapshot.h), the changes a Source over the slot
+ * (source_pgoutput.h).  This module owns what is the stream's alone: the
+ * source's preflight, the slot, the stream's state row in the target (its
+ * position, written in the same transaction as the rows), the quarantine of
+ * rows the target refuses, and the feedback that moves the slot only over
+ * what the target committed.
+ */
+#ifndef V7FILL_STREAM_H
+#define V7FILL_STREAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "v7fill/err.h"
+#include "v7fill/pg.h"
+#include "v7fill/pipeline.h"
+
+typedef enum StreamOnDelete
+{
+    STREAM_DELETE_APPLY = 0,
+    STREAM_DELETE_IGNORE,
+} StreamOnDelete;
+
+typedef enum StreamOnTruncate
+{
+    STREAM_TRUNCATE_STOP = 0,
+    STREAM_TRUNCATE_APPLY,
+    STREAM_TRUNCATE_IGNORE,
+} StreamOnTruncate;
+
+typedef struct StreamOptions
+{
+    PipelineOptions common;     /* table = the target */
+    const char *source_conninfo;
+    const char *from;           /* SCHEMA.TABLE on the source */
+    const char *publication;
+    const char *slot;
+    StreamOnDelete on_delete;
+    StreamOnTruncate on_truncate;
+    int ahead;                  /* windows ensured ahead of now (default 2) */
+    size_t group_rows;          /* a target transaction ends after this many rows ... */
+    int group_ms;               /* ... or this long after its first (default 10000, 200) */
+    bool no_snapshot;           /* no initial copy: stream from the slot's start */
+    bool until_caught_up;       /* exit once what the source committed before the start is applied */
+    int status_interval_s;      /* the one-line status on stderr (default 10; 0 = never) */
+} StreamOptions;
+
+void stream_options_default(StreamOptions *o);
+
+typedef struct StreamStats
+{
+    ImportStats rows;           /* the pipeline's counts, both phases */
+    uint64_t copied;            /* of rows.read: rows of the initial copy */
+    uint64_t transactions;      /* source transactions applied */
+    uint64_t skipped_transactions; /* already applied (at or below the stored position) */
+    uint64_t deletes_ignored;   /* --on-delete ignore */
+    uint64_t truncates_ignored; /* --on-truncate ignore */
+    uint64_t quarantined;
+    uint64_t bytes_received;
+    uint64_t reconnects;
+    uint64_t start_lsn;         /* where this run started streaming */
+    uint64_t applied_lsn;       /* the last source commit committed in the target */
+} StreamStats;
+
+/* Run a stream until interrupted (SIGINT/SIGTERM: the current group is
+ * committed, exit status 0), until caught up (--until-caught-up), or until an
+ * error that reconnecting cannot cure. */
+V7FILL_MUST_CHECK bool stream_run(PgConn *target, const StreamOptions *o, StreamStats *st,
+                                  Err *err);
+
+#endif /* V7FILL_STREAM_H */

@@ -1,0 +1,56 @@
+/*
+ * A stream's state in the target (schema v7fill): one row per slot in
+ * v7fill.stream holding its position (written in the same transaction as the
+ * rows it covers) and cumulative counts, and v7fill.stream_quarantine, the
+ * rows the target refused or that came too late, with their reason.
+ */
+#ifndef V7FILL_STREAM_STATE_H
+#define V7FILL_STREAM_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "v7fill/err.h"
+#include "v7fill/pg.h"
+#include "v7fill/pipeline.h"
+
+typedef struct StreamState
+{
+    bool found;
+    char target[256];         /* schema.table as typed, when created */
+    char source_table[256];
+    char publication[128];
+    char system_id[32];       /* the source cluster's IDENTIFY_SYSTEM systemid */
+    char phase[16];           /* "copy" (initial copy not finished) or "stream" */
+    uint64_t end_lsn;         /* the last source transaction applied whole */
+    uint64_t txn_lsn;         /* the one in progress (its commit LSN), 0: none */
+    uint64_t txn_changes;     /* of it, changes applied */
+    uint64_t batches;         /* target transactions committed (a reconnect asks it) */
+    BatchCounts counts;       /* cumulative, both phases */
+} StreamState;
+
+typedef struct QuarantineRow
+{
+    uint64_t lsn;             /* 0: the initial copy */
+    char *reason;
+    char sqlstate[6];
+    char *row_json;
+} QuarantineRow;
+
+V7FILL_MUST_CHECK bool stream_state_setup(PgConn *c, Err *err);
+V7FILL_MUST_CHECK bool stream_state_get(PgConn *c, const char *slot, StreamState *out, Err *err);
+/* A new row (phase "copy" or "stream", position lsn). */
+V7FILL_MUST_CHECK bool stream_state_create(PgConn *c, const char *slot, const StreamState *s,
+                                           Err *err);
+/* Inside a batch's transaction: the position, the counts, the batch number. */
+V7FILL_MUST_CHECK bool stream_state_put(PgConn *c, const char *slot, const StreamState *s,
+                                        Err *err);
+/* An idle position (no transaction pending), alone in its transaction; never
+ * moves the position back. */
+V7FILL_MUST_CHECK bool stream_state_put_idle(PgConn *c, const char *slot, uint64_t lsn, Err *err);
+V7FILL_MUST_CHECK bool stream_state_quarantine(PgConn *c, const char *slot, const char *target,
+                                               const char *relation, const QuarantineRow *rows,
+                                               size_t n, Err *err);
+V7FILL_MUST_CHECK bool stream_state_drop(PgConn *c, const char *slot, Err *err);
+
+#endif /* V7FILL_STREAM_STATE_H */

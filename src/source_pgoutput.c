@@ -1,0 +1,774 @@
+/*
+ * source_pgoutput.c: one source table's changes from a logical replication
+ * slot, as pipeline records (see source_pgoutput.h).
+ *
+ * The apply state machine of the shared docs (pgoutput.md §6), on the
+ * reader side: relation cache (one table; other relations of the
+ * publication are passed over), transaction framing and the resume skip,
+ * tuple → fields, keepalives and status updates.  The flush position
+ * reported to the server only ever moves to what the owner says the target
+ * committed, or to an idle position the owner stored first.
+ */
+#include "v7fill/source_pgoutput.h"
+
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "v7fill/interrupt.h"
+#include "v7fill/log.h"
+#include "v7fill/mem.h"
+#include "v7fill/pgoutput.h"
+
+#define STATUS_INTERVAL_MS 10000
+#define PING_INTERVAL_MS 1000
+
+typedef struct PgoSource
+{
+    Source base;
+    PgoSourceConfig cfg;
+    char name[256];
+    PgoDecoder *dec;
+
+    /* the table's relation, as last described */
+    uint32_t relid;          /* 0: not seen yet */
+    size_t nrelcols;
+    int *relcol_field;       /* relation column → field index, or -1 (a new column) */
+    int *field_relcol;       /* field → relation column */
+    uint32_t *field_type;    /* field → type OID first seen (0: not yet) */
+    char **warned_new;       /* added columns already warned about */
+    size_t nwarned;
+    uint32_t *other_relids;  /* relations of the publication that are not the table */
+    size_t nother;
+
+    /* the transaction being read */
+    bool in_txn;
+    bool skip_txn;
+    uint64_t final_lsn;
+    int64_t commit_time_us;
+    uint64_t ordinal;        /* changes of this transaction seen (our table's) */
+    uint64_t skip_changes;   /* of them, applied by an earlier run */
+    uint64_t emitted_in_txn;
+
+    /* positions */
+    uint64_t last_end;       /* end LSN of the last whole transaction read */
+    uint64_t handed_end;     /* ... of the last one that handed out a record */
+    _Atomic uint64_t committed; /* the owner's committed position */
+    uint64_t flushed;        /* the last flush position sent */
+    uint64_t idle_stored;    /* the last idle position persisted */
+    uint64_t server_end;     /* from keepalives */
+    uint64_t received;
+
+    /* grouping */
+    size_t rows_open;        /* rows handed out since the last boundary */
+    double first_open_ms;    /* when the first of them was */
+
+    double last_status_ms;
+    double last_ping_ms;
+    double last_idle_ms;
+
+    Field *fields;
+    Field *old_fields;
+    Buf raw;
+    char *payload;           /* the frame being handed out (freed at the next call) */
+    PgoSourceStats st;
+    bool ended;
+} PgoSource;
+
+static double
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec * 1000.0 + (double) ts.tv_nsec / 1e6;
+}
+
+void
+source_pgoutput_origin(const char *schema, const char *table, uint64_t lsn, char *out,
+                       size_t size)
+{
+    char at[PGO_LSN_TEXT_SIZE];
+
+    pgo_lsn_format(lsn, at);
+    (void) snprintf(out, size, "%s %s.%s", at, schema, table);
+}
+
+static bool
+send_status(PgoSource *s, bool reply, Err *err)
+{
+    uint64_t flush = atomic_load(&s->committed);
+
+    if (s->idle_stored > flush)
+        flush = s->idle_stored;
+    if (flush < s->flushed)
+        flush = s->flushed; /* never backwards */
+    if (!replconn_send_status(s->cfg.repl, s->received > flush ? s->received : flush, flush,
+                              flush, reply, err))
+        return false;
+    s->flushed = flush;
+    s->st.flushed_lsn = flush;
+    s->last_status_ms = now_ms();
+    if (reply)
+        s->last_ping_ms = s->last_status_ms;
+    return true;
+}
+
+/* Nothing read is waiting for the target: every transaction handed out is
+ * committed there. */
+static bool
+idle(PgoSource *s)
+{
+    return !s->in_txn && s->rows_open == 0 && atomic_load(&s->committed) >= s->handed_end;
+}
+
+/* Status on time; when idle, the position advances over what the server
+ * passed (transactions of other tables, empty ones) once it is stored. */
+static bool
+maybe_status(PgoSource *s, Err *err)
+{
+    double now = now_ms();
+    uint64_t committed = atomic_load(&s->committed);
+    bool due = now - s->last_status_ms >= STATUS_INTERVAL_MS || committed > s->flushed;
+
+    if (idle(s) && s->cfg.persist_idle)
+    {
+        uint64_t pos = s->server_end > s->last_end ? s->server_end : s->last_end;
+        uint64_t have = committed > s->idle_stored ? committed : s->idle_stored;
+
+        if (pos > have && (now - s->last_idle_ms >= STATUS_INTERVAL_MS ||
+                           (s->cfg.stop_lsn > 0 && pos >= s->cfg.stop_lsn)))
+        {
+            if (!s->cfg.persist_idle(s->cfg.ctx, pos, err))
+                return false;
+            s->idle_stored = pos;
+            s->last_idle_ms = now;
+            due = true;
+        }
+    }
+    /* Waiting to be caught up: ask the server where it stands. */
+    if (s->cfg.stop_lsn > 0 && idle(s) && now - s->last_ping_ms >= PING_INTERVAL_MS)
+        return send_status(s, true, err);
+    return due ? send_status(s, false, err) : true;
+}
+
+static bool
+relation_is_other(const PgoSource *s, uint32_t relid)
+{
+    for (size_t i = 0; i < s->nother; i++)
+        if (s->other_relids[i] == relid)
+            return true;
+    return false;
+}
+
+static void
+warn_new_column(PgoSource *s, const char *name)
+{
+    for (size_t i = 0; i < s->nwarned; i++)
+        if (strcmp(s->warned_new[i], name) == 0)
+            return;
+    s->warned_new = xrealloc(s->warned_new, (s->nwarned + 1) * sizeof *s->warned_new);
+    s->warned_new[s->nwarned++] = xstrdup(name);
+    log_warn("column \"%s\" was added to %s.%s on the source: its values are not streamed "
+             "until the stream is restarted (a target column of that name is mapped then)",
+             name, s->cfg.schema, s->cfg.table);
+}
+
+static bool
+on_relation(PgoSource *s, const PgoMessage *m, uint64_t lsn, Err *err)
+{
+    char at[PGO_LSN_TEXT_SIZE];
+
+    if (strcmp(m->nspname, s->cfg.schema) != 0 || strcmp(m->relname, s->cfg.table) != 0)
+    {
+        if (!relation_is_other(s, m->relid))
+        {
+            s->other_relids = xrealloc(s->other_relids, (s->nother + 1) * sizeof(uint32_t));
+            s->other_relids[s->nother++] = m->relid;
+        }
+        return true;
+    }
+    pgo_lsn_format(lsn, at);
+    s->relid = m->relid;
+    s->nrelcols = m->ncols;
+    s->relcol_field = xrealloc(s->relcol_field, (m->ncols ? m->ncols : 1) * sizeof(int));
+    for (size_t f = 0; f < s->cfg.ncolumns; f++)
+        s->field_relcol[f] = -1;
+    for (size_t i = 0; i < m->ncols; i++)
+    {
+        s->relcol_field[i] = -1;
+        for (size_t f = 0; f < s->cfg.ncolumns; f++)
+            if (strcmp(m->cols[i].name, s->cfg.columns[f]) == 0)
+            {
+                s->relcol_field[i] = (int) f;
+                s->field_relcol[f] = (int) i;
+                if (s->field_type[f] != 0 && s->field_type[f] != m->cols[i].type_oid)
+                {
+                    err_set(err, EC_CONFIG,
+                            "column \"%s\" of %s.%s changed its type on the source (relation "
+                            "message at %s): the stream stops",
+                            m->cols[i].name, s->cfg.schema, s->cfg.table, at);
+                    err_hint(err, "Change the target column to match, then run the stream "
+                                  "again: it resumes at the change.");
+                    return false;
+                }
+                s->field_type[f] = m->cols[i].type_oid;
+                break;
+            }
+        if (s->relcol_field[i] < 0)
+            warn_new_column(s, m->cols[i].name);
+    }
+    for (size_t f = 0; f < s->cfg.ncolumns; f++)
+        if (s->field_relcol[f] < 0)
+        {
+            err_set(err, EC_CONFIG,
+                    "column \"%s\" of %s.%s is gone on the source (dropped or renamed; relation "
+                    "message at %s): the stream stops",
+                    s->cfg.columns[f], s->cfg.schema, s->cfg.table, at);
+            err_hint(err, "Run the stream again: it reads the table's columns anew and maps "
+                          "them (the target column must then allow NULL or have a default).");
+            return false;
+        }
+    return true;
+}
+
+static void
+json_string(Buf *b, const char *p, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+
+    buf_putc(b, '"');
+    for (size_t i = 0; i < n; i++)
+    {
+        unsigned char c = (unsigned char) p[i];
+
+        if (c == '"' || c == '\\')
+        {
+            buf_putc(b, '\\');
+            buf_putc(b, (char) c);
+        }
+        else if (c < 0x20)
+        {
+            char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            buf_append(b, esc, sizeof esc);
+        }
+        else
+            buf_putc(b, (char) c);
+    }
+    buf_putc(b, '"');
+}
+
+/* The row as a JSON object (the quarantine keeps it): unchanged values are
+ * left out. */
+static void
+row_json(PgoSource *s, const Field *fields)
+{
+    bool first = true;
+
+    buf_reset(&s->raw);
+    buf_putc(&s->raw, '{');
+    for (size_t f = 0; f < s->cfg.ncolumns; f++)
+    {
+        if (fields[f].unchanged)
+            continue;
+        if (!first)
+            buf_putc(&s->raw, ',');
+        first = false;
+        json_string(&s->raw, s->cfg.columns[f], strlen(s->cfg.columns[f]));
+        buf_putc(&s->raw, ':');
+        if (fields[f].is_null)
+            buf_puts(&s->raw, "null");
+        else
+            json_string(&s->raw, fields[f].data, fields[f].len);
+    }
+    buf_putc(&s->raw, '}');
+}
+
+static bool
+tuple_fields(PgoSource *s, const PgoTuple *t, Field *out, uint64_t lsn, Err *err)
+{
+    char at[PGO_LSN_TEXT_SIZE];
+
+    if (t->ncols != s->nrelcols)
+    {
+        pgo_lsn_format(lsn, at);
+        return err_set(err, EC_FORMAT,
+                       "pgoutput: a change of %s.%s at %s has %u columns, its relation %zu",
+                       s->cfg.schema, s->cfg.table, at, t->ncols, s->nrelcols);
+    }
+    for (size_t i = 0; i < t->ncols; i++)
+    {
+        const PgoValue *v = &t->values[i];
+        int f = s->relcol_field[i];
+
+        if (f < 0)
+            continue;
+        out[f].unchanged = v->kind == 'u';
+        out[f].is_null = v->kind == 'n' || v->kind == 'u';
+        out[f].data = v->kind == 't' ? v->data : NULL;
+        out[f].len = v->kind == 't' ? v->len : 0;
+        if (v->kind == 'b')
+        {
+            pgo_lsn_format(lsn, at);
+            return err_set(err, EC_FORMAT,
+                           "pgoutput: a binary value in column \"%s\" at %s (the stream asks "
+                           "for text)",
+                           s->cfg.columns[f], at);
+        }
+    }
+    return true;
+}
+
+/* An update's key: K (key changed, or stored out of line) or O (FULL). */
+static bool
+update_fields(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, Err *err)
+{
+    bool key_moved = false;
+
+    if (!tuple_fields(s, &m->new_tuple, s->fields, lsn, err))
+        return false;
+    rec->old_fields = NULL;
+    if (m->old_kind == 0)
+        return true;
+    if (!tuple_fields(s, &m->old_tuple, s->old_fields, lsn, err))
+        return false;
+    for (size_t i = 0; i < s->nrelcols; i++)
+    {
+        int f = s->relcol_field[i];
+        Field *nf, *of;
+
+        if (f < 0)
+            continue;
+        nf = &s->fields[f];
+        of = &s->old_fields[f];
+        /* The old row fills what the new one left unchanged (FULL, or a key
+         * stored out of line). */
+        if (nf->unchanged && !of->unchanged && (m->old_kind == 'O' || !of->is_null))
+            *nf = *of;
+        if (m->old_kind == 'K' && i < m->old_tuple.ncols && m->old_tuple.values[i].kind == 't' &&
+            !(nf->len == of->len && !nf->is_null && memcmp(nf->data, of->data, nf->len) == 0))
+            key_moved = true;
+    }
+    if (key_moved)
+        rec->old_fields = s->old_fields;
+    return true;
+}
+
+static bool
+on_change(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bool *got, Err *err)
+{
+    char at[PGO_LSN_TEXT_SIZE];
+
+    *got = false;
+    if (m->relid != s->relid)
+    {
+        if (relation_is_other(s, m->relid))
+            return true;
+        pgo_lsn_format(lsn, at);
+        return err_set(err, EC_FORMAT,
+                       "pgoutput: a change at %s names relation %u, which no relation message "
+                       "described",
+                       at, m->relid);
+    }
+    if (!s->in_txn)
+    {
+        pgo_lsn_format(lsn, at);
+        return err_set(err, EC_FORMAT, "pgoutput: a change at %s outside a transaction", at);
+    }
+    s->ordinal++;
+    if (s->skip_txn || s->ordinal <= s->skip_changes)
+        return true;
+    memset(rec, 0, sizeof *rec);
+    memset(s->fields, 0, s->cfg.ncolumns * sizeof *s->fields);
+    switch (m->type)
+    {
+        case 'I':
+            rec->op = REC_INSERT;
+            if (!tuple_fields(s, &m->new_tuple, s->fields, lsn, err))
+                return false;
+            break;
+        case 'U':
+            rec->op = REC_UPDATE;
+            memset(s->old_fields, 0, s->cfg.ncolumns * sizeof *s->old_fields);
+            if (!update_fields(s, m, lsn, rec, err))
+                return false;
+            break;
+        default: /* 'D' */
+            if (s->cfg.ignore_deletes)
+            {
+                s->st.deletes_ignored++;
+                return true;
+            }
+            rec->op = REC_DELETE;
+            if (!tuple_fields(s, &m->old_tuple, s->fields, lsn, err))
+                return false;
+            break;
+    }
+    row_json(s, s->fields);
+    rec->nfields = s->cfg.ncolumns;
+    rec->fields = s->fields;
+    rec->raw = s->raw.data;
+    rec->raw_len = s->raw.len;
+    rec->line = lsn;
+    s->emitted_in_txn++;
+    rec->batch_hold = s->emitted_in_txn < s->cfg.hold_max;
+    if (s->rows_open++ == 0)
+        s->first_open_ms = now_ms();
+    *got = true;
+    return true;
+}
+
+static bool
+on_truncate(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bool *got, Err *err)
+{
+    char at[PGO_LSN_TEXT_SIZE];
+    bool ours = false;
+
+    *got = false;
+    for (uint32_t i = 0; i < m->nrelids; i++)
+        ours = ours || (s->relid != 0 && m->relids[i] == s->relid);
+    if (!ours)
+        return true;
+    s->ordinal++;
+    if (s->skip_txn || s->ordinal <= s->skip_changes)
+        return true;
+    pgo_lsn_format(lsn, at);
+    switch (s->cfg.on_truncate)
+    {
+        case PGO_TRUNCATE_IGNORE:
+            s->st.truncates_ignored++;
+            log_warn("TRUNCATE of %s.%s at %s ignored (--on-truncate ignore): the target keeps "
+                     "its rows",
+                     s->cfg.schema, s->cfg.table, at);
+            return true;
+        case PGO_TRUNCATE_APPLY:
+            memset(rec, 0, sizeof *rec);
+            rec->op = REC_TRUNCATE;
+            rec->line = lsn;
+            rec->raw = "{}";
+            rec->raw_len = 2;
+            rec->batch_hold = true;
+            s->emitted_in_txn++;
+            if (s->rows_open++ == 0)
+                s->first_open_ms = now_ms();
+            *got = true;
+            log_info("TRUNCATE of %s.%s at %s: the target and its lookup are emptied in the "
+                     "same transaction (--on-truncate apply)",
+                     s->cfg.schema, s->cfg.table, at);
+            return true;
+        default:
+            err_set(err, EC_CONFIG,
+                    "TRUNCATE of %s.%s on the source (at %s): the stream stops there "
+                    "(--on-truncate stop); the changes before it are applied",
+                    s->cfg.schema, s->cfg.table, at);
+            err_hint(err, "Run again with --on-truncate apply to empty the target too, or "
+                          "--on-truncate ignore to keep its rows; either goes on from the "
+                          "TRUNCATE.");
+            return false;
+    }
+}
+
+/* One frame; *got when it made a record. */
+static bool
+on_frame(PgoSource *s, const PgoFrame *fr, Record *rec, bool *got, Err *err)
+{
+    const PgoMessage *m = &fr->msg;
+    char at[PGO_LSN_TEXT_SIZE];
+
+    *got = false;
+    if (fr->kind == 'k')
+    {
+        if (fr->wal_end > s->server_end)
+            s->server_end = fr->wal_end;
+        s->st.server_lsn = s->server_end;
+        return fr->reply_requested ? send_status(s, false, err) : true;
+    }
+    if (fr->data_start > s->received)
+        s->received = s->st.received_lsn = fr->data_start;
+    switch (m->type)
+    {
+        case 'B':
+            if (s->in_txn)
+            {
+                pgo_lsn_format(m->final_lsn, at);
+                return err_set(err, EC_FORMAT,
+                               "pgoutput: a transaction began (commit at %s) inside another",
+                               at);
+            }
+            s->in_txn = true;
+            s->final_lsn = m->final_lsn;
+            s->commit_time_us = m->commit_time_us;
+            s->ordinal = 0;
+            s->emitted_in_txn = 0;
+            /* Committed below the resume position: applied already. */
+            s->skip_txn = m->final_lsn < s->cfg.resume_lsn;
+            s->skip_changes =
+                m->final_lsn == s->cfg.resume_txn_lsn ? s->cfg.resume_txn_changes : 0;
+            return true;
+        case 'C':
+            if (!s->in_txn || m->commit_lsn != s->final_lsn)
+            {
+                pgo_lsn_format(m->commit_lsn, at);
+                return err_set(err, EC_FORMAT,
+                               "pgoutput: a commit at %s that no begin announced", at);
+            }
+            s->in_txn = false;
+            if (m->end_lsn > s->last_end)
+                s->last_end = m->end_lsn;
+            if (s->skip_txn)
+                s->st.skipped_transactions++;
+            else
+                s->st.transactions++;
+            if (s->emitted_in_txn > 0)
+                s->handed_end = s->last_end;
+            s->st.last_commit_time_us = s->commit_time_us;
+            return true;
+        case 'R':
+            return on_relation(s, m, fr->data_start, err);
+        case 'I':
+        case 'U':
+        case 'D':
+            return on_change(s, m, fr->data_start, rec, got, err);
+        case 'T':
+            return on_truncate(s, m, fr->data_start, rec, got, err);
+        case 'Y':
+        case 'O':
+        case 'M':
+            return true;
+        default:
+            pgo_lsn_format(fr->data_start, at);
+            return err_set(err, EC_FORMAT,
+                           "pgoutput: unexpected '%c' message at %s (the stream does not ask "
+                           "for streamed transactions)",
+                           m->type, at);
+    }
+}
+
+static bool
+should_end(PgoSource *s)
+{
+    if (s->in_txn || s->cfg.stop_lsn == 0)
+        return false;
+    return s->last_end >= s->cfg.stop_lsn ||
+           (s->server_end >= s->cfg.stop_lsn && idle(s) && s->received <= s->server_end);
+}
+
+static bool
+pgo_next(Source *src, Record *rec, bool *eof, Err *err)
+{
+    PgoSource *s = (PgoSource *) src;
+
+    *eof = false;
+    if (s->payload)
+    {
+        replconn_freemem(s->payload);
+        s->payload = NULL;
+    }
+    for (;;)
+    {
+        char *buf = NULL;
+        int len = 0;
+        int timeout = 1000;
+        PgoFrame fr;
+        bool got;
+
+        if (s->ended || (should_end(s) && s->rows_open == 0) ||
+            (!s->in_txn && interrupt_signal() != 0 && s->rows_open == 0))
+        {
+            s->ended = true;
+            s->st.stopped_at_stop_lsn = s->cfg.stop_lsn > 0 && interrupt_signal() == 0;
+            *eof = true;
+            return true;
+        }
+        /* A group ends on a commit: after enough rows, after enough time, or
+         * when the source has nothing more for now. */
+        if (!s->in_txn && s->rows_open > 0)
+        {
+            double open_for = now_ms() - s->first_open_ms;
+
+            if (s->rows_open >= s->cfg.group_rows || open_for >= s->cfg.group_ms ||
+                should_end(s) || interrupt_signal() != 0)
+            {
+                memset(rec, 0, sizeof *rec);
+                rec->op = REC_BOUNDARY;
+                s->rows_open = 0;
+                return true;
+            }
+            timeout = (int) (s->cfg.group_ms - open_for) + 1;
+            if (timeout > 1000)
+                timeout = 1000;
+        }
+        if (!maybe_status(s, err))
+            return false;
+        if (!replconn_recv(s->cfg.repl, timeout, &buf, &len, err))
+            return false;
+        if (len <= 0)
+        {
+            /* Nothing for a while: the open group ends at its last commit. */
+            if (!s->in_txn && s->rows_open > 0)
+                s->first_open_ms = 0;
+            continue;
+        }
+        s->st.bytes += (uint64_t) len;
+        if (!pgo_decode(s->dec, buf, (size_t) len, &fr, err) ||
+            !on_frame(s, &fr, rec, &got, err))
+        {
+            replconn_freemem(buf);
+            return false;
+        }
+        if (got)
+        {
+            s->payload = buf; /* the record borrows it */
+            return true;
+        }
+        replconn_freemem(buf);
+    }
+}
+
+static const char *const *
+pgo_columns(Source *src, size_t *n)
+{
+    PgoSource *s = (PgoSource *) src;
+
+    *n = s->cfg.ncolumns;
+    return s->cfg.columns;
+}
+
+static void
+pgo_position(Source *src, SourcePosition *pos)
+{
+    PgoSource *s = (PgoSource *) src;
+
+    memset(pos, 0, sizeof *pos);
+    /* An idle position stored (and acknowledged) counts too: the stored
+     * position never goes back behind what the slot confirmed. */
+    pos->lsn = s->last_end > s->cfg.resume_lsn ? s->last_end : s->cfg.resume_lsn;
+    if (s->idle_stored > pos->lsn)
+        pos->lsn = s->idle_stored;
+    if (s->in_txn && !s->skip_txn)
+    {
+        pos->txn_lsn = s->final_lsn;
+        pos->txn_changes = s->ordinal;
+    }
+    pos->records = s->st.transactions;
+}
+
+static bool
+pgo_seek(Source *src, const SourcePosition *pos, Err *err)
+{
+    (void) src;
+    (void) pos;
+    return err_set(err, EC_INTERNAL, "a stream resumes where its slot stands, not by seeking");
+}
+
+static bool
+pgo_resume(Source *src, const SourcePosition *pos, bool *same, Err *err)
+{
+    *same = false;
+    return pgo_seek(src, pos, err);
+}
+
+static void
+pgo_progress(Source *src, uint64_t *done, uint64_t *total)
+{
+    PgoSource *s = (PgoSource *) src;
+
+    *done = s->st.bytes;
+    *total = 0;
+}
+
+static const char *
+pgo_name(Source *src)
+{
+    return ((PgoSource *) src)->name;
+}
+
+static void
+pgo_close(Source *src)
+{
+    PgoSource *s = (PgoSource *) src;
+
+    if (s->payload)
+        replconn_freemem(s->payload);
+    pgo_decoder_free(s->dec);
+    free(s->relcol_field);
+    free(s->field_relcol);
+    free(s->field_type);
+    for (size_t i = 0; i < s->nwarned; i++)
+        free(s->warned_new[i]);
+    free(s->warned_new);
+    free(s->other_relids);
+    free(s->fields);
+    free(s->old_fields);
+    buf_free(&s->raw);
+    free(s);
+}
+
+static const SourceOps pgo_ops = {
+    .next = pgo_next,
+    .columns = pgo_columns,
+    .position = pgo_position,
+    .seek = pgo_seek,
+    .resume = pgo_resume,
+    .progress = pgo_progress,
+    .name = pgo_name,
+    .close = pgo_close,
+};
+
+bool
+source_pgoutput_open(const PgoSourceConfig *cfg, Source **out, Err *err)
+{
+    PgoSource *s;
+    size_t n = cfg->ncolumns ? cfg->ncolumns : 1;
+
+    if (cfg->ncolumns == 0)
+        return err_set(err, EC_INTERNAL, "a stream source needs the table's columns");
+    s = xcalloc(1, sizeof *s);
+    s->base.ops = &pgo_ops;
+    s->cfg = *cfg;
+    if (s->cfg.group_rows == 0)
+        s->cfg.group_rows = 10000;
+    if (s->cfg.group_ms <= 0)
+        s->cfg.group_ms = 200;
+    if (s->cfg.hold_max == 0)
+        s->cfg.hold_max = 100000;
+    (void) snprintf(s->name, sizeof s->name, "%s.%s (stream)", cfg->schema, cfg->table);
+    s->dec = pgo_decoder_new();
+    s->field_relcol = xmalloc(n * sizeof(int));
+    s->field_type = xcalloc(n, sizeof(uint32_t));
+    s->fields = xcalloc(n, sizeof(Field));
+    s->old_fields = xcalloc(n, sizeof(Field));
+    buf_init(&s->raw);
+    atomic_init(&s->committed, cfg->resume_lsn);
+    s->flushed = 0;
+    s->last_end = cfg->resume_lsn;
+    s->handed_end = cfg->resume_lsn;
+    s->last_status_ms = now_ms();
+    *out = &s->base;
+    return true;
+}
+
+void
+source_pgoutput_committed(Source *src, uint64_t lsn)
+{
+    PgoSource *s = (PgoSource *) src;
+    uint64_t was = atomic_load(&s->committed);
+
+    while (lsn > was && !atomic_compare_exchange_weak(&s->committed, &was, lsn))
+        ;
+}
+
+bool
+source_pgoutput_feedback(Source *src, Err *err)
+{
+    return send_status((PgoSource *) src, false, err);
+}
+
+void
+source_pgoutput_stats(Source *src, PgoSourceStats *out)
+{
+    *out = ((PgoSource *) src)->st;
+}

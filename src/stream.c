@@ -1,0 +1,802 @@
+/*
+ * stream.c: `v7fill stream`, a source table followed over logical
+ * replication into the UUIDv7 target (see stream.h).
+ *
+ *   preflight on the source (publication, wal_level, role, replica identity)
+ *   the slot: created with an exported snapshot and the stream's row in the
+ *     target written (phase "copy", position = the slot's consistent point),
+ *     or found, with the row that says where the target stands
+ *   the initial copy (phase "copy"): COPY TO under that snapshot through the
+ *     pipeline; an interrupted copy is redone under a fresh view (the lookup
+ *     deduplicates what the first attempt wrote; the slot's changes, replayed
+ *     from its start, converge on the source's state)
+ *   the changes (phase "stream"): START_REPLICATION at the stored position,
+ *     records through the pipeline, position + counts + quarantined rows
+ *     written in each batch's transaction, the flush position sent to the
+ *     source only after that COMMIT; a lost source or target connection is
+ *     reconnected with backoff and the stream resumes from the stored position
+ */
+#include "v7fill/stream.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "v7fill/catalog.h"
+#include "v7fill/interrupt.h"
+#include "v7fill/log.h"
+#include "v7fill/maintain.h"
+#include "v7fill/mem.h"
+#include "v7fill/pgoutput.h"
+#include "v7fill/replconn.h"
+#include "v7fill/source_pgoutput.h"
+#include "v7fill/source_snapshot.h"
+#include "v7fill/stream_state.h"
+
+typedef struct Streamer
+{
+    PgConn *conn;        /* the target (the pipeline's writer uses it) */
+    PgConn *side;        /* the target again: idle positions, windows ahead */
+    PgConn *src_sql;     /* the source, ordinary connection */
+    ReplConn *repl;
+    const StreamOptions *o;
+    StreamStats *st;
+    Pipeline *pl;
+    ReplTable from;
+    char relation[160];  /* schema.table, for messages and the quarantine */
+    ReplTableInfo info;
+    char *ref_template;
+    ReplSystem sys;
+    bool streaming;      /* phase: changes (else the initial copy) */
+    Source *src;
+    StreamState state;   /* as committed */
+    StreamState next;    /* what the batch in flight stores */
+    QuarantineRow *quar;
+    size_t nquar;
+} Streamer;
+
+void
+stream_options_default(StreamOptions *o)
+{
+    memset(o, 0, sizeof *o);
+    pipeline_options_default(&o->common);
+    o->ahead = 2;
+    o->group_rows = 10000;
+    o->group_ms = 200;
+    o->status_interval_s = 10;
+}
+
+/* ---- the hooks: what a batch's transaction does for the stream ----------- */
+
+static void
+hook_origin(void *ctx, uint64_t origin, char *out, size_t size)
+{
+    Streamer *s = ctx;
+
+    if (s->streaming)
+        source_pgoutput_origin(s->from.schema, s->from.name, origin, out, size);
+    else
+        (void) snprintf(out, size, "%s (initial copy) line %" PRIu64, s->relation, origin);
+}
+
+static void
+hook_where(void *ctx, const SourcePosition *pos, char *out, size_t size)
+{
+    Streamer *s = ctx;
+    char at[PGO_LSN_TEXT_SIZE];
+
+    if (!s->streaming)
+    {
+        (void) snprintf(out, size, "line %" PRIu64 " of the initial copy", pos->line);
+        return;
+    }
+    pgo_lsn_format(pos->lsn, at);
+    (void) snprintf(out, size, "LSN %s", at);
+}
+
+static void
+quarantine_clear(Streamer *s)
+{
+    for (size_t i = 0; i < s->nquar; i++)
+    {
+        free(s->quar[i].reason);
+        free(s->quar[i].row_json);
+    }
+    s->nquar = 0;
+}
+
+static void
+json_quote(Buf *b, const char *p, size_t n)
+{
+    buf_putc(b, '"');
+    for (size_t i = 0; i < n; i++)
+    {
+        unsigned char c = (unsigned char) p[i];
+
+        if (c == '"' || c == '\\')
+        {
+            buf_putc(b, '\\');
+            buf_putc(b, (char) c);
+        }
+        else if (c < 0x20)
+            buf_printf(b, "\\u%04x", c);
+        else
+            buf_putc(b, (char) c);
+    }
+    buf_putc(b, '"');
+}
+
+static void
+quarantine_add(Streamer *s, uint64_t origin, const char *reason, const char *sqlstate,
+               const char *raw, size_t raw_len)
+{
+    QuarantineRow *q;
+    Buf b;
+
+    s->quar = xrealloc(s->quar, (s->nquar + 1) * sizeof *s->quar);
+    q = &s->quar[s->nquar++];
+    memset(q, 0, sizeof *q);
+    q->lsn = s->streaming ? origin : 0;
+    q->reason = xstrdup(reason);
+    if (sqlstate)
+        (void) snprintf(q->sqlstate, sizeof q->sqlstate, "%s", sqlstate);
+    buf_init(&b);
+    if (s->streaming)
+        buf_append(&b, raw, raw_len); /* the source made it JSON */
+    else
+        json_quote(&b, raw, raw_len); /* a CSV line of the copy */
+    buf_putc(&b, '\0');
+    q->row_json = b.data;
+}
+
+static bool
+hook_reject(void *ctx, uint64_t origin, const char *reason, const char *sqlstate,
+            const char *raw, size_t raw_len, Err *err)
+{
+    (void) err;
+    quarantine_add(ctx, origin, reason, sqlstate, raw, raw_len);
+    return true;
+}
+
+static bool
+hook_late(void *ctx, const LateRow *row, Err *err)
+{
+    Streamer *s = ctx;
+    char reason[256];
+
+    (void) err;
+    if (strncmp(row->delay_class, "expired", 7) != 0)
+        return true;
+    (void) snprintf(reason, sizeof reason, "%s: event time %s is past the retention (delay %s)",
+                    row->delay_class, row->event_time, row->delay);
+    /* No raw bytes here: the reference names the row. */
+    {
+        Buf b;
+
+        buf_init(&b);
+        buf_puts(&b, "{\"source_ref\":");
+        json_quote(&b, row->source_ref, strlen(row->source_ref));
+        buf_puts(&b, ",\"id\":");
+        json_quote(&b, row->id, strlen(row->id));
+        buf_putc(&b, '}');
+        s->quar = xrealloc(s->quar, (s->nquar + 1) * sizeof *s->quar);
+        memset(&s->quar[s->nquar], 0, sizeof *s->quar);
+        s->quar[s->nquar].lsn = s->streaming ? row->origin : 0;
+        s->quar[s->nquar].reason = xstrdup(reason);
+        buf_putc(&b, '\0');
+        s->quar[s->nquar].row_json = b.data;
+        s->nquar++;
+    }
+    return true;
+}
+
+static void
+hook_outputs_mark(void *ctx)
+{
+    quarantine_clear(ctx);
+}
+
+static bool
+hook_outputs_rewind(void *ctx, Err *err)
+{
+    (void) err;
+    quarantine_clear(ctx);
+    return true;
+}
+
+static void
+counts_add(BatchCounts *a, const BatchCounts *b)
+{
+    a->read += b->read;
+    a->inserted += b->inserted;
+    a->duplicates += b->duplicates;
+    a->rejected += b->rejected;
+    a->expired += b->expired;
+    a->updated += b->updated;
+    a->deleted += b->deleted;
+    a->missing += b->missing;
+    a->missing_deletes += b->missing_deletes;
+    a->time_changed += b->time_changed;
+    a->truncates += b->truncates;
+}
+
+static void
+counts_sub(BatchCounts *out, const BatchCounts *a, const BatchCounts *b)
+{
+    out->read = a->read - b->read;
+    out->inserted = a->inserted - b->inserted;
+    out->duplicates = a->duplicates - b->duplicates;
+    out->rejected = a->rejected - b->rejected;
+    out->expired = a->expired - b->expired;
+    out->updated = a->updated - b->updated;
+    out->deleted = a->deleted - b->deleted;
+    out->missing = a->missing - b->missing;
+    out->missing_deletes = a->missing_deletes - b->missing_deletes;
+    out->time_changed = a->time_changed - b->time_changed;
+    out->truncates = a->truncates - b->truncates;
+}
+
+/* The last statements of the batch's transaction: quarantined rows, then the
+ * position with the counts. */
+static bool
+hook_save_position(void *ctx, PgConn *c, const SourcePosition *pos, const BatchCounts *t,
+                   bool finished, Err *err)
+{
+    Streamer *s = ctx;
+
+    (void) finished;
+    s->next = s->state;
+    s->next.batches++;
+    counts_add(&s->next.counts, t);
+    if (s->streaming)
+    {
+        s->next.end_lsn = pos->lsn;
+        s->next.txn_lsn = pos->txn_lsn;
+        s->next.txn_changes = pos->txn_changes;
+    }
+    return stream_state_quarantine(c, s->o->slot, s->o->common.table, s->relation, s->quar,
+                                   s->nquar, err) &&
+           stream_state_put(c, s->o->slot, &s->next, err);
+}
+
+static bool
+hook_check_commit(void *ctx, PgConn *c, const SourcePosition *pos, CommitCheck *out,
+                  BatchCounts *counts, Err *err)
+{
+    Streamer *s = ctx;
+    StreamState now;
+
+    (void) pos;
+    if (!stream_state_get(c, s->o->slot, &now, err))
+        return false;
+    if (now.found && now.batches == s->state.batches + 1)
+    {
+        counts_sub(counts, &now.counts, &s->state.counts);
+        s->st->quarantined += s->nquar;
+        s->state = now;
+        s->next = now;
+        *out = COMMIT_DONE;
+        return true;
+    }
+    if (now.found && now.batches == s->state.batches)
+    {
+        *out = COMMIT_NOT_DONE;
+        return true;
+    }
+    err_set(err, EC_PG_CONNECT,
+            "the target lost transactions it had acknowledged: the stream's row says %" PRIu64
+            " batches, v7fill had committed %" PRIu64,
+            now.batches, s->state.batches);
+    err_hint(err, "Run the stream again: it resumes from what the target kept.");
+    *out = COMMIT_LOST;
+    return true;
+}
+
+static void
+hook_after_commit(void *ctx, const SourcePosition *pos)
+{
+    Streamer *s = ctx;
+
+    s->st->quarantined += s->nquar;
+    quarantine_clear(s);
+    s->state = s->next;
+    if (s->streaming)
+    {
+        s->st->applied_lsn = s->state.end_lsn;
+        source_pgoutput_committed(s->src, pos->lsn);
+    }
+}
+
+static void
+stream_hooks(Streamer *s, PipelineHooks *h)
+{
+    memset(h, 0, sizeof *h);
+    h->ctx = s;
+    h->origin = hook_origin;
+    h->where = hook_where;
+    h->reject = hook_reject;
+    h->late = hook_late;
+    h->outputs_mark = hook_outputs_mark;
+    h->outputs_rewind = hook_outputs_rewind;
+    h->save_position = hook_save_position;
+    h->check_commit = hook_check_commit;
+    h->after_commit = hook_after_commit;
+    h->rejects_where = "v7fill.stream_quarantine";
+    h->rejects_hint = "SELECT reason, row FROM v7fill.stream_quarantine ORDER BY id";
+}
+
+static bool
+persist_idle(void *ctx, uint64_t lsn, Err *err)
+{
+    Streamer *s = ctx;
+
+    if (pg_is_broken(s->side) && !pg_reconnect(s->side, err))
+        return false;
+    return stream_state_put_idle(s->side, s->o->slot, lsn, err);
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+static bool
+parse_from(const char *from, ReplTable *t, Err *err)
+{
+    const char *dot = strchr(from, '.');
+    const char *name = dot ? dot + 1 : from;
+    size_t slen = dot ? (size_t) (dot - from) : 6;
+
+    if ((dot && slen == 0) || *name == '\0' || slen >= sizeof t->schema ||
+        strlen(name) >= sizeof t->name)
+        return err_set(err, EC_USAGE, "--from takes SCHEMA.TABLE, got \"%s\"", from);
+    (void) snprintf(t->schema, sizeof t->schema, "%.*s", (int) slen, dot ? from : "public");
+    (void) snprintf(t->name, sizeof t->name, "%s", name);
+    return true;
+}
+
+static void
+put_literal(Buf *b, const char *text)
+{
+    for (const char *p = text; *p; p++)
+    {
+        if (*p == '{' || *p == '}')
+            buf_putc(b, *p);
+        buf_putc(b, *p);
+    }
+}
+
+/* SCHEMA.TABLE:{pk}: the reference a dump of the table imported with the same
+ * template gives too, ending in the legacy key (so the lookup stays ordered). */
+static bool
+default_template(Streamer *s, Err *err)
+{
+    Buf b;
+    bool any = false;
+    const bool *which = s->info.pk;
+
+    for (size_t i = 0; i < s->info.ncols && !any; i++)
+        any = s->info.pk[i];
+    if (!any)
+        which = s->info.key;
+    buf_init(&b);
+    put_literal(&b, s->relation);
+    buf_putc(&b, ':');
+    any = false;
+    for (size_t i = 0; i < s->info.ncols; i++)
+        if (which[i])
+        {
+            if (any)
+                buf_putc(&b, ',');
+            buf_putc(&b, '{');
+            put_literal(&b, s->info.cols[i]);
+            buf_putc(&b, '}');
+            any = true;
+        }
+    if (!any)
+    {
+        buf_free(&b);
+        err_set(err, EC_CONFIG,
+                "%s has no primary key or replica identity index to name its rows by",
+                s->relation);
+        err_hint(err, "Give --source-ref a template of columns that identify a row, e.g. "
+                      "--source-ref '%s:{code}'.",
+                 s->relation);
+        return false;
+    }
+    buf_putc(&b, '\0');
+    s->ref_template = b.data;
+    return true;
+}
+
+/* Now's window and the next --ahead ones exist before the first row needs them. */
+static bool
+ensure_ahead(Streamer *s, Err *err)
+{
+    TargetTable *t = NULL;
+    MaintainOptions mo;
+    MaintainResult r = {0};
+    bool ok;
+
+    if (s->o->ahead <= 0)
+        return true;
+    if (!catalog_load_target(s->side, s->o->common.table, &t, err))
+        return false;
+    maintain_options_default(&mo);
+    mo.retention_us = 0;
+    mo.ahead = s->o->ahead;
+    mo.granularity = s->o->common.granularity;
+    mo.window_tz = s->o->common.window_tz;
+    mo.lock_timeout_ms = s->o->common.lock_timeout_ms;
+    ok = maintain_run(s->side, t, &mo, &r, err);
+    catalog_target_free(t);
+    if (ok && r.created > 0)
+        log_info("created %d window(s) ahead of now (--ahead %d)", r.created, s->o->ahead);
+    if (ok && r.issues > 0)
+        log_warn("windows ahead: %s", r.issue.msg);
+    return ok;
+}
+
+static bool
+open_source(Streamer *s, Err *err)
+{
+    if (s->repl)
+        replconn_close(s->repl);
+    s->repl = NULL;
+    if (!replconn_open(s->o->source_conninfo, &s->repl, err))
+        return false;
+    {
+        ReplSystem now;
+
+        if (!replconn_identify(s->repl, &now, err))
+            return false;
+        if (s->sys.systemid[0] && strcmp(now.systemid, s->sys.systemid) != 0)
+            return err_set(err, EC_CONFIG,
+                           "the source is another cluster now (system id %s, was %s): the "
+                           "stream's position means nothing there",
+                           now.systemid, s->sys.systemid);
+        s->sys = now;
+    }
+    return true;
+}
+
+static bool
+slot_checks(Streamer *s, const ReplSlotInfo *slot, Err *err)
+{
+    char a[PGO_LSN_TEXT_SIZE], b[PGO_LSN_TEXT_SIZE];
+
+    if (strcmp(slot->wal_status, "lost") == 0)
+    {
+        err_set(err, EC_CONFIG,
+                "replication slot \"%s\" was invalidated on the source (wal_status = lost): the "
+                "WAL it needed was removed (max_slot_wal_keep_size)",
+                s->o->slot);
+        err_hint(err, "Drop it on the source (SELECT pg_drop_replication_slot('%s');) and the "
+                      "stream's row in the target (DELETE FROM v7fill.stream WHERE slot = "
+                      "'%s';), then run the stream again: it copies the table anew and "
+                      "deduplicates through the lookup.",
+                 s->o->slot, s->o->slot);
+        return false;
+    }
+    if (strcmp(slot->plugin, "pgoutput") != 0)
+        return err_set(err, EC_CONFIG,
+                       "replication slot \"%s\" uses the plugin \"%s\", not pgoutput: it is "
+                       "not this stream's",
+                       s->o->slot, slot->plugin);
+    if (s->state.system_id[0] && strcmp(s->state.system_id, s->sys.systemid) != 0)
+        return err_set(err, EC_CONFIG,
+                       "the stream's row in the target was written for source cluster %s, "
+                       "this source is %s",
+                       s->state.system_id, s->sys.systemid);
+    if (slot->confirmed_flush_lsn > s->state.end_lsn)
+    {
+        pgo_lsn_format(slot->confirmed_flush_lsn, a);
+        pgo_lsn_format(s->state.end_lsn, b);
+        err_set(err, EC_CONFIG,
+                "replication slot \"%s\" has confirmed %s, past the position the target "
+                "stored (%s): changes between the two were taken by someone else and would be "
+                "missing",
+                s->o->slot, a, b);
+        err_hint(err, "Another consumer used this slot.  Recreate it: drop the slot and the "
+                      "stream's row (DELETE FROM v7fill.stream WHERE slot = '%s';) and run the "
+                      "stream again.",
+                 s->o->slot);
+        return false;
+    }
+    return true;
+}
+
+/* The slot and the stream's row: created together, or both found. */
+static bool
+setup_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
+{
+    ReplSlotInfo slot;
+    char at[PGO_LSN_TEXT_SIZE];
+
+    *copy = false;
+    snapshot[0] = '\0';
+    if (!stream_state_get(s->conn, s->o->slot, &s->state, err) ||
+        !replconn_slot_info(s->repl, s->o->slot, &slot, err))
+        return false;
+    if (!slot.exists && s->state.found)
+    {
+        pgo_lsn_format(s->state.end_lsn, at);
+        err_set(err, EC_CONFIG,
+                "replication slot \"%s\" does not exist on the source, but the target holds "
+                "this stream's position (%s): the changes made since are not available any more",
+                s->o->slot, at);
+        err_hint(err, "To start over (the table copied anew; rows already there are kept, "
+                      "changed ones are not updated by the copy): DELETE FROM v7fill.stream "
+                      "WHERE slot = '%s'; then run the stream again.",
+                 s->o->slot);
+        return false;
+    }
+    if (slot.exists && !s->state.found)
+    {
+        err_set(err, EC_CONFIG,
+                "replication slot \"%s\" exists on the source, but the target has no stream "
+                "with that slot: it belongs to something else",
+                s->o->slot);
+        err_hint(err, "Choose another --slot, or drop that one on the source if it is unused: "
+                      "SELECT pg_drop_replication_slot('%s');",
+                 s->o->slot);
+        return false;
+    }
+    if (slot.exists)
+    {
+        if (!slot_checks(s, &slot, err))
+            return false;
+        if (strcmp(s->state.target, s->o->common.table) != 0 ||
+            strcmp(s->state.source_table, s->relation) != 0)
+            return err_set(err, EC_CONFIG,
+                           "slot \"%s\" streams %s into %s, not %s into %s", s->o->slot,
+                           s->state.source_table, s->state.target, s->relation,
+                           s->o->common.table);
+        *copy = strcmp(s->state.phase, "copy") == 0;
+        if (*copy)
+            log_info("the initial copy of %s did not finish: copying again under a fresh "
+                     "view (rows already in the target are duplicates)",
+                     s->relation);
+        return true;
+    }
+    /* New: the slot first (its exported snapshot), then the row. */
+    log_info("creating replication slot \"%s\" on the source (waits for transactions running "
+             "there to finish)",
+             s->o->slot);
+    memset(&s->state, 0, sizeof s->state);
+    if (!replconn_create_slot(s->repl, s->o->slot, &s->state.end_lsn, snapshot, snapsize, err))
+        return false;
+    s->state.found = true;
+    (void) snprintf(s->state.target, sizeof s->state.target, "%s", s->o->common.table);
+    (void) snprintf(s->state.source_table, sizeof s->state.source_table, "%s", s->relation);
+    (void) snprintf(s->state.publication, sizeof s->state.publication, "%s", s->o->publication);
+    (void) snprintf(s->state.system_id, sizeof s->state.system_id, "%s", s->sys.systemid);
+    (void) snprintf(s->state.phase, sizeof s->state.phase, "%s",
+                    s->o->no_snapshot ? "stream" : "copy");
+    if (!stream_state_create(s->conn, s->o->slot, &s->state, err))
+        return false;
+    pgo_lsn_format(s->state.end_lsn, at);
+    log_info("slot \"%s\" created at %s", s->o->slot, at);
+    *copy = !s->o->no_snapshot;
+    return true;
+}
+
+static bool
+run_copy(Streamer *s, const char *snapshot, Err *err)
+{
+    Source *src = NULL;
+    PipelineHooks h;
+    bool ok;
+
+    s->streaming = false;
+    if (!source_snapshot_open(s->o->source_conninfo, snapshot[0] ? snapshot : NULL, &s->from,
+                              (const char *const *) s->info.cols, s->info.ncols, &src, err))
+        return false;
+    stream_hooks(s, &h);
+    ok = pipeline_attach(s->pl, src, false, &h, err) && pipeline_run(s->pl, err);
+    source_close(src);
+    if (!ok)
+        return false;
+    s->st->copied = s->state.counts.read;
+    (void) snprintf(s->state.phase, sizeof s->state.phase, "stream");
+    if (!stream_state_put(s->conn, s->o->slot, &s->state, err))
+        return false;
+    log_info("initial copy of %s done: %" PRIu64 " rows; streaming changes from the slot",
+             s->relation, s->state.counts.read);
+    return true;
+}
+
+/* One connection's worth of streaming: true at the end (caught up or
+ * interrupted), false with err on a failure. */
+static bool
+run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
+{
+    PgoSourceConfig cfg;
+    PipelineHooks h;
+    PgoSourceStats ps;
+    bool ok;
+
+    if (!stream_state_get(s->conn, s->o->slot, &s->state, err))
+        return false;
+    if (!replconn_start(s->repl, s->o->slot, s->state.end_lsn, s->o->publication, 1, false, err))
+        return false;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.repl = s->repl;
+    cfg.schema = s->from.schema;
+    cfg.table = s->from.name;
+    cfg.columns = (const char *const *) s->info.cols;
+    cfg.ncolumns = s->info.ncols;
+    cfg.resume_lsn = s->state.end_lsn;
+    cfg.resume_txn_lsn = s->state.txn_lsn;
+    cfg.resume_txn_changes = s->state.txn_changes;
+    cfg.stop_lsn = stop_lsn;
+    cfg.group_rows = s->o->group_rows;
+    cfg.group_ms = s->o->group_ms;
+    cfg.hold_max = s->o->common.batch_rows > 0 ? s->o->common.batch_rows * 10 : 100000;
+    cfg.ignore_deletes = s->o->on_delete == STREAM_DELETE_IGNORE;
+    cfg.on_truncate = (PgoTruncatePolicy) s->o->on_truncate;
+    cfg.persist_idle = persist_idle;
+    cfg.ctx = s;
+    if (!source_pgoutput_open(&cfg, &s->src, err))
+        return false;
+    s->streaming = true;
+    stream_hooks(s, &h);
+    s->st->start_lsn = s->state.end_lsn;
+    ok = pipeline_attach(s->pl, s->src, false, &h, err) && pipeline_run(s->pl, err);
+    if (!ok && err->code == EC_INTERRUPTED)
+    {
+        log_info("%s: stopping", err->msg);
+        err_clear(err);
+        ok = true;
+    }
+    if (ok)
+    {
+        Err ferr = {0};
+
+        if (!source_pgoutput_feedback(s->src, &ferr) || !replconn_stop(s->repl, &ferr))
+            log_debug("closing the replication connection: %s", ferr.msg);
+    }
+    source_pgoutput_stats(s->src, &ps);
+    s->st->transactions += ps.transactions;
+    s->st->skipped_transactions += ps.skipped_transactions;
+    s->st->deletes_ignored += ps.deletes_ignored;
+    s->st->truncates_ignored += ps.truncates_ignored;
+    s->st->bytes_received += ps.bytes;
+    source_close(s->src);
+    s->src = NULL;
+    return ok;
+}
+
+static bool
+reconnect_wait(Streamer *s, int attempt, const Err *why, Err *err)
+{
+    int delay = attempt < 6 ? 1 << attempt : 60;
+
+    log_warn("%s; reconnecting in %d s (attempt %d of %d)", why->msg, delay, attempt,
+             s->o->common.reconnect_attempts);
+    for (int step = 0; step < delay * 10; step++)
+    {
+        if (interrupt_signal() != 0)
+            return err_set(err, EC_INTERRUPTED, "interrupted by %s while reconnecting",
+                           interrupt_name());
+        (void) usleep(100000);
+    }
+    if (pg_is_broken(s->conn) && !pg_reconnect(s->conn, err))
+        return false;
+    return open_source(s, err);
+}
+
+static bool
+stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
+{
+    int attempt = 0;
+
+    for (;;)
+    {
+        Err why = {0};
+
+        if (run_changes(s, stop_lsn, &why))
+            return true;
+        if (!pg_err_is_connection(&why) && why.code != EC_PG_CONNECT)
+        {
+            *err = why;
+            return false;
+        }
+        s->st->reconnects++;
+        for (;;)
+        {
+            Err rerr = {0};
+
+            if (++attempt > s->o->common.reconnect_attempts)
+            {
+                *err = why;
+                err_hint(err, "The stream gave up after %d attempts; run it again: it resumes "
+                              "from the position stored in the target.",
+                         s->o->common.reconnect_attempts);
+                return false;
+            }
+            if (reconnect_wait(s, attempt, &why, &rerr))
+                break;
+            if (rerr.code == EC_INTERRUPTED)
+                return true;
+            why = rerr;
+        }
+        if (s->st->applied_lsn > 0)
+            attempt = 0;
+    }
+}
+
+static void
+streamer_free(Streamer *s)
+{
+    quarantine_clear(s);
+    free(s->quar);
+    if (s->src)
+        source_close(s->src);
+    if (s->repl)
+        replconn_close(s->repl);
+    pg_close(s->side);
+    pg_close(s->src_sql);
+    replconn_table_free(&s->info);
+    free(s->ref_template);
+}
+
+bool
+stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
+{
+    Streamer s;
+    PipelineOptions po;
+    PipelineInputs inputs = {0};
+    char snapshot[128];
+    bool copy = false;
+    bool ok = false;
+    uint64_t stop_lsn = 0;
+
+    memset(&s, 0, sizeof s);
+    memset(st, 0, sizeof *st);
+    s.conn = c;
+    s.o = o;
+    s.st = st;
+    if (!parse_from(o->from, &s.from, err))
+        return false;
+    (void) snprintf(s.relation, sizeof s.relation, "%s.%s", s.from.schema, s.from.name);
+    if (!pg_connect(o->source_conninfo, &s.src_sql, err))
+    {
+        err_prefix(err, "the source");
+        goto out;
+    }
+    if (!replconn_preflight(s.src_sql, o->publication, &s.from, 1, err) ||
+        !replconn_table_info(s.src_sql, &s.from, &s.info, err))
+        goto out;
+    po = o->common;
+    if (po.source_ref == NULL)
+    {
+        if (!default_template(&s, err))
+            goto out;
+        po.source_ref = s.ref_template;
+    }
+    po.progress = false;
+    inputs.noun = "source";
+    inputs.count = 1;
+    if (!pg_connect_again(c, &s.side, err) || !pipeline_open(c, &po, &inputs, &st->rows, &s.pl, err) ||
+        !stream_state_setup(c, err) || !pipeline_setup(s.pl, err) || !ensure_ahead(&s, err) ||
+        !open_source(&s, err))
+        goto out;
+    if (o->until_caught_up)
+        stop_lsn = s.sys.xlogpos;
+    if (!setup_slot(&s, snapshot, sizeof snapshot, &copy, err))
+        goto out;
+    if (copy && !run_copy(&s, snapshot, err))
+        goto out;
+    /* The exported snapshot is no longer needed: the replication connection
+     * may take commands again. */
+    if (!stream_changes(&s, stop_lsn, err) || !pipeline_finish(s.pl, err))
+        goto out;
+    ok = true;
+out:
+    if (s.pl)
+        ok = pipeline_close(s.pl, ok, err);
+    pipeline_free(s.pl);
+    streamer_free(&s);
+    return ok;
+}

@@ -1,0 +1,222 @@
+/*
+ * stream_state.c: a stream's position, counts and quarantine in the target.
+ */
+#include "v7fill/stream_state.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "v7fill/mem.h"
+#include "v7fill/pgoutput.h"
+#include "v7fill/state.h"
+
+static const char *const create_sql =
+    "CREATE SCHEMA IF NOT EXISTS v7fill;"
+    "CREATE TABLE IF NOT EXISTS v7fill.stream ("
+    "  slot text PRIMARY KEY, target text NOT NULL, source_table text NOT NULL,"
+    "  publication text NOT NULL, system_id text NOT NULL, phase text NOT NULL,"
+    "  end_lsn pg_lsn NOT NULL, txn_lsn pg_lsn NOT NULL DEFAULT '0/0',"
+    "  txn_changes bigint NOT NULL DEFAULT 0, batches bigint NOT NULL DEFAULT 0,"
+    "  read bigint NOT NULL DEFAULT 0, inserted bigint NOT NULL DEFAULT 0,"
+    "  duplicates bigint NOT NULL DEFAULT 0, rejected bigint NOT NULL DEFAULT 0,"
+    "  expired bigint NOT NULL DEFAULT 0, updated bigint NOT NULL DEFAULT 0,"
+    "  deleted bigint NOT NULL DEFAULT 0, missing bigint NOT NULL DEFAULT 0,"
+    "  missing_deletes bigint NOT NULL DEFAULT 0, time_changed bigint NOT NULL DEFAULT 0,"
+    "  truncates bigint NOT NULL DEFAULT 0,"
+    "  created_at timestamptz NOT NULL DEFAULT now(),"
+    "  updated_at timestamptz NOT NULL DEFAULT now());"
+    "CREATE TABLE IF NOT EXISTS v7fill.stream_quarantine ("
+    "  id bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now(),"
+    "  slot text NOT NULL, target text NOT NULL, source_lsn pg_lsn, relation text NOT NULL,"
+    "  reason text NOT NULL, sqlstate text, row jsonb);"
+    "CREATE INDEX IF NOT EXISTS stream_quarantine_slot ON v7fill.stream_quarantine (slot, id);";
+
+bool
+stream_state_setup(PgConn *c, Err *err)
+{
+    return state_create_once(c,
+                             "SELECT to_regclass('v7fill.stream') IS NOT NULL AND "
+                             "to_regclass('v7fill.stream_quarantine') IS NOT NULL",
+                             create_sql, "the stream's tables (v7fill.stream)", err);
+}
+
+static uint64_t
+u64(const PGresult *res, int col)
+{
+    return strtoull(PQgetvalue(res, 0, col), NULL, 10);
+}
+
+static uint64_t
+lsn_at(const PGresult *res, int col)
+{
+    uint64_t v = 0;
+
+    (void) pgo_lsn_parse(PQgetvalue(res, 0, col), &v);
+    return v;
+}
+
+static void
+copy_text(char *dst, size_t size, const char *src)
+{
+    (void) snprintf(dst, size, "%s", src);
+}
+
+bool
+stream_state_get(PgConn *c, const char *slot, StreamState *out, Err *err)
+{
+    PGresult *res;
+    const char *params[1] = {slot};
+
+    memset(out, 0, sizeof *out);
+    if (!pg_query(c,
+                  "SELECT target, source_table, publication, system_id, phase, end_lsn::text, "
+                  "txn_lsn::text, txn_changes, batches, read, inserted, duplicates, rejected, "
+                  "expired, updated, deleted, missing, missing_deletes, time_changed, truncates "
+                  "FROM v7fill.stream WHERE slot = $1",
+                  1, params, &res, err))
+    {
+        err_prefix(err, "could not read the stream's position (v7fill.stream)");
+        return false;
+    }
+    if (PQntuples(res) == 1)
+    {
+        out->found = true;
+        copy_text(out->target, sizeof out->target, PQgetvalue(res, 0, 0));
+        copy_text(out->source_table, sizeof out->source_table, PQgetvalue(res, 0, 1));
+        copy_text(out->publication, sizeof out->publication, PQgetvalue(res, 0, 2));
+        copy_text(out->system_id, sizeof out->system_id, PQgetvalue(res, 0, 3));
+        copy_text(out->phase, sizeof out->phase, PQgetvalue(res, 0, 4));
+        out->end_lsn = lsn_at(res, 5);
+        out->txn_lsn = lsn_at(res, 6);
+        out->txn_changes = u64(res, 7);
+        out->batches = u64(res, 8);
+        out->counts.read = u64(res, 9);
+        out->counts.inserted = u64(res, 10);
+        out->counts.duplicates = u64(res, 11);
+        out->counts.rejected = u64(res, 12);
+        out->counts.expired = u64(res, 13);
+        out->counts.updated = u64(res, 14);
+        out->counts.deleted = u64(res, 15);
+        out->counts.missing = u64(res, 16);
+        out->counts.missing_deletes = u64(res, 17);
+        out->counts.time_changed = u64(res, 18);
+        out->counts.truncates = u64(res, 19);
+    }
+    PQclear(res);
+    return true;
+}
+
+bool
+stream_state_create(PgConn *c, const char *slot, const StreamState *s, Err *err)
+{
+    char lsn[PGO_LSN_TEXT_SIZE];
+    const char *params[7];
+
+    pgo_lsn_format(s->end_lsn, lsn);
+    params[0] = slot;
+    params[1] = s->target;
+    params[2] = s->source_table;
+    params[3] = s->publication;
+    params[4] = s->system_id;
+    params[5] = s->phase;
+    params[6] = lsn;
+    return pg_exec_params(c,
+                          "INSERT INTO v7fill.stream (slot, target, source_table, publication, "
+                          "system_id, phase, end_lsn) VALUES ($1, $2, $3, $4, $5, $6, "
+                          "$7::pg_lsn) ON CONFLICT (slot) DO UPDATE SET target = EXCLUDED.target, "
+                          "source_table = EXCLUDED.source_table, publication = "
+                          "EXCLUDED.publication, system_id = EXCLUDED.system_id, phase = "
+                          "EXCLUDED.phase, end_lsn = EXCLUDED.end_lsn, txn_lsn = '0/0', "
+                          "txn_changes = 0, updated_at = now()",
+                          7, params, err);
+}
+
+bool
+stream_state_put(PgConn *c, const char *slot, const StreamState *s, Err *err)
+{
+    char lsn[PGO_LSN_TEXT_SIZE], txn[PGO_LSN_TEXT_SIZE];
+    char nums[14][24];
+    const char *params[18];
+    const uint64_t v[14] = {
+        s->txn_changes,          s->batches,          s->counts.read,
+        s->counts.inserted,      s->counts.duplicates, s->counts.rejected,
+        s->counts.expired,       s->counts.updated,   s->counts.deleted,
+        s->counts.missing,       s->counts.missing_deletes, s->counts.time_changed,
+        s->counts.truncates,     0,
+    };
+
+    pgo_lsn_format(s->end_lsn, lsn);
+    pgo_lsn_format(s->txn_lsn, txn);
+    params[0] = slot;
+    params[1] = s->phase;
+    params[2] = lsn;
+    params[3] = txn;
+    for (int i = 0; i < 13; i++)
+    {
+        (void) snprintf(nums[i], sizeof nums[i], "%" PRIu64, v[i]);
+        params[4 + i] = nums[i];
+    }
+    return pg_exec_params(c,
+                          "UPDATE v7fill.stream SET phase = $2, end_lsn = $3::pg_lsn, "
+                          "txn_lsn = $4::pg_lsn, txn_changes = $5, batches = $6, read = $7, "
+                          "inserted = $8, duplicates = $9, rejected = $10, expired = $11, "
+                          "updated = $12, deleted = $13, missing = $14, missing_deletes = $15, "
+                          "time_changed = $16, truncates = $17, updated_at = now() "
+                          "WHERE slot = $1",
+                          17, params, err);
+}
+
+bool
+stream_state_put_idle(PgConn *c, const char *slot, uint64_t lsn, Err *err)
+{
+    char text[PGO_LSN_TEXT_SIZE];
+    const char *params[2];
+
+    pgo_lsn_format(lsn, text);
+    params[0] = slot;
+    params[1] = text;
+    return pg_exec_params(c,
+                          "UPDATE v7fill.stream SET end_lsn = $2::pg_lsn, updated_at = now() "
+                          "WHERE slot = $1 AND end_lsn < $2::pg_lsn AND txn_lsn = '0/0'",
+                          2, params, err);
+}
+
+bool
+stream_state_quarantine(PgConn *c, const char *slot, const char *target, const char *relation,
+                        const QuarantineRow *rows, size_t n, Err *err)
+{
+    for (size_t i = 0; i < n; i++)
+    {
+        char lsn[PGO_LSN_TEXT_SIZE];
+        const char *params[7];
+
+        pgo_lsn_format(rows[i].lsn, lsn);
+        params[0] = slot;
+        params[1] = target;
+        params[2] = rows[i].lsn ? lsn : NULL;
+        params[3] = relation;
+        params[4] = rows[i].reason;
+        params[5] = rows[i].sqlstate[0] ? rows[i].sqlstate : NULL;
+        params[6] = rows[i].row_json;
+        if (!pg_exec_params(c,
+                            "INSERT INTO v7fill.stream_quarantine (slot, target, source_lsn, "
+                            "relation, reason, sqlstate, row) VALUES ($1, $2, $3::pg_lsn, $4, "
+                            "$5, $6, $7::jsonb)",
+                            7, params, err))
+        {
+            err_prefix(err, "could not quarantine a row");
+            return false;
+        }
+    }
+    return true;
+}
+
+bool
+stream_state_drop(PgConn *c, const char *slot, Err *err)
+{
+    const char *params[1] = {slot};
+
+    return pg_exec_params(c, "DELETE FROM v7fill.stream WHERE slot = $1", 1, params, err);
+}
