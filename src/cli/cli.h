@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "v7fill/err.h"
+#include "v7fill/pipeline.h"
 
 typedef struct GlobalOpts
 {
@@ -52,6 +53,7 @@ int cmd_plan(int argc, char **argv, GlobalOpts *g, Err *err);
 int cmd_report(int argc, char **argv, GlobalOpts *g, Err *err);
 int cmd_retention(int argc, char **argv, GlobalOpts *g, Err *err);
 int cmd_maintain(int argc, char **argv, GlobalOpts *g, Err *err);
+int cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err);
 /* Hidden: the tables TABLE may name, one a line, for shell completion. */
 int cmd_complete_tables(int argc, char **argv, GlobalOpts *g, Err *err);
 
@@ -64,6 +66,8 @@ int cli_fail(const Err *err);
  * PostgreSQL; case and the B are optional). */
 bool cli_parse_size(const char *command, const char *opt, const char *value, uint64_t min,
                     uint64_t max, uint64_t *out, Err *err);
+/* --map SRC=TARGET: appended to *maps (the value is split in place). */
+bool cli_parse_map(const char *command, char *value, ColumnMap **maps, size_t *n, Err *err);
 bool cli_parse_long(const char *command, const char *opt, const char *value, long min, long max,
                     long *out, Err *err);
 

@@ -318,21 +318,12 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                 o.common.source_ref = optarg;
                 break;
             case OPT_MAP:
-            {
-                char *eq = strchr(optarg, '=');
-                if (eq == NULL || eq == optarg || eq[1] == '\0')
+                if (!cli_parse_map(cmd, optarg, &maps, &nmaps, err))
                 {
-                    status = cli_usage_error(err, cmd, "--map takes CSVCOL=TARGETCOL, got \"%s\"",
-                                             optarg);
+                    status = 2;
                     goto out;
                 }
-                *eq = '\0';
-                maps = xrealloc(maps, (nmaps + 1) * sizeof *maps);
-                maps[nmaps].from = optarg;
-                maps[nmaps].to = eq + 1;
-                nmaps++;
                 break;
-            }
             case OPT_IGNORE:
                 ignore = xrealloc(ignore, (nignore + 1) * sizeof *ignore);
                 ignore[nignore++] = optarg;

@@ -27,6 +27,7 @@ static const Command commands[] = {
     {"import", cmd_import, "import CSV / zstd files into the partitioned target"},
     {"report", cmd_report, "windows against the retention, delay of late rows, verdict"},
     {"retention", cmd_retention, "set, show or clear the retention v7fill keeps for a table"},
+    {"stream", cmd_stream, "copy a live table, then follow its changes (logical replication)"},
     {"maintain", cmd_maintain, "create windows ahead, retire windows past the retention"},
     {"__complete-tables", cmd_complete_tables, NULL}, /* hidden: for the bash completion */
 };
@@ -82,6 +83,24 @@ cli_usage_error(Err *err, const char *command, const char *fmt, ...)
     else
         err_hint(err, "Try \"v7fill --help\".");
     return 2;
+}
+
+bool
+cli_parse_map(const char *command, char *value, ColumnMap **maps, size_t *n, Err *err)
+{
+    char *eq = strchr(value, '=');
+
+    if (eq == NULL || eq == value || eq[1] == '\0')
+    {
+        cli_usage_error(err, command, "--map takes SOURCECOL=TARGETCOL, got \"%s\"", value);
+        return false;
+    }
+    *eq = '\0';
+    *maps = xrealloc(*maps, (*n + 1) * sizeof **maps);
+    (*maps)[*n].from = value;
+    (*maps)[*n].to = eq + 1;
+    (*n)++;
+    return true;
 }
 
 bool
