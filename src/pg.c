@@ -39,7 +39,12 @@ pg_notice_processor(void *arg, const char *message)
 static char *
 pg_session_options(const char *conninfo)
 {
-    static const char ours[] = "-c DateStyle=ISO -c TimeZone=UTC -c extra_float_digits=3";
+    return pg_options_with(conninfo, "-c DateStyle=ISO -c TimeZone=UTC -c extra_float_digits=3");
+}
+
+char *
+pg_options_with(const char *conninfo, const char *ours)
+{
     const char *user = getenv("PGOPTIONS");
     char *result;
     PQconninfoOption *opts = NULL;
@@ -119,7 +124,7 @@ pg_uri_has_password(const char *conninfo)
  * which may hold the password: every quoted fragment is then elided.  When it
  * can, the password (as given and percent-decoded by libpq) is blanked.
  */
-static void
+void
 pg_redact_message(const char *conninfo, char *msg)
 {
     PQconninfoOption *opts;

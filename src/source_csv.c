@@ -104,6 +104,8 @@ typedef struct CsvSource
     char identity[256];
     int fd;
     bool is_stdin;
+    CsvReadFn reader;   /* non-NULL: bytes come from reader(reader_ctx, ...), not fd */
+    void *reader_ctx;
     bool regular;       /* a regular file: seekable, size known */
     uint64_t file_size; /* 0 if unknown */
 
@@ -319,6 +321,15 @@ read_fd(CsvSource *s, void *dst, size_t cap, size_t *got, Err *err)
 {
     ssize_t n;
 
+    if (s->reader)
+    {
+        if (!s->reader(s->reader_ctx, dst, cap, got, err))
+            return false;
+        s->raw_read += *got;
+        if (*got == 0)
+            s->raw_eof = true;
+        return true;
+    }
     do
         n = read(s->fd, dst, cap);
     while (n < 0 && errno == EINTR);
@@ -1406,8 +1417,8 @@ begin(CsvSource *s, bool first, Err *err)
             return false;
         npeek += got;
     }
-    s->zstd = is_zstd_magic(peek, npeek);
-    if (!s->zstd && !s->is_stdin && has_zst_suffix(s->path))
+    s->zstd = s->reader == NULL && is_zstd_magic(peek, npeek);
+    if (!s->zstd && !s->is_stdin && s->reader == NULL && has_zst_suffix(s->path))
         return err_set(err, EC_FORMAT, "%s is not zstd-compressed (no zstd magic number)",
                        s->display);
     if (s->zstd)
@@ -1803,22 +1814,21 @@ csv_options_check(const CsvOptions *o, Err *err)
     return true;
 }
 
-bool
-source_csv_open(const char *path, const CsvOptions *opts, Source **out, Err *err)
+/* A source with its options and parser set, reading nothing yet. */
+static CsvSource *
+csv_new(const char *path, const CsvOptions *opts, Err *err)
 {
     CsvOptions defaults;
     CsvSource *s;
-    struct stat st;
     const char *slash;
 
-    *out = NULL;
     if (opts == NULL)
     {
         csv_options_default(&defaults);
         opts = &defaults;
     }
     if (!csv_options_check(opts, err))
-        return false;
+        return NULL;
 
     s = xcalloc(1, sizeof *s);
     s->base.ops = &csv_ops;
@@ -1852,13 +1862,52 @@ source_csv_open(const char *path, const CsvOptions *opts, Source **out, Err *err
     if (csv_init(&s->csv, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL | CSV_EMPTY_IS_NULL) != 0)
     {
         csv_ops.close(&s->base);
-        return err_set(err, EC_INTERNAL, "could not initialise the CSV parser");
+        err_set(err, EC_INTERNAL, "could not initialise the CSV parser");
+        return NULL;
     }
     s->csv_ready = true;
     csv_set_space_func(&s->csv, csv_no_space);
     csv_set_delim(&s->csv, s->delim);
     csv_set_quote(&s->csv, s->quote);
+    return s;
+}
 
+bool
+source_csv_open_reader(const char *name, CsvReadFn read, void *ctx, const CsvOptions *opts,
+                       Source **out, Err *err)
+{
+    CsvSource *s;
+
+    *out = NULL;
+    s = csv_new(name, opts, err);
+    if (s == NULL)
+        return false;
+    s->reader = read;
+    s->reader_ctx = ctx;
+    free(s->short_name);
+    s->short_name = xstrdup(s->display);
+    (void) snprintf(s->identity, sizeof s->identity, "%s", s->display);
+    s->win_cap = CSV_WINDOW_INITIAL;
+    s->win = xmalloc(s->win_cap);
+    if (!begin(s, true, err))
+    {
+        csv_ops.close(&s->base);
+        return false;
+    }
+    *out = &s->base;
+    return true;
+}
+
+bool
+source_csv_open(const char *path, const CsvOptions *opts, Source **out, Err *err)
+{
+    CsvSource *s;
+    struct stat st;
+
+    *out = NULL;
+    s = csv_new(path, opts, err);
+    if (s == NULL)
+        return false;
     if (s->is_stdin)
         s->fd = STDIN_FILENO;
     else

@@ -35,6 +35,12 @@ bool pg_is_broken(PgConn *c);
 /* The conninfo with any password removed, for logs; caller frees. */
 char *pg_conninfo_redacted(const char *conninfo);
 
+/* The options of a connection: the user's own (from the conninfo, else
+ * PGOPTIONS) followed by `ours`, which win.  Caller frees. */
+char *pg_options_with(const char *conninfo, const char *ours);
+/* Blank any password of `conninfo` in a libpq message (in place). */
+void pg_redact_message(const char *conninfo, char *msg);
+
 /* Fill `err` from a failed result (or the connection error when res is NULL). */
 bool pg_err_from_result(Err *err, PgConn *c, const PGresult *res, const char *what);
 
