@@ -1630,6 +1630,15 @@ pipeline_run(Pipeline *pl, Err *err)
         }
         if (eof)
             break;
+        if (rec.op == REC_BOUNDARY)
+        {
+            if (pl->batch->nrows > 0 && !pipeline_batch_full(pl, err))
+            {
+                ok = false;
+                break;
+            }
+            continue;
+        }
         if (!pipeline_add_record(pl, &rec, err))
         {
             ok = false;

@@ -55,6 +55,8 @@ typedef struct PgoSource
 
     /* positions */
     uint64_t last_end;       /* end LSN of the last whole transaction read */
+    int64_t last_end_time_us; /* its commit time */
+    double last_report_ms;
     uint64_t handed_end;     /* ... of the last one that handed out a record */
     _Atomic uint64_t committed; /* the owner's committed position */
     uint64_t flushed;        /* the last flush position sent */
@@ -148,6 +150,15 @@ maybe_status(PgoSource *s, Err *err)
             s->last_idle_ms = now;
             due = true;
         }
+    }
+    if (s->cfg.status && s->cfg.status_interval_ms > 0 &&
+        now - s->last_report_ms >= s->cfg.status_interval_ms)
+    {
+        uint64_t at = committed > s->idle_stored ? committed : s->idle_stored;
+        uint64_t end = s->server_end > s->received ? s->server_end : s->received;
+
+        s->last_report_ms = now;
+        s->cfg.status(s->cfg.ctx, at, end > at ? end - at : 0, idle(s));
     }
     /* Waiting to be caught up: ask the server where it stands. */
     if (s->cfg.stop_lsn > 0 && idle(s) && now - s->last_ping_ms >= PING_INTERVAL_MS)
@@ -517,7 +528,10 @@ on_frame(PgoSource *s, const PgoFrame *fr, Record *rec, bool *got, Err *err)
             }
             s->in_txn = false;
             if (m->end_lsn > s->last_end)
+            {
                 s->last_end = m->end_lsn;
+                s->last_end_time_us = s->commit_time_us;
+            }
             if (s->skip_txn)
                 s->st.skipped_transactions++;
             else
@@ -653,6 +667,7 @@ pgo_position(Source *src, SourcePosition *pos)
         pos->txn_lsn = s->final_lsn;
         pos->txn_changes = s->ordinal;
     }
+    pos->commit_time_us = s->last_end_time_us;
     pos->records = s->st.transactions;
 }
 
@@ -747,6 +762,7 @@ source_pgoutput_open(const PgoSourceConfig *cfg, Source **out, Err *err)
     s->last_end = cfg->resume_lsn;
     s->handed_end = cfg->resume_lsn;
     s->last_status_ms = now_ms();
+    s->last_report_ms = s->last_status_ms;
     *out = &s->base;
     return true;
 }

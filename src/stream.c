@@ -19,6 +19,7 @@
 #include "v7fill/stream.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,9 @@ typedef struct Streamer
     StreamState next;    /* what the batch in flight stores */
     QuarantineRow *quar;
     size_t nquar;
+    /* Written by the writer's thread after each commit, read by the status line. */
+    _Atomic uint64_t applied_rows[4]; /* inserted, updated, deleted, quarantined */
+    _Atomic int64_t applied_commit_us; /* source commit time of the last applied transaction */
 } Streamer;
 
 void
@@ -303,8 +307,14 @@ hook_after_commit(void *ctx, const SourcePosition *pos)
     s->st->quarantined += s->nquar;
     quarantine_clear(s);
     s->state = s->next;
+    atomic_store(&s->applied_rows[0], s->state.counts.inserted);
+    atomic_store(&s->applied_rows[1], s->state.counts.updated);
+    atomic_store(&s->applied_rows[2], s->state.counts.deleted);
+    atomic_store(&s->applied_rows[3], s->state.counts.rejected + s->state.counts.expired);
     if (s->streaming)
     {
+        if (pos->commit_time_us > 0)
+            atomic_store(&s->applied_commit_us, pos->commit_time_us);
         s->st->applied_lsn = s->state.end_lsn;
         source_pgoutput_committed(s->src, pos->lsn);
     }
@@ -336,6 +346,28 @@ persist_idle(void *ctx, uint64_t lsn, Err *err)
     if (pg_is_broken(s->side) && !pg_reconnect(s->side, err))
         return false;
     return stream_state_put_idle(s->side, s->o->slot, lsn, err);
+}
+
+static void
+status_line(void *ctx, uint64_t committed, uint64_t lag_bytes, bool idle)
+{
+    Streamer *s = ctx;
+    char at[PGO_LSN_TEXT_SIZE];
+    struct timespec ts;
+    int64_t commit_us = atomic_load(&s->applied_commit_us);
+    double lag_s = 0;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (!idle && commit_us > 0)
+        lag_s = ((double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3 - (double) commit_us) / 1e6;
+    if (lag_s < 0)
+        lag_s = 0;
+    pgo_lsn_format(committed, at);
+    log_info("stream %s: inserted=%" PRIu64 " updated=%" PRIu64 " deleted=%" PRIu64
+             " quarantined=%" PRIu64 " lag=%" PRIu64 " bytes %.1fs position=%s%s",
+             s->relation, atomic_load(&s->applied_rows[0]), atomic_load(&s->applied_rows[1]),
+             atomic_load(&s->applied_rows[2]), atomic_load(&s->applied_rows[3]), lag_bytes,
+             lag_s, at, idle ? " (caught up)" : "");
 }
 
 /* ---- setup ------------------------------------------------------------------ */
@@ -636,6 +668,8 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     cfg.ignore_deletes = s->o->on_delete == STREAM_DELETE_IGNORE;
     cfg.on_truncate = (PgoTruncatePolicy) s->o->on_truncate;
     cfg.persist_idle = persist_idle;
+    cfg.status = status_line;
+    cfg.status_interval_ms = s->o->status_interval_s * 1000;
     cfg.ctx = s;
     if (!source_pgoutput_open(&cfg, &s->src, err))
         return false;
@@ -775,7 +809,8 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
             goto out;
         po.source_ref = s.ref_template;
     }
-    po.progress = false;
+    /* The copy shows the pipeline's progress; the changes their status line. */
+    po.progress = o->common.progress;
     inputs.noun = "source";
     inputs.count = 1;
     if (!pg_connect_again(c, &s.side, err) || !pipeline_open(c, &po, &inputs, &st->rows, &s.pl, err) ||
@@ -788,6 +823,7 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         goto out;
     if (copy && !run_copy(&s, snapshot, err))
         goto out;
+    po.progress = false; /* pipeline_open keeps a pointer to po */
     /* The exported snapshot is no longer needed: the replication connection
      * may take commands again. */
     if (!stream_changes(&s, stop_lsn, err) || !pipeline_finish(s.pl, err))

@@ -87,6 +87,7 @@ typedef struct SourcePosition
     uint64_t lsn;
     uint64_t txn_lsn;
     uint64_t txn_changes;
+    int64_t commit_time_us; /* the source's commit time of the transaction ending at lsn */
 } SourcePosition;
 
 typedef struct Source Source;

@@ -58,6 +58,11 @@ typedef struct PgoSourceConfig
      * position before it is acknowledged; NULL: idle positions are not
      * acknowledged. */
     bool (*persist_idle)(void *ctx, uint64_t lsn, Err *err);
+    /* Every status_interval_ms (0: never): the one-line status, from the
+     * reader's thread.  lag_bytes: the server's position less the committed
+     * one; idle: caught up (nothing pending). */
+    void (*status)(void *ctx, uint64_t committed_lsn, uint64_t lag_bytes, bool idle);
+    int status_interval_ms;
     void *ctx;
 } PgoSourceConfig;
 

@@ -294,6 +294,7 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
         goto out;
     }
     o.common.table = argv[optind];
+    o.common.progress = log_current_level >= LOG_LEVEL_INFO;
     o.common.maps = maps;
     o.common.nmaps = nmaps;
     o.common.ignore = ignore;
