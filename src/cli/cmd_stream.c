@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cli.h"
 #include "v7fill/interrupt.h"
@@ -110,7 +111,10 @@ print_summary(const StreamStats *st)
 {
     const ImportStats *r = &st->rows;
     char at[PGO_LSN_TEXT_SIZE];
+    struct rusage ru;
 
+    memset(&ru, 0, sizeof ru);
+    (void) getrusage(RUSAGE_SELF, &ru);
     pgo_lsn_format(st->applied_lsn, at);
     printf("stream: read=%" PRIu64 " (initial copy %" PRIu64 ") inserted=%" PRIu64
            " updated=%" PRIu64 " deleted=%" PRIu64 " duplicates=%" PRIu64 " missing=%" PRIu64
@@ -119,9 +123,10 @@ print_summary(const StreamStats *st)
            r->rejected + r->expired, r->truncates);
     printf("        transactions=%" PRIu64 " skipped=%" PRIu64 " time_changed=%" PRIu64
            " deletes_ignored=%" PRIu64 " truncates_ignored=%" PRIu64 " reconnects=%" PRIu64
-           " position=%s partitions_created=%" PRIu64 " elapsed=%.1fs\n",
+           " position=%s partitions_created=%" PRIu64 " elapsed=%.1fs peak_rss=%ldMB\n",
            st->transactions, st->skipped_transactions, r->time_changed, st->deletes_ignored,
-           st->truncates_ignored, st->reconnects, at, r->partitions_created, r->elapsed_s);
+           st->truncates_ignored, st->reconnects, at, r->partitions_created, r->elapsed_s,
+           ru.ru_maxrss / 1024);
 }
 
 int

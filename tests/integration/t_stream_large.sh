@@ -1,0 +1,42 @@
+# Large and long source transactions: a 2M-row single transaction is applied
+# with bounded memory (peak RSS under 200 MB) and every row once; a
+# transaction that stays open across several keepalives while others commit
+# is applied whole, nothing skipped.
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+SRC="${PGDATABASE}_src"
+SLOT="s_${T_NAME}"
+drop_slots() {
+    psql -X -q -At -d postgres -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$SLOT'" >/dev/null || true
+}
+drop_slots
+psql -X -q -d postgres -c "DROP DATABASE IF EXISTS \"$SRC\"" >/dev/null
+psql -X -q -d postgres -c "CREATE DATABASE \"$SRC\"" >/dev/null
+trap 'drop_slots; rm -rf "$T_TMP"' EXIT
+qs() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$SRC" -c "$1"; }
+qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, amount int);
+    CREATE PUBLICATION pub FOR TABLE orders;"
+q "CREATE TABLE orders_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
+                           created_at timestamptz NOT NULL, amount int) PARTITION BY RANGE (id)"
+stream() {
+    "$V7FILL" stream orders_v7 --source "dbname=$SRC" --from public.orders --publication pub \
+        --slot "$SLOT" --map id=legacy_id --until-caught-up "$@"
+}
+run_expect 0 stream
+# A transaction open across keepalives (wal_sender_timeout/2 = 30 s by default: the
+# stream's own pings every second are answered meanwhile) while others commit.
+psql -X -q -d "$SRC" -c "BEGIN; INSERT INTO orders VALUES (-1, now(), 1); SELECT pg_sleep(6);
+                         INSERT INTO orders VALUES (-2, now(), 2); COMMIT;" >/dev/null &
+long=$!
+for i in $(seq 1 10); do qs "INSERT INTO orders VALUES ($i, now(), $i)"; sleep 0.3; done
+run_expect 0 stream
+wait $long
+run_expect 0 stream
+assert_eq 12 "$(q "SELECT count(*) FROM orders_v7")" "the long transaction and the short ones, nothing skipped"
+
+qs "INSERT INTO orders SELECT g, now() - (g % 100000 || ' seconds')::interval, 1 FROM generate_series(100, 2000099) g"
+run_expect 0 stream
+echo "$OUT"
+assert_eq 2000012 "$(q "SELECT count(*) FROM orders_v7")" "the 2M-row transaction, every row once"
+rss=$(printf '%s\n' "$OUT" | sed -n 's/.*peak_rss=\([0-9]*\)MB.*/\1/p')
+[ -n "$rss" ] && [ "$rss" -lt 200 ] || fail "peak RSS of a 2M-row transaction: ${rss:-?} MB (limit 200)"

@@ -1,0 +1,56 @@
+# The source in its own cluster: while a writer inserts and updates, the
+# walsender is killed (pg_terminate_backend), the source is restarted
+# (pg_ctl restart -m fast) and then the target: the stream reconnects by
+# itself each time, and once caught up the target equals the source.
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+# The source cluster: a second throwaway cluster on its own port.
+src_env=$(PGTMP_PORT=54339 "$V7FILL_ROOT/tests/pgtmp.sh" start)
+SRC_DIR=$(printf '%s\n' "$src_env" | sed -n "s/^export PGTMP_DIR='\(.*\)'$/\1/p")
+SRC_CONN="host=$SRC_DIR/sock port=54339 user=postgres dbname=postgres"
+trap 'kill $streamer $writer 2>/dev/null || true; "$V7FILL_ROOT/tests/pgtmp.sh" stop "$SRC_DIR"; rm -rf "$T_TMP"' EXIT
+streamer=""
+writer=""
+qs() { psql -X -q -At -v ON_ERROR_STOP=1 "$SRC_CONN" -c "$1"; }
+src_ctl() { as_cluster_owner "$PGBIN/pg_ctl" -D "$SRC_DIR/data" -l "$SRC_DIR/server.log" "$@" >/dev/null; }
+
+qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, amount int);
+    INSERT INTO orders SELECT g, now() - (g || ' seconds')::interval, g FROM generate_series(1, 5000) g;
+    CREATE PUBLICATION pub FOR TABLE orders;"
+q "CREATE TABLE orders_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
+                           created_at timestamptz NOT NULL, amount int) PARTITION BY RANGE (id)"
+digest_src() { qs "SELECT count(*), md5(string_agg(id||'|'||created_at||'|'||amount, ',' ORDER BY id)) FROM orders"; }
+digest_dst() { q "SELECT count(*), md5(string_agg(legacy_id||'|'||created_at||'|'||amount, ',' ORDER BY legacy_id)) FROM orders_v7"; }
+
+( i=100000
+  while :; do
+      psql -X -q "$SRC_CONN" -c "INSERT INTO orders SELECT g, now(), 1 FROM generate_series($i, $i + 4) g;
+                                 UPDATE orders SET amount = amount + 1 WHERE id = $((i % 5000 + 1))" >/dev/null 2>&1 || true
+      i=$((i + 5))
+      sleep 0.02
+  done ) &
+writer=$!
+"$V7FILL" stream orders_v7 --source "$SRC_CONN" --from public.orders --publication pub \
+    --slot s_restart --map id=legacy_id --group-ms 50 >stream.log 2>&1 &
+streamer=$!
+sleep 3
+qs "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 's_restart'" >/dev/null
+sleep 3
+src_ctl restart -m fast -w
+sleep 4
+pg_ctl_ restart -m fast -w
+wait_ready
+sleep 4
+kill $writer; wait $writer 2>/dev/null || true
+writer=""
+kill -TERM $streamer
+set +e; wait $streamer; rc=$?; set -e
+streamer=""
+cat stream.log
+assert_eq 0 "$rc" "SIGTERM ends the stream with exit status 0"
+reconnects=$(sed -n 's/.*reconnects=\([0-9]*\).*/\1/p' stream.log | tail -1)
+[ "${reconnects:-0}" -ge 2 ] || fail "the stream reconnected by itself (reconnects=${reconnects:-none})"
+run_expect 0 "$V7FILL" stream orders_v7 --source "$SRC_CONN" --from public.orders --publication pub \
+    --slot s_restart --map id=legacy_id --until-caught-up
+assert_eq "$(digest_src)" "$(digest_dst)" "after the restarts the target equals the source"
+qs "SELECT pg_drop_replication_slot('s_restart')" >/dev/null
