@@ -60,6 +60,7 @@ typedef struct Streamer
     /* Written by the writer's thread after each commit, read by the status line. */
     _Atomic uint64_t applied_rows[4]; /* inserted, updated, deleted, quarantined */
     _Atomic int64_t applied_commit_us; /* source commit time of the last applied transaction */
+    time_t ahead_at;     /* when the windows ahead were last ensured */
 } Streamer;
 
 void
@@ -348,6 +349,8 @@ persist_idle(void *ctx, uint64_t lsn, Err *err)
     return stream_state_put_idle(s->side, s->o->slot, lsn, err);
 }
 
+static bool ensure_ahead(Streamer *s, Err *err);
+
 static void
 status_line(void *ctx, uint64_t committed, uint64_t lag_bytes, bool idle)
 {
@@ -362,6 +365,16 @@ status_line(void *ctx, uint64_t committed, uint64_t lag_bytes, bool idle)
         lag_s = ((double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3 - (double) commit_us) / 1e6;
     if (lag_s < 0)
         lag_s = 0;
+    /* Windows ahead: again every hour (a window is a day or more), from
+     * this thread, which owns the side connection. */
+    if (ts.tv_sec - s->ahead_at >= 3600)
+    {
+        Err aerr = {0};
+
+        s->ahead_at = ts.tv_sec;
+        if (!ensure_ahead(s, &aerr))
+            log_warn("could not create the windows ahead: %s", aerr.msg);
+    }
     pgo_lsn_format(committed, at);
     log_info("stream %s: inserted=%" PRIu64 " updated=%" PRIu64 " deleted=%" PRIu64
              " quarantined=%" PRIu64 " lag=%" PRIu64 " bytes %.1fs position=%s%s",
@@ -461,6 +474,7 @@ ensure_ahead(Streamer *s, Err *err)
     mo.window_tz = s->o->common.window_tz;
     mo.lock_timeout_ms = s->o->common.lock_timeout_ms;
     ok = maintain_run(s->side, t, &mo, &r, err);
+    s->ahead_at = time(NULL);
     catalog_target_free(t);
     if (ok && r.created > 0)
         log_info("created %d window(s) ahead of now (--ahead %d)", r.created, s->o->ahead);
@@ -493,10 +507,8 @@ open_source(Streamer *s, Err *err)
 }
 
 static bool
-slot_checks(Streamer *s, const ReplSlotInfo *slot, Err *err)
+slot_checks_basic(Streamer *s, const ReplSlotInfo *slot, Err *err)
 {
-    char a[PGO_LSN_TEXT_SIZE], b[PGO_LSN_TEXT_SIZE];
-
     if (strcmp(slot->wal_status, "lost") == 0)
     {
         err_set(err, EC_CONFIG,
@@ -520,6 +532,16 @@ slot_checks(Streamer *s, const ReplSlotInfo *slot, Err *err)
                        "the stream's row in the target was written for source cluster %s, "
                        "this source is %s",
                        s->state.system_id, s->sys.systemid);
+    return true;
+}
+
+static bool
+slot_checks(Streamer *s, const ReplSlotInfo *slot, Err *err)
+{
+    char a[PGO_LSN_TEXT_SIZE], b[PGO_LSN_TEXT_SIZE];
+
+    if (!slot_checks_basic(s, slot, err))
+        return false;
     if (slot->confirmed_flush_lsn > s->state.end_lsn)
     {
         pgo_lsn_format(slot->confirmed_flush_lsn, a);
@@ -538,6 +560,38 @@ slot_checks(Streamer *s, const ReplSlotInfo *slot, Err *err)
     return true;
 }
 
+/* A new stream: its row first (phase "new"), then the slot with its exported
+ * snapshot, then the row's position: a crash in between leaves a row that
+ * says so, never a slot nobody claims. */
+static bool
+create_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
+{
+    char at[PGO_LSN_TEXT_SIZE];
+
+    memset(&s->state, 0, sizeof s->state);
+    s->state.found = true;
+    (void) snprintf(s->state.target, sizeof s->state.target, "%s", s->o->common.table);
+    (void) snprintf(s->state.source_table, sizeof s->state.source_table, "%s", s->relation);
+    (void) snprintf(s->state.publication, sizeof s->state.publication, "%s", s->o->publication);
+    (void) snprintf(s->state.system_id, sizeof s->state.system_id, "%s", s->sys.systemid);
+    (void) snprintf(s->state.phase, sizeof s->state.phase, "new");
+    if (!stream_state_create(s->conn, s->o->slot, &s->state, err))
+        return false;
+    log_info("creating replication slot \"%s\" on the source (waits for transactions running "
+             "there to finish)",
+             s->o->slot);
+    if (!replconn_create_slot(s->repl, s->o->slot, &s->state.end_lsn, snapshot, snapsize, err))
+        return false;
+    (void) snprintf(s->state.phase, sizeof s->state.phase, "%s",
+                    s->o->no_snapshot ? "stream" : "copy");
+    if (!stream_state_create(s->conn, s->o->slot, &s->state, err))
+        return false;
+    pgo_lsn_format(s->state.end_lsn, at);
+    log_info("slot \"%s\" created at %s", s->o->slot, at);
+    *copy = !s->o->no_snapshot;
+    return true;
+}
+
 /* The slot and the stream's row: created together, or both found. */
 static bool
 setup_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
@@ -550,6 +604,21 @@ setup_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
     if (!stream_state_get(s->conn, s->o->slot, &s->state, err) ||
         !replconn_slot_info(s->repl, s->o->slot, &slot, err))
         return false;
+    /* A run that died between recording the stream and creating its slot
+     * (phase "new"): no slot yet, create it now; the slot there, its start
+     * is its confirmed position and the copy runs under a fresh view. */
+    if (s->state.found && strcmp(s->state.phase, "new") == 0)
+    {
+        if (!slot.exists)
+            return create_slot(s, snapshot, snapsize, copy, err);
+        if (!slot_checks_basic(s, &slot, err))
+            return false;
+        s->state.end_lsn = slot.confirmed_flush_lsn;
+        (void) snprintf(s->state.phase, sizeof s->state.phase, "%s",
+                        s->o->no_snapshot ? "stream" : "copy");
+        *copy = !s->o->no_snapshot;
+        return stream_state_create(s->conn, s->o->slot, &s->state, err);
+    }
     if (!slot.exists && s->state.found)
     {
         pgo_lsn_format(s->state.end_lsn, at);
@@ -591,26 +660,7 @@ setup_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
                      s->relation);
         return true;
     }
-    /* New: the slot first (its exported snapshot), then the row. */
-    log_info("creating replication slot \"%s\" on the source (waits for transactions running "
-             "there to finish)",
-             s->o->slot);
-    memset(&s->state, 0, sizeof s->state);
-    if (!replconn_create_slot(s->repl, s->o->slot, &s->state.end_lsn, snapshot, snapsize, err))
-        return false;
-    s->state.found = true;
-    (void) snprintf(s->state.target, sizeof s->state.target, "%s", s->o->common.table);
-    (void) snprintf(s->state.source_table, sizeof s->state.source_table, "%s", s->relation);
-    (void) snprintf(s->state.publication, sizeof s->state.publication, "%s", s->o->publication);
-    (void) snprintf(s->state.system_id, sizeof s->state.system_id, "%s", s->sys.systemid);
-    (void) snprintf(s->state.phase, sizeof s->state.phase, "%s",
-                    s->o->no_snapshot ? "stream" : "copy");
-    if (!stream_state_create(s->conn, s->o->slot, &s->state, err))
-        return false;
-    pgo_lsn_format(s->state.end_lsn, at);
-    log_info("slot \"%s\" created at %s", s->o->slot, at);
-    *copy = !s->o->no_snapshot;
-    return true;
+    return create_slot(s, snapshot, snapsize, copy, err);
 }
 
 static bool
