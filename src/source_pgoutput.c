@@ -183,9 +183,14 @@ warn_new_column(PgoSource *s, const char *name)
             return;
     s->warned_new = xrealloc(s->warned_new, (s->nwarned + 1) * sizeof *s->warned_new);
     s->warned_new[s->nwarned++] = xstrdup(name);
-    log_warn("column \"%s\" was added to %s.%s on the source: its values are not streamed "
-             "until the stream is restarted (a target column of that name is mapped then)",
-             name, s->cfg.schema, s->cfg.table);
+    if (s->cfg.tolerate_new_columns)
+        log_warn("column \"%s\" of %s.%s on the source is not in its catalog any more: its "
+                 "values are not streamed",
+                 name, s->cfg.schema, s->cfg.table);
+    else
+        log_info("column \"%s\" was added to %s.%s on the source: the stream reads the "
+                 "table's columns anew and goes on from its stored position",
+                 name, s->cfg.schema, s->cfg.table);
 }
 
 static bool
@@ -230,7 +235,19 @@ on_relation(PgoSource *s, const PgoMessage *m, uint64_t lsn, Err *err)
                 break;
             }
         if (s->relcol_field[i] < 0)
+        {
+            /* A column the stream did not start with: the owner restarts
+             * the stream from its stored position with the table's columns
+             * read anew (mapped if the target has the column). */
             warn_new_column(s, m->cols[i].name);
+            if (s->cfg.tolerate_new_columns)
+                continue;
+            s->st.relation_changed = true;
+            return err_set(err, EC_CONFIG,
+                           "column \"%s\" was added to %s.%s on the source (relation message "
+                           "at %s)",
+                           m->cols[i].name, s->cfg.schema, s->cfg.table, at);
+        }
     }
     for (size_t f = 0; f < s->cfg.ncolumns; f++)
         if (s->field_relcol[f] < 0)

@@ -61,6 +61,11 @@ typedef struct Streamer
     _Atomic uint64_t applied_rows[4]; /* inserted, updated, deleted, quarantined */
     _Atomic int64_t applied_commit_us; /* source commit time of the last applied transaction */
     time_t ahead_at;     /* when the windows ahead were last ensured */
+    PipelineOptions *po; /* the pipeline's options (it keeps the pointer) */
+    const char **ignore; /* --ignore-column, and source columns the target lacks */
+    bool relation_changed;
+    int relation_restarts; /* in a row, without progress */
+    uint64_t relation_at;
 } Streamer;
 
 void
@@ -483,6 +488,43 @@ ensure_ahead(Streamer *s, Err *err)
     return ok;
 }
 
+/* The source's columns the target has no column for (after --map) are not
+ * streamed: said once, and ignored; --ignore-column's stay ignored. */
+static bool
+read_columns(Streamer *s, Err *err)
+{
+    const TargetTable *t = pipeline_target(s->pl);
+    size_t n = 0;
+
+    replconn_table_free(&s->info);
+    memset(&s->info, 0, sizeof s->info);
+    if (!replconn_table_info(s->src_sql, &s->from, &s->info, err))
+        return false;
+    free(s->ignore);
+    s->ignore = xcalloc(s->o->common.nignore + s->info.ncols + 1, sizeof *s->ignore);
+    for (size_t i = 0; i < s->o->common.nignore; i++)
+        s->ignore[n++] = s->o->common.ignore[i];
+    for (size_t i = 0; i < s->info.ncols; i++)
+    {
+        const char *to = s->info.cols[i];
+        bool listed = false;
+
+        for (size_t m = 0; m < s->o->common.nmaps; m++)
+            if (strcmp(s->o->common.maps[m].from, to) == 0)
+                to = s->o->common.maps[m].to;
+        for (size_t k = 0; k < s->o->common.nignore; k++)
+            listed = listed || strcmp(s->o->common.ignore[k], s->info.cols[i]) == 0;
+        if (listed || catalog_column_index(t, to) >= 0)
+            continue;
+        log_warn("column \"%s\" of %s has no column in %s: not streamed", s->info.cols[i],
+                 s->relation, s->o->common.table);
+        s->ignore[n++] = s->info.cols[i];
+    }
+    s->po->ignore = s->ignore;
+    s->po->nignore = n;
+    return true;
+}
+
 static bool
 open_source(Streamer *s, Err *err)
 {
@@ -716,6 +758,9 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     cfg.group_ms = s->o->group_ms;
     cfg.hold_max = s->o->common.batch_rows > 0 ? s->o->common.batch_rows * 10 : 100000;
     cfg.ignore_deletes = s->o->on_delete == STREAM_DELETE_IGNORE;
+    /* Restarted for a new column twice with no progress: the column is gone
+     * from the catalog again; pass over it. */
+    cfg.tolerate_new_columns = s->relation_restarts >= 2;
     cfg.on_truncate = (PgoTruncatePolicy) s->o->on_truncate;
     cfg.persist_idle = persist_idle;
     cfg.status = status_line;
@@ -746,6 +791,7 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     s->st->deletes_ignored += ps.deletes_ignored;
     s->st->truncates_ignored += ps.truncates_ignored;
     s->st->bytes_received += ps.bytes;
+    s->relation_changed = !ok && ps.relation_changed;
     source_close(s->src);
     s->src = NULL;
     return ok;
@@ -781,7 +827,20 @@ stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
 
         if (run_changes(s, stop_lsn, &why))
             return true;
-        if (!pg_err_is_connection(&why) && why.code != EC_PG_CONNECT)
+        if (s->relation_changed)
+        {
+            uint64_t at = s->st->applied_lsn;
+
+            s->relation_restarts = at == s->relation_at ? s->relation_restarts + 1 : 1;
+            s->relation_at = at;
+            /* Not a failure: the table has a new column; again from the
+             * stored position with its columns read anew. */
+            if (!read_columns(s, err) || !open_source(s, err))
+                return false;
+            continue;
+        }
+        if (!pg_err_is_connection(&why) && why.code != EC_PG_CONNECT &&
+            strcmp(why.sqlstate, "55006") != 0 /* slot still active for the old walsender */)
         {
             *err = why;
             return false;
@@ -822,6 +881,7 @@ streamer_free(Streamer *s)
     pg_close(s->side);
     pg_close(s->src_sql);
     replconn_table_free(&s->info);
+    free(s->ignore);
     free(s->ref_template);
 }
 
@@ -853,6 +913,7 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         !replconn_table_info(s.src_sql, &s.from, &s.info, err))
         goto out;
     po = o->common;
+    s.po = &po;
     if (po.source_ref == NULL)
     {
         if (!default_template(&s, err))
@@ -864,8 +925,8 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
     inputs.noun = "source";
     inputs.count = 1;
     if (!pg_connect_again(c, &s.side, err) || !pipeline_open(c, &po, &inputs, &st->rows, &s.pl, err) ||
-        !stream_state_setup(c, err) || !pipeline_setup(s.pl, err) || !ensure_ahead(&s, err) ||
-        !open_source(&s, err))
+        !stream_state_setup(c, err) || !pipeline_setup(s.pl, err) || !read_columns(&s, err) ||
+        !ensure_ahead(&s, err) || !open_source(&s, err))
         goto out;
     if (o->until_caught_up)
         stop_lsn = s.sys.xlogpos;

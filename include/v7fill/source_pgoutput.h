@@ -53,6 +53,8 @@ typedef struct PgoSourceConfig
     int group_ms;
     size_t hold_max;             /* a transaction larger than this may span batches */
     bool ignore_deletes;
+    bool tolerate_new_columns;   /* a column the stream did not start with is passed over
+                                    (else the source stops: relation_changed) */
     PgoTruncatePolicy on_truncate;
     /* Store an idle position (no transaction pending) as the stream's
      * position before it is acknowledged; NULL: idle positions are not
@@ -78,6 +80,7 @@ typedef struct PgoSourceStats
     uint64_t flushed_lsn;    /* the last flush position reported */
     int64_t last_commit_time_us; /* source commit time of the last transaction handed out */
     bool stopped_at_stop_lsn;
+    bool relation_changed;   /* stopped at a column the stream did not start with */
 } PgoSourceStats;
 
 V7FILL_MUST_CHECK bool source_pgoutput_open(const PgoSourceConfig *cfg, Source **out, Err *err);
