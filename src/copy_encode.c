@@ -81,3 +81,36 @@ copy_encode_field(Buf *out, const char *data, size_t len, bool is_null)
         start = end + 1;
     }
 }
+
+size_t
+copy_decode_field(const char *line, size_t len, Buf *out, bool *is_null)
+{
+    size_t i = 0;
+
+    buf_reset(out);
+    *is_null = false;
+    if (len >= 2 && line[0] == '\\' && line[1] == 'N' && (len == 2 || line[2] == '\t' ||
+                                                         line[2] == '\n'))
+        i = 2, *is_null = true;
+    while (!*is_null && i < len && line[i] != '\t' && line[i] != '\n')
+    {
+        size_t end = i;
+
+        while (end < len && line[end] != '\\' && line[end] != '\t' && line[end] != '\n')
+            end++;
+        buf_append(out, line + i, end - i);
+        i = end;
+        if (i < len && line[i] == '\\' && i + 1 < len)
+        {
+            char c = line[i + 1];
+
+            buf_putc(out, c == 't' ? '\t' : c == 'n' ? '\n' : c == 'r' ? '\r' : c);
+            i += 2;
+        }
+        else if (i < len && line[i] == '\\')
+            i++; /* a lone backslash at the end: not written by the encoder */
+    }
+    buf_putc(out, '\0');
+    out->len--;
+    return i < len ? i + 1 : i;
+}

@@ -89,6 +89,8 @@ struct Pipeline
     char *lookup_name;
     char *lookup_q;
     char *copy_cols;
+    char **cols_q;      /* the COPY line's columns one by one, quoted (the key first) */
+    size_t ncols_q;
     char *key_q;        /* quoted key column */
     IdKeyer *keyer;
     TimeParser *tparser;
@@ -287,6 +289,16 @@ is_timestamp_type(const char *type)
  * receives it, and builds the COPY column list: the key column first, then the
  * mapped columns in source order.
  */
+static void
+pipeline_free_cols_q(Pipeline *pl)
+{
+    for (size_t i = 0; i < pl->ncols_q; i++)
+        free(pl->cols_q[i]);
+    free(pl->cols_q);
+    pl->cols_q = NULL;
+    pl->ncols_q = 0;
+}
+
 static bool
 pipeline_map_columns(Pipeline *pl, Err *err)
 {
@@ -457,6 +469,9 @@ pipeline_map_columns(Pipeline *pl, Err *err)
     free(pl->key_q);
     pl->key_q = pg_ident(pl->conn, t->key_column);
     buf_puts(&cols, pl->key_q);
+    pipeline_free_cols_q(pl);
+    pl->cols_q = xcalloc(ncols + 2, sizeof *pl->cols_q);
+    pl->cols_q[pl->ncols_q++] = xstrdup(pl->key_q);
     for (size_t i = 0; i < ncols; i++)
     {
         if (pl->cols[i].target >= 0)
@@ -464,7 +479,7 @@ pipeline_map_columns(Pipeline *pl, Err *err)
             char *q = pg_ident(pl->conn, t->columns[pl->cols[i].target].name);
             buf_puts(&cols, ", ");
             buf_puts(&cols, q);
-            free(q);
+            pl->cols_q[pl->ncols_q++] = q;
         }
     }
     if (pl->time_target >= 0)
@@ -472,7 +487,7 @@ pipeline_map_columns(Pipeline *pl, Err *err)
         char *q = pg_ident(pl->conn, t->columns[pl->time_target].name);
         buf_puts(&cols, ", ");
         buf_puts(&cols, q);
-        free(q);
+        pl->cols_q[pl->ncols_q++] = q;
     }
     buf_putc(&cols, ')');
     free(pl->copy_cols);
@@ -559,8 +574,10 @@ row_cmp_address(const void *a, const void *b)
  * row.  The first one read is written; each later one waits behind the one
  * read before it (repeat_next) as a duplicate, and takes its place if that
  * one does not land (refused by the server: sink_settle).  Rows expired or
- * rejected already take no part.  Found by sorting the pending rows by hash
- * (writer thread: the reader keeps no set).
+ * rejected already take no part, and so do row operations other than inserts:
+ * repeats chain only inserts of one run (BatchRow.run, no other operation
+ * between them).  Found by sorting the pending rows by hash (writer thread:
+ * the reader keeps no set).
  */
 static void
 pipeline_mark_repeats(Pipeline *pl, Batch *b)
@@ -573,7 +590,7 @@ pipeline_mark_repeats(Pipeline *pl, Batch *b)
         b->by_hash = xrealloc(b->by_hash, b->by_hash_cap * sizeof *b->by_hash);
     }
     for (size_t i = 0; i < b->nrows; i++)
-        if (b->rows[i].outcome == ROW_PENDING)
+        if (b->rows[i].outcome == ROW_PENDING && b->rows[i].op == REC_INSERT)
             b->by_hash[n++] = &b->rows[i];
     batch_rows_sort(&pl->sort, b->by_hash, n, BATCH_BY_HASH);
     b->by_hash_n = n;
@@ -589,6 +606,8 @@ pipeline_mark_repeats(Pipeline *pl, Batch *b)
         {
             BatchRow *repeat = b->by_hash[k];
 
+            if (repeat->run != b->by_hash[k - 1]->run)
+                continue; /* another insert run: an operation between them decides */
             b->by_hash[k - 1]->repeat_next = (uint32_t) (repeat - b->rows) + 1;
             repeat->outcome = ROW_DUPLICATE;
             repeat->client_decided = true;
@@ -676,6 +695,130 @@ format_event_time(Buf *out, int64_t us, DayCache *dc)
     out->data[out->len] = '\0';
 }
 
+/* The old reference of an update whose key changed (Record.old_fields): its
+ * lookup key; *has_old = true. */
+static bool
+pipeline_old_ref(Pipeline *pl, const Record *rec, uint8_t hash[REF_HASH_LEN], bool *has_old,
+                 Err *err)
+{
+    uint8_t mac[32];
+
+    buf_reset(&pl->ref);
+    if (pl->tmpl)
+        srcref_build(pl->tmpl, rec->old_fields, rec->nfields, &pl->ref);
+    else
+        srcref_default(rec->old_fields, rec->nfields, &pl->ref);
+    if (!id_keyer_hmac(pl->keyer, pl->ref.data, pl->ref.len, mac, err))
+        return false;
+    (void) srcref_key(pl->ref.data, pl->ref.len, mac, pl->lookup_shape == LOOKUP_REF_KEY, hash);
+    *has_old = true;
+    return true;
+}
+
+/* An update's map of the COPY line's fields sent (BatchRow.sent_off), all set
+ * to start with; NULL (sent_off UINT32_MAX: all of them) when every field came. */
+static uint8_t *
+pipeline_sent_map(Pipeline *pl, const Record *rec, BatchRow *r)
+{
+    size_t nfields = 1 + (pl->time_target >= 0 ? 1 : 0);
+    bool all = r->complete;
+    size_t off;
+
+    r->sent_off = UINT32_MAX;
+    for (size_t i = 0; i < pl->ncols; i++)
+        if (pl->cols[i].target >= 0)
+        {
+            nfields++;
+            all = all && !rec->fields[i].unchanged;
+        }
+    if (all)
+        return NULL;
+    off = pl->batch->aux.len;
+    buf_reserve(&pl->batch->aux, (nfields + 7) / 8);
+    memset(pl->batch->aux.data + off, 0xff, (nfields + 7) / 8);
+    pl->batch->aux.len += (nfields + 7) / 8;
+    r->sent_off = (uint32_t) off;
+    return (uint8_t *) pl->batch->aux.data + off;
+}
+
+/*
+ * pipeline_copy_line: the row's COPY line (its id, then the mapped fields).
+ * minted: r->id and us are the row's (an update without its time has
+ * neither: its time columns are not sent).
+ */
+static bool
+pipeline_copy_line(Pipeline *pl, const Record *rec, BatchRow *r, int64_t us, bool minted,
+                   Err *err)
+{
+    Batch *b = pl->batch;
+
+    /* The target's COPY line: id, then the mapped fields. */
+    {
+        Buf *d = &b->data;
+        char idtext[UUID_TEXT_SIZE];
+        size_t start = d->len;
+        size_t fi = 0; /* the field's number in the line (0: the id) */
+        uint8_t *sent = NULL;
+
+        if (rec->op == REC_UPDATE)
+        {
+            r->complete = minted;
+            sent = pipeline_sent_map(pl, rec, r);
+        }
+        uuid_format(&r->id, idtext);
+        buf_append(d, idtext, UUID_TEXT_LEN);
+        for (size_t i = 0; i < pl->ncols; i++)
+        {
+            const Field *f = &rec->fields[i];
+            if (pl->cols[i].target < 0)
+                continue;
+            copy_encode_sep(d);
+            fi++;
+            if (sent && (f->unchanged || (pl->cols[i].format_time && !minted)))
+            {
+                /* not sent: the target keeps its value (only an update has these) */
+                buf_append(d, "\\N", 2);
+                sent[fi / 8] &= (uint8_t) ~(1u << (fi % 8));
+                r->complete = false;
+            }
+            else if (pl->cols[i].format_time)
+                format_event_time(d, us, &pl->day_cache);
+            else if (rec->copy_plain && !f->is_null)
+                buf_append(d, f->data, f->len); /* nothing to escape: the source said so */
+            else
+                copy_encode_field(d, f->data, f->len, f->is_null);
+        }
+        if (pl->time_target >= 0 && !minted)
+        {
+            copy_encode_sep(d);
+            buf_append(d, "\\N", 2);
+            fi++;
+            sent[fi / 8] &= (uint8_t) ~(1u << (fi % 8)); /* !minted: an update's map */
+        }
+        else if (pl->time_target >= 0)
+        {
+            /* An id's time to the millisecond: below it, ids made elsewhere
+             * may carry random bits rather than a fraction (RFC 9562). */
+            copy_encode_sep(d);
+            format_event_time(d,
+                              pl->time_idx < 0 ? civil_floor_div(us, US_PER_MS) * US_PER_MS : us,
+                              &pl->day_cache);
+        }
+        copy_encode_eol(d);
+        r->copy_off = (uint32_t) start;
+        r->copy_len = (uint32_t) (d->len - start);
+    }
+    /* A batch is full before BATCH_MAX_BYTES; one record (at most 256 MiB of
+     * input, twice that escaped) cannot carry it past 32-bit offsets. */
+    if (b->data.len > UINT32_MAX || b->aux.len > UINT32_MAX)
+    {
+        char at[300];
+        pl->hooks.origin(pl->hooks.ctx, rec->line, at, sizeof at);
+        return err_set(err, EC_INTERNAL, "%s: a batch outgrew 4 GiB", at);
+    }
+    return true;
+}
+
 /*
  * pipeline_add_record classifies one record into the batch: a client-side
  * reject, an in-batch duplicate, or a pending row with its id and COPY line.
@@ -694,6 +837,17 @@ pipeline_add_record(Pipeline *pl, const Record *rec, Err *err)
     r->src_line = rec->line;
     r->raw_off = (uint32_t) batch_store(b, rec->raw ? rec->raw : "", rec->raw ? rec->raw_len : 0);
     r->raw_len = (uint32_t) (rec->raw ? rec->raw_len : 0);
+    r->op = rec->op;
+    r->run = b->nchanges;
+    if (rec->op != REC_INSERT)
+    {
+        b->nchanges++;
+        if (rec->op == REC_TRUNCATE)
+            return true; /* not a row: the sink empties the target there */
+        if (rec->op != REC_UPDATE && rec->op != REC_DELETE)
+            return err_set(err, EC_INTERNAL, "%s: unknown record operation %u", pl->src_name,
+                           (unsigned) rec->op);
+    }
 
     if (rec->error)
     {
@@ -710,7 +864,9 @@ pipeline_add_record(Pipeline *pl, const Record *rec, Err *err)
         pipeline_client_reject(pl, r, NULL, reason);
         return true;
     }
-    if (pl->time_idx >= 0)
+    /* A delete needs only its reference; an update its time only when sent. */
+    if (pl->time_idx >= 0 && rec->op != REC_DELETE &&
+        !(rec->op == REC_UPDATE && rec->fields[pl->time_idx].unchanged))
     {
         const Field *f = &rec->fields[pl->time_idx];
         if (f->is_null || f->len == 0)
@@ -726,7 +882,11 @@ pipeline_add_record(Pipeline *pl, const Record *rec, Err *err)
             return true;
         }
         have_time = true;
+        r->time_sent = rec->op == REC_UPDATE;
     }
+    if (rec->op == REC_UPDATE && rec->old_fields &&
+        !pipeline_old_ref(pl, rec, r->old_hash, &r->has_old, err))
+        return false;
 
     /* Source reference → keyed hash: the lookup key and the id's random bits.
      * Its text is read again only by the lookup (--keep-ref-text) and the
@@ -766,6 +926,10 @@ pipeline_add_record(Pipeline *pl, const Record *rec, Err *err)
         r->ref_off = (uint32_t) batch_store(b, pl->ref.data, keep);
         r->ref_len = (uint32_t) keep;
     }
+    if (r->has_old)
+        r->has_old = memcmp(r->old_hash, r->hash, REF_HASH_LEN) != 0;
+    if (rec->op == REC_DELETE)
+        return true; /* found by its reference alone */
 
     bool keep_id = false;
     if (pl->id_idx >= 0 && !(rec->fields[pl->id_idx].is_null || rec->fields[pl->id_idx].len == 0))
@@ -784,6 +948,8 @@ pipeline_add_record(Pipeline *pl, const Record *rec, Err *err)
             us = uuid7_us(&r->id);
         have_time = true;
     }
+    if (!have_time && rec->op == REC_UPDATE)
+        return pipeline_copy_line(pl, rec, r, us, false, err); /* found by its reference */
     if (!have_time)
     {
         pipeline_client_reject(pl, r, NULL, "missing event time: no time column and no id");
@@ -820,49 +986,9 @@ pipeline_add_record(Pipeline *pl, const Record *rec, Err *err)
         return true;
     }
 
-    /* The target's COPY line: id, then the mapped fields. */
-    {
-        Buf *d = &b->data;
-        char idtext[UUID_TEXT_SIZE];
-        size_t start = d->len;
-
-        uuid_format(&r->id, idtext);
-        buf_append(d, idtext, UUID_TEXT_LEN);
-        for (size_t i = 0; i < pl->ncols; i++)
-        {
-            const Field *f = &rec->fields[i];
-            if (pl->cols[i].target < 0)
-                continue;
-            copy_encode_sep(d);
-            if (pl->cols[i].format_time)
-                format_event_time(d, us, &pl->day_cache);
-            else if (rec->copy_plain && !f->is_null)
-                buf_append(d, f->data, f->len); /* nothing to escape: the source said so */
-            else
-                copy_encode_field(d, f->data, f->len, f->is_null);
-        }
-        if (pl->time_target >= 0)
-        {
-            /* An id's time to the millisecond: below it, ids made elsewhere
-             * may carry random bits rather than a fraction (RFC 9562). */
-            copy_encode_sep(d);
-            format_event_time(d,
-                              pl->time_idx < 0 ? civil_floor_div(us, US_PER_MS) * US_PER_MS : us,
-                              &pl->day_cache);
-        }
-        copy_encode_eol(d);
-        r->copy_off = (uint32_t) start;
-        r->copy_len = (uint32_t) (d->len - start);
-    }
-    /* A batch is full before BATCH_MAX_BYTES; one record (at most 256 MiB of
-     * input, twice that escaped) cannot carry it past 32-bit offsets. */
-    if (b->data.len > UINT32_MAX || b->aux.len > UINT32_MAX)
-    {
-        char at[300];
-        pl->hooks.origin(pl->hooks.ctx, rec->line, at, sizeof at);
-        return err_set(err, EC_INTERNAL, "%s: a batch outgrew 4 GiB", at);
-    }
-    return true;
+    if (rec->op == REC_UPDATE)
+        r->time_us = us;
+    return pipeline_copy_line(pl, rec, r, us, true, err);
 }
 
 /* ---- retention ----------------------------------------------------------- */
@@ -885,7 +1011,9 @@ pipeline_classify(Pipeline *pl, Batch *b)
     {
         BatchRow *r = &b->rows[i];
 
-        if (r->outcome != ROW_PENDING)
+        /* An update only where its row may be inserted (missing), and never expired:
+         * the row it finds is updated wherever it is. */
+        if (r->outcome != ROW_PENDING || (r->op != REC_INSERT && !r->complete))
             continue;
         if (r->time_us >= lo && r->time_us < hi)
         {
@@ -910,7 +1038,7 @@ pipeline_classify(Pipeline *pl, Batch *b)
             hi = p ? p->upper_us : 0;
         }
         r->delay_class = (uint8_t) c;
-        if (c == DELAY_EXPIRED && !pl->o->keep_expired)
+        if (c == DELAY_EXPIRED && !pl->o->keep_expired && r->op == REC_INSERT)
         {
             r->outcome = ROW_EXPIRED;
             r->client_decided = true;
@@ -971,7 +1099,11 @@ batch_totals(const Batch *b, BatchCounts *t)
     t->read = b->nrows;
     for (size_t i = 0; i < b->nrows; i++)
     {
-        switch (b->rows[i].outcome)
+        const BatchRow *r = &b->rows[i];
+
+        t->missing += r->missing;
+        t->time_changed += r->time_changed;
+        switch (r->outcome)
         {
             case ROW_INSERTED:
                 t->inserted++;
@@ -985,7 +1117,23 @@ batch_totals(const Batch *b, BatchCounts *t)
             case ROW_EXPIRED:
                 t->expired++;
                 break;
+            case ROW_UPDATED:
+                t->updated++;
+                break;
+            case ROW_DELETED:
+                t->deleted++;
+                break;
+            case ROW_MISSING:
+                t->missing++;
+                t->missing_deletes++;
+                break;
+            case ROW_APPLIED:
+                t->truncates++;
+                t->read--; /* not a row */
+                break;
             case ROW_PENDING:
+                if (r->op == REC_TRUNCATE)
+                    t->read--;
                 break;
         }
     }
@@ -1104,16 +1252,32 @@ pipeline_reconnect(Pipeline *pl, Err *err)
     return false;
 }
 
+/* The counts of row operations other than inserts. */
+static void
+stats_add_ops(ImportStats *st, const BatchCounts *t)
+{
+    st->updated += t->updated;
+    st->deleted += t->deleted;
+    st->missing += t->missing;
+    st->missing_deletes += t->missing_deletes;
+    st->time_changed += t->time_changed;
+    st->truncates += t->truncates;
+}
+
 static void
 pipeline_count_committed(Pipeline *pl, const Batch *b)
 {
     ImportStats *st = pl->st;
     int64_t now = pl->o->now_us ? pl->o->now_us : wall_now_us();
     WindowCount *w = NULL; /* the window of the row before (rows come in runs) */
+    BatchCounts ops;
 
     for (size_t i = 0; i < b->nrows; i++)
     {
         const BatchRow *r = &b->rows[i];
+
+        if (r->op == REC_TRUNCATE)
+            continue; /* not a row */
         st->read++;
         st->keys_ordered += r->key_ordered;
         if (r->outcome == ROW_INSERTED || r->outcome == ROW_EXPIRED)
@@ -1162,9 +1326,14 @@ pipeline_count_committed(Pipeline *pl, const Batch *b)
             case ROW_EXPIRED:
                 st->expired++;
                 break;
-            case ROW_PENDING:
+            default: /* row operations: counted below */
                 break;
         }
+    }
+    if (b->nchanges > 0)
+    {
+        batch_totals(b, &ops);
+        stats_add_ops(st, &ops);
     }
 }
 
@@ -1180,8 +1349,15 @@ pipeline_ensure_windows(Pipeline *pl, Batch *b, Err *err)
         pl->times = xrealloc(pl->times, pl->times_cap * sizeof *pl->times);
     }
     for (size_t i = 0; i < b->nrows; i++)
-        if (b->rows[i].outcome == ROW_PENDING)
-            pl->times[n++] = uuid7_us(&b->rows[i].id);
+    {
+        const BatchRow *r = &b->rows[i];
+
+        /* Inserts, and updates that may be inserted (their row missing) */
+        if (r->outcome == ROW_PENDING &&
+            (r->op == REC_INSERT ||
+             (r->op == REC_UPDATE && r->complete && r->delay_class != DELAY_EXPIRED)))
+            pl->times[n++] = uuid7_us(&r->id);
+    }
     if (n == 0)
         return true;
     if (!partitions_ensure_times(pl->conn, pl->target, pl->times, n, &pl->ensure, &res, err))
@@ -1211,8 +1387,14 @@ pipeline_plan_batch(Pipeline *pl, Batch *b, Err *err)
     for (size_t i = 0; i < b->nrows; i++)
     {
         BatchRow *r = &b->rows[i];
-        if (r->outcome == ROW_PENDING) /* would be inserted, unless counted already */
+        if (r->outcome != ROW_PENDING)
+            continue;
+        if (r->op == REC_INSERT) /* would be inserted, unless counted already */
             r->outcome = refset_add(pl->plan_seen, r->hash) ? ROW_INSERTED : ROW_DUPLICATE;
+        else /* other operations: as if their row were there */
+            r->outcome = r->op == REC_UPDATE   ? ROW_UPDATED
+                         : r->op == REC_DELETE ? ROW_DELETED
+                                               : ROW_APPLIED;
     }
     pipeline_count_committed(pl, b);
     return true;
@@ -1279,6 +1461,7 @@ pipeline_flush(Pipeline *pl, Batch *b, const SourcePosition *pos, bool finished,
                 pl->st->duplicates += got.duplicates;
                 pl->st->rejected += got.rejected;
                 pl->st->expired += got.expired;
+                stats_add_ops(pl->st, &got);
                 pl->st->batches++;
                 if (h->after_commit)
                     h->after_commit(h->ctx, &cc.pos);
@@ -1623,6 +1806,8 @@ pipeline_run(Pipeline *pl, Err *err)
         }
         rec.batch_end = false;
         rec.batch_hold = false;
+        rec.op = REC_INSERT;
+        rec.old_fields = NULL;
         if (!source_next(pl->src, &rec, &eof, err))
         {
             ok = false;
@@ -1632,6 +1817,7 @@ pipeline_run(Pipeline *pl, Err *err)
             break;
         if (rec.op == REC_BOUNDARY)
         {
+            /* Nothing arrived for a while: what the batch holds goes now. */
             if (pl->batch->nrows > 0 && !pipeline_batch_full(pl, err))
             {
                 ok = false;
@@ -1718,6 +1904,7 @@ pipeline_free(Pipeline *pl)
     free(pl->lookup_name);
     free(pl->lookup_q);
     free(pl->copy_cols);
+    pipeline_free_cols_q(pl);
     free(pl->key_q);
     id_keyer_free(pl->keyer);
     time_parser_free(pl->tparser);
@@ -1948,7 +2135,8 @@ pipeline_attach(Pipeline *pl, Source *src, bool unnamed_last, const PipelineHook
     if (!(pl->o->plan && !pl->lookup_exists))
     {
         SinkConfig sc = {pl->target_q, pl->copy_cols, pl->lookup_q, pl->key_q,
-                         pl->o->keep_ref_text, pl->lookup_shape, false};
+                         pl->o->keep_ref_text, pl->lookup_shape, false,
+                         (const char *const *) pl->cols_q, pl->ncols_q};
         if (!pipeline_may_read_keys(pl, &sc.probe_target, err))
             return false;
         pl->sink = sink_new(pl->conn, &sc);

@@ -10,8 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "v7fill/civil.h"
+#include "v7fill/copy_encode.h"
 #include "v7fill/log.h"
 #include "v7fill/sortkey.h"
+#include "v7fill/source.h"
 
 struct Sink
 {
@@ -34,6 +37,14 @@ struct Sink
     char *unref_sql;  /* delete the lookup rows of rows that did not land */
     Err refused;      /* the error the last row refused alone had */
     int refused_run;  /* rows in a row refused alone with it (non-value errors) */
+    /* Row operations (sink_apply_change) */
+    char *ref_find_sql;   /* a reference's id */
+    char *ref_drop_sql;   /* delete a reference, returning its id */
+    char *ref_move_sql;   /* a reference's lookup row to another reference */
+    char *row_delete_sql; /* a target row by its id */
+    char *truncate_sql;   /* the target and its lookup */
+    Buf update_sql;       /* the UPDATE of the row at hand */
+    Buf values;           /* its decoded values, NUL-terminated one after the other */
 };
 
 void
@@ -51,6 +62,7 @@ batch_reset(Batch *b)
     buf_reset(&b->data);
     buf_reset(&b->aux);
     b->by_hash_n = 0;
+    b->nchanges = 0;
 }
 
 void
@@ -139,8 +151,27 @@ sink_new(PgConn *c, const SinkConfig *cfg)
                                     cfg->key_q, cfg->target_q, cfg->key_q, cfg->key_q);
     s->unref_sql = xasprintf("DELETE FROM %s WHERE %s = ANY ($1::%s[])", cfg->lookup_q, key_col,
                              cfg->lookup_shape == LOOKUP_REF_HASH_BYTEA ? "bytea" : "uuid");
+    {
+        const char *kt = cfg->lookup_shape == LOOKUP_REF_HASH_BYTEA ? "bytea" : "uuid";
+
+        s->ref_find_sql = xasprintf("SELECT id FROM %s WHERE %s = $1::%s", cfg->lookup_q, key_col,
+                                    kt);
+        s->ref_drop_sql = xasprintf("DELETE FROM %s WHERE %s = $1::%s RETURNING id",
+                                    cfg->lookup_q, key_col, kt);
+        s->ref_move_sql =
+            cfg->keep_ref_text
+                ? xasprintf("UPDATE %s SET %s = $2::%s, ref = $3::text WHERE %s = $1::%s",
+                            cfg->lookup_q, key_col, kt, key_col, kt)
+                : xasprintf("UPDATE %s SET %s = $2::%s WHERE %s = $1::%s", cfg->lookup_q,
+                            key_col, kt, key_col, kt);
+        s->row_delete_sql = xasprintf("DELETE FROM %s WHERE %s = $1::uuid", cfg->target_q,
+                                      cfg->key_q);
+        s->truncate_sql = xasprintf("TRUNCATE %s, %s", cfg->target_q, cfg->lookup_q);
+    }
     buf_init(&s->copy);
     buf_init(&s->param);
+    buf_init(&s->update_sql);
+    buf_init(&s->values);
     return s;
 }
 
@@ -154,6 +185,13 @@ sink_free(Sink *s)
     free(s->probe_sql);
     free(s->target_probe_sql);
     free(s->unref_sql);
+    free(s->ref_find_sql);
+    free(s->ref_drop_sql);
+    free(s->ref_move_sql);
+    free(s->row_delete_sql);
+    free(s->truncate_sql);
+    buf_free(&s->update_sql);
+    buf_free(&s->values);
     buf_free(&s->copy);
     buf_free(&s->param);
     free(s->scratch);
@@ -699,6 +737,8 @@ sink_reset_outcomes(Batch *b)
         BatchRow *r = &b->rows[i];
 
         r->in_lookup = false;
+        r->missing = false;
+        r->time_changed = false;
         if (r->repeat)
         {
             /* Back to waiting behind the row read before it. */
@@ -717,38 +757,45 @@ sink_reset_outcomes(Batch *b)
     }
 }
 
+static void
+sink_reserve_scratch(Sink *s, size_t n)
+{
+    if (s->scratch_cap < n)
+    {
+        s->scratch_cap = n;
+        s->scratch = xrealloc(s->scratch, s->scratch_cap * sizeof *s->scratch);
+    }
+}
+
+/* The pending inserts of rows [from, to) into s->scratch (reserved for the
+ * batch). */
 static size_t
-sink_collect_pending(Sink *s, Batch *b)
+sink_collect_pending(Sink *s, Batch *b, size_t from, size_t to)
 {
     size_t n = 0;
 
-    if (s->scratch_cap < b->nrows)
-    {
-        s->scratch_cap = b->nrows;
-        s->scratch = xrealloc(s->scratch, s->scratch_cap * sizeof *s->scratch);
-    }
-    for (size_t i = 0; i < b->nrows; i++)
-        if (b->rows[i].outcome == ROW_PENDING)
+    for (size_t i = from; i < to; i++)
+        if (b->rows[i].outcome == ROW_PENDING && b->rows[i].op == REC_INSERT)
             s->scratch[n++] = &b->rows[i];
     return n;
 }
 
-bool
-sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
+/*
+ * sink_insert_rounds writes the inserts s->scratch[0..n) (pending): a probe
+ * first when the last batch met duplicates (*ndup of them), then rounds: the
+ * rows, then the next row of each reference whose row was refused.
+ */
+static bool
+sink_insert_rounds(Sink *s, Batch *b, size_t n, size_t *ndup, Err *err)
 {
-    size_t n = sink_collect_pending(s, b);
-    uint64_t conflicts_before = s->stats.conflicts;
-    size_t ndup = 0;
-    bool ok;
+    bool ok = true;
 
-    s->refused_run = 0;
-    ok = sink_exec(s, "BEGIN", err);
-    if (ok && s->probe_first && n > 0)
+    *ndup = 0;
+    if (s->probe_first && n > 0)
     {
-        ok = sink_probe(s, s->scratch, n, &ndup, err);
+        ok = sink_probe(s, s->scratch, n, ndup, err);
         n = compact_pending(s->scratch, n);
     }
-    /* Rounds: the rows, then the next row of each reference whose row was refused. */
     for (bool first = true; ok && n > 0; first = false)
     {
         ok = sink_record_refs(s, b, s->scratch, &n, err);
@@ -758,6 +805,271 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
             ok = sink_write_target(s, b, s->scratch, n, first, err) &&
                  sink_settle(s, b, s->scratch, &n, err);
         }
+    }
+    return ok;
+}
+
+/* ---- row operations ------------------------------------------------------ */
+
+/* Run sql with binary parameters (16-byte keys and ids, text as its bytes;
+ * NULL values are SQL NULL), binary results. */
+static bool
+sink_query_bin(Sink *s, const char *sql, int n, const char *const *values, const int *lengths,
+               PGresult **res, Err *err)
+{
+    static const int binary[3] = {1, 1, 1};
+
+    return pg_query_ex(s->conn, sql, n, NULL, values, lengths, binary, 1, res, err);
+}
+
+/* The id of a lookup row (*found); drop: the lookup row is deleted too. */
+static bool
+sink_ref_id(Sink *s, const uint8_t key[REF_HASH_LEN], bool drop, bool *found, Uuid *id,
+            Err *err)
+{
+    const char *values[1] = {(const char *) key};
+    const int lengths[1] = {REF_HASH_LEN};
+    PGresult *res;
+
+    if (!sink_query_bin(s, drop ? s->ref_drop_sql : s->ref_find_sql, 1, values, lengths, &res,
+                        err))
+        return false;
+    *found = PQntuples(res) > 0 && PQgetlength(res, 0, 0) == (int) sizeof id->b;
+    if (*found)
+        memcpy(id->b, PQgetvalue(res, 0, 0), sizeof id->b);
+    PQclear(res);
+    return true;
+}
+
+/* Rows a statement by id touched (PQcmdTuples). */
+static bool
+sink_by_id(Sink *s, const char *sql, const Uuid *id, uint64_t *touched, Err *err)
+{
+    const char *values[1] = {(const char *) id->b};
+    const int lengths[1] = {(int) sizeof id->b};
+    PGresult *res;
+
+    if (!sink_query_bin(s, sql, 1, values, lengths, &res, err))
+        return false;
+    *touched = strtoull(PQcmdTuples(res), NULL, 10);
+    PQclear(res);
+    return true;
+}
+
+static bool
+sink_delete_row(Sink *s, BatchRow *r, Err *err)
+{
+    bool found;
+    Uuid id;
+    uint64_t touched = 0;
+
+    if (!sink_ref_id(s, r->hash, true, &found, &id, err))
+        return false;
+    if (found && !sink_by_id(s, s->row_delete_sql, &id, &touched, err))
+        return false;
+    r->outcome = touched > 0 ? ROW_DELETED : ROW_MISSING;
+    return true;
+}
+
+static bool
+field_sent(const Batch *b, const BatchRow *r, size_t i)
+{
+    return r->sent_off == UINT32_MAX ||
+           ((const uint8_t *) b->aux.data)[r->sent_off + i / 8] & (1u << (i % 8));
+}
+
+/*
+ * sink_set_row: UPDATE target SET (the fields sent, the id never) by the id;
+ * *touched: whether the row was there.  One statement per row, its values
+ * decoded from the row's COPY line as text parameters (the server casts them
+ * as COPY would).
+ */
+static bool
+sink_set_row(Sink *s, const Batch *b, const BatchRow *r, const Uuid *id, uint64_t *touched,
+             Err *err)
+{
+    const char *line = b->data.data + r->copy_off;
+    size_t len = r->copy_len;
+    size_t off = 0;
+    size_t nset = 0;
+    size_t *starts = xmalloc((s->cfg.ncols + 1) * sizeof *starts);
+    const char **values = xmalloc((s->cfg.ncols + 1) * sizeof *values);
+    int *lengths = xcalloc(s->cfg.ncols + 1, sizeof *lengths);
+    int *formats = xcalloc(s->cfg.ncols + 1, sizeof *formats);
+    Buf field;
+    PGresult *res;
+    bool ok;
+
+    buf_init(&field);
+    buf_reset(&s->values);
+    buf_reset(&s->update_sql);
+    buf_printf(&s->update_sql, "UPDATE %s SET ", s->cfg.target_q);
+    for (size_t i = 0; i < s->cfg.ncols && off < len; i++)
+    {
+        bool is_null;
+
+        off += copy_decode_field(line + off, len - off, &field, &is_null);
+        if (i == 0 || !field_sent(b, r, i))
+            continue; /* the id never changes; unsent columns keep their value */
+        starts[nset] = is_null ? SIZE_MAX : s->values.len;
+        if (!is_null)
+            buf_append(&s->values, field.data, field.len + 1);
+        buf_printf(&s->update_sql, "%s%s = $%zu", nset > 0 ? ", " : "", s->cfg.cols_q[i],
+                   nset + 2);
+        nset++;
+    }
+    buf_free(&field);
+    if (nset == 0)
+    {
+        /* Nothing sent but the key: the row stays as it is, if it is there. */
+        buf_reset(&s->update_sql);
+        buf_printf(&s->update_sql, "SELECT FROM %s", s->cfg.target_q);
+    }
+    buf_printf(&s->update_sql, " WHERE %s = $1::uuid", s->cfg.key_q);
+    values[0] = (const char *) id->b;
+    lengths[0] = (int) sizeof id->b;
+    formats[0] = 1;
+    for (size_t k = 0; k < nset; k++)
+        values[k + 1] = starts[k] == SIZE_MAX ? NULL : s->values.data + starts[k];
+    *touched = 0;
+    ok = pg_query_ex(s->conn, s->update_sql.data, (int) nset + 1, NULL, values, lengths, formats,
+                     0, &res, err);
+    if (ok)
+    {
+        *touched = nset == 0 ? (uint64_t) PQntuples(res) : strtoull(PQcmdTuples(res), NULL, 10);
+        PQclear(res);
+    }
+    free(starts);
+    free(values);
+    free(lengths);
+    free(formats);
+    return ok;
+}
+
+#define REASON_MISSING_INCOMPLETE                                                                 \
+    "update of a row the target does not have (the tuple is incomplete: unchanged TOAST values)"
+
+/*
+ * sink_update_row: the row found through the lookup by its reference (the old
+ * one when the key changed, whose lookup row then moves to the new one) gets
+ * the fields sent.  A row the target does not have is inserted when the tuple
+ * is complete (as an insert: its minted id), rejected otherwise.
+ */
+static bool
+sink_update_row(Sink *s, Batch *b, BatchRow *r, Err *err)
+{
+    const uint8_t *key = r->has_old ? r->old_hash : r->hash;
+    bool found;
+    Uuid id;
+    uint64_t touched = 0;
+    size_t ndup;
+
+    if (!sink_ref_id(s, key, false, &found, &id, err))
+        return false;
+    if (found && !sink_set_row(s, b, r, &id, &touched, err))
+        return false;
+    if (touched > 0)
+    {
+        r->outcome = ROW_UPDATED;
+        r->time_changed = r->time_sent && civil_floor_div(r->time_us, US_PER_MS) !=
+                                              civil_floor_div(uuid7_us(&id), US_PER_MS);
+        if (r->has_old)
+        {
+            const char *values[3] = {(const char *) r->old_hash, (const char *) r->hash,
+                                     b->aux.data + r->ref_off};
+            const int lengths[3] = {REF_HASH_LEN, REF_HASH_LEN, (int) r->ref_len};
+            PGresult *res;
+
+            if (!sink_query_bin(s, s->ref_move_sql, s->cfg.keep_ref_text ? 3 : 2, values,
+                                lengths, &res, err))
+                return false;
+            PQclear(res);
+        }
+        return true;
+    }
+    r->missing = true;
+    if (found && !sink_ref_id(s, key, true, &found, &id, err)) /* the lookup's row was stale */
+        return false;
+    if (!r->complete)
+    {
+        batch_reject(b, r, REASON_MISSING_INCOMPLETE, NULL);
+        return true;
+    }
+    s->scratch[0] = r;
+    return sink_insert_rounds(s, b, 1, &ndup, err);
+}
+
+/*
+ * sink_apply_change applies one row operation other than an insert, under a
+ * savepoint: an error that may be the row's (a value the server refuses)
+ * rejects that row only.
+ */
+static bool
+sink_apply_change(Sink *s, Batch *b, BatchRow *r, Err *err)
+{
+    Err row_err = {0};
+    bool ok;
+
+    if (r->outcome != ROW_PENDING)
+        return true;
+    if (r->op == REC_TRUNCATE)
+    {
+        ok = sink_exec(s, s->truncate_sql, err);
+        if (ok)
+            r->outcome = ROW_APPLIED;
+        return ok;
+    }
+    if (!sink_exec(s, "SAVEPOINT v7fill_change", err))
+        return false;
+    ok = r->op == REC_DELETE ? sink_delete_row(s, r, &row_err) : sink_update_row(s, b, r, &row_err);
+    if (ok)
+    {
+        if (r->outcome != ROW_REJECTED)
+            s->refused_run = 0;
+        return sink_exec(s, "RELEASE SAVEPOINT v7fill_change", err);
+    }
+    if (is_statement_error(&row_err))
+    {
+        *err = row_err;
+        return false;
+    }
+    if (!sink_rollback_to(s, "v7fill_change", err))
+        return false;
+    r->outcome = ROW_PENDING;
+    r->missing = false;
+    r->time_changed = false;
+    return sink_refuse(s, b, r, &row_err, err);
+}
+
+bool
+sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
+{
+    uint64_t conflicts_before = s->stats.conflicts;
+    size_t ndup = 0;
+    bool ok;
+
+    s->refused_run = 0;
+    sink_reserve_scratch(s, b->nrows);
+    if (b->nchanges > 0)
+        b->by_hash_n = 0; /* runs sort their own rows */
+    ok = sink_exec(s, "BEGIN", err);
+    /* Runs in reading order: the inserts up to the next other operation, then it
+     * (a file import: one run, the whole batch). */
+    for (size_t from = 0; ok && from < b->nrows;)
+    {
+        size_t to = from;
+        size_t run_dup = 0;
+
+        while (to < b->nrows && b->rows[to].op == REC_INSERT)
+            to++;
+        if (to > from)
+        {
+            ok = sink_insert_rounds(s, b, sink_collect_pending(s, b, from, to), &run_dup, err);
+            ndup += run_dup;
+        }
+        if (ok && to < b->nrows)
+            ok = sink_apply_change(s, b, &b->rows[to], err);
+        from = to + 1;
     }
     if (ok && before_commit)
         ok = before_commit(ctx, b, err);
@@ -783,7 +1095,10 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
 bool
 sink_probe_only(Sink *s, Batch *b, Err *err)
 {
-    size_t n = sink_collect_pending(s, b);
+    size_t n;
+
+    sink_reserve_scratch(s, b->nrows);
+    n = sink_collect_pending(s, b, 0, b->nrows);
     size_t ndup;
     return sink_probe(s, s->scratch, n, &ndup, err);
 }

@@ -26,4 +26,10 @@ copy_encode_eol(Buf *out)
     buf_putc(out, '\n');
 }
 
+/* The inverse, for one field of a line this encoder wrote: decode the field
+ * at line[0..len) up to its separator (tab) or the row's end (newline, or
+ * len) into out, NUL-terminated (*is_null for \N, out then empty).  Returns
+ * the bytes consumed, the separator included. */
+size_t copy_decode_field(const char *line, size_t len, Buf *out, bool *is_null);
+
 #endif /* V7FILL_COPY_ENCODE_H */

@@ -47,6 +47,10 @@ typedef enum RowOutcome
     ROW_DUPLICATE,   /* reference already imported (or twice in this batch) */
     ROW_REJECTED,    /* client-side or server-side, with a reason */
     ROW_EXPIRED,     /* too late for the retention (not written) */
+    ROW_UPDATED,     /* REC_UPDATE: the row found by its reference, updated by its id */
+    ROW_DELETED,     /* REC_DELETE: the row and its lookup row deleted */
+    ROW_MISSING,     /* REC_DELETE of a row the target does not have (nothing to do) */
+    ROW_APPLIED,     /* REC_TRUNCATE done (not a row) */
 } RowOutcome;
 
 /* A batch's COPY data and aux stay under 4 GiB, so rows keep 32-bit offsets:
@@ -77,6 +81,20 @@ typedef struct BatchRow
     bool in_lookup;       /* sink: its reference and id were COPYed into the lookup */
     char sqlstate[6];
     uint32_t repeat_next; /* 1 + index of the next row with the same reference; 0: none */
+    /* Row operations (source.h RecordOp; 0 = insert).  The sink writes a batch as
+     * runs: consecutive inserts through the rounds above, then each other
+     * operation in reading order.  Repeats chain only within one insert run. */
+    uint8_t op;
+    bool complete;        /* UPDATE: every column sent and the id minted: a missing row
+                           * can be inserted */
+    bool has_old;         /* UPDATE: found by old_hash, whose lookup row moves to hash */
+    bool time_sent;       /* UPDATE: the time column was sent (time_us is its value) */
+    bool missing;         /* sink: an UPDATE of a row the target did not have */
+    bool time_changed;    /* sink: an UPDATE that moved the time off the id's ms */
+    uint32_t run;         /* the insert run the row belongs to (change rows before it) */
+    uint32_t sent_off;    /* UPDATE: bitmap of the COPY line's fields sent (bit i = field
+                           * i, 0 the id) in aux; UINT32_MAX: all sent */
+    uint8_t old_hash[REF_HASH_LEN];
 } BatchRow;
 
 typedef struct Batch
@@ -91,6 +109,7 @@ typedef struct Batch
     BatchRow **by_hash;
     size_t by_hash_n;
     size_t by_hash_cap;
+    uint32_t nchanges; /* rows that are not inserts (BatchRow.op): 0 for a file import */
 } Batch;
 
 void batch_init(Batch *b);
@@ -139,6 +158,10 @@ typedef struct SinkConfig
     bool keep_ref_text;     /* store the reference text in the lookup */
     LookupShape lookup_shape; /* the lookup's key column, and so its type */
     bool probe_target;      /* may read the target's ids (SELECT on the key column) */
+    /* The COPY line's columns one by one, quoted (cols_q[0] the key): the SET
+     * list of an update.  Needed only for batches with REC_UPDATE rows. */
+    const char *const *cols_q;
+    size_t ncols;
 } SinkConfig;
 
 typedef bool (*SinkHook)(void *ctx, Batch *b, Err *err);
@@ -157,8 +180,9 @@ Sink *sink_new(PgConn *c, const SinkConfig *cfg);
 void sink_free(Sink *s);
 const SinkStats *sink_stats(const Sink *s);
 
-/* Write the batch's pending rows in one transaction; on success every pending
- * row is INSERTED, DUPLICATE or REJECTED (a repeat of a refused row is written
+/* Write the batch's pending rows in one transaction, in reading order; on
+ * success every pending row is INSERTED, DUPLICATE, REJECTED (an insert or an
+ * update), UPDATED, DELETED, MISSING (a delete) or APPLIED (a truncate) (a repeat of a refused row is written
  * in its place: BatchRow.repeat_next) and `before_commit` ran inside the
  * transaction.  On failure the transaction is rolled back (or the connection
  * is gone: check pg_err_is_connection) and row outcomes of server-side

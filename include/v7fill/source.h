@@ -38,7 +38,7 @@ typedef struct Field
     bool is_null;
     bool unchanged;   /* UPDATE: the source did not send this column (pgoutput 'u'):
                        * the target keeps its value; never written as NULL or a
-                       * placeholder */
+                       * placeholder.  Read only in REC_UPDATE records */
 } Field;
 
 typedef struct Record

@@ -111,6 +111,44 @@ test_null_and_empty(void **state)
     buf_free(&b);
 }
 
+/* Decoding gives back what was encoded, field by field, NULLs included
+ * ("\\N" as a value is not a NULL). */
+static void
+test_decode_round_trip(void **state)
+{
+    const char *values[] = {"plain", "", NULL, "a\\b\tc\nd\re", "\\N", "\\", "x\t"};
+    const size_t n = sizeof values / sizeof values[0];
+    Buf line;
+    Buf out;
+    size_t off = 0;
+
+    (void) state;
+    buf_init(&line);
+    buf_init(&out);
+    for (size_t i = 0; i < n; i++)
+    {
+        if (i > 0)
+            copy_encode_sep(&line);
+        copy_encode_field(&line, values[i], values[i] ? strlen(values[i]) : 0, values[i] == NULL);
+    }
+    copy_encode_eol(&line);
+    for (size_t i = 0; i < n; i++)
+    {
+        bool is_null;
+
+        off += copy_decode_field(line.data + off, line.len - off, &out, &is_null);
+        assert_int_equal(is_null, values[i] == NULL);
+        if (values[i])
+        {
+            assert_int_equal(out.len, strlen(values[i]));
+            assert_memory_equal(out.data, values[i], out.len);
+        }
+    }
+    assert_int_equal(off, line.len);
+    buf_free(&line);
+    buf_free(&out);
+}
+
 int
 main(void)
 {
@@ -118,6 +156,7 @@ main(void)
         cmocka_unit_test(test_specials_at_every_position),
         cmocka_unit_test(test_random_bytes),
         cmocka_unit_test(test_null_and_empty),
+        cmocka_unit_test(test_decode_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
