@@ -23,10 +23,8 @@ q "CREATE TABLE orders_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NU
    PARTITION BY RANGE (id)"
 digest_src() { qs "SELECT count(*), md5(string_agg(id||'|'||created_at||'|'||amount||'|'||note, ',' ORDER BY id)) FROM orders"; }
 digest_dst() { q "SELECT count(*), md5(string_agg(legacy_id||'|'||created_at||'|'||amount||'|'||note, ',' ORDER BY legacy_id)) FROM orders_v7"; }
-stream() {
-    "$V7FILL" -q stream orders_v7 --source "dbname=$SRC" --from public.orders --publication pub \
-        --slot "$SLOT" --map id=legacy_id --group-rows 300 --group-ms 50 --batch-rows 2000 "$@"
-}
+args=(-q stream orders_v7 --source "dbname=$SRC" --from public.orders --publication pub
+      --slot "$SLOT" --map id=legacy_id --group-rows 300 --group-ms 50 --batch-rows 2000)
 
 # The writer: transactions of inserts, updates and deletes, some large.
 cat >writer.sql <<'SQL'
@@ -54,15 +52,15 @@ monitor=$!
 trap 'kill $writer $monitor 2>/dev/null || true; drop_slots; rm -rf "$T_TMP"' EXIT
 
 for i in $(seq 1 20); do
-    stream >"run$i.log" 2>&1 &
-    pid=$!
+    "$V7FILL" "${args[@]}" >"run$i.log" 2>&1 &
+    pid=$!   # v7fill itself, not a subshell: kill -9 must reach it
     sleep "$(python3 -c 'import random; print(round(random.uniform(0.3, 2.5), 2))')"
     kill -9 "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
 done
 kill $writer 2>/dev/null || true
 wait $writer 2>/dev/null || true
-run_expect 0 stream --until-caught-up
+run_expect 0 "$V7FILL" "${args[@]}" --until-caught-up
 echo "$OUT"
 kill $monitor 2>/dev/null || true
 assert_eq "$(digest_src)" "$(digest_dst)" "after 20 kills and a catch-up the target equals the source"
