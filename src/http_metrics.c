@@ -4,8 +4,8 @@
  * The listening socket is made here (socket, bind, listen) and handed to
  * libmicrohttpd with MHD_OPTION_LISTEN_SOCKET: bind's errno gives a precise
  * error at start (port in use, address not on this host), where
- * MHD_start_daemon would only return NULL.  libmicrohttpd closes the socket
- * in MHD_stop_daemon.  Its own logging stays off (lower layers never print).
+ * MHD_start_daemon would only return NULL.  From then on the socket is
+ * libmicrohttpd's: it closes it in MHD_stop_daemon, or when it fails to start.  Its own logging stays off (lower layers never print).
  */
 #include "v7fill/http_metrics.h"
 
@@ -245,7 +245,9 @@ http_metrics_start(const char *listen_text, Metrics *reg, HttpReadyFn ready, voi
                                  (unsigned) 10, MHD_OPTION_END);
     if (h->daemon == NULL)
     {
-        close(fd);
+        /* not closed here: libmicrohttpd closes a given listen socket when it
+         * fails to start (seen with 0.9.75), and a second close could close a
+         * descriptor another thread has opened since */
         free(h);
         char shown[256];
         return err_set(err, EC_INTERNAL, "could not start the HTTP server on %s",
