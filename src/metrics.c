@@ -166,6 +166,60 @@ check_def(const MetricDef *d, Err *err)
     return true;
 }
 
+/* ---- text ---- */
+
+/* utf8_len: the length of the valid UTF-8 sequence starting at s (1 to 4),
+ * or 0 when s does not start one (overlong forms, surrogates and code points
+ * above U+10FFFF are not valid). */
+static size_t
+utf8_len(const unsigned char *s)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t n = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : 2;
+    unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range */
+    if (s[0] < 0xC2 || s[0] > 0xF4)
+        return 0;
+    if (s[0] == 0xE0)
+        lo = 0xA0;
+    else if (s[0] == 0xED)
+        hi = 0x9F;
+    else if (s[0] == 0xF0)
+        lo = 0x90;
+    else if (s[0] == 0xF4)
+        hi = 0x8F;
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    return n;
+}
+
+/* utf8_dup: a copy of s in which each byte that does not start a valid
+ * UTF-8 sequence is U+FFFD (a scraper rejects the whole page otherwise). */
+static char *
+utf8_dup(const char *s)
+{
+    Buf b;
+    buf_init(&b);
+    buf_reserve(&b, strlen(s));
+    b.data[0] = '\0';
+    for (const unsigned char *p = (const unsigned char *) s; *p != '\0';)
+    {
+        size_t n = utf8_len(p);
+        if (n == 0)
+        {
+            buf_puts(&b, "\xEF\xBF\xBD");
+            p++;
+            continue;
+        }
+        buf_append(&b, p, n);
+        p += n;
+    }
+    return b.data;
+}
+
 /* ---- registry ---- */
 
 Metrics *
@@ -229,15 +283,24 @@ family_find(Metrics *m, const char *name)
     return NULL;
 }
 
-/* series_add: a new series at 0 with these values; caller holds the mutex. */
+/* values_dup: the label values as they will be shown (valid UTF-8). */
+static char **
+values_dup(const MetricFamily *f, const char *const *values)
+{
+    char **v = xcalloc(f->nlabels > 0 ? f->nlabels : 1, sizeof *v);
+    for (size_t i = 0; i < f->nlabels; i++)
+        v[i] = utf8_dup(values[i]);
+    return v;
+}
+
+/* series_add: a new series at 0, owning values (from values_dup); caller
+ * holds the mutex. */
 static MetricSeries *
-series_add(MetricFamily *f, const char *const *values)
+series_add(MetricFamily *f, char **values)
 {
     MetricSeries *s = xcalloc(1, sizeof *s);
     s->fam = f;
-    s->values = xcalloc(f->nlabels > 0 ? f->nlabels : 1, sizeof *s->values);
-    for (size_t i = 0; i < f->nlabels; i++)
-        s->values[i] = xstrdup(values[i]);
+    s->values = values;
     atomic_init(&s->word, f->type == METRIC_GAUGE ? dbl_bits(0.0) : 0);
     atomic_init(&s->sum_bits, dbl_bits(0.0));
     if (f->type == METRIC_HISTOGRAM)
@@ -266,7 +329,7 @@ metrics_define(Metrics *m, const MetricDef *def, MetricFamily **out, Err *err)
     f->type = def->type;
     f->unit = def->unit;
     f->name = xstrdup(def->name);
-    f->help = xstrdup(def->help);
+    f->help = utf8_dup(def->help);
     f->nlabels = def->nlabels;
     for (size_t i = 0; i < def->nlabels; i++)
         f->labels[i] = xstrdup(def->labels[i]);
@@ -285,7 +348,7 @@ metrics_define(Metrics *m, const MetricDef *def, MetricFamily **out, Err *err)
         return err_set(err, EC_INTERNAL, "metric %s is defined twice", def->name);
     }
     if (f->nlabels == 0)
-        series_add(f, NULL);
+        series_add(f, values_dup(f, NULL));
     if (m->last != NULL)
         m->last->next = f;
     else
@@ -314,25 +377,35 @@ metrics_series(MetricFamily *f, const char *const *values, size_t nvalues, Metri
     for (size_t i = 0; i < nvalues; i++)
         if (values[i] == NULL)
             return err_set(err, EC_INTERNAL, "metric %s: label %s has no value", f->name, f->labels[i]);
+    /* compared as shown: two values that differ only in invalid bytes are
+     * one series, never two with the same labels */
+    char **shown = values_dup(f, values);
     pthread_mutex_lock(&f->reg->mu);
     MetricSeries *s = f->first;
     for (; s != NULL; s = s->next)
     {
         size_t i = 0;
-        while (i < nvalues && strcmp(s->values[i], values[i]) == 0)
+        while (i < nvalues && strcmp(s->values[i], shown[i]) == 0)
             i++;
         if (i == nvalues)
             break;
     }
-    if (s == NULL && f->nseries >= METRIC_MAX_SERIES)
+    bool full = s == NULL && f->nseries >= METRIC_MAX_SERIES;
+    if (s == NULL && !full)
     {
-        pthread_mutex_unlock(&f->reg->mu);
+        s = series_add(f, shown);
+        shown = NULL;
+    }
+    pthread_mutex_unlock(&f->reg->mu);
+    if (shown != NULL)
+    {
+        for (size_t i = 0; i < nvalues; i++)
+            free(shown[i]);
+        free(shown);
+    }
+    if (full)
         return err_set(err, EC_LIMIT, "metric %s has reached %d label combinations", f->name,
                        METRIC_MAX_SERIES);
-    }
-    if (s == NULL)
-        s = series_add(f, values);
-    pthread_mutex_unlock(&f->reg->mu);
     *out = s;
     return true;
 }

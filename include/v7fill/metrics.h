@@ -58,7 +58,7 @@ typedef struct MetricDef
 {
     MetricType type;
     const char *name;
-    const char *help; /* one sentence; any bytes (escaped when rendered) */
+    const char *help; /* one sentence (escaped when rendered; invalid UTF-8 as U+FFFD) */
     MetricUnit unit;
     size_t nlabels;
     const char *labels[METRIC_MAX_LABELS];
@@ -80,8 +80,10 @@ MetricFamily *metrics_family(Metrics *m, const char *name);
 
 /* The series of family f with these label values (nvalues must equal the
  * family's label count, else EC_INTERNAL), created at 0 on first use.  Values
- * are any bytes; empty is allowed.  More than METRIC_MAX_SERIES combinations
- * → EC_LIMIT.  *out belongs to the registry. */
+ * are any text, empty included; a byte that does not start a valid UTF-8
+ * sequence is shown (and compared) as U+FFFD, since a scraper refuses the
+ * whole page for one invalid label value.  More than METRIC_MAX_SERIES
+ * combinations → EC_LIMIT.  *out belongs to the registry. */
 V7FILL_MUST_CHECK bool metrics_series(MetricFamily *f, const char *const *values, size_t nvalues,
                                       MetricSeries **out, Err *err);
 /* The one series of a family without labels (NULL for a family with labels). */

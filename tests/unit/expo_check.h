@@ -7,7 +7,8 @@
  *   "# HELP name text" (escapes \\ and \n only), "# TYPE name type" (counter,
  *   gauge, histogram, summary, untyped), other "# " comments, empty lines,
  *   samples `name{label="value",...} value [timestamp]` with valid names,
- *   label values escaping only \\, \" and \n, and values that are floats,
+ *   label values escaping only \\, \" and \n, label values and HELP text
+ *   valid UTF-8 (checked by the C library's decoder), values that are floats,
  *   +Inf, -Inf or NaN.  Across lines: HELP and TYPE at most once per family and
  *   before its samples; a family's lines together (no interleaving); no sample
  *   twice; counters not negative; a histogram's samples named _bucket (with
@@ -21,12 +22,14 @@
 #ifndef V7FILL_TEST_EXPO_CHECK_H
 #define V7FILL_TEST_EXPO_CHECK_H
 
+#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <wchar.h>
 
 #define EXPO_MAX_FAMILIES 256
 #define EXPO_MAX_SAMPLES  8192
@@ -85,6 +88,24 @@ expo_fail(char *why, size_t size, int line, const char *fmt, ...)
     va_end(ap);
     snprintf(why, size, "line %d: %s", line, msg);
     return false;
+}
+
+/* expo_utf8: s is valid UTF-8 (glibc's C.UTF-8 decoder: a second opinion
+ * beside the renderer's own). */
+static bool
+expo_utf8(const char *s)
+{
+    locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t) 0);
+    if (utf8 == (locale_t) 0)
+    {
+        fprintf(stderr, "expo_check: no C.UTF-8 locale\n");
+        abort();
+    }
+    locale_t old = uselocale(utf8);
+    bool ok = mbstowcs(NULL, s, 0) != (size_t) -1;
+    uselocale(old);
+    freelocale(utf8);
+    return ok;
 }
 
 static bool
@@ -276,6 +297,8 @@ expo_sample(ExpoState *st, const char *p, int line, char *why, size_t size)
                 l->value[n++] = c;
             }
             l->value[n] = '\0';
+            if (!expo_utf8(l->value))
+                return expo_fail(why, size, line, "label %s: the value is not valid UTF-8", l->name);
             p++;
             for (int j = 0; j < nl; j++)
                 if (strcmp(labels[j].name, l->name) == 0)
@@ -418,6 +441,8 @@ expo_meta(ExpoState *st, const char *p, int line, bool strict, char *why, size_t
     {
         if (f->help)
             return expo_fail(why, size, line, "second HELP for %s", name);
+        if (!expo_utf8(p))
+            return expo_fail(why, size, line, "HELP of %s is not valid UTF-8", name);
         for (; *p != '\0'; p++)
             if (*p == '\\' && p[1] != '\\' && p[1] != 'n')
                 return expo_fail(why, size, line, "bad escape in HELP of %s", name);

@@ -165,6 +165,9 @@ test_checker_rejects(void **state)
         {"# TYPE a gauge\na{1x=\"1\"} 1\n", "label name"},
         {"# TYPE a gauge\na{x=\"1\",x=\"2\"} 1\n", "twice"},
         {"# TYPE a gauge\n9a 1\n", "metric name"},
+        {"# TYPE a gauge\na{x=\"\xff\"} 1\n", "UTF-8"},
+        {"# TYPE a gauge\na{x=\"\xed\xa0\x80\"} 1\n", "UTF-8"},
+        {"# HELP a \xc3\n", "UTF-8"},
         {"# TYPE a gauge\na 1.2.3\n", "bad value"},
         {"# TYPE a gauge\na inf\n", "bad value"},
         {"# TYPE a gauge\na\n", "space"},
@@ -225,6 +228,9 @@ fill_stream_metrics(StreamMetrics *sm)
         metrics_counter_add(s, 10 * (i + 1));
     }
     assert_true(stream_metrics_series(sm, SM_ROWS_APPLIED, (const char *[]) {"we\"ird\\ta\nble", "insert"}, 2,
+                                      &s, &err));
+    metrics_counter_add(s, 1);
+    assert_true(stream_metrics_series(sm, SM_ROWS_APPLIED, (const char *[]) {"latin1_\xe9t\xe9", "insert"}, 2,
                                       &s, &err));
     metrics_counter_add(s, 1);
     assert_true(stream_metrics_series(sm, SM_DUPLICATES, (const char *[]) {"events"}, 1, &s, &err));

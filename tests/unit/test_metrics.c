@@ -94,6 +94,37 @@ test_escaping(void **state)
 }
 
 static void
+test_invalid_utf8(void **state)
+{
+    (void) state;
+    Metrics *m = metrics_new();
+    MetricFamily *f = define_ok(m, (MetricDef) {METRIC_COUNTER, "u_total", "Bad \xff byte.", METRIC_UNIT_NONE,
+                                                1, {"table"}});
+    const char *vals[] = {
+        "\xc3\xbc\xf0\x9f\x98\x80", /* ü and an emoji: kept */
+        "a\xff",                     /* a byte that starts nothing */
+        "b\xc3",                     /* a cut sequence */
+        "c\xc0\xaf",                 /* overlong */
+        "d\xed\xa0\x80",             /* a surrogate */
+        "e\xf4\x90\x80\x80",         /* above U+10FFFF */
+    };
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
+        metrics_counter_add(series_ok(f, &vals[i], 1), i + 1);
+    /* shown alike: the same series */
+    MetricSeries *a = series_ok(f, (const char *[]) {"a\xfe"}, 1);
+    assert_int_equal(metrics_counter_value(a), 2);
+    assert_rendered(m, "# HELP u_total Bad \xef\xbf\xbd byte.\n"
+                       "# TYPE u_total counter\n"
+                       "u_total{table=\"\xc3\xbc\xf0\x9f\x98\x80\"} 1\n"
+                       "u_total{table=\"a\xef\xbf\xbd\"} 2\n"
+                       "u_total{table=\"b\xef\xbf\xbd\"} 3\n"
+                       "u_total{table=\"c\xef\xbf\xbd\xef\xbf\xbd\"} 4\n"
+                       "u_total{table=\"d\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"} 5\n"
+                       "u_total{table=\"e\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"} 6\n");
+    metrics_free(m);
+}
+
+static void
 test_number_formats(void **state)
 {
     (void) state;
@@ -368,6 +399,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counter_and_gauge_text),
         cmocka_unit_test(test_escaping),
+        cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_number_formats),
         cmocka_unit_test(test_histogram_text),
         cmocka_unit_test(test_empty_family_and_raise),
