@@ -121,6 +121,41 @@ http_listen_parse(const char *text, HttpListen *out, Err *err)
     return true;
 }
 
+void
+http_ready_state_init(HttpReadyState *s, const char *reason)
+{
+    pthread_mutex_init(&s->mu, NULL);
+    http_ready_state_set(s, false, reason);
+}
+
+void
+http_ready_state_set(HttpReadyState *s, bool ready, const char *reason)
+{
+    pthread_mutex_lock(&s->mu);
+    s->ready = ready;
+    if (!ready)
+        snprintf(s->reason, sizeof s->reason, "%s", reason != NULL ? reason : "");
+    pthread_mutex_unlock(&s->mu);
+}
+
+bool
+http_ready_state_cb(void *arg, char *reason, size_t size)
+{
+    HttpReadyState *s = arg;
+    pthread_mutex_lock(&s->mu);
+    bool ready = s->ready;
+    if (!ready)
+        snprintf(reason, size, "%s", s->reason);
+    pthread_mutex_unlock(&s->mu);
+    return ready;
+}
+
+void
+http_ready_state_deinit(HttpReadyState *s)
+{
+    pthread_mutex_destroy(&s->mu);
+}
+
 /* respond: queue a response with a copied body and a content type. */
 static enum MHD_Result
 respond(struct MHD_Connection *conn, unsigned status, const char *type, char *body, size_t len,

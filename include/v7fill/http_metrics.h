@@ -19,6 +19,7 @@
 #ifndef V7FILL_HTTP_METRICS_H
 #define V7FILL_HTTP_METRICS_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,6 +45,23 @@ V7FILL_MUST_CHECK bool http_listen_parse(const char *text, HttpListen *out, Err 
  * reason (size bytes; control characters are shown as spaces).  Called on
  * the server's thread for each GET /readyz: it must be quick and thread-safe. */
 typedef bool (*HttpReadyFn)(void *arg, char *reason, size_t size);
+
+/* A ready-made readiness for http_metrics_start (ready = http_ready_state_cb,
+ * ready_arg = the state): the owner's loop sets it when its state changes,
+ * the server's thread reads it under its mutex. */
+typedef struct HttpReadyState
+{
+    pthread_mutex_t mu;
+    bool ready;
+    char reason[256];
+} HttpReadyState;
+
+/* Not ready, for reason (e.g. "starting"). */
+void http_ready_state_init(HttpReadyState *s, const char *reason);
+/* reason is kept when not ready (cut to fit); ignored when ready. */
+void http_ready_state_set(HttpReadyState *s, bool ready, const char *reason);
+bool http_ready_state_cb(void *arg, char *reason, size_t size);
+void http_ready_state_deinit(HttpReadyState *s);
 
 typedef struct HttpMetrics HttpMetrics;
 

@@ -20,7 +20,6 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -199,22 +198,6 @@ test_checker_rejects(void **state)
 
 /* ---- the server ---- */
 
-typedef struct Readiness
-{
-    atomic_bool ready;
-    const char *reason;
-} Readiness;
-
-static bool
-ready_cb(void *arg, char *reason, size_t size)
-{
-    Readiness *r = arg;
-    if (atomic_load(&r->ready))
-        return true;
-    snprintf(reason, size, "%s", r->reason);
-    return false;
-}
-
 /* Every stream metric with values, label values that need escaping. */
 static void
 fill_stream_metrics(StreamMetrics *sm)
@@ -328,10 +311,10 @@ test_health_and_errors(void **state)
 {
     (void) state;
     Metrics *m = metrics_new();
-    Readiness rd = {.reason = "source: not connected\nretrying in 5 s"};
-    atomic_init(&rd.ready, true);
+    HttpReadyState rd;
+    http_ready_state_init(&rd, "starting");
     uint16_t port = free_port();
-    HttpMetrics *h = start_on(port, m, ready_cb, &rd);
+    HttpMetrics *h = start_on(port, m, http_ready_state_cb, &rd);
 
     Reply r = http_get(port, "/healthz");
     assert_int_equal(r.status, 200);
@@ -339,11 +322,17 @@ test_health_and_errors(void **state)
     reply_free(&r);
 
     r = http_get(port, "/readyz");
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.body, "not ready: starting\n");
+    reply_free(&r);
+
+    http_ready_state_set(&rd, true, NULL);
+    r = http_get(port, "/readyz");
     assert_int_equal(r.status, 200);
     assert_string_equal(r.body, "ready\n");
     reply_free(&r);
 
-    atomic_store(&rd.ready, false);
+    http_ready_state_set(&rd, false, "source: not connected\nretrying in 5 s");
     r = http_get(port, "/readyz");
     assert_int_equal(r.status, 503);
     assert_string_equal(r.body, "not ready: source: not connected retrying in 5 s\n"); /* one line */
@@ -376,6 +365,7 @@ test_health_and_errors(void **state)
     }
 
     http_metrics_stop(h);
+    http_ready_state_deinit(&rd);
     /* stopped: the port is free again */
     h = start_on(port, m, NULL, NULL);
     r = http_get(port, "/readyz"); /* no readiness callback: ready */
