@@ -664,8 +664,8 @@ replconn_recv(ReplConn *r, int timeout_ms, char **buf, int *len, Err *err)
             return repl_err(r, NULL, "replication stream failed", err);
         }
         left = deadline - mono_ms();
-        if (left <= 0)
-            return true;
+        if (left < 0)
+            left = 0; /* still take what the socket holds */
         pfd.fd = PQsocket(r->conn);
         pfd.events = POLLIN;
         pfd.revents = 0;

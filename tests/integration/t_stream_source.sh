@@ -17,7 +17,7 @@ cc $cflags -o helper "$src" "$lib" $libs 2>cc.log \
 hx() { local want=$1; shift; run_expect "$want" ./helper "$@"; }
 slotq() { q "SELECT $2 FROM pg_replication_slots WHERE slot_name = '$1'"; }
 cleanup_slots() { q "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database() AND NOT active" >/dev/null; }
-trap 'cleanup_slots 2>/dev/null; rm -rf "$T_TMP"' EXIT
+trap 'cleanup_slots >/dev/null 2>&1 || true; rm -rf "$T_TMP"' EXIT
 
 q "CREATE TABLE public.orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, note text,
                                twice bigint GENERATED ALWAYS AS (id * 2) STORED);
@@ -128,4 +128,22 @@ for ci in "host=$PGHOST port=1 user=postgres password=secret" \
     assert_not_contains "$OUT" "secret" "password in [$OUT]"
 done
 q "DROP ROLE norepl" >/dev/null
+
+# --- an invalidated slot: wal_status lost, and the SQL to drop it -------------------------------
+# max_slot_wal_keep_size is the cluster's: set for these few statements only.
+trap '{ q "ALTER SYSTEM RESET max_slot_wal_keep_size"; q "SELECT pg_reload_conf()"; cleanup_slots; } >/dev/null 2>&1 || true; rm -rf "$T_TMP"' EXIT
+q "SELECT pg_create_logical_replication_slot('s_lost', 'pgoutput')" >/dev/null
+q "ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+for i in 1 2 3 4; do
+    q "INSERT INTO other VALUES (100 + $i)" >/dev/null
+    q "SELECT pg_switch_wal()" >/dev/null
+done
+q "CHECKPOINT" >/dev/null
+q "ALTER SYSTEM RESET max_slot_wal_keep_size" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+assert_eq lost "$(slotq s_lost wal_status)" "test setup: the slot is invalidated"
+hx 3 start s_lost pub
+assert_contains "$OUT" 'replication slot "s_lost" is invalidated (wal_status lost)' "invalidated slot"
+assert_contains "$OUT" "run: SELECT pg_drop_replication_slot('s_lost');" "says how to drop it"
 echo "t_stream_source: all checks passed"
