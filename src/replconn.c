@@ -16,6 +16,7 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
 
@@ -397,15 +398,17 @@ mono_ms(void)
 }
 
 /* Wait for the result of a command sent with PQsendQuery, logging once when it
- * takes longer than log_after_ms; the last result is returned. */
+ * takes longer than log_after_ms; the last result is returned.  SIGINT or
+ * SIGTERM cancels the command (*cancelled: it was asked to). */
 static PGresult *
-wait_result(ReplConn *r, int64_t log_after_ms, const char *log_line)
+wait_result(ReplConn *r, int64_t log_after_ms, const char *log_line, bool *cancelled)
 {
     int64_t start = mono_ms();
     bool logged = false;
     PGresult *last = NULL;
     PGresult *res;
 
+    *cancelled = false;
     while (PQisBusy(r->conn))
     {
         struct pollfd pfd = {PQsocket(r->conn), POLLIN, 0};
@@ -417,6 +420,16 @@ wait_result(ReplConn *r, int64_t log_after_ms, const char *log_line)
         {
             log_info("%s", log_line);
             logged = true;
+        }
+        if (!*cancelled && interrupt_signal() != 0)
+        {
+            PGcancel *pc = PQgetCancel(r->conn);
+            char msg[256];
+
+            *cancelled = true;
+            if (pc == NULL || !PQcancel(pc, msg, sizeof msg))
+                log_warn("could not cancel the slot creation: %s", pc ? msg : "no cancel handle");
+            PQfreeCancel(pc);
         }
         if (!PQconsumeInput(r->conn))
             break;
@@ -443,6 +456,7 @@ replconn_create_slot(ReplConn *r, const char *slot, uint64_t *consistent_lsn, ch
     char *sql;
     char line[200];
     PGresult *res;
+    bool cancelled;
 
     *consistent_lsn = 0;
     if (snapshot_size)
@@ -471,10 +485,14 @@ replconn_create_slot(ReplConn *r, const char *slot, uint64_t *consistent_lsn, ch
                     "creating replication slot \"%s\": waiting for running transactions on the "
                     "source to finish",
                     slot);
-    res = wait_result(r, REPL_SLOT_WAIT_LOG_MS, line);
+    res = wait_result(r, REPL_SLOT_WAIT_LOG_MS, line, &cancelled);
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 3)
     {
-        if (PQresultStatus(res) == PGRES_TUPLES_OK)
+        if (cancelled)
+            err_set(err, EC_INTERRUPTED, "interrupted by %s while creating replication slot "
+                                         "\"%s\"",
+                    interrupt_name(), slot);
+        else if (PQresultStatus(res) == PGRES_TUPLES_OK)
             err_set(err, EC_PG_QUERY, "CREATE_REPLICATION_SLOT returned an unexpected result");
         else
         {

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "v7fill/interrupt.h"
 #include "v7fill/replconn.h"
 #include "v7fill/source_snapshot.h"
 
@@ -217,6 +218,7 @@ main(int argc, char **argv)
     const char *cmd = argc > 1 ? argv[1] : "";
 
     setvbuf(stdout, NULL, _IOLBF, 0);
+    interrupt_install();
     if (strcmp(cmd, "copy") == 0 && argc == 7)
         return cmd_copy(argv);
     if (strcmp(cmd, "hold") == 0 && argc == 5)

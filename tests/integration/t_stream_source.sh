@@ -77,6 +77,20 @@ assert_contains "$OUT" "row: 100 " "the copy sees the rows committed before"
 assert_not_contains "$OUT" "row: 102 " "and not those after"
 wait "$writer"
 
+# --- SIGINT while the slot creation waits: cancelled, exit 130, no slot left behind -------------
+psql -X -q -c "BEGIN; INSERT INTO other VALUES (2); SELECT pg_sleep(6); COMMIT" >/dev/null &
+writer=$!
+sleep 0.5
+./helper copy s_int public orders pub true >int.out 2>&1 &
+creator=$!
+sleep 1.5
+kill -INT "$creator"
+set +e; wait "$creator"; st=$?; set -e
+assert_eq 130 "$st" "exit status of an interrupted slot creation: $(cat int.out)"
+assert_contains "$(cat int.out)" 'interrupted by SIGINT (Ctrl-C) while creating replication slot "s_int"' "says so"
+assert_eq "" "$(slotq s_int 1)" "no slot left behind"
+wait "$writer"
+
 # --- a second consumer: active for PID --------------------------------------------------------
 ./helper hold s_copy pub 8 >hold.out 2>&1 &
 holder=$!
@@ -146,4 +160,24 @@ assert_eq lost "$(slotq s_lost wal_status)" "test setup: the slot is invalidated
 hx 3 start s_lost pub
 assert_contains "$OUT" 'replication slot "s_lost" is invalidated (wal_status lost)' "invalidated slot"
 assert_contains "$OUT" "run: SELECT pg_drop_replication_slot('s_lost');" "says how to drop it"
+# --- a source with wal_level replica and a pg_hba.conf without this database: its own cluster ---
+src2=$(PGTMP_PORT=$((PGPORT + 11)) "$V7FILL_ROOT/tests/pgtmp.sh" start)
+src2dir=$(eval "$src2"; echo "$PGTMP_DIR")
+trap '{ q "ALTER SYSTEM RESET max_slot_wal_keep_size"; q "SELECT pg_reload_conf()"; cleanup_slots; "$V7FILL_ROOT/tests/pgtmp.sh" stop "$src2dir"; } >/dev/null 2>&1 || true; rm -rf "$T_TMP"' EXIT
+(
+    eval "$src2"
+    owner=$(stat -c %U "$PGTMP_DIR/data")
+    psql -X -q -d postgres -c "CREATE DATABASE other_db" >/dev/null
+    echo "wal_level = replica" >>"$PGTMP_DIR/data/postgresql.conf"
+    echo "local postgres all trust" >"$PGTMP_DIR/data/pg_hba.conf"
+    runuser -u "$owner" -- "$PGBIN/pg_ctl" -D "$PGTMP_DIR/data" -l "$PGTMP_DIR/server.log" -w restart >/dev/null
+    PGDATABASE=postgres hx 3 open ""
+    assert_contains "$OUT" "wal_level is replica on the source; run: ALTER SYSTEM SET wal_level = logical; then restart it" "wal_level (connection)"
+    PGDATABASE=postgres hx 3 preflight pub public.orders
+    assert_contains "$OUT" "wal_level is replica on the source; run: ALTER SYSTEM SET wal_level = logical; then restart it" "wal_level (preflight)"
+    PGDATABASE=other_db hx 3 open ""
+    assert_contains "$OUT" "pg_hba.conf does not let role postgres in" "pg_hba"
+    assert_contains "$OUT" "matched by its database name" "says how a logical replication connection is matched"
+) || exit 1
+"$V7FILL_ROOT/tests/pgtmp.sh" stop "$src2dir"
 echo "t_stream_source: all checks passed"
