@@ -866,33 +866,66 @@ preflight_publication(PgConn *src, const char *publication, const ReplTable *tab
     return true;
 }
 
+/* A row filter or a column list on the table (PG15+): the initial copy reads
+ * every row and column, the stream would not. */
+static bool
+preflight_whole_table(const PGresult *res, const char *publication, const char *name,
+                      const char *pub, Err *err)
+{
+    char what[600];
+
+    if (!PQgetisnull(res, 0, 4))
+        (void) snprintf(what, sizeof what, "publishes only the rows of %s where %s", name,
+                        PQgetvalue(res, 0, 4));
+    else if (!PQgetisnull(res, 0, 5))
+        (void) snprintf(what, sizeof what, "leaves columns of %s out (%s)", name,
+                        PQgetvalue(res, 0, 5));
+    else
+        return true;
+    return err_set(err, EC_CONFIG,
+                   "publication \"%s\" %s, so the stream would not match the initial copy; "
+                   "run: ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s;",
+                   publication, what, pub, name, pub, name);
+}
+
 static bool
 preflight_table(PgConn *src, const char *publication, const ReplTable *t, bool needs_identity,
                 Err *err)
 {
     const char *params[3] = {t->schema, t->name, publication};
+    /* Row filters and column lists came with PostgreSQL 15. */
+    bool v15 = PQserverVersion(pg_raw(src)) >= 150000;
     PGresult *res;
+    char *sql;
     char name[330];
     char pub[160];
     char ident;
     bool in_pub;
     bool has_pk;
     bool has_ri_index;
+    bool ok;
 
     table_sql_name(t, name, sizeof name);
     sql_name(publication, pub, sizeof pub);
-    if (!pg_query(src,
-                  "SELECT c.relreplident, "
-                  " EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables p "
-                  "         WHERE p.pubname = $3 AND p.schemaname = $1 AND p.tablename = $2), "
-                  " EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
-                  "         WHERE i.indrelid = c.oid AND i.indisprimary), "
-                  " EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
-                  "         WHERE i.indrelid = c.oid AND i.indisreplident) "
-                  "FROM pg_catalog.pg_class c "
-                  "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-                  "WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
-                  3, params, &res, err))
+    sql = xasprintf(
+        "SELECT c.relreplident, p.pubname IS NOT NULL, "
+        " EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
+        "         WHERE i.indrelid = c.oid AND i.indisprimary), "
+        " EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
+        "         WHERE i.indrelid = c.oid AND i.indisreplident), %s "
+        "FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "LEFT JOIN pg_catalog.pg_publication_tables p "
+        " ON p.pubname = $3 AND p.schemaname = $1 AND p.tablename = $2 "
+        "WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+        v15 ? "p.rowfilter, (SELECT string_agg(a.attname, ', ' ORDER BY a.attnum) "
+              " FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 "
+              " AND NOT a.attisdropped AND a.attgenerated = '' "
+              " AND NOT (a.attname = ANY (p.attnames)))"
+            : "NULL::text, NULL::text");
+    ok = pg_query(src, sql, 3, params, &res, err);
+    free(sql);
+    if (!ok)
         return false;
     if (PQntuples(res) == 0)
     {
@@ -903,12 +936,15 @@ preflight_table(PgConn *src, const char *publication, const ReplTable *t, bool n
     in_pub = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
     has_pk = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
     has_ri_index = strcmp(PQgetvalue(res, 0, 3), "t") == 0;
+    ok = !in_pub || preflight_whole_table(res, publication, name, pub, err);
     PQclear(res);
     if (!in_pub)
         return err_set(err, EC_CONFIG,
                        "table %s is not in publication \"%s\" on the source; run: ALTER "
                        "PUBLICATION %s ADD TABLE %s;",
                        name, publication, pub, name);
+    if (!ok)
+        return false;
     if (needs_identity &&
         !(ident == 'f' || (ident == 'd' && has_pk) || (ident == 'i' && has_ri_index)))
     {

@@ -124,6 +124,12 @@ assert_contains "$OUT" "table public.nokey has no usable replica identity on the
 assert_contains "$OUT" "run: ALTER TABLE public.nokey REPLICA IDENTITY FULL;" "says what to run"
 q "CREATE PUBLICATION inserts_only FOR TABLE nokey WITH (publish = 'insert')" >/dev/null
 hx 0 preflight inserts_only public.nokey   # no updates or deletes published: no identity needed
+q "CREATE PUBLICATION some_rows FOR TABLE orders WHERE (id > 2);
+   CREATE PUBLICATION some_cols FOR TABLE orders (id, created_at)" >/dev/null
+hx 3 preflight some_rows public.orders
+assert_contains "$OUT" 'publication "some_rows" publishes only the rows of public.orders where (id > 2), so the stream would not match the initial copy; run: ALTER PUBLICATION some_rows DROP TABLE public.orders; ALTER PUBLICATION some_rows ADD TABLE public.orders;' "row filter"
+hx 3 preflight some_cols public.orders
+assert_contains "$OUT" 'publication "some_cols" leaves columns of public.orders out (note)' "column list"
 hx 3 preflight pub public.missing
 assert_contains "$OUT" "table public.missing does not exist on the source" "missing table"
 q "DROP ROLE IF EXISTS norepl; CREATE ROLE norepl LOGIN" >/dev/null
