@@ -262,9 +262,8 @@ replconn_open(const char *conninfo, ReplConn **out, Err *err)
         replconn_close(r);
         return false;
     }
-    /* A walsender on a database refuses nothing it should accept; check that
-     * this one is one (a server too old to know replication=database would
-     * have refused the connection). */
+    /* No timeout may cut a slot creation that waits for long transactions;
+     * and without wal_level logical nothing that follows works: say so now. */
     ok = repl_exec_simple(r, "SET statement_timeout = 0", err) &&
          repl_exec_simple(r, "SET idle_in_transaction_session_timeout = 0", err) &&
          repl_exec(r, "SHOW wal_level", &res, err);
