@@ -16,6 +16,7 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
 
@@ -261,9 +262,8 @@ replconn_open(const char *conninfo, ReplConn **out, Err *err)
         replconn_close(r);
         return false;
     }
-    /* A walsender on a database refuses nothing it should accept; check that
-     * this one is one (a server too old to know replication=database would
-     * have refused the connection). */
+    /* No timeout may cut a slot creation that waits for long transactions;
+     * and without wal_level logical nothing that follows works: say so now. */
     ok = repl_exec_simple(r, "SET statement_timeout = 0", err) &&
          repl_exec_simple(r, "SET idle_in_transaction_session_timeout = 0", err) &&
          repl_exec(r, "SHOW wal_level", &res, err);
@@ -397,15 +397,17 @@ mono_ms(void)
 }
 
 /* Wait for the result of a command sent with PQsendQuery, logging once when it
- * takes longer than log_after_ms; the last result is returned. */
+ * takes longer than log_after_ms; the last result is returned.  SIGINT or
+ * SIGTERM cancels the command (*cancelled: it was asked to). */
 static PGresult *
-wait_result(ReplConn *r, int64_t log_after_ms, const char *log_line)
+wait_result(ReplConn *r, int64_t log_after_ms, const char *log_line, bool *cancelled)
 {
     int64_t start = mono_ms();
     bool logged = false;
     PGresult *last = NULL;
     PGresult *res;
 
+    *cancelled = false;
     while (PQisBusy(r->conn))
     {
         struct pollfd pfd = {PQsocket(r->conn), POLLIN, 0};
@@ -417,6 +419,16 @@ wait_result(ReplConn *r, int64_t log_after_ms, const char *log_line)
         {
             log_info("%s", log_line);
             logged = true;
+        }
+        if (!*cancelled && interrupt_signal() != 0)
+        {
+            PGcancel *pc = PQgetCancel(r->conn);
+            char msg[256];
+
+            *cancelled = true;
+            if (pc == NULL || !PQcancel(pc, msg, sizeof msg))
+                log_warn("could not cancel the slot creation: %s", pc ? msg : "no cancel handle");
+            PQfreeCancel(pc);
         }
         if (!PQconsumeInput(r->conn))
             break;
@@ -443,6 +455,7 @@ replconn_create_slot(ReplConn *r, const char *slot, uint64_t *consistent_lsn, ch
     char *sql;
     char line[200];
     PGresult *res;
+    bool cancelled;
 
     *consistent_lsn = 0;
     if (snapshot_size)
@@ -471,10 +484,14 @@ replconn_create_slot(ReplConn *r, const char *slot, uint64_t *consistent_lsn, ch
                     "creating replication slot \"%s\": waiting for running transactions on the "
                     "source to finish",
                     slot);
-    res = wait_result(r, REPL_SLOT_WAIT_LOG_MS, line);
+    res = wait_result(r, REPL_SLOT_WAIT_LOG_MS, line, &cancelled);
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 3)
     {
-        if (PQresultStatus(res) == PGRES_TUPLES_OK)
+        if (cancelled)
+            err_set(err, EC_INTERRUPTED, "interrupted by %s while creating replication slot "
+                                         "\"%s\"",
+                    interrupt_name(), slot);
+        else if (PQresultStatus(res) == PGRES_TUPLES_OK)
             err_set(err, EC_PG_QUERY, "CREATE_REPLICATION_SLOT returned an unexpected result");
         else
         {
@@ -664,8 +681,8 @@ replconn_recv(ReplConn *r, int timeout_ms, char **buf, int *len, Err *err)
             return repl_err(r, NULL, "replication stream failed", err);
         }
         left = deadline - mono_ms();
-        if (left <= 0)
-            return true;
+        if (left < 0)
+            left = 0; /* still take what the socket holds */
         pfd.fd = PQsocket(r->conn);
         pfd.events = POLLIN;
         pfd.revents = 0;
@@ -848,33 +865,66 @@ preflight_publication(PgConn *src, const char *publication, const ReplTable *tab
     return true;
 }
 
+/* A row filter or a column list on the table (PG15+): the initial copy reads
+ * every row and column, the stream would not. */
+static bool
+preflight_whole_table(const PGresult *res, const char *publication, const char *name,
+                      const char *pub, Err *err)
+{
+    char what[600];
+
+    if (!PQgetisnull(res, 0, 4))
+        (void) snprintf(what, sizeof what, "publishes only the rows of %s where %s", name,
+                        PQgetvalue(res, 0, 4));
+    else if (!PQgetisnull(res, 0, 5))
+        (void) snprintf(what, sizeof what, "leaves columns of %s out (%s)", name,
+                        PQgetvalue(res, 0, 5));
+    else
+        return true;
+    return err_set(err, EC_CONFIG,
+                   "publication \"%s\" %s, so the stream would not match the initial copy; "
+                   "run: ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s;",
+                   publication, what, pub, name, pub, name);
+}
+
 static bool
 preflight_table(PgConn *src, const char *publication, const ReplTable *t, bool needs_identity,
                 Err *err)
 {
     const char *params[3] = {t->schema, t->name, publication};
+    /* Row filters and column lists came with PostgreSQL 15. */
+    bool v15 = PQserverVersion(pg_raw(src)) >= 150000;
     PGresult *res;
+    char *sql;
     char name[330];
     char pub[160];
     char ident;
     bool in_pub;
     bool has_pk;
     bool has_ri_index;
+    bool ok;
 
     table_sql_name(t, name, sizeof name);
     sql_name(publication, pub, sizeof pub);
-    if (!pg_query(src,
-                  "SELECT c.relreplident, "
-                  " EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables p "
-                  "         WHERE p.pubname = $3 AND p.schemaname = $1 AND p.tablename = $2), "
-                  " EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
-                  "         WHERE i.indrelid = c.oid AND i.indisprimary), "
-                  " EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
-                  "         WHERE i.indrelid = c.oid AND i.indisreplident) "
-                  "FROM pg_catalog.pg_class c "
-                  "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-                  "WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
-                  3, params, &res, err))
+    sql = xasprintf(
+        "SELECT c.relreplident, p.pubname IS NOT NULL, "
+        " EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
+        "         WHERE i.indrelid = c.oid AND i.indisprimary), "
+        " EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
+        "         WHERE i.indrelid = c.oid AND i.indisreplident), %s "
+        "FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "LEFT JOIN pg_catalog.pg_publication_tables p "
+        " ON p.pubname = $3 AND p.schemaname = $1 AND p.tablename = $2 "
+        "WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+        v15 ? "p.rowfilter, (SELECT string_agg(a.attname, ', ' ORDER BY a.attnum) "
+              " FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 "
+              " AND NOT a.attisdropped AND a.attgenerated = '' "
+              " AND NOT (a.attname = ANY (p.attnames)))"
+            : "NULL::text, NULL::text");
+    ok = pg_query(src, sql, 3, params, &res, err);
+    free(sql);
+    if (!ok)
         return false;
     if (PQntuples(res) == 0)
     {
@@ -885,12 +935,15 @@ preflight_table(PgConn *src, const char *publication, const ReplTable *t, bool n
     in_pub = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
     has_pk = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
     has_ri_index = strcmp(PQgetvalue(res, 0, 3), "t") == 0;
+    ok = !in_pub || preflight_whole_table(res, publication, name, pub, err);
     PQclear(res);
     if (!in_pub)
         return err_set(err, EC_CONFIG,
                        "table %s is not in publication \"%s\" on the source; run: ALTER "
                        "PUBLICATION %s ADD TABLE %s;",
                        name, publication, pub, name);
+    if (!ok)
+        return false;
     if (needs_identity &&
         !(ident == 'f' || (ident == 'd' && has_pk) || (ident == 'i' && has_ri_index)))
     {
