@@ -7,6 +7,8 @@
  */
 #include "v7fill/replconn.h"
 
+#include "v7fill/pgoutput.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -21,7 +23,6 @@
 #include "v7fill/mem.h"
 
 /* µs between 1970-01-01 and 2000-01-01, the epoch of the protocol's clock. */
-#define REPL_EPOCH_OFFSET_US INT64_C(946684800000000)
 /* CREATE_REPLICATION_SLOT taking longer than this is waiting for transactions. */
 #define REPL_SLOT_WAIT_LOG_MS 2000
 
@@ -32,58 +33,6 @@ struct ReplConn
 };
 
 /* ------------------------------------------------------------ pure helpers */
-
-bool
-replconn_lsn_parse(const char *text, uint64_t *out)
-{
-    unsigned long long hi;
-    unsigned long long lo;
-    char *end;
-
-    if (text == NULL || text[0] == '\0' || text[0] == '-' || text[0] == '+' || text[0] == ' ')
-        return false;
-    errno = 0;
-    hi = strtoull(text, &end, 16);
-    if (errno != 0 || end == text || *end != '/' || hi > UINT32_MAX)
-        return false;
-    text = end + 1;
-    if (text[0] == '\0' || text[0] == '-' || text[0] == '+' || text[0] == ' ')
-        return false;
-    lo = strtoull(text, &end, 16);
-    if (errno != 0 || end == text || *end != '\0' || lo > UINT32_MAX)
-        return false;
-    *out = ((uint64_t) hi << 32) | (uint64_t) lo;
-    return true;
-}
-
-void
-replconn_lsn_format(uint64_t lsn, char *buf, size_t size)
-{
-    (void) snprintf(buf, size, "%X/%X", (unsigned) (lsn >> 32), (unsigned) (lsn & 0xffffffffu));
-}
-
-static void
-put_be64(unsigned char *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--)
-    {
-        p[i] = (unsigned char) (v & 0xff);
-        v >>= 8;
-    }
-}
-
-size_t
-replconn_status_encode(unsigned char out[34], uint64_t write, uint64_t flush, uint64_t apply,
-                       int64_t now_us, bool reply_requested)
-{
-    out[0] = 'r';
-    put_be64(out + 1, write);
-    put_be64(out + 9, flush);
-    put_be64(out + 17, apply);
-    put_be64(out + 25, (uint64_t) now_us);
-    out[33] = reply_requested ? 1 : 0;
-    return 34;
-}
 
 /* Slot names as the server accepts them: lower case letters, digits and
  * underscores, 1 to 63 bytes (ReplicationSlotValidateName). */
@@ -331,7 +280,7 @@ replconn_identify(ReplConn *r, ReplSystem *out, Err *err)
     errno = 0;
     tli = strtoul(PQgetvalue(res, 0, 1), &end, 10);
     if (errno != 0 || *end != '\0' || tli > UINT32_MAX ||
-        !replconn_lsn_parse(PQgetvalue(res, 0, 2), &out->xlogpos))
+        !pgo_lsn_parse(PQgetvalue(res, 0, 2), &out->xlogpos))
     {
         PQclear(res);
         return err_set(err, EC_PG_QUERY, "IDENTIFY_SYSTEM returned an unexpected result");
@@ -375,9 +324,9 @@ replconn_slot_info(ReplConn *r, const char *slot, ReplSlotInfo *out, Err *err)
         out->active = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
         out->active_pid = PQgetisnull(res, 0, 3) ? 0 : atoi(PQgetvalue(res, 0, 3));
         if (!PQgetisnull(res, 0, 4))
-            (void) replconn_lsn_parse(PQgetvalue(res, 0, 4), &out->restart_lsn);
+            (void) pgo_lsn_parse(PQgetvalue(res, 0, 4), &out->restart_lsn);
         if (!PQgetisnull(res, 0, 5))
-            (void) replconn_lsn_parse(PQgetvalue(res, 0, 5), &out->confirmed_flush_lsn);
+            (void) pgo_lsn_parse(PQgetvalue(res, 0, 5), &out->confirmed_flush_lsn);
         (void) snprintf(out->wal_status, sizeof out->wal_status, "%s", PQgetvalue(res, 0, 6));
         if (!PQgetisnull(res, 0, 7))
             out->safe_wal_size = strtoll(PQgetvalue(res, 0, 7), NULL, 10);
@@ -504,7 +453,7 @@ replconn_create_slot(ReplConn *r, const char *slot, uint64_t *consistent_lsn, ch
         PQclear(res);
         return false;
     }
-    if (!replconn_lsn_parse(PQgetvalue(res, 0, 1), consistent_lsn) || PQgetisnull(res, 0, 2) ||
+    if (!pgo_lsn_parse(PQgetvalue(res, 0, 1), consistent_lsn) || PQgetisnull(res, 0, 2) ||
         strlen(PQgetvalue(res, 0, 2)) >= snapshot_size)
     {
         PQclear(res);
@@ -514,8 +463,8 @@ replconn_create_slot(ReplConn *r, const char *slot, uint64_t *consistent_lsn, ch
     (void) snprintf(snapshot, snapshot_size, "%s", PQgetvalue(res, 0, 2));
     PQclear(res);
     {
-        char lsn[32];
-        replconn_lsn_format(*consistent_lsn, lsn, sizeof lsn);
+        char lsn[PGO_LSN_TEXT_SIZE];
+        pgo_lsn_format(*consistent_lsn, lsn);
         log_detail("replication slot \"%s\" created: consistent point %s, snapshot %s", slot,
                    lsn, snapshot);
     }
@@ -589,7 +538,7 @@ replconn_start(ReplConn *r, const char *slot, uint64_t start_lsn, const char *pu
     char *ident;
     char *pubs;
     char *sql;
-    char lsn[32];
+    char lsn[PGO_LSN_TEXT_SIZE];
     PGresult *res;
 
     if (!slot_name_check(slot, err))
@@ -611,7 +560,7 @@ replconn_start(ReplConn *r, const char *slot, uint64_t start_lsn, const char *pu
         PQfreemem(pubs);
         return repl_err(r, NULL, "could not quote the slot or publication name", err);
     }
-    replconn_lsn_format(start_lsn, lsn, sizeof lsn);
+    pgo_lsn_format(start_lsn, lsn);
     sql = xasprintf("START_REPLICATION SLOT %s LOGICAL %s (\"proto_version\" '%d', "
                     "\"publication_names\" %s%s)",
                     ident, lsn, proto_version, pubs, streaming ? ", \"streaming\" 'on'" : "");
@@ -714,15 +663,15 @@ bool
 replconn_send_status(ReplConn *r, uint64_t write, uint64_t flush, uint64_t apply,
                      bool reply_requested, Err *err)
 {
-    unsigned char msg[34];
+    uint8_t msg[PGO_STATUS_UPDATE_SIZE];
     struct timeval tv;
     int64_t now_us;
 
     if (!r->in_copy)
         return err_set(err, EC_INTERNAL, "replication connection is not streaming");
     gettimeofday(&tv, NULL);
-    now_us = (int64_t) tv.tv_sec * 1000000 + tv.tv_usec - REPL_EPOCH_OFFSET_US;
-    replconn_status_encode(msg, write, flush, apply, now_us, reply_requested);
+    now_us = (int64_t) tv.tv_sec * 1000000 + tv.tv_usec;
+    pgo_status_update(msg, write, flush, apply, now_us, reply_requested);
     if (PQputCopyData(r->conn, (const char *) msg, (int) sizeof msg) != 1 ||
         PQflush(r->conn) != 0)
         return repl_err(r, NULL, "could not send a status update to the source", err);

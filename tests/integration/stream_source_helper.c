@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "v7fill/interrupt.h"
+#include "v7fill/pgoutput.h"
 #include "v7fill/replconn.h"
 #include "v7fill/source_snapshot.h"
 
@@ -116,7 +117,7 @@ cmd_copy(char **argv)
     uint64_t consistent;
     uint64_t end_lsn = 0;
     char snapshot[128];
-    char lsn[32];
+    char lsn[PGO_LSN_TEXT_SIZE];
     bool seen_insert = false;
     time_t until;
 
@@ -126,7 +127,7 @@ cmd_copy(char **argv)
     if (!replconn_open(NULL, &R, &err) || !replconn_identify(R, &sys, &err) ||
         !replconn_create_slot(R, argv[2], &consistent, snapshot, sizeof snapshot, &err))
         return failed(&err);
-    replconn_lsn_format(consistent, lsn, sizeof lsn);
+    pgo_lsn_format(consistent, lsn);
     printf("systemid=%s timeline=%u\nconsistent=%s\n", sys.systemid, sys.timeline, lsn);
     fflush(stdout);
     if (system(argv[6]) != 0)
@@ -167,14 +168,14 @@ cmd_copy(char **argv)
     if (!replconn_send_status(R, end_lsn, end_lsn, end_lsn, false, &err) ||
         !replconn_stop(R, &err))
         return failed(&err);
-    replconn_lsn_format(end_lsn, lsn, sizeof lsn);
+    pgo_lsn_format(end_lsn, lsn);
     printf("acked=%s\n", lsn);
     {
         ReplSlotInfo si;
 
         if (!replconn_slot_info(R, argv[2], &si, &err))
             return failed(&err);
-        replconn_lsn_format(si.confirmed_flush_lsn, lsn, sizeof lsn);
+        pgo_lsn_format(si.confirmed_flush_lsn, lsn);
         printf("slot: exists=%d plugin=%s active=%d confirmed=%s wal_status=%s\n", si.exists,
                si.plugin, si.active, lsn, si.wal_status);
     }
