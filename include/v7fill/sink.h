@@ -11,6 +11,13 @@
  *   before_commit hook (rejects durable, checkpoint row)
  *   COMMIT
  *
+ * A batch with row operations (BatchRow.op) is written as runs in reading
+ * order: the inserts up to the next other operation go through the rounds
+ * above, then that operation, under its own savepoint: an update finds its id
+ * in the lookup and sets the columns sent (one UPDATE by id), a delete takes
+ * the lookup row and the target row by id, a truncate empties both.  A value
+ * the server refuses rejects that row alone.  A file import is one run.
+ *
  * Exactness under concurrency comes from the lookup table's primary key: a
  * reference another process committed meanwhile makes the lookup COPY fail
  * with 23505, the batch part is rolled back to its savepoint, probed, and
