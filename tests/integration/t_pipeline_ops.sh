@@ -84,6 +84,8 @@ assert_eq "new" "$(q "SELECT v FROM b WHERE ref = 'm1'")" "a complete update of 
 assert_eq 0 "$(q "SELECT count(*) FROM b WHERE ref IN ('m2', 'm3')")" "incomplete missing updates not written"
 assert_contains "$OUT" "reject 5: update of a row the target does not have (the tuple is incomplete: unchanged TOAST values)" "m2 rejected"
 assert_contains "$OUT" "reject 6: update of a row the target does not have" "m3 rejected"
+assert_contains "$OUT" "update of a row the target does not have 2   e.g. ops:5: update of a row" \
+    "the summary counts them under their own reason"
 assert_eq "5 2 1 2 3 2" \
     "$(stat read) $(stat inserted) $(stat updated) $(stat rejected) $(stat missing) $(stat batches)" \
     "read inserted updated rejected missing batches (a boundary ended the first batch)"
