@@ -13,10 +13,13 @@
  *
  * A batch with row operations (BatchRow.op) is written as runs in reading
  * order: the inserts up to the next other operation go through the rounds
- * above, then that operation, under its own savepoint: an update finds its id
- * in the lookup and sets the columns sent (one UPDATE by id), a delete takes
- * the lookup row and the target row by id, a truncate empties both.  A value
- * the server refuses rejects that row alone.  A file import is one run.
+ * above, then the operations up to the next insert, under one savepoint: an
+ * update sets the columns sent on the row whose id the lookup has (one UPDATE,
+ * the id found by a subquery), a delete takes the lookup row and the target
+ * row by its id (one statement), a truncate empties both.  When one fails in
+ * a way that may be its row's, the run is rolled back to the savepoint and
+ * applied row by row, each under its own: a value the server refuses rejects
+ * that row alone.  A file import is one run of inserts.
  *
  * Exactness under concurrency comes from the lookup table's primary key: a
  * reference another process committed meanwhile makes the lookup COPY fail
