@@ -533,6 +533,7 @@ reject_category(const char *reason)
     /* Prefixes the pipeline writes first, then what the sources say. */
     static const char *const prefixes[] = {
         "unparsable time", "missing event time", "clock ahead", "time out of range",
+        "update of a row the target does not have",
     };
     static const char *const known[] = {
         "not a UUIDv7", "invalid UUID", "nil UUID", "invalid UTF-8", "NUL byte", "quote character",

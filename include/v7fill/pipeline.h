@@ -291,7 +291,8 @@ void pipeline_free(Pipeline *p);
  *   the new reference).  It is updated in place by its id: only the columns
  *   sent (not Field.unchanged) are set; the id column never changes.  An update
  *   that moves the time column off the id's millisecond keeps the id and counts
- *   in time_changed.  A row the target does not have: a complete tuple (no
+ *   in time_changed.  An update is never counted expired (the row it finds
+ *   is updated wherever it is).  A row the target does not have: a complete tuple (no
  *   unchanged field, a valid time) is inserted with the id an insert would have
  *   had (inserted, and missing); otherwise it is rejected with "update of a row
  *   the target does not have (the tuple is incomplete: unchanged TOAST values)"
