@@ -491,8 +491,9 @@ out:
 /* A record longer than this has its default reference hashed in pieces
  * when only a prefix of the text is kept (pipeline_add_record). */
 #define REF_STREAM_MIN ((size_t) 1 << 20)
-/* The prefix kept: what the tracker's examples show, and a UTF-8 sequence. */
-#define REF_PREFIX_MAX (TRACKER_REF_MAX + 4)
+/* The prefix kept: what the tracker's examples show, a UTF-8 sequence, and
+ * one byte more: a reference kept at this length was cut (pipeline_track). */
+#define REF_PREFIX_MAX (TRACKER_REF_MAX + 5)
 
 typedef struct RefStream
 {
@@ -1103,6 +1104,41 @@ pipeline_reconnect(Pipeline *pl, Err *err)
     return false;
 }
 
+/* A row into the tracker.  Only a row that ranks among the largest delays
+ * is named (its origin through the owner's hook, its id, its reference as a
+ * person reads it: a default reference as the record's values in CSV): the
+ * other rows cost a comparison.  On the writer thread (the reader, for a
+ * plan), as the origin hook allows. */
+static void
+pipeline_track(Pipeline *pl, const Batch *b, const BatchRow *r, int64_t now)
+{
+    char origin[TRACKER_ORIGIN_MAX + 1];
+    char id[UUID_TEXT_SIZE];
+    char values[2 * REF_PREFIX_MAX + 8];
+    const char *ref = b->aux.data + r->ref_off;
+    TrackerRowName name = {.origin = origin, .id = id, .ref = ref, .ref_len = r->ref_len};
+
+    if (!tracker_ranks(pl->tracker, r->time_us, now))
+    {
+        tracker_add_named(pl->tracker, r->time_us, now, (DelayClass) r->delay_class,
+                          r->window_lower_us, r->window_upper_us, NULL);
+        return;
+    }
+    pl->hooks.origin(pl->hooks.ctx, r->src_line, origin, sizeof origin);
+    uuid_format(&r->id, id);
+    if (!pl->tmpl)
+    {
+        size_t n = r->ref_len < REF_PREFIX_MAX ? r->ref_len : REF_PREFIX_MAX - 1;
+
+        name.ref_cut = !srcref_default_csv(ref, n, values, sizeof values) || n < r->ref_len;
+        name.ref = values;
+        name.ref_len = strlen(values);
+        name.ref_values = true;
+    }
+    tracker_add_named(pl->tracker, r->time_us, now, (DelayClass) r->delay_class,
+                      r->window_lower_us, r->window_upper_us, &name);
+}
+
 static void
 pipeline_count_committed(Pipeline *pl, const Batch *b)
 {
@@ -1116,9 +1152,7 @@ pipeline_count_committed(Pipeline *pl, const Batch *b)
         st->read++;
         st->keys_ordered += r->key_ordered;
         if (r->outcome == ROW_INSERTED || r->outcome == ROW_EXPIRED)
-            tracker_add(pl->tracker, r->time_us, now, (DelayClass) r->delay_class,
-                        r->window_lower_us, r->window_upper_us, b->aux.data + r->ref_off,
-                        r->ref_len);
+            pipeline_track(pl, b, r, now);
         switch (r->outcome)
         {
             case ROW_INSERTED:
