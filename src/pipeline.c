@@ -1104,39 +1104,44 @@ pipeline_reconnect(Pipeline *pl, Err *err)
     return false;
 }
 
-/* A row into the tracker.  Only a row that ranks among the largest delays
- * is named (its origin through the owner's hook, its id, its reference as a
- * person reads it: a default reference as the record's values in CSV): the
- * other rows cost a comparison.  On the writer thread (the reader, for a
- * plan), as the origin hook allows. */
-static void
-pipeline_track(Pipeline *pl, const Batch *b, const BatchRow *r, int64_t now)
+/* Names a batch's row that is among the largest delays after the batch was
+ * counted (tracker_name_pending): its origin through the owner's hook, its
+ * id, its reference as a person reads it (a default reference as the
+ * record's values in CSV).  The other rows cost a comparison each, and rows
+ * pushed out within the batch are never named.  On the writer thread (the
+ * reader, for a plan), as the origin hook allows. */
+typedef struct RowNamer
 {
+    Pipeline *pl;
+    const Batch *b;
     char origin[TRACKER_ORIGIN_MAX + 1];
     char id[UUID_TEXT_SIZE];
     char values[2 * REF_PREFIX_MAX + 8];
-    const char *ref = b->aux.data + r->ref_off;
-    TrackerRowName name = {.origin = origin, .id = id, .ref = ref, .ref_len = r->ref_len};
+} RowNamer;
 
-    if (!tracker_ranks(pl->tracker, r->time_us, now))
-    {
-        tracker_add_named(pl->tracker, r->time_us, now, (DelayClass) r->delay_class,
-                          r->window_lower_us, r->window_upper_us, NULL);
-        return;
-    }
-    pl->hooks.origin(pl->hooks.ctx, r->src_line, origin, sizeof origin);
-    uuid_format(&r->id, id);
-    if (!pl->tmpl)
+static void
+pipeline_name_row(void *ctx, uint64_t tag, TrackerRowName *out)
+{
+    RowNamer *rn = ctx;
+    const BatchRow *r = &rn->b->rows[tag];
+    const char *ref = rn->b->aux.data + r->ref_off;
+
+    rn->pl->hooks.origin(rn->pl->hooks.ctx, r->src_line, rn->origin, sizeof rn->origin);
+    uuid_format(&r->id, rn->id);
+    out->origin = rn->origin;
+    out->id = rn->id;
+    out->ref = ref;
+    out->ref_len = r->ref_len;
+    if (!rn->pl->tmpl)
     {
         size_t n = r->ref_len < REF_PREFIX_MAX ? r->ref_len : REF_PREFIX_MAX - 1;
 
-        name.ref_cut = !srcref_default_csv(ref, n, values, sizeof values) || n < r->ref_len;
-        name.ref = values;
-        name.ref_len = strlen(values);
-        name.ref_values = true;
+        out->ref_cut = !srcref_default_csv(ref, n, rn->values, sizeof rn->values) ||
+                       n < r->ref_len;
+        out->ref = rn->values;
+        out->ref_len = strlen(rn->values);
+        out->ref_values = true;
     }
-    tracker_add_named(pl->tracker, r->time_us, now, (DelayClass) r->delay_class,
-                      r->window_lower_us, r->window_upper_us, &name);
 }
 
 static void
@@ -1145,6 +1150,7 @@ pipeline_count_committed(Pipeline *pl, const Batch *b)
     ImportStats *st = pl->st;
     int64_t now = pl->o->now_us ? pl->o->now_us : wall_now_us();
     WindowCount *w = NULL; /* the window of the row before (rows come in runs) */
+    RowNamer rn = {.pl = pl, .b = b}; /* names the batch's rows among the largest delays */
 
     for (size_t i = 0; i < b->nrows; i++)
     {
@@ -1152,7 +1158,8 @@ pipeline_count_committed(Pipeline *pl, const Batch *b)
         st->read++;
         st->keys_ordered += r->key_ordered;
         if (r->outcome == ROW_INSERTED || r->outcome == ROW_EXPIRED)
-            pipeline_track(pl, b, r, now);
+            tracker_add_pending(pl->tracker, r->time_us, now, (DelayClass) r->delay_class,
+                                r->window_lower_us, r->window_upper_us, i);
         switch (r->outcome)
         {
             case ROW_INSERTED:
@@ -1199,6 +1206,7 @@ pipeline_count_committed(Pipeline *pl, const Batch *b)
                 break;
         }
     }
+    tracker_name_pending(pl->tracker, pipeline_name_row, &rn);
 }
 
 static bool

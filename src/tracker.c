@@ -362,11 +362,30 @@ tracker_add(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c, int64_t 
     tracker_add_named(t, id_us, insert_us, c, window_lower_us, window_upper_us, &name);
 }
 
-void
-tracker_add_named(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c,
-                  int64_t window_lower_us, int64_t window_upper_us, const TrackerRowName *name)
+/* The texts of an entry from a row's name (NULL: none known). */
+static void
+largest_name(TrackerLargest *l, const TrackerRowName *name)
 {
     static const TrackerRowName none = {0};
+
+    if (name == NULL)
+        name = &none;
+    ref_copy(l->ref, TRACKER_REF_MAX, name->ref ? name->ref : "", name->ref ? name->ref_len : 0,
+             &l->ref_truncated);
+    l->ref_truncated |= name->ref_cut;
+    l->ref_values = name->ref_values;
+    name_copy(l->origin, TRACKER_ORIGIN_MAX, name->origin);
+    name_copy(l->id, TRACKER_ID_MAX, name->id);
+    l->pending = false;
+    l->tag = 0;
+}
+
+/* Counts, histograms and the window of one row; its entry among the largest
+ * delays (times and class only) when it ranks, else NULL. */
+static TrackerLargest *
+track_row(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c, int64_t window_lower_us,
+          int64_t window_upper_us)
+{
     int64_t delay = civil_sat_sub(insert_us, id_us);
     TrackerLargest *l;
     TrackerWindow *w;
@@ -392,21 +411,13 @@ tracker_add_named(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c,
         l->cls = c;
         l->cls_at_insert = false;
         l->cls_retention_us = 0;
-        if (name == NULL)
-            name = &none;
-        ref_copy(l->ref, TRACKER_REF_MAX, name->ref ? name->ref : "",
-                 name->ref ? name->ref_len : 0, &l->ref_truncated);
-        l->ref_truncated |= name->ref_cut;
-        l->ref_values = name->ref_values;
-        name_copy(l->origin, TRACKER_ORIGIN_MAX, name->origin);
-        name_copy(l->id, TRACKER_ID_MAX, name->id);
     }
 
     w = window_slot(t, window_lower_us, window_upper_us);
     if (w == NULL)
     {
         t->untracked_window_rows++;
-        return;
+        return l;
     }
     w->rows[c]++;
     if (t->retention_us > 0)
@@ -416,6 +427,43 @@ tracker_add_named(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c,
         if (left < w->min_time_left_us)
             w->min_time_left_us = left;
     }
+    return l;
+}
+
+void
+tracker_add_named(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c,
+                  int64_t window_lower_us, int64_t window_upper_us, const TrackerRowName *name)
+{
+    TrackerLargest *l = track_row(t, id_us, insert_us, c, window_lower_us, window_upper_us);
+
+    if (l)
+        largest_name(l, name);
+}
+
+void
+tracker_add_pending(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c,
+                    int64_t window_lower_us, int64_t window_upper_us, uint64_t tag)
+{
+    TrackerLargest *l = track_row(t, id_us, insert_us, c, window_lower_us, window_upper_us);
+
+    if (l)
+    {
+        l->pending = true;
+        l->tag = tag;
+    }
+}
+
+void
+tracker_name_pending(Tracker *t, TrackerNameFn name, void *ctx)
+{
+    for (size_t i = 0; i < t->nlargest; i++)
+        if (t->largest[i].pending)
+        {
+            TrackerRowName n = {0};
+
+            name(ctx, t->largest[i].tag, &n);
+            largest_name(&t->largest[i], &n);
+        }
 }
 
 uint64_t
@@ -1035,6 +1083,8 @@ merge(Tracker *t, const char *json, Rejudge *rj, Err *err)
             (void) delay_class_parse(json_string_value(json_object_get(v, "class")), &l->cls);
             l->cls_at_insert = false;
             l->cls_retention_us = 0;
+            l->pending = false;
+            l->tag = 0;
             if (rj->on && doc_window_of(p.windows, l->id_us, &lower, &upper))
                 l->cls = judge_in_window(t, lower, upper, l->insert_us);
             else if (rj->on)

@@ -76,6 +76,18 @@ void tracker_add_named(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass 
                        int64_t window_lower_us, int64_t window_upper_us,
                        const TrackerRowName *name);
 
+/* Naming deferred to the end of a batch, so that rows arriving in rising
+ * delay (a file exported newest first: every row ranks, then drops out) are
+ * not named only to be pushed out: tracker_add_pending records the row and,
+ * if it ranks, keeps `tag` (the caller's handle, e.g. its index in the
+ * batch) in its entry; tracker_name_pending then calls name() once for each
+ * entry still waiting, which points out's texts at buffers of its own
+ * (copied before the next call).  Call it before the tags mean nothing. */
+typedef void (*TrackerNameFn)(void *ctx, uint64_t tag, TrackerRowName *out);
+void tracker_add_pending(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c,
+                         int64_t window_lower_us, int64_t window_upper_us, uint64_t tag);
+void tracker_name_pending(Tracker *t, TrackerNameFn name, void *ctx);
+
 uint64_t tracker_count(const Tracker *t, DelayClass c);
 /* Delay percentile (0 < p <= 100) in µs; 0 when empty. */
 int64_t tracker_percentile(const Tracker *t, double p);
@@ -113,6 +125,8 @@ typedef struct TrackerLargest
      * recorded (runs of versions before they were).  Valid UTF-8 as ref. */
     char origin[TRACKER_ORIGIN_MAX + 1];
     char id[TRACKER_ID_MAX + 1];
+    bool pending; /* added by tracker_add_pending, not named yet */
+    uint64_t tag; /* its tag then */
 } TrackerLargest;
 
 /* Rows per window, by class.  min_time_left_us: the smallest time left (window

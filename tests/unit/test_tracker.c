@@ -350,6 +350,62 @@ test_largest_named_rows(void **state)
     tracker_free(m);
 }
 
+/* Names for test_pending_named_at_batch_end: "f.csv:<tag+2>", and a count
+ * of the calls. */
+typedef struct Namer
+{
+    int calls;
+    char origin[32];
+} Namer;
+
+static void
+name_by_tag(void *ctx, uint64_t tag, TrackerRowName *out)
+{
+    Namer *n = ctx;
+
+    n->calls++;
+    (void) snprintf(n->origin, sizeof n->origin, "f.csv:%d", (int) tag + 2);
+    out->origin = n->origin;
+    out->id = "01a00000-0000-7000-8000-000000000000";
+    out->ref = "r";
+    out->ref_len = 1;
+}
+
+/* Rows in rising delay all rank and drop out again: named at the end of the
+ * batch, only the 10 left are, each with its own tag. */
+static void
+test_pending_named_at_batch_end(void **state)
+{
+    Tracker *t = tracker_new(RET, 0);
+    const TrackerLargest *l;
+    Namer n = {0};
+
+    (void) state;
+    for (int i = 0; i < 1000; i++)
+        tracker_add_pending(t, JUL, JUL + i * US_PER_SEC, DELAY_ON_TIME, JUL, AUG, (uint64_t) i);
+    assert_int_equal(tracker_largest(t, &l), TRACKER_LARGEST);
+    assert_true(l[0].pending);
+    tracker_name_pending(t, name_by_tag, &n);
+    assert_int_equal(n.calls, TRACKER_LARGEST);
+    for (int k = 0; k < TRACKER_LARGEST; k++)
+    {
+        char want[32];
+
+        (void) snprintf(want, sizeof want, "f.csv:%d", 999 - k + 2);
+        assert_string_equal(l[k].origin, want);
+        assert_false(l[k].pending);
+    }
+    /* The next batch names only its own rows that rank. */
+    n.calls = 0;
+    tracker_add_pending(t, JUL, JUL + 5000 * US_PER_SEC, DELAY_ON_TIME, JUL, AUG, 7);
+    tracker_add_pending(t, JUL, JUL + 1 * US_PER_SEC, DELAY_ON_TIME, JUL, AUG, 8);
+    tracker_name_pending(t, name_by_tag, &n);
+    assert_int_equal(n.calls, 1);
+    assert_string_equal(l[0].origin, "f.csv:9");
+    assert_string_equal(l[1].origin, "f.csv:1001");
+    tracker_free(t);
+}
+
 /* Fill a tracker with a mix of classes, windows and delays. */
 static void
 fill(Tracker *t, uint64_t seed, size_t n)
@@ -642,6 +698,7 @@ main(void)
         cmocka_unit_test(test_percentiles_brute_force),
         cmocka_unit_test(test_largest_and_refs),
         cmocka_unit_test(test_largest_named_rows),
+        cmocka_unit_test(test_pending_named_at_batch_end),
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_json_merge_equals_one_run),
         cmocka_unit_test(test_json_merge_jsonb_style),
