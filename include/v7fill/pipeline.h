@@ -192,7 +192,10 @@ typedef enum CommitCheck
 /*
  * What the owner of a source plugs in.  All but origin() are called on the
  * writer thread, one batch at a time, while the reader does not touch the
- * owner's state.  origin and where are required; any other may be NULL
+ * owner's state.  origin() is called on both threads (the reader's messages;
+ * the writer's reject examples and the largest delays, for rows that rank
+ * among them), so it may only read what stays fixed while the source is read
+ * (its name): no lock.  origin and where are required; any other may be NULL
  * (nothing to write, no position to keep).  Today only the file import
  * exercises them: after_commit has no use there beyond keeping its
  * checkpoint, and no source sets Record.batch_end or batch_hold yet.
