@@ -1269,7 +1269,7 @@ stats_add_ops(ImportStats *st, const BatchCounts *t)
 /* Names a batch's row that is among the largest delays after the batch was
  * counted (tracker_name_pending): its origin through the owner's hook, its
  * id, its reference as a person reads it (a default reference as the
- * record's values in CSV).  The other rows cost a comparison each, and rows
+ * record's values, comma-separated).  The other rows cost a comparison each, and rows
  * pushed out within the batch are never named.  On the writer thread (the
  * reader, for a plan), as the origin hook allows. */
 typedef struct RowNamer
@@ -1298,7 +1298,7 @@ pipeline_name_row(void *ctx, uint64_t tag, TrackerRowName *out)
     {
         size_t n = r->ref_len < REF_PREFIX_MAX ? r->ref_len : REF_PREFIX_MAX - 1;
 
-        out->ref_cut = !srcref_default_csv(ref, n, rn->values, sizeof rn->values) ||
+        out->ref_cut = !srcref_default_values(ref, n, rn->values, sizeof rn->values) ||
                        n < r->ref_len;
         out->ref = rn->values;
         out->ref_len = strlen(rn->values);
