@@ -139,6 +139,7 @@ typedef struct SinkConfig
     bool keep_ref_text;     /* store the reference text in the lookup */
     LookupShape lookup_shape; /* the lookup's key column, and so its type */
     bool probe_target;      /* may read the target's ids (SELECT on the key column) */
+    bool distributed;       /* a Citus target: the lookup probe in a form Citus plans */
 } SinkConfig;
 
 typedef bool (*SinkHook)(void *ctx, Batch *b, Err *err);
