@@ -112,10 +112,16 @@ citus_distribute_lookup(PgConn *c, const TargetTable *t, const char *lookup, con
 
             params[2] = colocate ? target : "default";
             log_info("distributing lookup table %s on %s (Citus)", q, key_col);
+            /* Rows of a lookup an earlier run left local are copied to the shards;
+             * the coordinator's copy is then only dead weight: emptied. */
             ok = pg_exec_params(c,
                                 "SELECT pg_catalog.create_distributed_table($1::pg_catalog.regclass, "
                                 "$2, colocate_with => $3)",
-                                3, params, err);
+                                3, params, err) &&
+                 pg_exec_params(c,
+                                "SELECT pg_catalog.truncate_local_data_after_distributing_table("
+                                "$1::pg_catalog.regclass)",
+                                1, params, err);
             if (!ok)
                 lookup_refused(err, q);
         }

@@ -25,8 +25,9 @@ V7FILL_MUST_CHECK bool citus_detect(PgConn *c, TargetTable *t, Err *err);
 
 /* Distribute the lookup table schema.lookup on key_col (create_distributed_table),
  * colocated with the target when the target is hash-distributed on a uuid column,
- * unless it is distributed already.  A local lookup left by an earlier run has its
- * rows moved to the shards.  Errors Citus raises come back with a hint. */
+ * unless it is distributed already; nothing when t is not distributed.  A local
+ * lookup left by an earlier run has its rows moved to the shards (the coordinator's
+ * copy emptied).  Errors Citus raises come back with a hint. */
 V7FILL_MUST_CHECK bool citus_distribute_lookup(PgConn *c, const TargetTable *t, const char *lookup,
                                                const char *key_col, Err *err);
 

@@ -16,6 +16,8 @@ CITUS_PORT=${CITUS_PORT:-$((57000 + RANDOM % 2000 * 3))} \
     "$V7FILL_ROOT/tests/citus.sh" start >citus.env 2> >(grep -v "could not change directory" >&2)
 CDIR=$(eval "$(cat citus.env)"; echo "$CITUS_DIR")
 trap '"$V7FILL_ROOT/tests/citus.sh" stop "$CDIR"; rm -rf "$T_TMP"' EXIT
+trap 'exit 143' TERM   # the EXIT trap then stops the three servers
+trap 'exit 130' INT
 # c CMD...: run CMD against the coordinator (the plain cluster stays in PG*)
 c() { (eval "$(cat citus.env)"; "$@"); }
 cq() { c psql -X -q -At -v ON_ERROR_STOP=1 -c "$1"; }
@@ -58,6 +60,21 @@ assert_eq "0|4000" "$(cq "SELECT pg_relation_size('events_source_ref'), sum(resu
 run_expect 0 imp c
 assert_contains "$OUT" "inserted=0 duplicates=4040 rejected=4" "rerun inserts nothing"
 assert_eq 4000 "$(cq "SELECT count(*) FROM events")" "still 4000 rows"
+
+echo "$(date +%T) ---"
+# --- a table distributed after a first import: its local lookup is distributed by the next one
+cq "CREATE TABLE m (LIKE events INCLUDING ALL) PARTITION BY RANGE (id)"
+printf 'created_at,account_id,kind,note\n2025-03-01 10:00:00+00,1,a,x\n2025-03-02 10:00:00+00,2,b,y\n2025-03-03 10:00:00+00,3,c,z\n' >m.csv
+run_expect 0 c "$V7FILL" import m m.csv --no-progress
+assert_eq "f|3" "$(cq "SELECT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'm_source_ref'::regclass),
+                     (SELECT count(*) FROM m_source_ref)")" "a local target gets a local lookup"
+cq "SELECT create_distributed_table('m', 'id'); SELECT truncate_local_data_after_distributing_table('m')" >/dev/null
+run_expect 0 c "$V7FILL" import m m.csv --no-progress
+assert_contains "$OUT" "inserted=0 duplicates=3" "the moved lookup still knows the rows"
+assert_eq "t|0|3" "$(cq "SELECT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'm_source_ref'::regclass),
+                        pg_relation_size('m_source_ref'), sum(result::int8)
+                        FROM run_command_on_shards('m_source_ref', 'SELECT count(*) FROM %s')")" \
+    "the lookup moved to the shards, the coordinator's copy emptied"
 
 echo "$(date +%T) ---"
 # --- plan and partitions --list on the distributed target
