@@ -112,6 +112,7 @@ sink_new(PgConn *c, const SinkConfig *cfg)
 {
     Sink *s = xcalloc(1, sizeof *s);
     const char *key_col = lookup_key_column(cfg->lookup_shape);
+    const char *key_type = cfg->lookup_shape == LOOKUP_REF_HASH_BYTEA ? "bytea" : "uuid";
 
     s->conn = c;
     s->cfg = *cfg;
@@ -124,7 +125,6 @@ sink_new(PgConn *c, const SinkConfig *cfg)
      * batch.  A LATERAL subquery can only run as a parameterized index scan.
      * The answer is the positions (1-based) of the hashes found, so marking
      * the duplicates needs no search on this side. */
-    const char *key_type = cfg->lookup_shape == LOOKUP_REF_HASH_BYTEA ? "bytea" : "uuid";
     if (!cfg->distributed)
         s->probe_sql = xasprintf("SELECT u.i FROM unnest($1::%s[]) WITH ORDINALITY AS u(h, i) "
                                  "CROSS JOIN LATERAL (SELECT FROM %s AS r "
