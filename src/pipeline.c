@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "v7fill/catalog.h"
+#include "v7fill/citus.h"
 #include "v7fill/civil.h"
 #include "v7fill/copy_encode.h"
 #include "v7fill/interrupt.h"
@@ -2147,7 +2148,9 @@ pipeline_setup(Pipeline *pl, Err *err)
     else if (!state_setup(c, err) || !maintain_setup(c, err) ||
              !state_id_key(c, pl->target->schema, pl->target->name, key, err) ||
              !state_lookup_create(c, pl->target->schema, pl->lookup_name, new_shape,
-                                  &pl->lookup_shape, err))
+                                  &pl->lookup_shape, err) ||
+             !citus_distribute_lookup(c, pl->target, pl->lookup_name,
+                                      lookup_key_column(pl->lookup_shape), err))
         return false;
     if (!pl->lookup_exists)
         pl->lookup_shape = new_shape; /* plan: what would be created */
@@ -2179,7 +2182,8 @@ pipeline_attach(Pipeline *pl, Source *src, bool unnamed_last, const PipelineHook
     {
         SinkConfig sc = {pl->target_q, pl->copy_cols, pl->lookup_q, pl->key_q,
                          pl->o->keep_ref_text, pl->lookup_shape, false,
-                         (const char *const *) pl->cols_q, pl->ncols_q};
+                         (const char *const *) pl->cols_q, pl->ncols_q,
+                         pl->target->distributed};
         if (!pipeline_may_read_keys(pl, &sc.probe_target, err))
             return false;
         pl->sink = sink_new(pl->conn, &sc);
