@@ -1457,7 +1457,7 @@ pipeline_flush(Pipeline *pl, Batch *b, const SourcePosition *pos, bool finished,
     int attempts = 0;
     int retries = 0; /* after a deadlock or a serialization failure */
 
-    if (b->nrows == 0 && !finished)
+    if (b->nrows == 0 && !finished && !b->keep_position)
         return true;
     cc.pos = *pos;
     cc.pl = pl;
@@ -1861,8 +1861,11 @@ pipeline_run(Pipeline *pl, Err *err)
             break;
         if (rec.op == REC_BOUNDARY)
         {
-            /* Nothing arrived for a while: what the batch holds goes now. */
-            if (pl->batch->nrows > 0 && !pipeline_batch_full(pl, err))
+            /* Nothing arrived for a while: what the batch holds goes now.
+             * With batch_end, the position goes even with no row (the rows
+             * before it went in a batch the size limit ended). */
+            pl->batch->keep_position = rec.batch_end;
+            if ((pl->batch->nrows > 0 || rec.batch_end) && !pipeline_batch_full(pl, err))
             {
                 ok = false;
                 break;

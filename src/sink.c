@@ -59,6 +59,7 @@ void
 batch_reset(Batch *b)
 {
     b->nrows = 0;
+    b->keep_position = false;
     buf_reset(&b->data);
     buf_reset(&b->aux);
     b->by_hash_n = 0;

@@ -640,6 +640,10 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
             {
                 memset(rec, 0, sizeof *rec);
                 rec->op = REC_BOUNDARY;
+                /* The position is stored even if the size limit already ended
+                 * the batch holding these rows (a large transaction cut right
+                 * at its last change): else the slot would wait for it. */
+                rec->batch_end = true;
                 s->rows_open = 0;
                 return true;
             }

@@ -119,6 +119,9 @@ typedef struct Batch
     BatchRow **by_hash;
     size_t by_hash_n;
     size_t by_hash_cap;
+    /* Commit the batch even when it holds no row: the source's position moved
+     * past rows an earlier batch wrote (a REC_BOUNDARY with batch_end). */
+    bool keep_position;
     uint32_t nchanges; /* rows that are not inserts (BatchRow.op): 0 for a file import */
 } Batch;
 

@@ -51,3 +51,17 @@ echo "$OUT"
 assert_eq 2000012 "$(q "SELECT count(*) FROM orders_v7")" "the 2M-row transaction, every row once"
 rss=$(printf '%s\n' "$OUT" | sed -n 's/.*peak_rss=\([0-9]*\)MB.*/\1/p')
 [ -n "$rss" ] && [ "$rss" -lt 200 ] || fail "peak RSS of a 2M-row transaction: ${rss:-?} MB (limit 200)"
+
+# A transaction of exactly ten batches (cut by the size limit right at its
+# last change), then other WAL: the position still moves past it, so
+# --until-caught-up ends and the slot is confirmed past the transaction.
+qs "CREATE TABLE unpublished (i int); INSERT INTO orders SELECT g, now(), 1 FROM generate_series(3000000, 3099999) g"
+qs "INSERT INTO unpublished SELECT generate_series(1, 1000)"
+set +e
+OUT=$(timeout 300 "$V7FILL" stream orders_v7 --source "dbname=$SRC" --from public.orders --publication pub \
+      --slot "$SLOT" --map id=legacy_id --until-caught-up --batch-rows 10000 2>&1)
+rc=$?
+set -e
+assert_eq 0 "$rc" "--until-caught-up ends after a transaction cut at its last change (output: $OUT)"
+assert_eq 2100012 "$(q "SELECT count(*) FROM orders_v7")" "its rows, once"
+assert_eq "0/0" "$(q "SELECT txn_lsn FROM v7fill.stream WHERE slot = '$SLOT'")" "the stored position is past the transaction"
