@@ -199,7 +199,11 @@ def setup(tmp):
     qn(f"CREATE TABLE ev (id bigint PRIMARY KEY, {COLS})")
     qt(f"CREATE TABLE ev_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL, {COLS}) "
        "PARTITION BY RANGE (id)")
-    # Native: a slot made beforehand, a disabled subscription on it.
+    # Native: a slot made beforehand, a disabled subscription on it.  The launcher starts
+    # an apply worker at most once per wal_retrieve_retry_interval (5 s by default): each
+    # ENABLE below would wait for it.
+    qn("ALTER SYSTEM SET wal_retrieve_retry_interval = '100ms'")
+    qn("SELECT pg_reload_conf()")
     qs("SELECT pg_create_logical_replication_slot('native', 'pgoutput')")
     qn(f"CREATE SUBSCRIPTION native CONNECTION '{SRC_CONNINFO}' PUBLICATION pub "
        "WITH (create_slot = false, slot_name = 'native', enabled = false, copy_data = false)")
@@ -302,9 +306,10 @@ def lag_phase(which, base, tmp):
     proc = None
     if which == "native":
         qn("ALTER SUBSCRIPTION native ENABLE")
-        # What the other consumer's writer left in the slot is applied first.
-        qn(f"DO $$ BEGIN WHILE NOT EXISTS (SELECT 1 FROM ev WHERE id = {base}) LOOP "
-           "PERFORM pg_sleep(0.01); END LOOP; END $$")
+        # The apply worker runs and what the slot held is applied, before the writer starts.
+        qn(f"DO $$ BEGIN WHILE NOT EXISTS (SELECT 1 FROM ev WHERE id = {base}) OR NOT EXISTS "
+           "(SELECT 1 FROM pg_stat_subscription WHERE subname = 'native' AND pid IS NOT NULL) "
+           "LOOP PERFORM pg_sleep(0.01); END LOOP; END $$")
     else:
         log = open(os.path.join(tmp, "v7fill-lag.log"), "w")
         wait_v7fill(run_v7fill(["--until-caught-up"], log), "lag catch-up")
