@@ -28,9 +28,9 @@ else
 BUILD      ?= build
 endif
 
-PKGS       := libpq libzstd libcrypto cmocka jansson libxxhash
+PKGS       := libpq libzstd libcrypto cmocka jansson libxxhash libmicrohttpd
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell $(PKG_CONFIG) --libs libpq libzstd libcrypto jansson libxxhash 2>/dev/null)
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs libpq libzstd libcrypto jansson libxxhash libmicrohttpd 2>/dev/null)
 CMOCKA_LIBS:= $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 CSV_LIBS   := -lcsv   # Debian's libcsv-dev ships no .pc file
 

@@ -4,12 +4,12 @@
 #   contrib/install-deps.sh --if-missing  only when something is missing (used by make check/demo)
 set -eu
 PKGS="build-essential pkg-config libpq-dev libzstd-dev zstd libcsv-dev libssl-dev libcmocka-dev \
-libjansson-dev libxxhash-dev postgresql-15 postgresql-15-partman"
+libjansson-dev libxxhash-dev libmicrohttpd-dev postgresql-15 postgresql-15-partman"
 
 missing() {
     command -v cc >/dev/null 2>&1 || return 0
     command -v pkg-config >/dev/null 2>&1 || return 0
-    pkg-config --exists libpq libzstd libcrypto cmocka jansson libxxhash || return 0
+    pkg-config --exists libpq libzstd libcrypto cmocka jansson libxxhash libmicrohttpd || return 0
     [ -f /usr/include/csv.h ] || return 0
     command -v zstd >/dev/null 2>&1 || return 0
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || return 0
