@@ -24,6 +24,8 @@ row's created_at = clock_timestamp(); a sampler on the target polls every 10 ms 
 that became visible and records (its clock_timestamp() - created_at) for each.  Both
 clusters run on this machine's one clock.  Native and v7fill are measured one after the
 other, each with the same writer.
+
+BENCH_STREAM_ARGS: more arguments for every v7fill stream run (e.g. "--group-ms 50").
 """
 import glob
 import os
@@ -39,6 +41,8 @@ N = int(os.environ.get("BENCH_STREAM_ROWS", "1000000"))
 RATE = int(os.environ.get("BENCH_STREAM_RATE", "10000"))
 LAG_SECONDS = int(os.environ.get("BENCH_STREAM_LAG_SECONDS", "30"))
 UNTIL_EXIT_GRACE = 15
+PERF = os.environ.get("BENCH_STREAM_PERF") == "1"  # perf profile of v7fill's catch-up of (1)
+EXTRA_ARGS = os.environ.get("BENCH_STREAM_ARGS", "").split()  # e.g. "--group-ms 50"
 SRC = {"host": os.environ["SRC_HOST"], "port": os.environ["SRC_PORT"], "dir": os.environ["SRC_DIR"]}
 TGT = {"host": os.environ["PGHOST"], "port": os.environ["PGPORT"], "dir": os.environ["PGTMP_DIR"]}
 SRC_DB, TGT_DB, NATIVE_DB = "src", "tgt", "native"
@@ -179,7 +183,7 @@ def run_v7fill(extra, log):
     """v7fill stream with extra arguments; returns the Popen."""
     cmd = [V7FILL, "-d", f"host={TGT['host']} port={TGT['port']} user=postgres dbname={TGT_DB}",
            "stream", "ev_v7", "--source", SRC_CONNINFO, "--from", "public.ev",
-           "--publication", "pub", "--slot", "v7", "--map", "id=legacy_id"] + extra
+           "--publication", "pub", "--slot", "v7", "--map", "id=legacy_id"] + EXTRA_ARGS + extra
     return subprocess.Popen(cmd, stdout=log, stderr=log)
 
 
@@ -233,6 +237,9 @@ def v7fill_catch_up(tmp, name, total):
     backlog's rows are committed in the target (v7fill.stream counts total inserts),
     polled every 10 ms; its own exit is awaited UNTIL_EXIT_GRACE s more, then it is
     stopped with SIGTERM and that is reported."""
+    perf_data = os.path.join(tmp, "perf.data")
+    perf = subprocess.Popen(["perf", "record", "-a", "-F", "199", "-o", perf_data, "-q"],
+                            stdout=subprocess.DEVNULL) if PERF and name == "w1" else None
     mon = CpuMonitor()
     t0 = time.monotonic()
     logpath = os.path.join(tmp, f"v7fill-{name}.log")
@@ -246,6 +253,10 @@ def v7fill_catch_up(tmp, name, total):
             raise SystemExit("the v7fill catch-up poller failed")
         wall = time.monotonic() - t0
         cpu = mon.stop()
+        if perf:
+            perf.send_signal(signal.SIGINT)
+            perf.wait()
+            perf_report(perf_data, mon)
         exited = False
         deadline = time.monotonic() + UNTIL_EXIT_GRACE
         while time.monotonic() < deadline and not exited:
@@ -260,6 +271,27 @@ def v7fill_catch_up(tmp, name, total):
             raise
     return {"wall": wall, "cpu": cpu, "client": client, "rss": rss, "exited": exited,
             "log": open(logpath).read().strip().splitlines()[-1:]}
+
+
+def perf_report(data, mon):
+    """The hottest functions of v7fill's client, the source's walsender and the target's
+    sessions, from a system-wide profile (the machine is shared: filtered by pid)."""
+    groups = {"v7fill client": [], "source walsender": [], "target sessions": []}
+    for key, kind in mon.kind.items():
+        if key[0] == "client":
+            groups["v7fill client"].append(key[1])
+        elif key[0] == "src" and kind == "walsender":
+            groups["source walsender"].append(key[1])
+        elif key[0] == "tgt" and kind == "backend":
+            groups["target sessions"].append(key[1])
+    for what, pids in groups.items():
+        if not pids:
+            continue
+        r = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "-q", "--percentage", "relative",
+                            "--sort", "dso,sym", "--tid" if what == "v7fill client" else "--pid",
+                            ",".join(pids)], capture_output=True, text=True)
+        top = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()][:12]
+        print(f"      perf, {what}:\n        " + "\n        ".join(top), flush=True)
 
 
 def backlog(kind, base):
@@ -364,7 +396,8 @@ def main():
     setup(tmp)
     version = qs("SHOW server_version")
     print(f"\n== stream: {N:,} rows per workload, 7 columns, two clusters (PostgreSQL {version}, "
-          f"fsync off), {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start",
+          f"fsync off), {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start"
+          + (f", v7fill stream {' '.join(EXTRA_ARGS)}" if EXTRA_ARGS else ""),
           flush=True)
     base = 0
     results = []
@@ -430,6 +463,10 @@ def main():
           "script's 10 ms pollers and writer, left out of the shares above):")
     for kind, _, _, nat, v7 in results:
         print(f"  {labels[kind]}: native {kinds(nat)} | v7fill {kinds(v7)}")
+    print("\nThe source's decoding per slot (pg_stat_replication_slots): " + "; ".join(
+        qs("SELECT string_agg(format('%s: %s txns, spilled %s txns %s', slot_name, total_txns, "
+           "spill_txns, pg_size_pretty(spill_bytes)), '|' ORDER BY slot_name) "
+           "FROM pg_stat_replication_slots").split("|")))
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 
