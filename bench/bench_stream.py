@@ -29,6 +29,7 @@ BENCH_STREAM_ARGS: more arguments for every v7fill stream run (e.g. "--group-ms 
 """
 import glob
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -391,8 +392,11 @@ def lag_phase(which, base, tmp):
             "client": client, "rss": rss}, last
 
 
+TMP = tempfile.mkdtemp(prefix="bench-stream.")
+
+
 def main():
-    tmp = tempfile.mkdtemp(prefix="bench-stream.")
+    tmp = TMP
     setup(tmp)
     version = qs("SHOW server_version")
     print(f"\n== stream: {N:,} rows per workload, 7 columns, two clusters (PostgreSQL {version}, "
@@ -471,4 +475,9 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BaseException:
+        sys.stderr.write(f"bench-stream: v7fill's logs are kept in {TMP}\n")
+        raise
+    shutil.rmtree(TMP)
