@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "v7fill/citus.h"
 #include "v7fill/civil.h"
 #include "v7fill/mem.h"
 #include "v7fill/uuid7.h"
@@ -957,7 +958,8 @@ catalog_load_target(PgConn *c, const char *table, TargetTable **out, Err *err)
     r = NULL;
     (void) snprintf(oid, sizeof oid, "%u", t->oid);
     if (!load_key(c, t, oid, err) || !load_columns(c, t, oid, err) ||
-        !load_grants(c, t, oid, err) || !catalog_refresh_partitions(c, t, err))
+        !load_grants(c, t, oid, err) || !catalog_refresh_partitions(c, t, err) ||
+        !citus_detect(c, t, err))
         goto fail;
     if (t->key_kind == KEY_BIGINT_MS && !check_bigint_unit(t, err))
         goto fail;
@@ -991,6 +993,8 @@ catalog_target_free(TargetTable *t)
     free(t->key_type);
     free(t->partkeydef);
     free(t->relacl);
+    free(t->dist_column);
+    free(t->dist_type);
     for (size_t i = 0; i < t->ngrants; i++)
     {
         free(t->grants[i].column);
@@ -1159,6 +1163,8 @@ catalog_estimate_rows(PgConn *c, const TargetTable *t, RowEstimate **out, size_t
     const char *params[1] = {oid};
     PGresult *res;
 
+    if (t->distributed)
+        return citus_estimate_rows(c, t, out, n, err);
     (void) snprintf(oid, sizeof oid, "%u", t->oid);
     if (!pg_query(c,
                   "SELECT c.oid, c.reltuples::float8, c.relpages::int8, "

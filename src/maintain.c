@@ -806,11 +806,15 @@ retire(Ctx *x, Err *err)
         ok = false;
         goto out;
     }
-    x->concurrently = PQserverVersion(pg_raw(x->conn)) >= 140000 && !x->t->has_default;
+    x->concurrently = PQserverVersion(pg_raw(x->conn)) >= 140000 && !x->t->has_default &&
+                      !x->t->distributed;
     if (!x->concurrently)
     {
         const char *why = x->t->has_default
                               ? "it has a DEFAULT partition, which rules out CONCURRENTLY"
+                          : x->t->distributed
+                              ? "it is a Citus distributed table, and Citus does not support "
+                                "DETACH CONCURRENTLY"
                               : "the server is older than PostgreSQL 14";
 
         emit(x, MAINTAIN_NOTE, x->t->schema, x->t->name, 0, 0,

@@ -1086,6 +1086,15 @@ add_hint(Err *err, StmtKind kind, const TargetTable *t)
         err_hint(err, "A relation with that name appeared meanwhile; run again.");
         return;
     }
+    if (!denied && t->distributed)
+    {
+        err_hint(err, "Citus refused this step on the distributed table %s.%s; nothing of the "
+                      "partition was kept (its transaction rolled back).  Check that every worker "
+                      "is up (SELECT * FROM citus_check_cluster_node_health()), see "
+                      "docs/scaling.md, and run again.",
+                 t->schema, t->name);
+        return;
+    }
     if (!denied)
         return;
     switch (kind)

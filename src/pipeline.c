@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "v7fill/catalog.h"
+#include "v7fill/citus.h"
 #include "v7fill/civil.h"
 #include "v7fill/copy_encode.h"
 #include "v7fill/interrupt.h"
@@ -1269,7 +1270,7 @@ stats_add_ops(ImportStats *st, const BatchCounts *t)
 /* Names a batch's row that is among the largest delays after the batch was
  * counted (tracker_name_pending): its origin through the owner's hook, its
  * id, its reference as a person reads it (a default reference as the
- * record's values in CSV).  The other rows cost a comparison each, and rows
+ * record's values, comma-separated).  The other rows cost a comparison each, and rows
  * pushed out within the batch are never named.  On the writer thread (the
  * reader, for a plan), as the origin hook allows. */
 typedef struct RowNamer
@@ -1298,7 +1299,7 @@ pipeline_name_row(void *ctx, uint64_t tag, TrackerRowName *out)
     {
         size_t n = r->ref_len < REF_PREFIX_MAX ? r->ref_len : REF_PREFIX_MAX - 1;
 
-        out->ref_cut = !srcref_default_csv(ref, n, rn->values, sizeof rn->values) ||
+        out->ref_cut = !srcref_default_values(ref, n, rn->values, sizeof rn->values) ||
                        n < r->ref_len;
         out->ref = rn->values;
         out->ref_len = strlen(rn->values);
@@ -2147,7 +2148,9 @@ pipeline_setup(Pipeline *pl, Err *err)
     else if (!state_setup(c, err) || !maintain_setup(c, err) ||
              !state_id_key(c, pl->target->schema, pl->target->name, key, err) ||
              !state_lookup_create(c, pl->target->schema, pl->lookup_name, new_shape,
-                                  &pl->lookup_shape, err))
+                                  &pl->lookup_shape, err) ||
+             !citus_distribute_lookup(c, pl->target, pl->lookup_name,
+                                      lookup_key_column(pl->lookup_shape), err))
         return false;
     if (!pl->lookup_exists)
         pl->lookup_shape = new_shape; /* plan: what would be created */
@@ -2179,7 +2182,8 @@ pipeline_attach(Pipeline *pl, Source *src, bool unnamed_last, const PipelineHook
     {
         SinkConfig sc = {pl->target_q, pl->copy_cols, pl->lookup_q, pl->key_q,
                          pl->o->keep_ref_text, pl->lookup_shape, false,
-                         (const char *const *) pl->cols_q, pl->ncols_q};
+                         (const char *const *) pl->cols_q, pl->ncols_q,
+                         pl->target->distributed};
         if (!pipeline_may_read_keys(pl, &sc.probe_target, err))
             return false;
         pl->sink = sink_new(pl->conn, &sc);

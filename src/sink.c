@@ -124,6 +124,7 @@ sink_new(PgConn *c, const SinkConfig *cfg)
 {
     Sink *s = xcalloc(1, sizeof *s);
     const char *key_col = lookup_key_column(cfg->lookup_shape);
+    const char *key_type = cfg->lookup_shape == LOOKUP_REF_HASH_BYTEA ? "bytea" : "uuid";
 
     s->conn = c;
     s->cfg = *cfg;
@@ -136,11 +137,19 @@ sink_new(PgConn *c, const SinkConfig *cfg)
      * batch.  A LATERAL subquery can only run as a parameterized index scan.
      * The answer is the positions (1-based) of the hashes found, so marking
      * the duplicates needs no search on this side. */
-    s->probe_sql = xasprintf("SELECT u.i FROM unnest($1::%s[]) WITH ORDINALITY AS u(h, i) "
-                             "CROSS JOIN LATERAL (SELECT FROM %s AS r "
-                             "WHERE r.%s = u.h OFFSET 0) AS l",
-                             cfg->lookup_shape == LOOKUP_REF_HASH_BYTEA ? "bytea" : "uuid",
-                             cfg->lookup_q, key_col);
+    if (!cfg->distributed)
+        s->probe_sql = xasprintf("SELECT u.i FROM unnest($1::%s[]) WITH ORDINALITY AS u(h, i) "
+                                 "CROSS JOIN LATERAL (SELECT FROM %s AS r "
+                                 "WHERE r.%s = u.h OFFSET 0) AS l",
+                                 key_type, cfg->lookup_q, key_col);
+    else
+        /* Citus cannot push that LATERAL down (OFFSET beside a table function).
+         * It runs the IN subquery on the shards the array prunes to (an index
+         * scan on each), then matches the positions on the coordinator. */
+        s->probe_sql = xasprintf("SELECT u.i FROM unnest($1::%s[]) WITH ORDINALITY AS u(h, i) "
+                                 "WHERE u.h IN (SELECT r.%s FROM %s AS r "
+                                 "WHERE r.%s = ANY ($1::%s[]))",
+                                 key_type, key_col, cfg->lookup_q, key_col, key_type);
     /* The target first: a minted id is a function of the reference and its time,
      * so an id already there is a reference already imported.  The ids of a
      * batch read in time order lie close together: one ordered index range
@@ -150,9 +159,9 @@ sink_new(PgConn *c, const SinkConfig *cfg)
                                     "ORDER BY %s LIMIT $3::bigint",
                                     cfg->key_q, cfg->target_q, cfg->key_q, cfg->key_q);
     s->unref_sql = xasprintf("DELETE FROM %s WHERE %s = ANY ($1::%s[])", cfg->lookup_q, key_col,
-                             cfg->lookup_shape == LOOKUP_REF_HASH_BYTEA ? "bytea" : "uuid");
+                             key_type);
     {
-        const char *kt = cfg->lookup_shape == LOOKUP_REF_HASH_BYTEA ? "bytea" : "uuid";
+        const char *kt = key_type;
 
         s->ref_find_sql = xasprintf("(SELECT id FROM %s WHERE %s = $1::%s)", cfg->lookup_q,
                                     key_col, kt);
@@ -527,6 +536,22 @@ is_value_error(const Err *e)
     return strncmp(e->sqlstate, "22", 2) == 0 || strncmp(e->sqlstate, "23", 2) == 0;
 }
 
+/* Citus's COPY relays an error a worker raised (a unique or check violation on
+ * a shard) with its message but without its SQLSTATE: XX000.  On a distributed
+ * target such an error may be a row's (or a duplicate's) and is looked into. */
+static bool
+citus_copy_row_error(const Sink *s, const Err *e)
+{
+    return s->cfg.distributed && strcmp(e->sqlstate, "XX000") == 0 && !pg_err_is_connection(e);
+}
+
+/* A unique violation, or what may be one on a distributed target. */
+static bool
+copy_unique_violation(const Sink *s, const Err *e)
+{
+    return strcmp(e->sqlstate, "23505") == 0 || citus_copy_row_error(s, e);
+}
+
 static bool
 sink_exec(Sink *s, const char *sql, Err *err)
 {
@@ -568,7 +593,7 @@ sink_record_refs(Sink *s, Batch *b, BatchRow **rows, size_t *n, Err *err)
                 rows[i]->in_lookup = true;
             return sink_exec(s, "RELEASE SAVEPOINT v7fill_refs", err);
         }
-        if (strcmp(copy_err.sqlstate, "23505") != 0 || pg_err_is_connection(&copy_err))
+        if (!copy_unique_violation(s, &copy_err) || pg_err_is_connection(&copy_err))
         {
             *err = copy_err;
             err_prefix(err, "could not record source references");
@@ -579,6 +604,12 @@ sink_record_refs(Sink *s, Batch *b, BatchRow **rows, size_t *n, Err *err)
         if (!sink_rollback_to(s, "v7fill_refs", err) || !sink_probe(s, rows, *n, &ndup, err))
             return false;
         *n = compact_pending(rows, *n);
+        if (ndup == 0 && citus_copy_row_error(s, &copy_err))
+        {
+            *err = copy_err; /* not a duplicate after all: the worker's own error */
+            err_prefix(err, "could not record source references");
+            return false;
+        }
         if (ndup == 0)
             return err_set(err, EC_INTERNAL,
                            "lookup table reported a duplicate reference that a probe did not "
@@ -650,14 +681,14 @@ sink_write_target(Sink *s, Batch *b, BatchRow **rows, size_t n, bool probe_gap, 
             s->refused_run = 0;
             return sink_exec(s, "RELEASE SAVEPOINT v7fill_rows", err);
         }
-        if (is_statement_error(&copy_err))
+        if (is_statement_error(&copy_err) && !citus_copy_row_error(s, &copy_err))
         {
             *err = copy_err;
             return false;
         }
         if (!sink_rollback_to(s, "v7fill_rows", err))
             return false;
-        if (probe_gap && s->cfg.probe_target && strcmp(copy_err.sqlstate, "23505") == 0)
+        if (probe_gap && s->cfg.probe_target && copy_unique_violation(s, &copy_err))
         {
             if (!sink_probe_target(s, rows, n, &found, err))
                 return false;

@@ -282,7 +282,7 @@ srcref_key(const char *ref, size_t len, const uint8_t mac[32], bool may_order, u
     return true;
 }
 
-/* Bounded output of srcref_default_csv: false once a byte does not fit. */
+/* Bounded output of srcref_default_values: false once a byte does not fit. */
 typedef struct CsvOut
 {
     char *p;
@@ -317,7 +317,7 @@ csv_value(CsvOut *o, const char *v, size_t len)
 }
 
 bool
-srcref_default_csv(const char *ref, size_t len, char *out, size_t size)
+srcref_default_values(const char *ref, size_t len, char *out, size_t size)
 {
     CsvOut o = {out, 0, size};
     size_t i = 0;

@@ -10,7 +10,8 @@
 # and room for replication slots.  Invoked as root it runs the server as an
 # unprivileged user (PGTMP_USER, default postgres) through runuser, because
 # PostgreSQL refuses to run as root.  It only ever touches the directory it
-# created: stop refuses a directory without its marker file.
+# created: stop refuses a directory without its marker file.  PGTMP_CONF: more
+# postgresql.conf lines (tests/citus.sh: shared_preload_libraries = 'citus').
 set -euo pipefail
 
 PGBIN=${PGBIN:-}
@@ -63,6 +64,7 @@ max_wal_size = 4GB
 checkpoint_timeout = 30min
 log_min_messages = warning
 logging_collector = off
+${PGTMP_CONF:-}
 CONF
     as_owner "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null \
         || { cat "$dir/server.log" >&2; exit 1; }

@@ -100,6 +100,11 @@ typedef struct TargetTable
     Grant *grants;        /* the parent's table and column privileges, owner's own excluded */
     CatalogStamp stamp;   /* of `partitions` as last read (not of `pending`) */
     bool stamp_valid;     /* false: the list must be re-read before it is trusted */
+    /* Citus (citus.h): a distributed table, its partitions distributed with it */
+    bool distributed;     /* in pg_dist_partition */
+    char dist_method;     /* 'h' hash, 'n' reference, 'a'/'r' append/range; 0 if not */
+    char *dist_column;    /* distribution column; NULL for a reference table */
+    char *dist_type;      /* format_type() of dist_column */
 } TargetTable;
 
 /* Resolve `table` (schema-qualified or through search_path; as typed in SQL,

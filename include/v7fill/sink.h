@@ -172,6 +172,7 @@ typedef struct SinkConfig
      * list of an update.  Needed only for batches with REC_UPDATE rows. */
     const char *const *cols_q;
     size_t ncols;
+    bool distributed;       /* a Citus target: the lookup probe in a form Citus plans */
 } SinkConfig;
 
 typedef bool (*SinkHook)(void *ctx, Batch *b, Err *err);

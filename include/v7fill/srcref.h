@@ -65,7 +65,7 @@ void srcref_template_free(SrcrefTemplate *t);
  * Returns false when `ref` is not a whole default reference (cut short: the
  * values before the cut, the last one partial, are written) or `out` was too
  * small; true when every value was written. */
-bool srcref_default_csv(const char *ref, size_t len, char *out, size_t size);
+bool srcref_default_values(const char *ref, size_t len, char *out, size_t size);
 
 /*
  * The lookup key: 16 bytes that stand for the reference in the lookup table

@@ -418,23 +418,23 @@ test_default_reference_reads_back_as_csv_values(void **state)
 
     buf_init(&b);
     srcref_default(f, 5, &b);
-    assert_true(srcref_default_csv(b.data, b.len, out, sizeof out));
+    assert_true(srcref_default_values(b.data, b.len, out, sizeof out));
     assert_string_equal(out, "2025-01-01,1019,\"\",,\"a,\"\"b\"\"\nc\"");
     srcref_default(f, 2, &b);
-    assert_true(srcref_default_csv(b.data, b.len, out, sizeof out));
+    assert_true(srcref_default_values(b.data, b.len, out, sizeof out));
     assert_string_equal(out, "2025-01-01,1019");
     /* A prefix (the pipeline keeps one of long references) says it is cut,
      * with the values up to the cut. */
-    assert_false(srcref_default_csv(b.data, 18, out, sizeof out));
+    assert_false(srcref_default_values(b.data, 18, out, sizeof out));
     assert_string_equal(out, "2025-01-01,10");
-    assert_false(srcref_default_csv(b.data, 15, out, sizeof out));
+    assert_false(srcref_default_values(b.data, 15, out, sizeof out));
     assert_string_equal(out, "2025-01-01,");
     /* An output too small is cut too, NUL-terminated. */
-    assert_false(srcref_default_csv(b.data, b.len, small, sizeof small));
+    assert_false(srcref_default_values(b.data, b.len, small, sizeof small));
     assert_string_equal(small, "2025-01");
     /* Not the default encoding (a template's text). */
-    assert_false(srcref_default_csv("legacy.orders:12", 16, out, sizeof out));
-    assert_true(srcref_default_csv("", 0, out, sizeof out));
+    assert_false(srcref_default_values("legacy.orders:12", 16, out, sizeof out));
+    assert_true(srcref_default_values("", 0, out, sizeof out));
     assert_string_equal(out, "");
     buf_free(&b);
 }

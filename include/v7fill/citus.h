@@ -1,0 +1,41 @@
+/*
+ * Citus (distributed PostgreSQL): what v7fill needs to know and do when the
+ * target is a distributed table.  Detected by catalog (pg_dist_partition), so
+ * a plain server pays one cheap query and nothing else changes.
+ *
+ * On a distributed target the coordinator's partitions are empty shells; the
+ * rows live in the shards on the workers.  Hence: row estimates read from the
+ * shards, and the lookup table distributed on its key so that deduplication
+ * is spread over the workers instead of funnelled through the coordinator.
+ */
+#ifndef V7FILL_CITUS_H
+#define V7FILL_CITUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "v7fill/catalog.h"
+#include "v7fill/err.h"
+#include "v7fill/pg.h"
+
+/* Fill t->distributed, t->dist_method, t->dist_column and t->dist_type from
+ * pg_dist_partition.  Without the citus extension they stay false/NULL (one
+ * query).  Called by catalog_load_target. */
+V7FILL_MUST_CHECK bool citus_detect(PgConn *c, TargetTable *t, Err *err);
+
+/* Distribute the lookup table schema.lookup on key_col (create_distributed_table),
+ * colocated with the target when the target is hash-distributed on a uuid column,
+ * unless it is distributed already; nothing when t is not distributed.  A local
+ * lookup left by an earlier run has its rows moved to the shards (the coordinator's
+ * copy emptied).  Errors Citus raises come back with a hint. */
+V7FILL_MUST_CHECK bool citus_distribute_lookup(PgConn *c, const TargetTable *t, const char *lookup,
+                                               const char *key_col, Err *err);
+
+/* catalog_estimate_rows for a distributed target: per partition, the sum over
+ * its shards of reltuples scaled to each shard's size now (the coordinator's
+ * own tables are empty); exact 0 when every shard is empty; -1 when a shard is
+ * unknown or could not be asked. */
+V7FILL_MUST_CHECK bool citus_estimate_rows(PgConn *c, const TargetTable *t, RowEstimate **out,
+                                           size_t *n, Err *err);
+
+#endif /* V7FILL_CITUS_H */
