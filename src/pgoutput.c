@@ -524,7 +524,8 @@ decode_message(PgoDecoder *d, const uint8_t *p, size_t len, uint64_t lsn, PgoMes
     snprintf(what, sizeof what, "%s message", pgo_message_name(m->type));
     r.what = what;
 
-    if (d->in_stream ? strchr("BCOScA", m->type) != NULL : m->type == 'E')
+    /* Origin may follow Stream Start (a streamed transaction's first block), without an xid */
+    if (d->in_stream ? strchr("BCScA", m->type) != NULL : m->type == 'E')
         return err_set(err, EC_FORMAT, "pgoutput: %s message at %s %s a Stream Start..Stop block",
                        pgo_message_name(m->type), lsn_text,
                        d->in_stream ? "inside" : "outside");

@@ -7,6 +7,8 @@
  */
 #include "v7fill/replconn.h"
 
+#include "v7fill/pgoutput.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -16,11 +18,11 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
 
 /* µs between 1970-01-01 and 2000-01-01, the epoch of the protocol's clock. */
-#define REPL_EPOCH_OFFSET_US INT64_C(946684800000000)
 /* CREATE_REPLICATION_SLOT taking longer than this is waiting for transactions. */
 #define REPL_SLOT_WAIT_LOG_MS 2000
 
@@ -31,58 +33,6 @@ struct ReplConn
 };
 
 /* ------------------------------------------------------------ pure helpers */
-
-bool
-replconn_lsn_parse(const char *text, uint64_t *out)
-{
-    unsigned long long hi;
-    unsigned long long lo;
-    char *end;
-
-    if (text == NULL || text[0] == '\0' || text[0] == '-' || text[0] == '+' || text[0] == ' ')
-        return false;
-    errno = 0;
-    hi = strtoull(text, &end, 16);
-    if (errno != 0 || end == text || *end != '/' || hi > UINT32_MAX)
-        return false;
-    text = end + 1;
-    if (text[0] == '\0' || text[0] == '-' || text[0] == '+' || text[0] == ' ')
-        return false;
-    lo = strtoull(text, &end, 16);
-    if (errno != 0 || end == text || *end != '\0' || lo > UINT32_MAX)
-        return false;
-    *out = ((uint64_t) hi << 32) | (uint64_t) lo;
-    return true;
-}
-
-void
-replconn_lsn_format(uint64_t lsn, char *buf, size_t size)
-{
-    (void) snprintf(buf, size, "%X/%X", (unsigned) (lsn >> 32), (unsigned) (lsn & 0xffffffffu));
-}
-
-static void
-put_be64(unsigned char *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--)
-    {
-        p[i] = (unsigned char) (v & 0xff);
-        v >>= 8;
-    }
-}
-
-size_t
-replconn_status_encode(unsigned char out[34], uint64_t write, uint64_t flush, uint64_t apply,
-                       int64_t now_us, bool reply_requested)
-{
-    out[0] = 'r';
-    put_be64(out + 1, write);
-    put_be64(out + 9, flush);
-    put_be64(out + 17, apply);
-    put_be64(out + 25, (uint64_t) now_us);
-    out[33] = reply_requested ? 1 : 0;
-    return 34;
-}
 
 /* Slot names as the server accepts them: lower case letters, digits and
  * underscores, 1 to 63 bytes (ReplicationSlotValidateName). */
@@ -261,9 +211,8 @@ replconn_open(const char *conninfo, ReplConn **out, Err *err)
         replconn_close(r);
         return false;
     }
-    /* A walsender on a database refuses nothing it should accept; check that
-     * this one is one (a server too old to know replication=database would
-     * have refused the connection). */
+    /* No timeout may cut a slot creation that waits for long transactions;
+     * and without wal_level logical nothing that follows works: say so now. */
     ok = repl_exec_simple(r, "SET statement_timeout = 0", err) &&
          repl_exec_simple(r, "SET idle_in_transaction_session_timeout = 0", err) &&
          repl_exec(r, "SHOW wal_level", &res, err);
@@ -331,7 +280,7 @@ replconn_identify(ReplConn *r, ReplSystem *out, Err *err)
     errno = 0;
     tli = strtoul(PQgetvalue(res, 0, 1), &end, 10);
     if (errno != 0 || *end != '\0' || tli > UINT32_MAX ||
-        !replconn_lsn_parse(PQgetvalue(res, 0, 2), &out->xlogpos))
+        !pgo_lsn_parse(PQgetvalue(res, 0, 2), &out->xlogpos))
     {
         PQclear(res);
         return err_set(err, EC_PG_QUERY, "IDENTIFY_SYSTEM returned an unexpected result");
@@ -375,9 +324,9 @@ replconn_slot_info(ReplConn *r, const char *slot, ReplSlotInfo *out, Err *err)
         out->active = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
         out->active_pid = PQgetisnull(res, 0, 3) ? 0 : atoi(PQgetvalue(res, 0, 3));
         if (!PQgetisnull(res, 0, 4))
-            (void) replconn_lsn_parse(PQgetvalue(res, 0, 4), &out->restart_lsn);
+            (void) pgo_lsn_parse(PQgetvalue(res, 0, 4), &out->restart_lsn);
         if (!PQgetisnull(res, 0, 5))
-            (void) replconn_lsn_parse(PQgetvalue(res, 0, 5), &out->confirmed_flush_lsn);
+            (void) pgo_lsn_parse(PQgetvalue(res, 0, 5), &out->confirmed_flush_lsn);
         (void) snprintf(out->wal_status, sizeof out->wal_status, "%s", PQgetvalue(res, 0, 6));
         if (!PQgetisnull(res, 0, 7))
             out->safe_wal_size = strtoll(PQgetvalue(res, 0, 7), NULL, 10);
@@ -397,15 +346,17 @@ mono_ms(void)
 }
 
 /* Wait for the result of a command sent with PQsendQuery, logging once when it
- * takes longer than log_after_ms; the last result is returned. */
+ * takes longer than log_after_ms; the last result is returned.  SIGINT or
+ * SIGTERM cancels the command (*cancelled: it was asked to). */
 static PGresult *
-wait_result(ReplConn *r, int64_t log_after_ms, const char *log_line)
+wait_result(ReplConn *r, int64_t log_after_ms, const char *log_line, bool *cancelled)
 {
     int64_t start = mono_ms();
     bool logged = false;
     PGresult *last = NULL;
     PGresult *res;
 
+    *cancelled = false;
     while (PQisBusy(r->conn))
     {
         struct pollfd pfd = {PQsocket(r->conn), POLLIN, 0};
@@ -417,6 +368,16 @@ wait_result(ReplConn *r, int64_t log_after_ms, const char *log_line)
         {
             log_info("%s", log_line);
             logged = true;
+        }
+        if (!*cancelled && interrupt_signal() != 0)
+        {
+            PGcancel *pc = PQgetCancel(r->conn);
+            char msg[256];
+
+            *cancelled = true;
+            if (pc == NULL || !PQcancel(pc, msg, sizeof msg))
+                log_warn("could not cancel the slot creation: %s", pc ? msg : "no cancel handle");
+            PQfreeCancel(pc);
         }
         if (!PQconsumeInput(r->conn))
             break;
@@ -443,6 +404,7 @@ replconn_create_slot(ReplConn *r, const char *slot, uint64_t *consistent_lsn, ch
     char *sql;
     char line[200];
     PGresult *res;
+    bool cancelled;
 
     *consistent_lsn = 0;
     if (snapshot_size)
@@ -471,10 +433,14 @@ replconn_create_slot(ReplConn *r, const char *slot, uint64_t *consistent_lsn, ch
                     "creating replication slot \"%s\": waiting for running transactions on the "
                     "source to finish",
                     slot);
-    res = wait_result(r, REPL_SLOT_WAIT_LOG_MS, line);
+    res = wait_result(r, REPL_SLOT_WAIT_LOG_MS, line, &cancelled);
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 3)
     {
-        if (PQresultStatus(res) == PGRES_TUPLES_OK)
+        if (cancelled)
+            err_set(err, EC_INTERRUPTED, "interrupted by %s while creating replication slot "
+                                         "\"%s\"",
+                    interrupt_name(), slot);
+        else if (PQresultStatus(res) == PGRES_TUPLES_OK)
             err_set(err, EC_PG_QUERY, "CREATE_REPLICATION_SLOT returned an unexpected result");
         else
         {
@@ -487,7 +453,7 @@ replconn_create_slot(ReplConn *r, const char *slot, uint64_t *consistent_lsn, ch
         PQclear(res);
         return false;
     }
-    if (!replconn_lsn_parse(PQgetvalue(res, 0, 1), consistent_lsn) || PQgetisnull(res, 0, 2) ||
+    if (!pgo_lsn_parse(PQgetvalue(res, 0, 1), consistent_lsn) || PQgetisnull(res, 0, 2) ||
         strlen(PQgetvalue(res, 0, 2)) >= snapshot_size)
     {
         PQclear(res);
@@ -497,8 +463,8 @@ replconn_create_slot(ReplConn *r, const char *slot, uint64_t *consistent_lsn, ch
     (void) snprintf(snapshot, snapshot_size, "%s", PQgetvalue(res, 0, 2));
     PQclear(res);
     {
-        char lsn[32];
-        replconn_lsn_format(*consistent_lsn, lsn, sizeof lsn);
+        char lsn[PGO_LSN_TEXT_SIZE];
+        pgo_lsn_format(*consistent_lsn, lsn);
         log_detail("replication slot \"%s\" created: consistent point %s, snapshot %s", slot,
                    lsn, snapshot);
     }
@@ -572,7 +538,7 @@ replconn_start(ReplConn *r, const char *slot, uint64_t start_lsn, const char *pu
     char *ident;
     char *pubs;
     char *sql;
-    char lsn[32];
+    char lsn[PGO_LSN_TEXT_SIZE];
     PGresult *res;
 
     if (!slot_name_check(slot, err))
@@ -594,7 +560,7 @@ replconn_start(ReplConn *r, const char *slot, uint64_t start_lsn, const char *pu
         PQfreemem(pubs);
         return repl_err(r, NULL, "could not quote the slot or publication name", err);
     }
-    replconn_lsn_format(start_lsn, lsn, sizeof lsn);
+    pgo_lsn_format(start_lsn, lsn);
     sql = xasprintf("START_REPLICATION SLOT %s LOGICAL %s (\"proto_version\" '%d', "
                     "\"publication_names\" %s%s)",
                     ident, lsn, proto_version, pubs, streaming ? ", \"streaming\" 'on'" : "");
@@ -664,8 +630,8 @@ replconn_recv(ReplConn *r, int timeout_ms, char **buf, int *len, Err *err)
             return repl_err(r, NULL, "replication stream failed", err);
         }
         left = deadline - mono_ms();
-        if (left <= 0)
-            return true;
+        if (left < 0)
+            left = 0; /* still take what the socket holds */
         pfd.fd = PQsocket(r->conn);
         pfd.events = POLLIN;
         pfd.revents = 0;
@@ -697,15 +663,15 @@ bool
 replconn_send_status(ReplConn *r, uint64_t write, uint64_t flush, uint64_t apply,
                      bool reply_requested, Err *err)
 {
-    unsigned char msg[34];
+    uint8_t msg[PGO_STATUS_UPDATE_SIZE];
     struct timeval tv;
     int64_t now_us;
 
     if (!r->in_copy)
         return err_set(err, EC_INTERNAL, "replication connection is not streaming");
     gettimeofday(&tv, NULL);
-    now_us = (int64_t) tv.tv_sec * 1000000 + tv.tv_usec - REPL_EPOCH_OFFSET_US;
-    replconn_status_encode(msg, write, flush, apply, now_us, reply_requested);
+    now_us = (int64_t) tv.tv_sec * 1000000 + tv.tv_usec;
+    pgo_status_update(msg, write, flush, apply, now_us, reply_requested);
     if (PQputCopyData(r->conn, (const char *) msg, (int) sizeof msg) != 1 ||
         PQflush(r->conn) != 0)
         return repl_err(r, NULL, "could not send a status update to the source", err);
@@ -848,33 +814,66 @@ preflight_publication(PgConn *src, const char *publication, const ReplTable *tab
     return true;
 }
 
+/* A row filter or a column list on the table (PG15+): the initial copy reads
+ * every row and column, the stream would not. */
+static bool
+preflight_whole_table(const PGresult *res, const char *publication, const char *name,
+                      const char *pub, Err *err)
+{
+    char what[600];
+
+    if (!PQgetisnull(res, 0, 4))
+        (void) snprintf(what, sizeof what, "publishes only the rows of %s where %s", name,
+                        PQgetvalue(res, 0, 4));
+    else if (!PQgetisnull(res, 0, 5))
+        (void) snprintf(what, sizeof what, "leaves columns of %s out (%s)", name,
+                        PQgetvalue(res, 0, 5));
+    else
+        return true;
+    return err_set(err, EC_CONFIG,
+                   "publication \"%s\" %s, so the stream would not match the initial copy; "
+                   "run: ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s;",
+                   publication, what, pub, name, pub, name);
+}
+
 static bool
 preflight_table(PgConn *src, const char *publication, const ReplTable *t, bool needs_identity,
                 Err *err)
 {
     const char *params[3] = {t->schema, t->name, publication};
+    /* Row filters and column lists came with PostgreSQL 15. */
+    bool v15 = PQserverVersion(pg_raw(src)) >= 150000;
     PGresult *res;
+    char *sql;
     char name[330];
     char pub[160];
     char ident;
     bool in_pub;
     bool has_pk;
     bool has_ri_index;
+    bool ok;
 
     table_sql_name(t, name, sizeof name);
     sql_name(publication, pub, sizeof pub);
-    if (!pg_query(src,
-                  "SELECT c.relreplident, "
-                  " EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables p "
-                  "         WHERE p.pubname = $3 AND p.schemaname = $1 AND p.tablename = $2), "
-                  " EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
-                  "         WHERE i.indrelid = c.oid AND i.indisprimary), "
-                  " EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
-                  "         WHERE i.indrelid = c.oid AND i.indisreplident) "
-                  "FROM pg_catalog.pg_class c "
-                  "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-                  "WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
-                  3, params, &res, err))
+    sql = xasprintf(
+        "SELECT c.relreplident, p.pubname IS NOT NULL, "
+        " EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
+        "         WHERE i.indrelid = c.oid AND i.indisprimary), "
+        " EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
+        "         WHERE i.indrelid = c.oid AND i.indisreplident), %s "
+        "FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "LEFT JOIN pg_catalog.pg_publication_tables p "
+        " ON p.pubname = $3 AND p.schemaname = $1 AND p.tablename = $2 "
+        "WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+        v15 ? "p.rowfilter, (SELECT string_agg(a.attname, ', ' ORDER BY a.attnum) "
+              " FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 "
+              " AND NOT a.attisdropped AND a.attgenerated = '' "
+              " AND NOT (a.attname = ANY (p.attnames)))"
+            : "NULL::text, NULL::text");
+    ok = pg_query(src, sql, 3, params, &res, err);
+    free(sql);
+    if (!ok)
         return false;
     if (PQntuples(res) == 0)
     {
@@ -885,12 +884,15 @@ preflight_table(PgConn *src, const char *publication, const ReplTable *t, bool n
     in_pub = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
     has_pk = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
     has_ri_index = strcmp(PQgetvalue(res, 0, 3), "t") == 0;
+    ok = !in_pub || preflight_whole_table(res, publication, name, pub, err);
     PQclear(res);
     if (!in_pub)
         return err_set(err, EC_CONFIG,
                        "table %s is not in publication \"%s\" on the source; run: ALTER "
                        "PUBLICATION %s ADD TABLE %s;",
                        name, publication, pub, name);
+    if (!ok)
+        return false;
     if (needs_identity &&
         !(ident == 'f' || (ident == 'd' && has_pk) || (ident == 'i' && has_ri_index)))
     {

@@ -258,8 +258,12 @@ on_relation(PgoSource *s, const PgoMessage *m, uint64_t lsn, Err *err)
                            m->cols[i].name, s->cfg.schema, s->cfg.table, at);
         }
     }
+    /* A column of the stream's list missing here: dropped if this session
+     * saw it before; else not added yet at this point of the stream (the
+     * list is read from the catalog as it is now): absent, NULL in an insert
+     * and left as it is by an update. */
     for (size_t f = 0; f < s->cfg.ncolumns; f++)
-        if (s->field_relcol[f] < 0)
+        if (s->field_relcol[f] < 0 && s->field_type[f] != 0)
         {
             err_set(err, EC_CONFIG,
                     "column \"%s\" of %s.%s is gone on the source (dropped or renamed; relation "
@@ -336,6 +340,14 @@ tuple_fields(PgoSource *s, const PgoTuple *t, Field *out, uint64_t lsn, Err *err
                        "pgoutput: a change of %s.%s at %s has %u columns, its relation %zu",
                        s->cfg.schema, s->cfg.table, at, t->ncols, s->nrelcols);
     }
+    for (size_t f = 0; f < s->cfg.ncolumns; f++)
+        if (s->field_relcol[f] < 0)
+        {
+            out[f].is_null = true;
+            out[f].unchanged = true;
+            out[f].data = NULL;
+            out[f].len = 0;
+        }
     for (size_t i = 0; i < t->ncols; i++)
     {
         const PgoValue *v = &t->values[i];
@@ -444,6 +456,9 @@ on_change(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bool *go
                 return false;
             break;
     }
+    if (rec->op != REC_UPDATE)
+        for (size_t f = 0; f < s->cfg.ncolumns; f++)
+            s->fields[f].unchanged = false; /* absent from an insert: NULL */
     row_json(s, s->fields);
     rec->nfields = s->cfg.ncolumns;
     rec->fields = s->fields;

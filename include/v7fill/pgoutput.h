@@ -9,7 +9,9 @@
  *
  * The decoder keeps one piece of state between calls: whether it is inside a
  * Stream Start .. Stream Stop block, because only there do Relation, Type,
- * Insert, Update, Delete, Truncate and Message carry an xid field.  It checks
+ * Insert, Update, Delete, Truncate and Message carry an xid field (Origin may
+ * follow a Stream Start, without one; Begin, Commit, Stream Commit/Abort and
+ * a second Stream Start are errors there, Stream Stop outside).  It checks
  * the message itself (bounds, kinds, flags, trailing bytes, the stream-block
  * rules); the order of transactions and the relation cache are the caller's.
  *

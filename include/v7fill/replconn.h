@@ -89,13 +89,7 @@ int replconn_socket(ReplConn *r);
 /* The server's version (PQserverVersion), e.g. 150018. */
 int replconn_server_version(ReplConn *r);
 
-/* LSN text "X/X" <-> uint64.  replconn_lsn_parse: false on anything else. */
-bool replconn_lsn_parse(const char *text, uint64_t *out);
-void replconn_lsn_format(uint64_t lsn, char *buf, size_t size); /* size >= 18 */
-/* The 34 bytes of an 'r' Standby Status Update; now_us is the client clock
- * in µs since 2000-01-01 UTC.  Returns 34. */
-size_t replconn_status_encode(unsigned char out[34], uint64_t write, uint64_t flush,
-                              uint64_t apply, int64_t now_us, bool reply_requested);
+/* LSN text and the status update's bytes: pgoutput.h (pgo_lsn_*, pgo_status_update). */
 
 /* Preflight on an ordinary connection to the source (pg_connect): wal_level
  * = logical; the role has REPLICATION (or superuser); the publication exists;

@@ -21,12 +21,20 @@
 #include <string.h>
 #include <time.h>
 
+#include "v7fill/interrupt.h"
+#include "v7fill/pgoutput.h"
 #include "v7fill/replconn.h"
 #include "v7fill/source_snapshot.h"
+
+/* What is open when a step fails (closed there, so a sanitizer build sees no leak). */
+static ReplConn *R;
+static PgConn *C;
 
 static int
 failed(const Err *err)
 {
+    replconn_close(R);
+    pg_close(C);
     printf("%s\n", err->msg);
     if (err->detail[0])
         printf("DETAIL: %s\n", err->detail);
@@ -103,31 +111,30 @@ copy_rows(const char *snapshot, const ReplTable *t, Err *err)
 static int
 cmd_copy(char **argv)
 {
-    ReplConn *r = NULL;
     ReplSystem sys;
     ReplTable t;
     Err err = {0};
     uint64_t consistent;
     uint64_t end_lsn = 0;
     char snapshot[128];
-    char lsn[32];
+    char lsn[PGO_LSN_TEXT_SIZE];
     bool seen_insert = false;
     time_t until;
 
     memset(&t, 0, sizeof t);
     snprintf(t.schema, sizeof t.schema, "%s", argv[3]);
     snprintf(t.name, sizeof t.name, "%s", argv[4]);
-    if (!replconn_open(NULL, &r, &err) || !replconn_identify(r, &sys, &err) ||
-        !replconn_create_slot(r, argv[2], &consistent, snapshot, sizeof snapshot, &err))
+    if (!replconn_open(NULL, &R, &err) || !replconn_identify(R, &sys, &err) ||
+        !replconn_create_slot(R, argv[2], &consistent, snapshot, sizeof snapshot, &err))
         return failed(&err);
-    replconn_lsn_format(consistent, lsn, sizeof lsn);
+    pgo_lsn_format(consistent, lsn);
     printf("systemid=%s timeline=%u\nconsistent=%s\n", sys.systemid, sys.timeline, lsn);
     fflush(stdout);
     if (system(argv[6]) != 0)
         fprintf(stderr, "command failed: %s\n", argv[6]);
     if (!copy_rows(snapshot, &t, &err))
         return failed(&err);
-    if (!replconn_start(r, argv[2], consistent, argv[5], 1, false, &err))
+    if (!replconn_start(R, argv[2], consistent, argv[5], 1, false, &err))
         return failed(&err);
     until = time(NULL) + 20;
     while (time(NULL) < until && end_lsn == 0)
@@ -135,7 +142,7 @@ cmd_copy(char **argv)
         char *buf;
         int len;
 
-        if (!replconn_recv(r, 500, &buf, &len, &err))
+        if (!replconn_recv(R, 500, &buf, &len, &err))
             return failed(&err);
         if (len == 0)
             continue;
@@ -149,7 +156,7 @@ cmd_copy(char **argv)
                 end_lsn = be64((const unsigned char *) buf + 25 + 10);
         }
         else if (buf[0] == 'k' && len >= 18 && buf[17] &&
-                 !replconn_send_status(r, 0, 0, 0, false, &err))
+                 !replconn_send_status(R, 0, 0, 0, false, &err))
             return failed(&err);
         replconn_freemem(buf);
     }
@@ -158,32 +165,31 @@ cmd_copy(char **argv)
         printf("no insert streamed\n");
         return 1;
     }
-    if (!replconn_send_status(r, end_lsn, end_lsn, end_lsn, false, &err) ||
-        !replconn_stop(r, &err))
+    if (!replconn_send_status(R, end_lsn, end_lsn, end_lsn, false, &err) ||
+        !replconn_stop(R, &err))
         return failed(&err);
-    replconn_lsn_format(end_lsn, lsn, sizeof lsn);
+    pgo_lsn_format(end_lsn, lsn);
     printf("acked=%s\n", lsn);
     {
         ReplSlotInfo si;
 
-        if (!replconn_slot_info(r, argv[2], &si, &err))
+        if (!replconn_slot_info(R, argv[2], &si, &err))
             return failed(&err);
-        replconn_lsn_format(si.confirmed_flush_lsn, lsn, sizeof lsn);
+        pgo_lsn_format(si.confirmed_flush_lsn, lsn);
         printf("slot: exists=%d plugin=%s active=%d confirmed=%s wal_status=%s\n", si.exists,
                si.plugin, si.active, lsn, si.wal_status);
     }
-    replconn_close(r);
+    replconn_close(R);
     return 0;
 }
 
 static int
 cmd_hold(char **argv)
 {
-    ReplConn *r = NULL;
     Err err = {0};
     time_t until = time(NULL) + atoi(argv[4]);
 
-    if (!replconn_open(NULL, &r, &err) || !replconn_start(r, argv[2], 0, argv[3], 2, true, &err))
+    if (!replconn_open(NULL, &R, &err) || !replconn_start(R, argv[2], 0, argv[3], 2, true, &err))
         return failed(&err);
     printf("streaming\n");
     fflush(stdout);
@@ -192,16 +198,16 @@ cmd_hold(char **argv)
         char *buf;
         int len;
 
-        if (!replconn_recv(r, 200, &buf, &len, &err))
+        if (!replconn_recv(R, 200, &buf, &len, &err))
             return failed(&err);
         if (len > 0 && buf[0] == 'k' && len >= 18 && buf[17] &&
-            !replconn_send_status(r, 0, 0, 0, false, &err))
+            !replconn_send_status(R, 0, 0, 0, false, &err))
             return failed(&err);
         replconn_freemem(buf);
     }
-    if (!replconn_stop(r, &err))
+    if (!replconn_stop(R, &err))
         return failed(&err);
-    replconn_close(r);
+    replconn_close(R);
     printf("stopped\n");
     return 0;
 }
@@ -213,69 +219,65 @@ main(int argc, char **argv)
     const char *cmd = argc > 1 ? argv[1] : "";
 
     setvbuf(stdout, NULL, _IOLBF, 0);
+    interrupt_install();
     if (strcmp(cmd, "copy") == 0 && argc == 7)
         return cmd_copy(argv);
     if (strcmp(cmd, "hold") == 0 && argc == 5)
         return cmd_hold(argv);
     if (strcmp(cmd, "start") == 0 && argc == 4)
     {
-        ReplConn *r = NULL;
-
-        if (!replconn_open(NULL, &r, &err) || !replconn_start(r, argv[2], 0, argv[3], 1, false, &err))
+    
+        if (!replconn_open(NULL, &R, &err) || !replconn_start(R, argv[2], 0, argv[3], 1, false, &err))
             return failed(&err);
         printf("streaming\n");
-        replconn_close(r);
+        replconn_close(R);
         return 0;
     }
     if (strcmp(cmd, "preflight") == 0 && argc >= 4)
     {
-        PgConn *c = NULL;
-        ReplTable t[8];
+                ReplTable t[8];
         size_t n = 0;
 
         for (int i = 3; i < argc && n < 8; i++)
             split_table(argv[i], &t[n++]);
-        if (!pg_connect(NULL, &c, &err) || !replconn_preflight(c, argv[2], t, n, &err))
+        if (!pg_connect(NULL, &C, &err) || !replconn_preflight(C, argv[2], t, n, &err))
             return failed(&err);
-        pg_close(c);
+        pg_close(C);
         printf("preflight ok\n");
         return 0;
     }
     if (strcmp(cmd, "open") == 0 && argc == 3)
     {
-        ReplConn *r = NULL;
-
-        if (!replconn_open(argv[2], &r, &err))
+    
+        if (!replconn_open(argv[2], &R, &err))
             return failed(&err);
         printf("opened\n");
-        replconn_close(r);
+        replconn_close(R);
         return 0;
     }
     if (strcmp(cmd, "info") == 0 && argc == 4)
     {
-        PgConn *c = NULL;
-        ReplTable t;
+                ReplTable t;
         ReplTableInfo info;
 
         memset(&t, 0, sizeof t);
         snprintf(t.schema, sizeof t.schema, "%s", argv[2]);
         snprintf(t.name, sizeof t.name, "%s", argv[3]);
-        if (!pg_connect(NULL, &c, &err) || !replconn_table_info(c, &t, &info, &err))
+        if (!pg_connect(NULL, &C, &err) || !replconn_table_info(C, &t, &info, &err))
             return failed(&err);
         printf("replident=%c\n", info.replident);
         for (size_t i = 0; i < info.ncols; i++)
             printf("%s %s key=%d pk=%d\n", info.cols[i], info.types[i], info.key[i], info.pk[i]);
         replconn_table_free(&info);
-        pg_close(c);
+        pg_close(C);
         return 0;
     }
     if (strcmp(cmd, "drop") == 0 && argc == 3)
     {
-        ReplConn *r = NULL;
-
-        if (!replconn_open(NULL, &r, &err) || !replconn_drop_slot(r, argv[2], &err))
+    
+        if (!replconn_open(NULL, &R, &err) || !replconn_drop_slot(R, argv[2], &err))
             return failed(&err);
-        replconn_close(r);
+        replconn_close(R);
         printf("dropped\n");
         return 0;
     }

@@ -122,3 +122,54 @@ assert_eq 0 "$(q "SELECT count(*) FROM orders_v7_source_ref")" "and its lookup"
 qs "INSERT INTO orders VALUES (1, now() - interval '3 days', 1, 'again')"
 run_expect 0 stream
 assert_eq "$(digest_src)" "$(digest_dst)" "a row inserted after the truncate lands (its key again)"
+
+# ---- --on-truncate ignore: counted, the target keeps its rows
+qs "TRUNCATE orders"
+run_expect 0 stream --on-truncate ignore
+assert_contains "$OUT" "truncates_ignored=1" "an ignored TRUNCATE is counted"
+assert_eq 1 "$(q "SELECT count(*) FROM orders_v7")" "and the target keeps its rows"
+q "DELETE FROM orders_v7; DELETE FROM orders_v7_source_ref"
+
+# ---- a second table in the publication is passed over
+qs "ALTER PUBLICATION pub ADD TABLE other; INSERT INTO other VALUES (1), (2)"
+qs "INSERT INTO orders VALUES (2, now() - interval '1 day', 5, 'two')"
+run_expect 0 stream
+assert_eq 1 "$(q "SELECT count(*) FROM orders_v7")" "only the streamed table's rows"
+
+# ---- ALTER TABLE ADD COLUMN mid-stream: mapped when the target has it, else ignored with a warning
+q "ALTER TABLE orders_v7 ADD COLUMN region text"
+qs "BEGIN;
+    INSERT INTO orders VALUES (3, now() - interval '1 day', 6, 'before');
+    ALTER TABLE orders ADD COLUMN region text, ADD COLUMN internal int;
+    INSERT INTO orders VALUES (4, now() - interval '1 day', 7, 'after', 'eu', 42);
+    COMMIT;
+    UPDATE orders SET region = 'us' WHERE id = 3;"
+run_expect 0 stream
+echo "$OUT"
+assert_eq "eu" "$(q "SELECT region FROM orders_v7 WHERE legacy_id = 4")" "a column added on the source with a target column is mapped"
+assert_eq "us" "$(q "SELECT region FROM orders_v7 WHERE legacy_id = 3")" "and updated"
+assert_contains "$OUT" "\"internal\"" "a column the target lacks is named in a warning"
+assert_eq "$(qs "SELECT count(*) FROM orders")" "$(q "SELECT count(*) FROM orders_v7")" "every row"
+
+# ---- a column dropped while the stream runs stops it, naming the column
+"$V7FILL" stream orders_v7 --source "dbname=$SRC" --from public.orders --publication pub \
+    --slot "$SLOT" --map id=legacy_id --group-ms 20 >dropped.log 2>&1 &
+streamer=$!
+qs "INSERT INTO orders VALUES (7, now(), 1, 'seen', 'eu', 1)"
+sleep 2
+qs "ALTER TABLE orders DROP COLUMN note; INSERT INTO orders VALUES (5, now(), 1, 'x', 1)"
+for _ in $(seq 1 100); do kill -0 $streamer 2>/dev/null || break; sleep 0.2; done
+if kill -0 $streamer 2>/dev/null; then kill $streamer; fail "the stream did not stop at the dropped column"; fi
+set +e; wait $streamer; rc=$?; set -e
+assert_eq 3 "$rc" "a dropped column stops the stream (exit 3)"
+assert_contains "$(cat dropped.log)" "\"note\"" "the error names the dropped column"
+assert_eq 1 "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 7")" "what came before it is applied"
+q "ALTER TABLE orders_v7 DROP COLUMN note"
+run_expect 0 stream
+assert_eq 1 "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 5")" "after the target follows, the stream goes on"
+
+# ---- a slot someone else advanced: the stream refuses to skip silently
+qs "INSERT INTO orders VALUES (6, now(), 1, 'eu', 1)"
+psql -X -q -At -d "$SRC" -c "SELECT pg_replication_slot_advance('$SLOT', pg_current_wal_lsn())" >/dev/null
+run_expect 3 stream
+assert_contains "$OUT" "past the position the target stored" "a slot ahead of the target is an error"

@@ -17,7 +17,7 @@ cc $cflags -o helper "$src" "$lib" $libs 2>cc.log \
 hx() { local want=$1; shift; run_expect "$want" ./helper "$@"; }
 slotq() { q "SELECT $2 FROM pg_replication_slots WHERE slot_name = '$1'"; }
 cleanup_slots() { q "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database() AND NOT active" >/dev/null; }
-trap 'cleanup_slots 2>/dev/null; rm -rf "$T_TMP"' EXIT
+trap 'cleanup_slots >/dev/null 2>&1 || true; rm -rf "$T_TMP"' EXIT
 
 q "CREATE TABLE public.orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, note text,
                                twice bigint GENERATED ALWAYS AS (id * 2) STORED);
@@ -77,6 +77,20 @@ assert_contains "$OUT" "row: 100 " "the copy sees the rows committed before"
 assert_not_contains "$OUT" "row: 102 " "and not those after"
 wait "$writer"
 
+# --- SIGINT while the slot creation waits: cancelled, exit 130, no slot left behind -------------
+psql -X -q -c "BEGIN; INSERT INTO other VALUES (2); SELECT pg_sleep(6); COMMIT" >/dev/null &
+writer=$!
+sleep 0.5
+./helper copy s_int public orders pub true >int.out 2>&1 &
+creator=$!
+sleep 1.5
+kill -INT "$creator"
+set +e; wait "$creator"; st=$?; set -e
+assert_eq 130 "$st" "exit status of an interrupted slot creation: $(cat int.out)"
+assert_contains "$(cat int.out)" 'interrupted by SIGINT (Ctrl-C) while creating replication slot "s_int"' "says so"
+assert_eq "" "$(slotq s_int 1)" "no slot left behind"
+wait "$writer"
+
 # --- a second consumer: active for PID --------------------------------------------------------
 ./helper hold s_copy pub 8 >hold.out 2>&1 &
 holder=$!
@@ -110,6 +124,12 @@ assert_contains "$OUT" "table public.nokey has no usable replica identity on the
 assert_contains "$OUT" "run: ALTER TABLE public.nokey REPLICA IDENTITY FULL;" "says what to run"
 q "CREATE PUBLICATION inserts_only FOR TABLE nokey WITH (publish = 'insert')" >/dev/null
 hx 0 preflight inserts_only public.nokey   # no updates or deletes published: no identity needed
+q "CREATE PUBLICATION some_rows FOR TABLE orders WHERE (id > 2);
+   CREATE PUBLICATION some_cols FOR TABLE orders (id, created_at)" >/dev/null
+hx 3 preflight some_rows public.orders
+assert_contains "$OUT" 'publication "some_rows" publishes only the rows of public.orders where (id > 2), so the stream would not match the initial copy; run: ALTER PUBLICATION some_rows DROP TABLE public.orders; ALTER PUBLICATION some_rows ADD TABLE public.orders;' "row filter"
+hx 3 preflight some_cols public.orders
+assert_contains "$OUT" 'publication "some_cols" leaves columns of public.orders out (note)' "column list"
 hx 3 preflight pub public.missing
 assert_contains "$OUT" "table public.missing does not exist on the source" "missing table"
 q "DROP ROLE IF EXISTS norepl; CREATE ROLE norepl LOGIN" >/dev/null
@@ -128,4 +148,42 @@ for ci in "host=$PGHOST port=1 user=postgres password=secret" \
     assert_not_contains "$OUT" "secret" "password in [$OUT]"
 done
 q "DROP ROLE norepl" >/dev/null
+
+# --- an invalidated slot: wal_status lost, and the SQL to drop it -------------------------------
+# max_slot_wal_keep_size is the cluster's: set for these few statements only.
+trap '{ q "ALTER SYSTEM RESET max_slot_wal_keep_size"; q "SELECT pg_reload_conf()"; cleanup_slots; } >/dev/null 2>&1 || true; rm -rf "$T_TMP"' EXIT
+q "SELECT pg_create_logical_replication_slot('s_lost', 'pgoutput')" >/dev/null
+q "ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+for i in 1 2 3 4; do
+    q "INSERT INTO other VALUES (100 + $i)" >/dev/null
+    q "SELECT pg_switch_wal()" >/dev/null
+done
+q "CHECKPOINT" >/dev/null
+q "ALTER SYSTEM RESET max_slot_wal_keep_size" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+assert_eq lost "$(slotq s_lost wal_status)" "test setup: the slot is invalidated"
+hx 3 start s_lost pub
+assert_contains "$OUT" 'replication slot "s_lost" is invalidated (wal_status lost)' "invalidated slot"
+assert_contains "$OUT" "run: SELECT pg_drop_replication_slot('s_lost');" "says how to drop it"
+# --- a source with wal_level replica and a pg_hba.conf without this database: its own cluster ---
+src2=$(PGTMP_PORT=$((PGPORT + 11)) "$V7FILL_ROOT/tests/pgtmp.sh" start)
+src2dir=$(eval "$src2"; echo "$PGTMP_DIR")
+trap '{ q "ALTER SYSTEM RESET max_slot_wal_keep_size"; q "SELECT pg_reload_conf()"; cleanup_slots; "$V7FILL_ROOT/tests/pgtmp.sh" stop "$src2dir"; } >/dev/null 2>&1 || true; rm -rf "$T_TMP"' EXIT
+(
+    eval "$src2"
+    owner=$(stat -c %U "$PGTMP_DIR/data")
+    psql -X -q -d postgres -c "CREATE DATABASE other_db" >/dev/null
+    echo "wal_level = replica" >>"$PGTMP_DIR/data/postgresql.conf"
+    echo "local postgres all trust" >"$PGTMP_DIR/data/pg_hba.conf"
+    runuser -u "$owner" -- "$PGBIN/pg_ctl" -D "$PGTMP_DIR/data" -l "$PGTMP_DIR/server.log" -w restart >/dev/null
+    PGDATABASE=postgres hx 3 open ""
+    assert_contains "$OUT" "wal_level is replica on the source; run: ALTER SYSTEM SET wal_level = logical; then restart it" "wal_level (connection)"
+    PGDATABASE=postgres hx 3 preflight pub public.orders
+    assert_contains "$OUT" "wal_level is replica on the source; run: ALTER SYSTEM SET wal_level = logical; then restart it" "wal_level (preflight)"
+    PGDATABASE=other_db hx 3 open ""
+    assert_contains "$OUT" "pg_hba.conf does not let role postgres in" "pg_hba"
+    assert_contains "$OUT" "matched by its database name" "says how a logical replication connection is matched"
+) || exit 1
+"$V7FILL_ROOT/tests/pgtmp.sh" stop "$src2dir"
 echo "t_stream_source: all checks passed"

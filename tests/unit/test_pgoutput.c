@@ -599,7 +599,7 @@ test_stream_block_and_its_xid_fields(void **state)
     PgoFrame f;
     P s = msg_stream_start(), e = msg_stream_stop(), c = msg_stream_commit(),
       a = msg_stream_abort(), si = msg_stream_insert(), sr = msg_stream_relation(),
-      b = msg_begin(), i = msg_insert(), k = keepalive(0);
+      b = msg_begin(), i = msg_insert(), k = keepalive(0), o = msg_origin();
     (void) state;
 
     decode_ok(d, &s, &f);
@@ -608,6 +608,11 @@ test_stream_block_and_its_xid_fields(void **state)
     assert_true(f.msg.first_segment);
     assert_true(pgo_decoder_in_stream(d));
 
+    /* the first block of a transaction with a replication origin: Origin, no xid */
+    decode_ok(d, &o, &f);
+    assert_int_equal(f.msg.type, 'O');
+    assert_false(f.msg.has_xid);
+    assert_string_equal(f.msg.origin_name, "upstream_a");
     decode_ok(d, &sr, &f);
     assert_true(f.msg.has_xid);
     assert_int_equal(f.msg.xid, 901);
@@ -756,6 +761,7 @@ static const Sample samples[] = {
     {"stream abort", msg_stream_abort, false},
     {"stream insert", msg_stream_insert, true},
     {"stream relation", msg_stream_relation, true},
+    {"origin in a stream block", msg_origin, true},
 };
 
 static P

@@ -1802,6 +1802,102 @@ test_raw_bytes_and_positions_tile_the_input(void **state)
     free(path);
 }
 
+/* ------------------------------------------------------- reader (COPY OUT) */
+
+typedef struct MemReader
+{
+    const char *data;
+    size_t len;
+    size_t off;
+    size_t step;   /* at most this many bytes per call */
+    size_t fail_at; /* fail once off reaches this (0: never) */
+} MemReader;
+
+static bool
+mem_read(void *ctx, void *dst, size_t cap, size_t *got, Err *err)
+{
+    MemReader *m = ctx;
+    size_t n = m->len - m->off;
+
+    if (m->fail_at && m->off >= m->fail_at)
+        return err_set(err, EC_PG_CONNECT, "initial copy failed: server closed the connection");
+    if (n > m->step)
+        n = m->step;
+    if (n > cap)
+        n = cap;
+    memcpy(dst, m->data + m->off, n);
+    m->off += n;
+    *got = n;
+    return true;
+}
+
+/* COPY ... (FORMAT csv, HEADER true) output handed over a byte at a time:
+ * the same records as from a file, NULL apart from "", named as given. */
+static void
+test_reader_reads_copy_csv_in_any_pieces(void **state)
+{
+    static const char copy[] = "id,note,\"odd \"\"name\"\"\"\n"
+                               "1,\"a,b\",x\n"
+                               "2,,\"\"\n"
+                               "3,\"two\nlines\",\"\"\"q\"\"\"\n";
+    (void) state;
+    for (size_t step = 1; step <= sizeof copy; step += 7)
+    {
+        MemReader m = {copy, sizeof copy - 1, 0, step, 0};
+        Source *src = NULL;
+        Err err = {0};
+        Record rec;
+        bool eof = false;
+        size_t ncols;
+        const char *const *cols;
+
+        assert_true(source_csv_open_reader("public.orders (snapshot)", mem_read, &m, NULL, &src,
+                                           &err));
+        assert_string_equal(src->ops->name(src), "public.orders (snapshot)");
+        cols = src->ops->columns(src, &ncols);
+        assert_int_equal(ncols, 3);
+        assert_string_equal(cols[2], "odd \"name\"");
+        assert_true(source_next(src, &rec, &eof, &err));
+        assert_false(eof);
+        assert_null(rec.error);
+        assert_int_equal(rec.fields[1].len, 3);
+        assert_memory_equal(rec.fields[1].data, "a,b", 3);
+        assert_true(source_next(src, &rec, &eof, &err));
+        assert_true(rec.fields[1].is_null);
+        assert_false(rec.fields[2].is_null);
+        assert_int_equal(rec.fields[2].len, 0);
+        assert_true(source_next(src, &rec, &eof, &err));
+        assert_memory_equal(rec.fields[1].data, "two\nlines", 9);
+        assert_memory_equal(rec.fields[2].data, "\"q\"", 3);
+        assert_int_equal(rec.line, 4);
+        assert_true(source_next(src, &rec, &eof, &err));
+        assert_true(eof);
+        source_close(src);
+    }
+}
+
+/* A read failure midway is the source's error, with the reader's message. */
+static void
+test_reader_failure_is_the_sources_error(void **state)
+{
+    static const char copy[] = "id\n1\n2\n3\n";
+    MemReader m = {copy, sizeof copy - 1, 0, 2, 5};
+    Source *src = NULL;
+    Err err = {0};
+    Record rec;
+    bool eof = false;
+    bool ok = true;
+
+    (void) state;
+    assert_true(source_csv_open_reader("t (snapshot)", mem_read, &m, NULL, &src, &err));
+    while (ok && !eof)
+        ok = source_next(src, &rec, &eof, &err);
+    assert_false(ok);
+    assert_int_equal(err.code, EC_PG_CONNECT);
+    assert_non_null(strstr(err.msg, "server closed the connection"));
+    source_close(src);
+}
+
 int
 main(void)
 {
@@ -1858,6 +1954,8 @@ main(void)
         cmocka_unit_test(test_progress_counts_bytes_read_against_the_file_size),
         cmocka_unit_test(test_missing_file_is_an_io_error_naming_it),
         cmocka_unit_test(test_raw_bytes_and_positions_tile_the_input),
+        cmocka_unit_test(test_reader_reads_copy_csv_in_any_pieces),
+        cmocka_unit_test(test_reader_failure_is_the_sources_error),
     };
     return cmocka_run_group_tests_name("source_csv", tests, setup_dir, remove_dir);
 }
