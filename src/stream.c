@@ -633,9 +633,10 @@ slot_checks_basic(Streamer *s, const ReplSlotInfo *slot, Err *err)
                 s->o->slot);
         err_hint(err, "Drop it on the source (SELECT pg_drop_replication_slot('%s');) and the "
                       "stream's row in the target (DELETE FROM v7fill.stream WHERE slot = "
-                      "'%s';), then run the stream again: it copies the table anew and "
-                      "deduplicates through the lookup.",
-                 s->o->slot, s->o->slot);
+                      "'%s';), or both with v7fill stream %s --drop --slot %s, then run the "
+                      "stream again: it copies the table anew and deduplicates through the "
+                      "lookup.",
+                 s->o->slot, s->o->slot, s->o->common.table, s->o->slot);
         return false;
     }
     if (strcmp(slot->plugin, "pgoutput") != 0)
