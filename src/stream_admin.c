@@ -75,7 +75,18 @@ status_target(PgConn *target, const char *slot, StreamStatus *out, char **stored
     const char *params[1] = {slot};
 
     *stored = NULL;
-    if (!stream_state_setup(target, err) || !stream_state_get(target, slot, &out->state, err))
+    /* Only reads: no v7fill.stream yet means no stream, not a table to create. */
+    if (!pg_query(target, "SELECT to_regclass('v7fill.stream') IS NOT NULL AND "
+                          "to_regclass('v7fill.stream_quarantine') IS NOT NULL",
+                  0, NULL, &res, err))
+        return false;
+    if (PQgetvalue(res, 0, 0)[0] != 't')
+    {
+        PQclear(res);
+        return true;
+    }
+    PQclear(res);
+    if (!stream_state_get(target, slot, &out->state, err))
         return false;
     if (!pg_query(target,
                   "SELECT (SELECT to_char(updated_at, 'YYYY-MM-DD HH24:MI:SS.MSOF') FROM "

@@ -47,6 +47,9 @@ kill "$holder"; wait "$holder" 2>/dev/null || true
 assert_contains "$OUT" "127.0.0.1:$PORT" "the error names the address in use"
 assert_eq 0 "$(slot_count)" "no slot created by a refused start"
 assert_eq 0 "$(q "SELECT count(*) FROM pg_tables WHERE schemaname = 'v7fill' AND tablename = 'stream'")" "no state written either"
+run_expect 3 "$V7FILL" stream orders_v7 --status --slot "$SLOT" --source "dbname=$SRC"
+assert_contains "$OUT" "no stream with slot \"$SLOT\"" "--status of a stream that does not exist"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_tables WHERE schemaname = 'v7fill' AND tablename = 'stream'")" "--status only reads"
 
 # ---- a running stream, scraped
 PORT=$(free_port)
@@ -105,6 +108,19 @@ assert d["quarantined"] == 0 and d["inserted"] == 601, d
 assert d["stored_position"] and d["confirmed_lsn"] and d["restart_lsn"], d
 assert d["retained_wal_bytes"] > 0, d
 ' || fail "--status --json: $OUT"
+
+# ---- the source's walsender killed: not ready while reconnecting, then ready again
+readyz() { curl -s "http://127.0.0.1:$PORT/readyz" -o readyz.txt -w '%{http_code}'; }
+qs "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '$SLOT'" >/dev/null
+code=
+for _ in $(seq 1 50); do code=$(readyz); [ "$code" = 503 ] && break; sleep 0.1; done
+assert_eq 503 "$code" "not ready while the source is lost"
+assert_contains "$(cat readyz.txt)" "not ready: reconnecting" "/readyz says why"
+for _ in $(seq 1 100); do code=$(readyz); [ "$code" = 200 ] && break; sleep 0.2; done
+assert_eq 200 "$code" "ready again after the reconnect"
+scrape
+assert_eq 1 "$(metric 'v7fill_stream_reconnects_total{side="source"}')" "the reconnect counted on the source side"
+assert_eq 0 "$(metric 'v7fill_stream_reconnects_total{side="target"}')" "none on the target side"
 
 # ---- stopped (SIGTERM: exit 0), then --status still answers
 kill -TERM "$pid"
