@@ -313,6 +313,8 @@ hook_check_commit(void *ctx, PgConn *c, const SourcePosition *pos, CommitCheck *
     return true;
 }
 
+static void watch_slot(Streamer *s, PgConn **conn);
+
 /* The metrics after a commit: what this process applied. */
 static void
 observe_commit(Streamer *s)
@@ -322,7 +324,13 @@ observe_commit(Streamer *s)
     counts_sub(&run, &s->state.counts, &s->run_base);
     stream_observer_commit(s->ob, &run, s->streaming ? s->state.end_lsn : 0);
     if (!s->streaming)
+    {
         stream_observer_copy(s->ob, true, run.read);
+        /* The slot holds WAL during a long copy too: checked from here then
+         * (the writer's thread; the reader's tick takes over once streaming). */
+        if (time(NULL) - s->slot_at >= 60)
+            watch_slot(s, &s->mon);
+    }
 }
 
 static void
