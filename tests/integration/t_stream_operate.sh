@@ -32,7 +32,7 @@ qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL,
 q "CREATE TABLE orders_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
                            created_at timestamptz NOT NULL, amount int) PARTITION BY RANGE (id)"
 args=(orders_v7 --source "dbname=$SRC password=s3cret-pw" --from public.orders --publication pub
-      --slot "$SLOT" --map id=legacy_id)
+      --slot "$SLOT" --map id=legacy_id --retention 400d)
 slot_count() { q "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$SLOT'"; }
 
 # ---- a bad address or a port in use: refused before the slot exists
@@ -109,6 +109,23 @@ assert d["stored_position"] and d["confirmed_lsn"] and d["restart_lsn"], d
 assert d["retained_wal_bytes"] > 0, d
 ' || fail "--status --json: $OUT"
 
+# ---- a row past the retention (quarantined, late) and one near its cutoff (inserted)
+qs "INSERT INTO orders VALUES (3001, now() - interval '500 days', 1), (3002, now() - interval '385 days', 1)"
+for _ in $(seq 1 100); do
+    [ "$(q "SELECT count(*) FROM v7fill.stream_quarantine WHERE slot = '$SLOT'")" = 1 ] && break
+    sleep 0.2
+done
+sleep 1.5
+scrape
+./expo_check <scrape.txt 2>check.err || fail "the scrape breaks the format: $(cat check.err)"
+assert_eq 1 "$(metric "v7fill_stream_late_rows_total{$T}")" "the row past the retention is late"
+assert_eq 1 "$(metric "v7fill_stream_quarantined_rows_total{$T,reason=\"late\"}")" "... and quarantined as late"
+assert_eq 0 "$(metric "v7fill_stream_quarantined_rows_total{$T,reason=\"rejected\"}")" "none rejected"
+assert_eq 1 "$(metric "v7fill_stream_near_cutoff_rows_total{$T}")" "the row near its window's cutoff"
+assert_eq 602 "$(metric "v7fill_stream_rows_applied_total{$T,op=\"insert\"}")" "the near-cutoff row is inserted"
+run_expect 0 "$V7FILL" stream orders_v7 --status --json --slot "$SLOT"
+assert_contains "$OUT" '"quarantined": 1' "--status counts the quarantined row"
+
 # ---- the source's walsender killed: not ready while reconnecting, then ready again
 readyz() { curl -s "http://127.0.0.1:$PORT/readyz" -o readyz.txt -w '%{http_code}'; }
 qs "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '$SLOT'" >/dev/null
@@ -146,7 +163,7 @@ assert_contains "$OUT" "terminate its walsender" "it says it stops the walsender
 assert_contains "$OUT" "Kept: the rows of orders_v7" "it says what stays"
 assert_eq 0 "$(slot_count)" "the slot is gone"
 assert_eq 0 "$(q "SELECT count(*) FROM v7fill.stream WHERE slot = '$SLOT'")" "the stream's row is gone"
-assert_eq 601 "$(q "SELECT count(*) + 10 FROM orders_v7")" "the target's rows stay"
+assert_eq 602 "$(q "SELECT count(*) + 10 FROM orders_v7")" "the target's rows stay"
 set +e; wait "$pid"; rc=$?; set -e
 pid=
 [ "$rc" != 0 ] || fail "the stream whose slot was dropped stops with an error"
