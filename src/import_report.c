@@ -121,6 +121,19 @@ import_report_print(FILE *out, const ImportStats *st, bool plan)
             st->read, st->inserted, st->duplicates, st->rejected);
     if (st->expired)
         fprintf(out, " expired=%" PRIu64, st->expired);
+    if (st->updated + st->deleted + st->missing + st->truncates > 0)
+    {
+        /* Row operations (a stream): their terms join the balance. */
+        fprintf(out,
+                " updated=%" PRIu64 " deleted=%" PRIu64 " missing=%" PRIu64
+                " (deletes %" PRIu64 ") time_changed=%" PRIu64 " truncates=%" PRIu64 " (%s)\n",
+                st->updated, st->deleted, st->missing, st->missing_deletes, st->time_changed,
+                st->truncates,
+                import_stats_balanced(st) ? "balanced: read = inserted + duplicates + rejected + "
+                                            "expired + updated + deleted + missing deletes"
+                                          : "DOES NOT BALANCE");
+        return;
+    }
     fprintf(out, " (%s)\n",
             import_stats_balanced(st)
                 ? (st->expired ? "balanced: read = inserted + duplicates + rejected + expired"

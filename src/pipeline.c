@@ -507,8 +507,9 @@ out:
 /* A record longer than this has its default reference hashed in pieces
  * when only a prefix of the text is kept (pipeline_add_record). */
 #define REF_STREAM_MIN ((size_t) 1 << 20)
-/* The prefix kept: what the tracker's examples show, and a UTF-8 sequence. */
-#define REF_PREFIX_MAX (TRACKER_REF_MAX + 4)
+/* The prefix kept: what the tracker's examples show, a UTF-8 sequence, and
+ * one byte more: a reference kept at this length was cut (pipeline_track). */
+#define REF_PREFIX_MAX (TRACKER_REF_MAX + 5)
 
 typedef struct RefStream
 {
@@ -533,6 +534,7 @@ reject_category(const char *reason)
     /* Prefixes the pipeline writes first, then what the sources say. */
     static const char *const prefixes[] = {
         "unparsable time", "missing event time", "clock ahead", "time out of range",
+        "update of a row the target does not have",
     };
     static const char *const known[] = {
         "not a UUIDv7", "invalid UUID", "nil UUID", "invalid UTF-8", "NUL byte", "quote character",
@@ -1264,6 +1266,46 @@ stats_add_ops(ImportStats *st, const BatchCounts *t)
     st->truncates += t->truncates;
 }
 
+/* Names a batch's row that is among the largest delays after the batch was
+ * counted (tracker_name_pending): its origin through the owner's hook, its
+ * id, its reference as a person reads it (a default reference as the
+ * record's values in CSV).  The other rows cost a comparison each, and rows
+ * pushed out within the batch are never named.  On the writer thread (the
+ * reader, for a plan), as the origin hook allows. */
+typedef struct RowNamer
+{
+    Pipeline *pl;
+    const Batch *b;
+    char origin[TRACKER_ORIGIN_MAX + 1];
+    char id[UUID_TEXT_SIZE];
+    char values[2 * REF_PREFIX_MAX + 8];
+} RowNamer;
+
+static void
+pipeline_name_row(void *ctx, uint64_t tag, TrackerRowName *out)
+{
+    RowNamer *rn = ctx;
+    const BatchRow *r = &rn->b->rows[tag];
+    const char *ref = rn->b->aux.data + r->ref_off;
+
+    rn->pl->hooks.origin(rn->pl->hooks.ctx, r->src_line, rn->origin, sizeof rn->origin);
+    uuid_format(&r->id, rn->id);
+    out->origin = rn->origin;
+    out->id = rn->id;
+    out->ref = ref;
+    out->ref_len = r->ref_len;
+    if (!rn->pl->tmpl)
+    {
+        size_t n = r->ref_len < REF_PREFIX_MAX ? r->ref_len : REF_PREFIX_MAX - 1;
+
+        out->ref_cut = !srcref_default_csv(ref, n, rn->values, sizeof rn->values) ||
+                       n < r->ref_len;
+        out->ref = rn->values;
+        out->ref_len = strlen(rn->values);
+        out->ref_values = true;
+    }
+}
+
 static void
 pipeline_count_committed(Pipeline *pl, const Batch *b)
 {
@@ -1271,6 +1313,7 @@ pipeline_count_committed(Pipeline *pl, const Batch *b)
     int64_t now = pl->o->now_us ? pl->o->now_us : wall_now_us();
     WindowCount *w = NULL; /* the window of the row before (rows come in runs) */
     BatchCounts ops;
+    RowNamer rn = {.pl = pl, .b = b}; /* names the batch's rows among the largest delays */
 
     for (size_t i = 0; i < b->nrows; i++)
     {
@@ -1282,9 +1325,8 @@ pipeline_count_committed(Pipeline *pl, const Batch *b)
         st->keys_ordered += r->key_ordered;
         if (r->outcome == ROW_INSERTED || r->outcome == ROW_EXPIRED)
         {
-            tracker_add(pl->tracker, r->time_us, now, (DelayClass) r->delay_class,
-                        r->window_lower_us, r->window_upper_us, b->aux.data + r->ref_off,
-                        r->ref_len);
+            tracker_add_pending(pl->tracker, r->time_us, now, (DelayClass) r->delay_class,
+                                r->window_lower_us, r->window_upper_us, i);
             if (pl->hooks.row_delay)
                 pl->hooks.row_delay(pl->hooks.ctx, now - r->time_us, r->delay_class);
         }
@@ -1339,6 +1381,7 @@ pipeline_count_committed(Pipeline *pl, const Batch *b)
         batch_totals(b, &ops);
         stats_add_ops(st, &ops);
     }
+    tracker_name_pending(pl->tracker, pipeline_name_row, &rn);
 }
 
 static bool

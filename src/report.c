@@ -791,9 +791,18 @@ print_largest(FILE *out, const Report *r)
 
     char note[256];
     char at_insert[160];
+    int owidth = 0;
 
     if (n == 0)
         return;
+    for (size_t i = 0; i < n; i++)
+    {
+        int w = text_width(report_largest_origin(&l[i]));
+
+        owidth = w > owidth ? w : owidth;
+    }
+    if (owidth > REPORT_ORIGIN_COLUMNS)
+        owidth = REPORT_ORIGIN_COLUMNS;
     report_fmt_class_note(r, note, sizeof note, at_insert, sizeof at_insert);
     fprintf(out, "\nLargest delays (class %s)\n", note);
     for (size_t i = 0; i < n; i++)
@@ -816,9 +825,19 @@ print_largest(FILE *out, const Report *r)
         }
         else
             (void) snprintf(cls, sizeof cls, "%s", delay_class_name(l[i].cls));
-        fprintf(out, "  %-14s id time %s  inserted %s  %-11s %s%s\n", d, id, ins, cls, l[i].ref,
-                l[i].ref_truncated ? "…" : "");
+        /* Where it came from and its reference, then its id and times. */
+        fprintf(out, "  %-14s ", d);
+        text_pad(out, report_largest_origin(&l[i]), owidth, REPORT_ORIGIN_COLUMNS);
+        fprintf(out, "  %-11s %s%s\n", cls, l[i].ref, l[i].ref_truncated ? "…" : "");
+        fprintf(out, "  %-14s %s%s%sid time %s  inserted %s\n", "", l[i].id[0] ? "id " : "",
+                l[i].id, l[i].id[0] ? "  " : "", id, ins);
     }
+}
+
+const char *
+report_largest_origin(const TrackerLargest *l)
+{
+    return l->origin[0] ? l->origin : "(origin not recorded)";
 }
 
 void

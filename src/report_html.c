@@ -701,8 +701,9 @@ largest_table(FILE *f, const Report *r)
         esc(f, note);
         fputs(".</p>\n", f);
     }
-    fputs("<table id=\"largest\"><tr><th class=\"num\">delay</th><th>id time</th>"
-          "<th>inserted</th><th>class</th><th>source reference</th></tr>\n",
+    fputs("<table id=\"largest\"><tr><th class=\"num\">delay</th><th>origin</th>"
+          "<th>class</th><th>source reference</th><th>id</th><th>id time</th>"
+          "<th>inserted</th></tr>\n",
           f);
     for (size_t i = 0; i < n; i++)
     {
@@ -713,10 +714,10 @@ largest_table(FILE *f, const Report *r)
         duration_format(l[i].delay_us, d, sizeof d);
         civil_format_rfc3339(l[i].id_us, false, id, sizeof id);
         civil_format_rfc3339(l[i].insert_us, false, ins, sizeof ins);
-        fprintf(f,
-                "<tr><td class=\"num\" data-us=\"%" PRId64 "\">%s</td><td>%s</td><td>%s</td>"
-                "<td>%s",
-                l[i].delay_us, d, id, ins, delay_class_name(l[i].cls));
+        fprintf(f, "<tr><td class=\"num\" data-us=\"%" PRId64 "\">%s</td><td class=\"%s\">",
+                l[i].delay_us, d, l[i].origin[0] ? "ref" : "muted");
+        esc(f, report_largest_origin(&l[i]));
+        fprintf(f, "</td><td>%s", delay_class_name(l[i].cls));
         if (l[i].cls_at_insert)
         {
             char ret[48];
@@ -728,7 +729,9 @@ largest_table(FILE *f, const Report *r)
         esc(f, l[i].ref);
         if (l[i].ref_truncated)
             fputs("…", f);
-        fputs("</td></tr>\n", f);
+        fputs("</td><td class=\"ref\">", f);
+        esc(f, l[i].id);
+        fprintf(f, "</td><td>%s</td><td>%s</td></tr>\n", id, ins);
     }
     fputs("</table>\n", f);
 }

@@ -38,10 +38,10 @@ struct Sink
     Err refused;      /* the error the last row refused alone had */
     int refused_run;  /* rows in a row refused alone with it (non-value errors) */
     /* Row operations (sink_apply_change) */
-    char *ref_find_sql;   /* a reference's id */
+    char *ref_find_sql;   /* a reference's id, as a scalar subquery of $1 */
     char *ref_drop_sql;   /* delete a reference, returning its id */
     char *ref_move_sql;   /* a reference's lookup row to another reference */
-    char *row_delete_sql; /* a target row by its id */
+    char *row_delete_sql; /* a reference's lookup row and target row */
     char *truncate_sql;   /* the target and its lookup */
     Buf update_sql;       /* the UPDATE of the row at hand */
     Buf values;           /* its decoded values, NUL-terminated one after the other */
@@ -154,8 +154,8 @@ sink_new(PgConn *c, const SinkConfig *cfg)
     {
         const char *kt = cfg->lookup_shape == LOOKUP_REF_HASH_BYTEA ? "bytea" : "uuid";
 
-        s->ref_find_sql = xasprintf("SELECT id FROM %s WHERE %s = $1::%s", cfg->lookup_q, key_col,
-                                    kt);
+        s->ref_find_sql = xasprintf("(SELECT id FROM %s WHERE %s = $1::%s)", cfg->lookup_q,
+                                    key_col, kt);
         s->ref_drop_sql = xasprintf("DELETE FROM %s WHERE %s = $1::%s RETURNING id",
                                     cfg->lookup_q, key_col, kt);
         s->ref_move_sql =
@@ -164,8 +164,11 @@ sink_new(PgConn *c, const SinkConfig *cfg)
                             cfg->lookup_q, key_col, kt, key_col, kt)
                 : xasprintf("UPDATE %s SET %s = $2::%s WHERE %s = $1::%s", cfg->lookup_q,
                             key_col, kt, key_col, kt);
-        s->row_delete_sql = xasprintf("DELETE FROM %s WHERE %s = $1::uuid", cfg->target_q,
-                                      cfg->key_q);
+        /* One statement: the lookup row, then the target row by the id it had
+         * (a scalar subquery: an initplan, so partitions are pruned at run time). */
+        s->row_delete_sql = xasprintf("WITH l AS (DELETE FROM %s WHERE %s = $1::%s RETURNING id) "
+                                      "DELETE FROM %s WHERE %s = (SELECT id FROM l)",
+                                      cfg->lookup_q, key_col, kt, cfg->target_q, cfg->key_q);
         s->truncate_sql = xasprintf("TRUNCATE %s, %s", cfg->target_q, cfg->lookup_q);
     }
     buf_init(&s->copy);
@@ -822,17 +825,15 @@ sink_query_bin(Sink *s, const char *sql, int n, const char *const *values, const
     return pg_query_ex(s->conn, sql, n, NULL, values, lengths, binary, 1, res, err);
 }
 
-/* The id of a lookup row (*found); drop: the lookup row is deleted too. */
+/* Delete a lookup row; *found: it was there, with the id *id. */
 static bool
-sink_ref_id(Sink *s, const uint8_t key[REF_HASH_LEN], bool drop, bool *found, Uuid *id,
-            Err *err)
+sink_ref_drop(Sink *s, const uint8_t key[REF_HASH_LEN], bool *found, Uuid *id, Err *err)
 {
     const char *values[1] = {(const char *) key};
     const int lengths[1] = {REF_HASH_LEN};
     PGresult *res;
 
-    if (!sink_query_bin(s, drop ? s->ref_drop_sql : s->ref_find_sql, 1, values, lengths, &res,
-                        err))
+    if (!sink_query_bin(s, s->ref_drop_sql, 1, values, lengths, &res, err))
         return false;
     *found = PQntuples(res) > 0 && PQgetlength(res, 0, 0) == (int) sizeof id->b;
     if (*found)
@@ -841,33 +842,18 @@ sink_ref_id(Sink *s, const uint8_t key[REF_HASH_LEN], bool drop, bool *found, Uu
     return true;
 }
 
-/* Rows a statement by id touched (PQcmdTuples). */
-static bool
-sink_by_id(Sink *s, const char *sql, const Uuid *id, uint64_t *touched, Err *err)
-{
-    const char *values[1] = {(const char *) id->b};
-    const int lengths[1] = {(int) sizeof id->b};
-    PGresult *res;
-
-    if (!sink_query_bin(s, sql, 1, values, lengths, &res, err))
-        return false;
-    *touched = strtoull(PQcmdTuples(res), NULL, 10);
-    PQclear(res);
-    return true;
-}
-
+/* The lookup row and the target row of a reference, in one statement. */
 static bool
 sink_delete_row(Sink *s, BatchRow *r, Err *err)
 {
-    bool found;
-    Uuid id;
-    uint64_t touched = 0;
+    const char *values[1] = {(const char *) r->hash};
+    const int lengths[1] = {REF_HASH_LEN};
+    PGresult *res;
 
-    if (!sink_ref_id(s, r->hash, true, &found, &id, err))
+    if (!sink_query_bin(s, s->row_delete_sql, 1, values, lengths, &res, err))
         return false;
-    if (found && !sink_by_id(s, s->row_delete_sql, &id, &touched, err))
-        return false;
-    r->outcome = touched > 0 ? ROW_DELETED : ROW_MISSING;
+    r->outcome = strtoull(PQcmdTuples(res), NULL, 10) > 0 ? ROW_DELETED : ROW_MISSING;
+    PQclear(res);
     return true;
 }
 
@@ -879,14 +865,14 @@ field_sent(const Batch *b, const BatchRow *r, size_t i)
 }
 
 /*
- * sink_set_row: UPDATE target SET (the fields sent, the id never) by the id;
- * *touched: whether the row was there.  One statement per row, its values
- * decoded from the row's COPY line as text parameters (the server casts them
- * as COPY would).
+ * sink_set_row: UPDATE target SET (the fields sent, the id never) WHERE the id
+ * is the one the lookup has for key; *touched: the row was there, its id in
+ * *id.  One statement per row, its values decoded from the row's COPY line as
+ * text parameters (the server casts them as COPY would).
  */
 static bool
-sink_set_row(Sink *s, const Batch *b, const BatchRow *r, const Uuid *id, uint64_t *touched,
-             Err *err)
+sink_set_row(Sink *s, const Batch *b, const BatchRow *r, const uint8_t key[REF_HASH_LEN],
+             Uuid *id, bool *touched, Err *err)
 {
     const char *line = b->data.data + r->copy_off;
     size_t len = r->copy_len;
@@ -923,20 +909,23 @@ sink_set_row(Sink *s, const Batch *b, const BatchRow *r, const Uuid *id, uint64_
     {
         /* Nothing sent but the key: the row stays as it is, if it is there. */
         buf_reset(&s->update_sql);
-        buf_printf(&s->update_sql, "SELECT FROM %s", s->cfg.target_q);
+        buf_printf(&s->update_sql, "SELECT %s FROM %s", s->cfg.key_q, s->cfg.target_q);
     }
-    buf_printf(&s->update_sql, " WHERE %s = $1::uuid", s->cfg.key_q);
-    values[0] = (const char *) id->b;
-    lengths[0] = (int) sizeof id->b;
+    buf_printf(&s->update_sql, " WHERE %s = %s%s%s", s->cfg.key_q, s->ref_find_sql,
+               nset > 0 ? " RETURNING " : "", nset > 0 ? s->cfg.key_q : "");
+    values[0] = (const char *) key;
+    lengths[0] = REF_HASH_LEN;
     formats[0] = 1;
     for (size_t k = 0; k < nset; k++)
         values[k + 1] = starts[k] == SIZE_MAX ? NULL : s->values.data + starts[k];
-    *touched = 0;
+    *touched = false;
     ok = pg_query_ex(s->conn, s->update_sql.data, (int) nset + 1, NULL, values, lengths, formats,
-                     0, &res, err);
+                     1, &res, err);
     if (ok)
     {
-        *touched = nset == 0 ? (uint64_t) PQntuples(res) : strtoull(PQcmdTuples(res), NULL, 10);
+        *touched = PQntuples(res) > 0 && PQgetlength(res, 0, 0) == (int) sizeof id->b;
+        if (*touched)
+            memcpy(id->b, PQgetvalue(res, 0, 0), sizeof id->b);
         PQclear(res);
     }
     free(starts);
@@ -961,14 +950,12 @@ sink_update_row(Sink *s, Batch *b, BatchRow *r, Err *err)
     const uint8_t *key = r->has_old ? r->old_hash : r->hash;
     bool found;
     Uuid id;
-    uint64_t touched = 0;
+    bool touched;
     size_t ndup;
 
-    if (!sink_ref_id(s, key, false, &found, &id, err))
+    if (!sink_set_row(s, b, r, key, &id, &touched, err))
         return false;
-    if (found && !sink_set_row(s, b, r, &id, &touched, err))
-        return false;
-    if (touched > 0)
+    if (touched)
     {
         r->outcome = ROW_UPDATED;
         r->time_changed = r->time_sent && civil_floor_div(r->time_us, US_PER_MS) !=
@@ -988,7 +975,7 @@ sink_update_row(Sink *s, Batch *b, BatchRow *r, Err *err)
         return true;
     }
     r->missing = true;
-    if (found && !sink_ref_id(s, key, true, &found, &id, err)) /* the lookup's row was stale */
+    if (!sink_ref_drop(s, key, &found, &id, err)) /* a lookup row without its row: stale */
         return false;
     if (!r->complete)
     {
@@ -997,6 +984,41 @@ sink_update_row(Sink *s, Batch *b, BatchRow *r, Err *err)
     }
     s->scratch[0] = r;
     return sink_insert_rounds(s, b, 1, &ndup, err);
+}
+
+/* One row operation other than an insert. */
+static bool
+sink_apply_one(Sink *s, Batch *b, BatchRow *r, Err *err)
+{
+    if (r->outcome != ROW_PENDING)
+        return true;
+    if (r->op == REC_TRUNCATE)
+    {
+        if (!sink_exec(s, s->truncate_sql, err))
+            return false;
+        r->outcome = ROW_APPLIED;
+        return true;
+    }
+    return r->op == REC_DELETE ? sink_delete_row(s, r, err) : sink_update_row(s, b, r, err);
+}
+
+/* Undo what the server decided for rows [from, to) (rolled back). */
+static void
+sink_reset_range(Batch *b, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++)
+    {
+        BatchRow *r = &b->rows[i];
+
+        if (r->client_decided)
+            continue;
+        r->outcome = ROW_PENDING;
+        r->reason_off = UINT32_MAX;
+        r->sqlstate[0] = '\0';
+        r->missing = false;
+        r->time_changed = false;
+        r->in_lookup = false;
+    }
 }
 
 /*
@@ -1012,16 +1034,9 @@ sink_apply_change(Sink *s, Batch *b, BatchRow *r, Err *err)
 
     if (r->outcome != ROW_PENDING)
         return true;
-    if (r->op == REC_TRUNCATE)
-    {
-        ok = sink_exec(s, s->truncate_sql, err);
-        if (ok)
-            r->outcome = ROW_APPLIED;
-        return ok;
-    }
     if (!sink_exec(s, "SAVEPOINT v7fill_change", err))
         return false;
-    ok = r->op == REC_DELETE ? sink_delete_row(s, r, &row_err) : sink_update_row(s, b, r, &row_err);
+    ok = sink_apply_one(s, b, r, &row_err);
     if (ok)
     {
         if (r->outcome != ROW_REJECTED)
@@ -1035,10 +1050,43 @@ sink_apply_change(Sink *s, Batch *b, BatchRow *r, Err *err)
     }
     if (!sink_rollback_to(s, "v7fill_change", err))
         return false;
-    r->outcome = ROW_PENDING;
-    r->missing = false;
-    r->time_changed = false;
+    sink_reset_range(b, (size_t) (r - b->rows), (size_t) (r - b->rows) + 1);
     return sink_refuse(s, b, r, &row_err, err);
+}
+
+/*
+ * sink_apply_changes: the operations of rows [from, to) (no inserts among
+ * them) in order, under one savepoint; when one fails in a way that may be a
+ * row's, they are rolled back and applied again one by one, each under its
+ * own savepoint (sink_apply_change), so that it costs that row only.
+ */
+static bool
+sink_apply_changes(Sink *s, Batch *b, size_t from, size_t to, Err *err)
+{
+    Err row_err = {0};
+    bool ok;
+
+    if (to - from == 1)
+        return sink_apply_change(s, b, &b->rows[from], err);
+    if (!sink_exec(s, "SAVEPOINT v7fill_changes", err))
+        return false;
+    ok = true;
+    for (size_t i = from; ok && i < to; i++)
+        ok = sink_apply_one(s, b, &b->rows[i], &row_err);
+    if (ok)
+        return sink_exec(s, "RELEASE SAVEPOINT v7fill_changes", err);
+    if (is_statement_error(&row_err))
+    {
+        *err = row_err;
+        return false;
+    }
+    if (!sink_rollback_to(s, "v7fill_changes", err))
+        return false;
+    sink_reset_range(b, from, to);
+    for (size_t i = from; i < to; i++)
+        if (!sink_apply_change(s, b, &b->rows[i], err))
+            return false;
+    return true;
 }
 
 bool
@@ -1058,6 +1106,7 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
     for (size_t from = 0; ok && from < b->nrows;)
     {
         size_t to = from;
+        size_t end;
         size_t run_dup = 0;
 
         while (to < b->nrows && b->rows[to].op == REC_INSERT)
@@ -1067,9 +1116,11 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
             ok = sink_insert_rounds(s, b, sink_collect_pending(s, b, from, to), &run_dup, err);
             ndup += run_dup;
         }
-        if (ok && to < b->nrows)
-            ok = sink_apply_change(s, b, &b->rows[to], err);
-        from = to + 1;
+        for (end = to; end < b->nrows && b->rows[end].op != REC_INSERT;)
+            end++;
+        if (ok && end > to)
+            ok = sink_apply_changes(s, b, to, end, err);
+        from = end;
     }
     if (ok && before_commit)
         ok = before_commit(ctx, b, err);

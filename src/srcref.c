@@ -282,6 +282,86 @@ srcref_key(const char *ref, size_t len, const uint8_t mac[32], bool may_order, u
     return true;
 }
 
+/* Bounded output of srcref_default_csv: false once a byte does not fit. */
+typedef struct CsvOut
+{
+    char *p;
+    size_t n;
+    size_t size;
+} CsvOut;
+
+static bool
+csv_put(CsvOut *o, const char *s, size_t len)
+{
+    if (o->n + len >= o->size)
+        return false;
+    memcpy(o->p + o->n, s, len);
+    o->n += len;
+    o->p[o->n] = '\0';
+    return true;
+}
+
+/* One value, quoted when it must be; false when `o` filled up first. */
+static bool
+csv_value(CsvOut *o, const char *v, size_t len)
+{
+    bool quote = len == 0 || memchr(v, ',', len) || memchr(v, '"', len) ||
+                 memchr(v, '\r', len) || memchr(v, '\n', len);
+
+    if (quote && !csv_put(o, "\"", 1))
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if ((v[i] == '"' && !csv_put(o, "\"", 1)) || !csv_put(o, v + i, 1))
+            return false;
+    return !quote || csv_put(o, "\"", 1);
+}
+
+bool
+srcref_default_csv(const char *ref, size_t len, char *out, size_t size)
+{
+    CsvOut o = {out, 0, size};
+    size_t i = 0;
+
+    if (size == 0)
+        return false;
+    out[0] = '\0';
+    while (i < len)
+    {
+        size_t n = 0;
+        size_t digits = 0;
+
+        if (i > 0 && !csv_put(&o, ",", 1))
+            return false;
+        if (ref[i] == 'N')
+        {
+            if (i + 1 >= len || ref[i + 1] != ',')
+                return false;
+            i += 2;
+            continue;
+        }
+        while (i < len && ref[i] >= '0' && ref[i] <= '9' && digits < 19)
+        {
+            n = n * 10 + (size_t) (ref[i++] - '0');
+            digits++;
+        }
+        if (digits == 0 || i >= len || ref[i] != ':')
+            return false;
+        i++;
+        if (n > len - i)
+        {
+            (void) csv_value(&o, ref + i, len - i); /* cut short: what there is */
+            return false;
+        }
+        if (!csv_value(&o, ref + i, n))
+            return false;
+        i += n;
+        if (i >= len || ref[i] != ',')
+            return false;
+        i++;
+    }
+    return true;
+}
+
 void
 srcref_template_free(SrcrefTemplate *t)
 {

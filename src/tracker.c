@@ -204,12 +204,12 @@ tracker_classify(const Tracker *t, int64_t window_upper_us, int64_t now_us, int6
     return DELAY_ON_TIME;
 }
 
-/* Copy at most TRACKER_REF_MAX bytes of ref as valid UTF-8 without NULs:
+/* Copy at most max bytes of ref (a reference, an origin) as valid UTF-8 without NULs:
  * the text ends up in JSON (jansson refuses invalid UTF-8) and in jsonb
  * (which refuses \u0000).  Bad bytes become U+FFFD; a sequence that would
  * not fit is cut whole. */
 static void
-ref_copy(char *out, const char *ref, size_t len, bool *truncated)
+ref_copy(char *out, size_t max, const char *ref, size_t len, bool *truncated)
 {
     static const char repl[] = "\xEF\xBF\xBD";
     const unsigned char *s = (const unsigned char *) ref;
@@ -245,7 +245,7 @@ ref_copy(char *out, const char *ref, size_t len, bool *truncated)
         }
         if (n == 0)
         {
-            if (o + 3 > TRACKER_REF_MAX)
+            if (o + 3 > max)
             {
                 *truncated = true;
                 break;
@@ -255,7 +255,7 @@ ref_copy(char *out, const char *ref, size_t len, bool *truncated)
             i++;
             continue;
         }
-        if (o + n > TRACKER_REF_MAX)
+        if (o + n > max)
         {
             *truncated = true;
             break;
@@ -267,6 +267,13 @@ ref_copy(char *out, const char *ref, size_t len, bool *truncated)
     out[o] = '\0';
 }
 
+/* Whether a delay enters the largest delays (largest_slot gives it a slot). */
+static bool
+largest_ranks(const Tracker *t, int64_t delay_us)
+{
+    return t->nlargest < TRACKER_LARGEST || delay_us > t->largest[TRACKER_LARGEST - 1].delay_us;
+}
+
 /* Rank among the largest delays; equal delays keep the one seen first, so
  * merging runs in order gives the same list as one long run. */
 static TrackerLargest *
@@ -274,7 +281,7 @@ largest_slot(Tracker *t, int64_t delay_us)
 {
     size_t pos;
 
-    if (t->nlargest == TRACKER_LARGEST && delay_us <= t->largest[TRACKER_LARGEST - 1].delay_us)
+    if (!largest_ranks(t, delay_us))
         return NULL;
     pos = t->nlargest < TRACKER_LARGEST ? t->nlargest : TRACKER_LARGEST - 1;
     while (pos > 0 && t->largest[pos - 1].delay_us < delay_us)
@@ -331,9 +338,53 @@ window_slot(Tracker *t, int64_t lower_us, int64_t upper_us)
     return w;
 }
 
+/* A name's text into one of the entry's fields ("" when not known). */
+static void
+name_copy(char *out, size_t max, const char *text)
+{
+    bool cut;
+
+    ref_copy(out, max, text ? text : "", text ? strlen(text) : 0, &cut);
+}
+
+bool
+tracker_ranks(const Tracker *t, int64_t id_us, int64_t insert_us)
+{
+    return largest_ranks(t, civil_sat_sub(insert_us, id_us));
+}
+
 void
 tracker_add(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c, int64_t window_lower_us,
             int64_t window_upper_us, const char *ref, size_t ref_len)
+{
+    TrackerRowName name = {.ref = ref, .ref_len = ref_len};
+
+    tracker_add_named(t, id_us, insert_us, c, window_lower_us, window_upper_us, &name);
+}
+
+/* The texts of an entry from a row's name (NULL: none known). */
+static void
+largest_name(TrackerLargest *l, const TrackerRowName *name)
+{
+    static const TrackerRowName none = {0};
+
+    if (name == NULL)
+        name = &none;
+    ref_copy(l->ref, TRACKER_REF_MAX, name->ref ? name->ref : "", name->ref ? name->ref_len : 0,
+             &l->ref_truncated);
+    l->ref_truncated |= name->ref_cut;
+    l->ref_values = name->ref_values;
+    name_copy(l->origin, TRACKER_ORIGIN_MAX, name->origin);
+    name_copy(l->id, TRACKER_ID_MAX, name->id);
+    l->pending = false;
+    l->tag = 0;
+}
+
+/* Counts, histograms and the window of one row; its entry among the largest
+ * delays (times and class only) when it ranks, else NULL. */
+static TrackerLargest *
+track_row(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c, int64_t window_lower_us,
+          int64_t window_upper_us)
 {
     int64_t delay = civil_sat_sub(insert_us, id_us);
     TrackerLargest *l;
@@ -360,14 +411,13 @@ tracker_add(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c, int64_t 
         l->cls = c;
         l->cls_at_insert = false;
         l->cls_retention_us = 0;
-        ref_copy(l->ref, ref ? ref : "", ref ? ref_len : 0, &l->ref_truncated);
     }
 
     w = window_slot(t, window_lower_us, window_upper_us);
     if (w == NULL)
     {
         t->untracked_window_rows++;
-        return;
+        return l;
     }
     w->rows[c]++;
     if (t->retention_us > 0)
@@ -377,6 +427,43 @@ tracker_add(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c, int64_t 
         if (left < w->min_time_left_us)
             w->min_time_left_us = left;
     }
+    return l;
+}
+
+void
+tracker_add_named(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c,
+                  int64_t window_lower_us, int64_t window_upper_us, const TrackerRowName *name)
+{
+    TrackerLargest *l = track_row(t, id_us, insert_us, c, window_lower_us, window_upper_us);
+
+    if (l)
+        largest_name(l, name);
+}
+
+void
+tracker_add_pending(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c,
+                    int64_t window_lower_us, int64_t window_upper_us, uint64_t tag)
+{
+    TrackerLargest *l = track_row(t, id_us, insert_us, c, window_lower_us, window_upper_us);
+
+    if (l)
+    {
+        l->pending = true;
+        l->tag = tag;
+    }
+}
+
+void
+tracker_name_pending(Tracker *t, TrackerNameFn name, void *ctx)
+{
+    for (size_t i = 0; i < t->nlargest; i++)
+        if (t->largest[i].pending)
+        {
+            TrackerRowName n = {0};
+
+            name(ctx, t->largest[i].tag, &n);
+            largest_name(&t->largest[i], &n);
+        }
 }
 
 uint64_t
@@ -625,8 +712,12 @@ tracker_to_json(const Tracker *t)
         if (l->cls_at_insert)
             json_object_set_new(o, "class_as_judged_at_insert_under_us",
                                 json_i64(l->cls_retention_us));
+        json_object_set_new(o, "origin", l->origin[0] ? json_string(l->origin) : json_null());
+        json_object_set_new(o, "id", l->id[0] ? json_string(l->id) : json_null());
         json_object_set_new(o, "ref", json_string(l->ref));
         json_object_set_new(o, "ref_truncated", json_boolean(l->ref_truncated));
+        if (l->ref_values)
+            json_object_set_new(o, "ref_values", json_true());
         json_array_append_new(largest, o);
     }
     json_object_set_new(root, "largest", largest);
@@ -719,6 +810,15 @@ typedef struct Parsed
     json_t *windows;
 } Parsed;
 
+/* An optional text member: absent, null or a string. */
+static bool
+string_or_null(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+
+    return v == NULL || json_is_null(v) || json_is_string(v);
+}
+
 static bool
 bad(Err *err, const char *what)
 {
@@ -806,7 +906,8 @@ parse_doc(json_t *root, Parsed *p, Err *err)
 
         if (!json_is_object(v) || !get_i64(v, "delay_us", &x) || !get_i64(v, "id_us", &x) ||
             !get_i64(v, "inserted_us", &x) || cls == NULL || !delay_class_parse(cls, &c) ||
-            !json_is_string(json_object_get(v, "ref")))
+            !json_is_string(json_object_get(v, "ref")) || !string_or_null(v, "origin") ||
+            !string_or_null(v, "id"))
             return bad(err, "bad entry in \"largest\"");
     }
     p->windows = json_object_get(root, "windows");
@@ -982,6 +1083,8 @@ merge(Tracker *t, const char *json, Rejudge *rj, Err *err)
             (void) delay_class_parse(json_string_value(json_object_get(v, "class")), &l->cls);
             l->cls_at_insert = false;
             l->cls_retention_us = 0;
+            l->pending = false;
+            l->tag = 0;
             if (rj->on && doc_window_of(p.windows, l->id_us, &lower, &upper))
                 l->cls = judge_in_window(t, lower, upper, l->insert_us);
             else if (rj->on)
@@ -989,8 +1092,13 @@ merge(Tracker *t, const char *json, Rejudge *rj, Err *err)
                 l->cls_at_insert = true;
                 l->cls_retention_us = rj->ret_us;
             }
-            ref_copy(l->ref, ref, json_string_length(json_object_get(v, "ref")), &cut);
+            ref_copy(l->ref, TRACKER_REF_MAX, ref, json_string_length(json_object_get(v, "ref")),
+                     &cut);
             l->ref_truncated = cut || json_is_true(json_object_get(v, "ref_truncated"));
+            l->ref_values = json_is_true(json_object_get(v, "ref_values"));
+            name_copy(l->origin, TRACKER_ORIGIN_MAX,
+                      json_string_value(json_object_get(v, "origin")));
+            name_copy(l->id, TRACKER_ID_MAX, json_string_value(json_object_get(v, "id")));
         }
     }
     json_array_foreach(p.windows, i, v)

@@ -192,7 +192,10 @@ typedef enum CommitCheck
 /*
  * What the owner of a source plugs in.  All but origin() are called on the
  * writer thread, one batch at a time, while the reader does not touch the
- * owner's state.  origin and where are required; any other may be NULL
+ * owner's state.  origin() is called on both threads (the reader's messages;
+ * the writer's reject examples and the largest delays, for rows that rank
+ * among them), so it may only read what stays fixed while the source is read
+ * (its name): no lock.  origin and where are required; any other may be NULL
  * (nothing to write, no position to keep).  Today only the file import
  * exercises them: after_commit has no use there beyond keeping its
  * checkpoint, and no source sets Record.batch_end or batch_hold yet.
@@ -294,7 +297,8 @@ void pipeline_free(Pipeline *p);
  *   the new reference).  It is updated in place by its id: only the columns
  *   sent (not Field.unchanged) are set; the id column never changes.  An update
  *   that moves the time column off the id's millisecond keeps the id and counts
- *   in time_changed.  A row the target does not have: a complete tuple (no
+ *   in time_changed.  An update is never counted expired (the row it finds
+ *   is updated wherever it is).  A row the target does not have: a complete tuple (no
  *   unchanged field, a valid time) is inserted with the id an insert would have
  *   had (inserted, and missing); otherwise it is rejected with "update of a row
  *   the target does not have (the tuple is incomplete: unchanged TOAST values)"

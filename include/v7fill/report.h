@@ -129,6 +129,11 @@ void report_fmt_count(double v, char *out, size_t size);
  * kept their class from insert, "as judged at insert under 120d". */
 void report_fmt_class_note(const Report *r, char *out, size_t size, char *at_insert,
                            size_t at_size);
+/* A largest delay's origin as every rendering shows it: "orders.csv:12", or
+ * "(origin not recorded)" for runs of versions that did not record it.  The
+ * terminal cuts it to REPORT_ORIGIN_COLUMNS. */
+#define REPORT_ORIGIN_COLUMNS 60
+const char *report_largest_origin(const TrackerLargest *l);
 /* A retention as a short duration: "120d", "36h", else duration_format's. */
 void report_fmt_retention_us(int64_t us, char *out, size_t size);
 int64_t report_days_left_tenths(int64_t us);

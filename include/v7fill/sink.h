@@ -11,6 +11,16 @@
  *   before_commit hook (rejects durable, checkpoint row)
  *   COMMIT
  *
+ * A batch with row operations (BatchRow.op) is written as runs in reading
+ * order: the inserts up to the next other operation go through the rounds
+ * above, then the operations up to the next insert, under one savepoint: an
+ * update sets the columns sent on the row whose id the lookup has (one UPDATE,
+ * the id found by a subquery), a delete takes the lookup row and the target
+ * row by its id (one statement), a truncate empties both.  When one fails in
+ * a way that may be its row's, the run is rolled back to the savepoint and
+ * applied row by row, each under its own: a value the server refuses rejects
+ * that row alone.  A file import is one run of inserts.
+ *
  * Exactness under concurrency comes from the lookup table's primary key: a
  * reference another process committed meanwhile makes the lookup COPY fail
  * with 23505, the batch part is rolled back to its savepoint, probed, and

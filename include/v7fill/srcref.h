@@ -58,6 +58,15 @@ void srcref_default_each(const Field *fields, size_t nfields, SrcrefPieceFn fn, 
 
 void srcref_template_free(SrcrefTemplate *t);
 
+/* The values of a default reference as one CSV record, for a person to read
+ * ("2025-01-01,1019" instead of "10:2025-01-01,4:1019,"): a value holding a
+ * comma, a quote, CR or LF is quoted (quotes doubled), an empty value is "",
+ * a NULL is nothing.  At most `size` - 1 bytes go to `out` (NUL-terminated).
+ * Returns false when `ref` is not a whole default reference (cut short: the
+ * values before the cut, the last one partial, are written) or `out` was too
+ * small; true when every value was written. */
+bool srcref_default_csv(const char *ref, size_t len, char *out, size_t size);
+
 /*
  * The lookup key: 16 bytes that stand for the reference in the lookup table
  * (<table>_source_ref), a function of the reference's bytes alone.

@@ -12,7 +12,8 @@
  *
  * Aggregation is in memory and bounded: counts per class, a log-spaced delay
  * histogram (percentiles from it, within 1% relative error), the N largest
- * delays with their source references, rows and near-cutoff rows per window.
+ * delays with their origins, ids and source references, rows and near-cutoff
+ * rows per window.
  * One JSON document per run is stored in v7fill.run.stats and merged by the
  * report.
  */
@@ -53,6 +54,40 @@ DelayClass tracker_classify(const Tracker *t, int64_t window_upper_us, int64_t n
 void tracker_add(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c,
                  int64_t window_lower_us, int64_t window_upper_us, const char *ref, size_t ref_len);
 
+/* What names a row among the largest delays: where it came from, its id,
+ * its reference as a person reads it.  Texts are copied (cut to the sizes of
+ * TrackerLargest); NULL = not known. */
+typedef struct TrackerRowName
+{
+    const char *origin; /* "orders.csv:12", as the source's origin hook formats it */
+    const char *id;     /* the row's id as text */
+    const char *ref;
+    size_t ref_len;
+    bool ref_cut;    /* ref is the start of a longer reference */
+    bool ref_values; /* ref is the record's values as CSV (the default reference) */
+} TrackerRowName;
+
+/* Whether a row of this id time inserted at insert_us would enter the
+ * largest delays now: a comparison, so that callers format a row's name only
+ * for the rows that rank (then tracker_add_named, before any other add). */
+bool tracker_ranks(const Tracker *t, int64_t id_us, int64_t insert_us);
+/* tracker_add with the row's name (name NULL: nothing known). */
+void tracker_add_named(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c,
+                       int64_t window_lower_us, int64_t window_upper_us,
+                       const TrackerRowName *name);
+
+/* Naming deferred to the end of a batch, so that rows arriving in rising
+ * delay (a file exported newest first: every row ranks, then drops out) are
+ * not named only to be pushed out: tracker_add_pending records the row and,
+ * if it ranks, keeps `tag` (the caller's handle, e.g. its index in the
+ * batch) in its entry; tracker_name_pending then calls name() once for each
+ * entry still waiting, which points out's texts at buffers of its own
+ * (copied before the next call).  Call it before the tags mean nothing. */
+typedef void (*TrackerNameFn)(void *ctx, uint64_t tag, TrackerRowName *out);
+void tracker_add_pending(Tracker *t, int64_t id_us, int64_t insert_us, DelayClass c,
+                         int64_t window_lower_us, int64_t window_upper_us, uint64_t tag);
+void tracker_name_pending(Tracker *t, TrackerNameFn name, void *ctx);
+
 uint64_t tracker_count(const Tracker *t, DelayClass c);
 /* Delay percentile (0 < p <= 100) in µs; 0 when empty. */
 int64_t tracker_percentile(const Tracker *t, double p);
@@ -69,6 +104,8 @@ char *tracker_to_json(const Tracker *t);
 
 #define TRACKER_LARGEST 10  /* largest delays kept, with their references */
 #define TRACKER_REF_MAX 200 /* bytes of a reference kept (cut at a UTF-8 boundary) */
+#define TRACKER_ORIGIN_MAX 200 /* bytes of an origin kept (same) */
+#define TRACKER_ID_MAX 40      /* bytes of an id's text kept */
 
 /* One of the largest delays. */
 typedef struct TrackerLargest
@@ -83,6 +120,13 @@ typedef struct TrackerLargest
     int64_t cls_retention_us;
     bool ref_truncated;               /* the reference was longer than TRACKER_REF_MAX */
     char ref[TRACKER_REF_MAX + 1];    /* valid UTF-8, no NUL inside (U+FFFD replaces bad bytes) */
+    bool ref_values;                  /* ref is the record's values as CSV */
+    /* Where the row came from ("orders.csv:12") and its id; "" = not
+     * recorded (runs of versions before they were).  Valid UTF-8 as ref. */
+    char origin[TRACKER_ORIGIN_MAX + 1];
+    char id[TRACKER_ID_MAX + 1];
+    bool pending; /* added by tracker_add_pending, not named yet */
+    uint64_t tag; /* its tag then */
 } TrackerLargest;
 
 /* Rows per window, by class.  min_time_left_us: the smallest time left (window

@@ -4,7 +4,8 @@
  * Beyond "no crash", it checks the promises of srcref.h:
  *
  * - the default encoding decodes back to exactly the fields (so two
- *   different rows can never share a reference);
+ *   different rows can never share a reference), and reads back as CSV
+ *   (srcref_default_csv) whole, or cut without writing past its output;
  * - a template renders a NULL differently from every text value;
  * - a compiled template renders its literal text with braces unescaped;
  * - a lookup key is ordered only by the integer the reference ends in, and
@@ -65,6 +66,30 @@ check_default_decodes(const Buf *b, const Field *f, size_t n)
     }
     if (k != n)
         abort();
+}
+
+/* srcref_default_csv: a whole reference reads back whole when the output
+ * has room for the worst case (every byte a doubled quote, every value
+ * quoted); cut references and small outputs stay inside the output (heap
+ * buffers of the exact size, for ASan) and NUL-terminated. */
+static void
+check_csv(const Buf *b, size_t n)
+{
+    size_t room = 2 * b->len + 3 * n + 1;
+    char *out = xmalloc(room);
+
+    if (!srcref_default_csv(b->data, b->len, out, room) || strlen(out) >= room)
+        abort();
+    free(out);
+    for (size_t cut = 0; cut <= b->len; cut += 1 + b->len / 64)
+        for (size_t size = 1; size <= 9; size += 4)
+        {
+            out = xmalloc(size);
+            (void) srcref_default_csv(b->data, cut, out, size);
+            if (strlen(out) >= size)
+                abort();
+            free(out);
+        }
 }
 
 /* srcref_order and srcref_key on a rendered reference. */
@@ -140,6 +165,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     buf_init(&other);
     srcref_default(fields, nfields, &b);
     check_default_decodes(&b, fields, nfields);
+    check_csv(&b, nfields);
     check_key(&b);
 
     if (srcref_template_compile(tmpl, columns, sizeof columns / sizeof columns[0], &t, &err))

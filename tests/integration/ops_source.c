@@ -15,13 +15,15 @@
  *   B                   boundary: end the batch now
  *
  * A value "~N" is N bytes 'x'; "NULL" is NULL.  Every reject is printed as
- * "reject LINE: REASON", then the statistics as name=value lines.
+ * "reject LINE: REASON", then the statistics as name=value lines, then the
+ * import's summary of them.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "v7fill/import_report.h"
 #include "v7fill/log.h"
 #include "v7fill/pg.h"
 #include "v7fill/pipeline.h"
@@ -272,6 +274,7 @@ main(int argc, char **argv)
            st.read, st.inserted, st.duplicates, st.rejected, st.expired, st.updated, st.deleted,
            st.missing, st.missing_deletes, st.time_changed, st.truncates, st.batches,
            import_stats_balanced(&st));
+    import_report_print(stdout, &st, false);
     pipeline_free(p);
     import_stats_free(&st);
     pg_close(c);

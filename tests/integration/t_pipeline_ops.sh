@@ -36,7 +36,7 @@ ops() {
     run_expect 0 ./ops_source "$t" script "$@"
     echo "$OUT"
 }
-stat() { sed -n "s/^$1=//p" <<<"$OUT"; }
+stat() { sed -n "s/^$1=\([0-9]*\)$/\1/p" <<<"$OUT"; }
 balanced() { assert_eq 1 "$(stat balanced)" "$1: read = inserted + duplicates + rejected + expired + updated + deleted + missing deletes"; }
 
 # --- updates by id, time_changed, deletes, a missing delete -------------------------------
@@ -65,6 +65,8 @@ assert_eq "5 3 1 1 1 1" \
     "$(stat read) $(stat updated) $(stat deleted) $(stat missing) $(stat missing_deletes) $(stat time_changed)" \
     "read updated deleted missing missing_deletes time_changed"
 balanced "updates and deletes"
+assert_contains "$OUT" "updated=3 deleted=1 missing=1 (deletes 1) time_changed=1 truncates=0 (balanced: read = inserted + duplicates + rejected + expired + updated + deleted + missing deletes)" \
+    "the summary shows the row operations and the balance with them"
 
 # --- an unchanged 1 MB value keeps its value; incomplete and complete missing updates -------
 mk b
@@ -82,6 +84,8 @@ assert_eq "new" "$(q "SELECT v FROM b WHERE ref = 'm1'")" "a complete update of 
 assert_eq 0 "$(q "SELECT count(*) FROM b WHERE ref IN ('m2', 'm3')")" "incomplete missing updates not written"
 assert_contains "$OUT" "reject 5: update of a row the target does not have (the tuple is incomplete: unchanged TOAST values)" "m2 rejected"
 assert_contains "$OUT" "reject 6: update of a row the target does not have" "m3 rejected"
+assert_contains "$OUT" "update of a row the target does not have 2   e.g. ops:5: update of a row" \
+    "the summary counts them under their own reason"
 assert_eq "5 2 1 2 3 2" \
     "$(stat read) $(stat inserted) $(stat updated) $(stat rejected) $(stat missing) $(stat batches)" \
     "read inserted updated rejected missing batches (a boundary ended the first batch)"

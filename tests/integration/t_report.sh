@@ -1,8 +1,9 @@
 # v7fill report: windows with rows and retirement dates, near-cutoff windows, the delay
 # distribution merged over runs (percentiles checked against a sort of the same delays),
-# the largest delays with their source references, --since, the verdict both ways and
-# without retention, --json, and --html (one self-contained page that parses and carries
-# the numbers of the JSON report).
+# the largest delays named by file:line, id and source reference (the record's values as
+# CSV without a template; "(origin not recorded)" for older statistics), --since, the
+# verdict both ways and without retention, --json, and --html (one self-contained page that
+# parses and carries the numbers of the JSON report).
 #
 # Data comes from a real import when the import records statistics in v7fill.run;
 # otherwise from v7fill.run rows written here in the tracker's JSON format.
@@ -192,6 +193,38 @@ assert_contains "$OUT" "Windows near the cutoff: " "terminal: near-cutoff list"
 assert_contains "$OUT" "days left" "terminal: days left"
 assert_contains "$OUT" "legacy.orders:r0" "terminal: largest delay's reference"
 assert_contains "$OUT" "verdict: retention 90d exceeds the largest observed delay 45d" "terminal: verdict"
+
+# --- the largest delays name their rows: file:line, id, reference -------------------------
+# check_largest JSON TEXT: the 10 largest delays are run1.csv's 10 latest rows, each named
+# by its line in the file (header on line 1) and the id the row has in the table, in the
+# JSON report and in the terminal's "Largest delays".
+check_largest() {
+    python3 - "$1" "$2" <<'PY'
+import json, re, subprocess, sys
+d = json.load(open(sys.argv[1]))["delay"]["largest"]
+text = open(sys.argv[2], encoding="utf-8").read().split("\n")
+rows = json.load(open("run1.json"))
+want = sorted(((r[1], i + 2, r[0]) for i, r in enumerate(rows)), key=lambda x: -x[0])[:10]
+assert len(d) == 10, len(d)
+for (delay, line, note), got in zip(want, d):
+    assert got["origin"] == "run1.csv:%d" % line, (got, line, note)
+    assert got["ref"] == "legacy.orders:" + note and "ref_values" not in got, got
+    in_table = subprocess.run(["psql", "-X", "-At", "-c", "SELECT note FROM events WHERE id = '%s'"
+                               % got["id"]], capture_output=True, text=True, check=True).stdout
+    assert in_table.strip() == note, (got["id"], in_table, note)
+    at = [k for k, l in enumerate(text)
+          if re.fullmatch(r"  \S.{13} run1\.csv:%d +on_time +legacy\.orders:%s" % (line, note), l)]
+    assert len(at) == 1, ("text line of", line, note, text)
+    assert re.fullmatch(r" {17}id %s  id time \S+  inserted \S+" % got["id"], text[at[0] + 1]), \
+        ("id line", text[at[0] + 1])
+PY
+}
+if [ "$real" = yes ]; then
+    printf '%s\n' "$OUT" >largest.txt
+    check_largest r90.json largest.txt || fail "largest delays named by file:line: $OUT"
+else
+    assert_contains "$OUT" "(origin not recorded)" "crafted statistics have no origins"
+fi
 
 # --- the warning, and no retention --------------------------------------------------------
 run_expect 0 "$V7FILL" report events --retention 30d
@@ -393,8 +426,8 @@ if [ "$real" = yes ]; then
         "largest delays say it too"
     printf '%s\n' "$OUT" | grep -Eq '^  on time [0-9]+, near cutoff [0-9]+, expired [1-9]' \
         || fail "the 100-day-late row is expired under 30d: $OUT"
-    printf '%s\n' "$OUT" | grep -Eq '^  100d 0h 00m .* expired +late:n1$' \
-        || fail "largest delay classed under 30d: $OUT"
+    printf '%s\n' "$OUT" | grep -Eq '^  100d 0h 00m +late\.csv:3  +expired +late:n1$' \
+        || fail "largest delay classed under 30d, named by file:line: $OUT"
     "$V7FILL" report late --retention 30d --json >late.json || fail "report late --json"
     "$V7FILL" report late --retention 30d --html late.html >/dev/null || fail "report late --html"
     python3 - <<'PY' || fail "JSON and HTML classes under 30d"
@@ -407,7 +440,7 @@ assert d["largest"][0]["ref"] == "late:n1" and d["largest"][0]["class"] == "expi
 page = open("late.html", encoding="utf-8").read()
 assert 'id="class-note">judged again under 30d; 1 run judged under 120d at insert<' in page
 assert re.search(r'<tr><td>expired</td><td class="num" data-value="[1-9]', page), "HTML expired count"
-assert re.search(r'100d 0h 00m</td><td>[^<]*</td><td>[^<]*</td><td>expired</td>', page), "HTML class"
+assert re.search(r'100d 0h 00m</td><td class="ref">late.csv:3</td><td>expired</td>', page), "HTML class"
 PY
 fi
 
@@ -485,3 +518,75 @@ assert_eq "3 [$(printf '%s\n' "$OUT" | grep -m1 '^  ht_a ' | python3 -c 'import 
 run_expect 0 "$V7FILL" partitions ht --list
 assert_eq "3 [$(printf '%s\n' "$OUT" | grep -m1 '^ht_a ' | python3 -c 'import sys; print(sys.stdin.read().index("2026-"))')]" \
     "$(printf '%s\n' "$OUT" | columns 2026-)" "--list: bounds in one column on every line: $OUT"
+
+# --- a re-run: its report still names the largest delays by file:line ---------------------
+if [ "$real" = yes ]; then
+    for f in run1 run2; do
+        run_expect 0 "$V7FILL" import events $f.csv --retention 90d \
+            --source-ref 'legacy.orders:{note}' --no-progress
+        assert_contains "$OUT" "inserted=0" "re-run of $f inserts nothing"
+    done
+    "$V7FILL" report events --retention 90d --json >rerun.json || fail "report after re-run"
+    "$V7FILL" report events --retention 90d >rerun.txt || fail "report after re-run (text)"
+    check_largest rerun.json rerun.txt || fail "largest delays after a re-run: $(cat rerun.txt)"
+fi
+
+# --- without a template: file:line and the record's values as CSV -------------------------
+q "CREATE TABLE dv (id uuid PRIMARY KEY, created_at timestamptz, note text) PARTITION BY RANGE (id)" >/dev/null
+run_expect 0 "$V7FILL" partitions dv --from "$(date -u -d "$month0 -3 months" +%Y-%m-%d)" \
+    --to "$(date -u -d "$month0 +1 month" +%Y-%m-%d)"
+old1=$(date -u -d '-50 days' +%Y-%m-%dT%H:%M:%SZ)
+old2=$(date -u -d '-40 days' +%Y-%m-%dT%H:%M:%SZ)
+printf 'created_at,note\n%s,fresh\n%s,"a ""b"", c"\n%s,\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    "$old1" "$old2" >dv.csv
+run_expect 0 "$V7FILL" import dv dv.csv --no-progress
+run_expect 0 "$V7FILL" report dv --retention 90d
+printf '%s\n' "$OUT" | grep -Fxq "  $(printf '%-14s' '50d 0h 00m') dv.csv:3  on_time     $old1,\"a \"\"b\"\", c\"" \
+    || fail "default reference shown as the record's values, with file:line: $OUT"
+printf '%s\n' "$OUT" | grep -Eq "^  40d 0h 00m +dv\.csv:4  on_time +$old2,$" \
+    || fail "a NULL value shown empty: $OUT"
+run_expect 0 "$V7FILL" report dv --retention 90d --json
+python3 - "$old1" "$OUT" <<'PY' || fail "JSON: default reference as values"
+import json, sys
+l = json.loads(sys.argv[2])["delay"]["largest"]
+assert l[0]["origin"] == "dv.csv:3" and l[0]["ref"] == sys.argv[1] + ',"a ""b"", c"', l[0]
+assert l[0]["ref_values"] is True and len(l[0]["id"]) == 36, l[0]
+assert [x["origin"] for x in l] == ["dv.csv:3", "dv.csv:4", "dv.csv:2"], l
+PY
+
+# --- statistics stored before origins were: loaded and said so ----------------------------
+python3 - >old.stats <<'PY'
+import json, time
+d = 3600 * 10**6
+e = d.bit_length() - 1
+ins = int(time.time() * 1e6)
+print(json.dumps({"format": "v7fill-tracker/1", "retention_us": 0,
+    "counts": {"on_time": 1, "near_cutoff": 0, "expired": 0},
+    "delay_us": {"min": d, "max": d},
+    "histogram": {"layout": "log2-sub128-us",
+                  "buckets": [[256 + (e - 8) * 128 + ((d >> (e - 7)) & 127), 1]]},
+    "display": [{"ge_us": d, "label": "1h", "count": 1}],
+    "largest": [{"delay_us": d, "id_us": ins - d, "inserted_us": ins, "class": "on_time",
+                 "ref": "old:1", "ref_truncated": False}],
+    "windows": []}))
+PY
+psql -X -q -v ON_ERROR_STOP=1 -v stats="$(cat old.stats)" >/dev/null <<'SQL'
+INSERT INTO v7fill.run (target_schema, target_table, command, status, elapsed_s, rows_read,
+                        inserted, duplicates, rejected, partitions_created, stats)
+VALUES ('public', 'dv', 'import', 'done', 1, 0, 0, 0, 0, 0, :'stats'::jsonb);
+SQL
+run_expect 0 "$V7FILL" report dv --retention 90d
+printf '%s\n' "$OUT" | grep -Eq '^  1h 00m 00s +\(origin not recorded\)  on_time .*old:1$' \
+    || fail "old statistics: (origin not recorded): $OUT"
+printf '%s\n' "$OUT" | grep -Eq '^  50d 0h 00m +dv\.csv:3 ' || fail "new runs still named: $OUT"
+run_expect 0 "$V7FILL" report dv --retention 90d --json
+python3 -c '
+import json, sys
+l = json.loads(sys.argv[1])["delay"]["largest"]
+old = [x for x in l if x["ref"] == "old:1"]
+assert len(l) == 4 and len(old) == 1 and old[0]["origin"] is None and old[0]["id"] is None, l
+' "$OUT" || fail "old statistics in JSON: origin null"
+"$V7FILL" report dv --retention 90d --html dv.html >/dev/null || fail "report dv --html"
+assert_contains "$(cat dv.html)" '<td class="muted">(origin not recorded)</td><td>on_time' \
+    "old statistics in HTML"
+assert_contains "$(cat dv.html)" '<td class="ref">dv.csv:3</td><td>on_time</td><td class="ref">' "HTML origin"

@@ -406,6 +406,39 @@ test_key_is_the_order_then_hash_bytes_or_the_hash_alone(void **state)
     assert_true(memcmp(k1, k2, 16) != 0);
 }
 
+/* The report shows a default reference as the record's values, in CSV. */
+static void
+test_default_reference_reads_back_as_csv_values(void **state)
+{
+    Field f[] = {text("2025-01-01"), text("1019"), text(""), null_field(), text("a,\"b\"\nc")};
+    Buf b;
+    char out[128];
+    char small[8];
+    (void) state;
+
+    buf_init(&b);
+    srcref_default(f, 5, &b);
+    assert_true(srcref_default_csv(b.data, b.len, out, sizeof out));
+    assert_string_equal(out, "2025-01-01,1019,\"\",,\"a,\"\"b\"\"\nc\"");
+    srcref_default(f, 2, &b);
+    assert_true(srcref_default_csv(b.data, b.len, out, sizeof out));
+    assert_string_equal(out, "2025-01-01,1019");
+    /* A prefix (the pipeline keeps one of long references) says it is cut,
+     * with the values up to the cut. */
+    assert_false(srcref_default_csv(b.data, 18, out, sizeof out));
+    assert_string_equal(out, "2025-01-01,10");
+    assert_false(srcref_default_csv(b.data, 15, out, sizeof out));
+    assert_string_equal(out, "2025-01-01,");
+    /* An output too small is cut too, NUL-terminated. */
+    assert_false(srcref_default_csv(b.data, b.len, small, sizeof small));
+    assert_string_equal(small, "2025-01");
+    /* Not the default encoding (a template's text). */
+    assert_false(srcref_default_csv("legacy.orders:12", 16, out, sizeof out));
+    assert_true(srcref_default_csv("", 0, out, sizeof out));
+    assert_string_equal(out, "");
+    buf_free(&b);
+}
+
 int
 main(void)
 {
@@ -415,6 +448,7 @@ main(void)
         cmocka_unit_test(test_default_reference_tells_null_from_empty_string),
         cmocka_unit_test(test_default_reference_keeps_field_boundaries),
         cmocka_unit_test(test_default_reference_of_no_fields_is_empty),
+        cmocka_unit_test(test_default_reference_reads_back_as_csv_values),
         cmocka_unit_test(test_default_reference_ignores_line_endings_and_quoting),
         cmocka_unit_test(test_template_renders_literal_text_and_columns),
         cmocka_unit_test(test_template_double_braces_are_literal_braces),

@@ -266,6 +266,146 @@ test_largest_and_refs(void **state)
     tracker_free(t);
 }
 
+/* A row among the largest delays is named (origin, id, reference as shown);
+ * tracker_ranks says beforehand which rows will be, so callers format only
+ * those; the names survive JSON and a merge; documents written before names
+ * were load with none. */
+static void
+test_largest_named_rows(void **state)
+{
+    Tracker *t = tracker_new(RET, 0);
+    Tracker *m = tracker_new(RET, 0);
+    const TrackerLargest *l;
+    Err err = {0};
+    char *j;
+    char *j2;
+    char origin[32];
+    char id[40];
+    json_t *doc;
+    json_t *first;
+    size_t ranked = 0;
+    TrackerRowName name = {.origin = origin, .id = id, .ref = "2025-01-01,\"a,b\"", .ref_len = 16,
+                           .ref_values = true};
+
+    (void) state;
+    /* Delays 1..30 hours, rising: every row ranks when it comes. */
+    for (int h = 1; h <= 30; h++)
+    {
+        assert_true(tracker_ranks(t, JUL, JUL + h * US_PER_HOUR));
+        (void) snprintf(origin, sizeof origin, "orders.csv:%d", h + 1);
+        (void) snprintf(id, sizeof id, "01a00000-0000-7000-8000-%012d", h);
+        tracker_add_named(t, JUL, JUL + h * US_PER_HOUR, DELAY_ON_TIME, JUL, AUG, &name);
+    }
+    /* Now only a delay above the 10th largest (21 h) ranks; equal does not. */
+    for (int h = 1; h <= 30; h++)
+        ranked += tracker_ranks(t, JUL, JUL + h * US_PER_HOUR);
+    assert_int_equal(ranked, 9);
+    assert_false(tracker_ranks(t, JUL, JUL + 21 * US_PER_HOUR));
+    assert_true(tracker_ranks(t, JUL, JUL + 21 * US_PER_HOUR + 1));
+    /* A row added without a name among named ones. */
+    tracker_add_named(t, JUL, JUL + 40 * US_PER_HOUR, DELAY_ON_TIME, JUL, AUG, NULL);
+    assert_int_equal(tracker_largest(t, &l), TRACKER_LARGEST);
+    assert_string_equal(l[0].origin, "");
+    assert_string_equal(l[0].id, "");
+    assert_string_equal(l[1].origin, "orders.csv:31");
+    assert_string_equal(l[1].id, "01a00000-0000-7000-8000-000000000030");
+    assert_string_equal(l[1].ref, "2025-01-01,\"a,b\"");
+    assert_true(l[1].ref_values);
+    assert_string_equal(l[9].origin, "orders.csv:23");
+
+    /* Through JSON and a merge: the same names; none is null in JSON. */
+    j = tracker_to_json(t);
+    if (!tracker_merge_json(m, j, &err))
+        fail_msg("merge: %s", err.msg);
+    j2 = tracker_to_json(m);
+    assert_string_equal(j, j2);
+    doc = json_loads(j, 0, NULL);
+    first = json_array_get(json_object_get(doc, "largest"), 0);
+    assert_true(json_is_null(json_object_get(first, "origin")));
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(json_object_get(doc, "largest"), 1),
+                                          "origin")),
+        "orders.csv:31");
+    /* A document from before names: no origin, id or ref_values at all. */
+    json_object_del(first, "origin");
+    json_object_del(first, "id");
+    free(j);
+    j = json_dumps(doc, JSON_COMPACT);
+    tracker_free(m);
+    m = tracker_new(RET, 0);
+    if (!tracker_merge_json(m, j, &err))
+        fail_msg("merge of an old document: %s", err.msg);
+    assert_int_equal(tracker_largest(m, &l), TRACKER_LARGEST);
+    assert_string_equal(l[0].origin, "");
+    assert_string_equal(l[1].origin, "orders.csv:31");
+    /* A name that is not a string is refused. */
+    json_object_set_new(first, "origin", json_integer(3));
+    free(j);
+    j = json_dumps(doc, JSON_COMPACT);
+    assert_false(tracker_merge_json(m, j, &err));
+    json_decref(doc);
+    free(j);
+    free(j2);
+    tracker_free(t);
+    tracker_free(m);
+}
+
+/* Names for test_pending_named_at_batch_end: "f.csv:<tag+2>", and a count
+ * of the calls. */
+typedef struct Namer
+{
+    int calls;
+    char origin[32];
+} Namer;
+
+static void
+name_by_tag(void *ctx, uint64_t tag, TrackerRowName *out)
+{
+    Namer *n = ctx;
+
+    n->calls++;
+    (void) snprintf(n->origin, sizeof n->origin, "f.csv:%d", (int) tag + 2);
+    out->origin = n->origin;
+    out->id = "01a00000-0000-7000-8000-000000000000";
+    out->ref = "r";
+    out->ref_len = 1;
+}
+
+/* Rows in rising delay all rank and drop out again: named at the end of the
+ * batch, only the 10 left are, each with its own tag. */
+static void
+test_pending_named_at_batch_end(void **state)
+{
+    Tracker *t = tracker_new(RET, 0);
+    const TrackerLargest *l;
+    Namer n = {0};
+
+    (void) state;
+    for (int i = 0; i < 1000; i++)
+        tracker_add_pending(t, JUL, JUL + i * US_PER_SEC, DELAY_ON_TIME, JUL, AUG, (uint64_t) i);
+    assert_int_equal(tracker_largest(t, &l), TRACKER_LARGEST);
+    assert_true(l[0].pending);
+    tracker_name_pending(t, name_by_tag, &n);
+    assert_int_equal(n.calls, TRACKER_LARGEST);
+    for (int k = 0; k < TRACKER_LARGEST; k++)
+    {
+        char want[32];
+
+        (void) snprintf(want, sizeof want, "f.csv:%d", 999 - k + 2);
+        assert_string_equal(l[k].origin, want);
+        assert_false(l[k].pending);
+    }
+    /* The next batch names only its own rows that rank. */
+    n.calls = 0;
+    tracker_add_pending(t, JUL, JUL + 5000 * US_PER_SEC, DELAY_ON_TIME, JUL, AUG, 7);
+    tracker_add_pending(t, JUL, JUL + 1 * US_PER_SEC, DELAY_ON_TIME, JUL, AUG, 8);
+    tracker_name_pending(t, name_by_tag, &n);
+    assert_int_equal(n.calls, 1);
+    assert_string_equal(l[0].origin, "f.csv:9");
+    assert_string_equal(l[1].origin, "f.csv:1001");
+    tracker_free(t);
+}
+
 /* Fill a tracker with a mix of classes, windows and delays. */
 static void
 fill(Tracker *t, uint64_t seed, size_t n)
@@ -557,6 +697,8 @@ main(void)
         cmocka_unit_test(test_near_cutoff_time_left),
         cmocka_unit_test(test_percentiles_brute_force),
         cmocka_unit_test(test_largest_and_refs),
+        cmocka_unit_test(test_largest_named_rows),
+        cmocka_unit_test(test_pending_named_at_batch_end),
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_json_merge_equals_one_run),
         cmocka_unit_test(test_json_merge_jsonb_style),
