@@ -1325,8 +1325,12 @@ pipeline_count_committed(Pipeline *pl, const Batch *b)
         st->read++;
         st->keys_ordered += r->key_ordered;
         if (r->outcome == ROW_INSERTED || r->outcome == ROW_EXPIRED)
+        {
             tracker_add_pending(pl->tracker, r->time_us, now, (DelayClass) r->delay_class,
                                 r->window_lower_us, r->window_upper_us, i);
+            if (pl->hooks.row_delay)
+                pl->hooks.row_delay(pl->hooks.ctx, now - r->time_us, r->delay_class);
+        }
         switch (r->outcome)
         {
             case ROW_INSERTED:

@@ -57,6 +57,7 @@ typedef struct PgoSource
     uint64_t last_end;       /* end LSN of the last whole transaction read */
     int64_t last_end_time_us; /* its commit time */
     double last_report_ms;
+    double last_tick_ms;
     uint64_t handed_end;     /* ... of the last one that handed out a record */
     _Atomic uint64_t committed; /* the owner's committed position */
     uint64_t flushed;        /* the last flush position sent */
@@ -159,6 +160,14 @@ maybe_status(PgoSource *s, Err *err)
 
         s->last_report_ms = now;
         s->cfg.status(s->cfg.ctx, at, end > at ? end - at : 0, idle(s));
+    }
+    if (s->cfg.tick && now - s->last_tick_ms >= 1000)
+    {
+        uint64_t at = committed > s->idle_stored ? committed : s->idle_stored;
+        uint64_t end = s->server_end > s->received ? s->server_end : s->received;
+
+        s->last_tick_ms = now;
+        s->cfg.tick(s->cfg.ctx, at, end > at ? end - at : 0, idle(s));
     }
     /* Waiting to be caught up: ask the server where it stands. */
     if (s->cfg.stop_lsn > 0 && idle(s) && now - s->last_ping_ms >= PING_INTERVAL_MS)

@@ -35,6 +35,8 @@
 #include "v7fill/replconn.h"
 #include "v7fill/source_pgoutput.h"
 #include "v7fill/source_snapshot.h"
+#include "v7fill/stream_admin.h"
+#include "v7fill/stream_observe.h"
 #include "v7fill/stream_state.h"
 
 typedef struct Streamer
@@ -66,6 +68,11 @@ typedef struct Streamer
     bool relation_changed;
     int relation_restarts; /* in a row, without progress */
     uint64_t relation_at;
+    StreamObserver *ob;  /* metrics, readiness, the slot's WAL */
+    PgConn *mon;         /* the source again, for the slot's checks (reader thread) */
+    int64_t clock_offset_us; /* source clock - ours */
+    time_t slot_at;      /* when the slot's WAL was last checked */
+    BatchCounts run_base; /* the stored counts when this process started */
 } Streamer;
 
 void
@@ -77,6 +84,7 @@ stream_options_default(StreamOptions *o)
     o->group_rows = 10000;
     o->group_ms = 200;
     o->status_interval_s = 10;
+    o->warn_retained = (uint64_t) 5 << 30;
 }
 
 /* ---- the hooks: what a batch's transaction does for the stream ----------- */
@@ -305,6 +313,26 @@ hook_check_commit(void *ctx, PgConn *c, const SourcePosition *pos, CommitCheck *
     return true;
 }
 
+static void watch_slot(Streamer *s, PgConn **conn);
+
+/* The metrics after a commit: what this process applied. */
+static void
+observe_commit(Streamer *s)
+{
+    BatchCounts run;
+
+    counts_sub(&run, &s->state.counts, &s->run_base);
+    stream_observer_commit(s->ob, &run, s->streaming ? s->state.end_lsn : 0);
+    if (!s->streaming)
+    {
+        stream_observer_copy(s->ob, true, run.read);
+        /* The slot holds WAL during a long copy too: checked from here then
+         * (the writer's thread; the reader's tick takes over once streaming). */
+        if (time(NULL) - s->slot_at >= 60)
+            watch_slot(s, &s->mon);
+    }
+}
+
 static void
 hook_after_commit(void *ctx, const SourcePosition *pos)
 {
@@ -324,6 +352,13 @@ hook_after_commit(void *ctx, const SourcePosition *pos)
         s->st->applied_lsn = s->state.end_lsn;
         source_pgoutput_committed(s->src, pos->lsn);
     }
+    observe_commit(s);
+}
+
+static void
+hook_row_delay(void *ctx, int64_t delay_us, int delay_class)
+{
+    stream_observer_delay(((Streamer *) ctx)->ob, delay_us, delay_class);
 }
 
 static void
@@ -340,6 +375,7 @@ stream_hooks(Streamer *s, PipelineHooks *h)
     h->save_position = hook_save_position;
     h->check_commit = hook_check_commit;
     h->after_commit = hook_after_commit;
+    h->row_delay = hook_row_delay;
     h->rejects_where = "v7fill.stream_quarantine";
     h->rejects_hint = "SELECT reason, row FROM v7fill.stream_quarantine ORDER BY id";
 }
@@ -356,20 +392,66 @@ persist_idle(void *ctx, uint64_t lsn, Err *err)
 
 static bool ensure_ahead(Streamer *s, Err *err);
 
+/* now − the applied commit's source time, on the source's clock; 0 when idle. */
+static double
+lag_seconds(Streamer *s, bool idle, const struct timespec *ts)
+{
+    int64_t commit_us = atomic_load(&s->applied_commit_us);
+    double lag_s = 0;
+
+    if (!idle && commit_us > 0)
+        lag_s = ((double) ts->tv_sec * 1e6 + (double) ts->tv_nsec / 1e3 +
+                 (double) s->clock_offset_us - (double) commit_us) / 1e6;
+    return lag_s < 0 ? 0 : lag_s;
+}
+
+/* The slot's WAL, on the monitor connection to the source (reader thread). */
+static void
+watch_slot(Streamer *s, PgConn **conn)
+{
+    SlotWal w;
+    Err err = {0};
+
+    s->slot_at = time(NULL);
+    if ((*conn == NULL && !pg_connect(s->o->source_conninfo, conn, &err)) ||
+        (pg_is_broken(*conn) && !pg_reconnect(*conn, &err)) ||
+        !stream_slot_wal(*conn, s->o->slot, &w, &err))
+    {
+        log_warn("could not check the slot's WAL on the source: %s", err.msg);
+        return;
+    }
+    stream_observer_slot(s->ob, s->o->slot, &w, s->o->warn_retained);
+}
+
+/* Every second from the reader: the metrics it knows; every minute the slot. */
+static void
+tick(void *ctx, uint64_t committed, uint64_t lag_bytes, bool idle)
+{
+    Streamer *s = ctx;
+    struct timespec ts;
+    PgoSourceStats ps;
+
+    (void) committed;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    source_pgoutput_stats(s->src, &ps);
+    stream_observer_progress(s->ob, s->st->transactions + ps.transactions,
+                             s->st->bytes_received + ps.bytes, lag_bytes,
+                             lag_seconds(s, idle, &ts));
+    stream_observer_ready(s->ob, true, NULL);
+    if (ts.tv_sec - s->slot_at >= 60)
+        watch_slot(s, &s->mon);
+}
+
 static void
 status_line(void *ctx, uint64_t committed, uint64_t lag_bytes, bool idle)
 {
     Streamer *s = ctx;
     char at[PGO_LSN_TEXT_SIZE];
     struct timespec ts;
-    int64_t commit_us = atomic_load(&s->applied_commit_us);
-    double lag_s = 0;
+    double lag_s;
 
     clock_gettime(CLOCK_REALTIME, &ts);
-    if (!idle && commit_us > 0)
-        lag_s = ((double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3 - (double) commit_us) / 1e6;
-    if (lag_s < 0)
-        lag_s = 0;
+    lag_s = lag_seconds(s, idle, &ts);
     /* Windows ahead: again every hour (a window is a day or more), from
      * this thread, which owns the side connection. */
     if (ts.tv_sec - s->ahead_at >= 3600)
@@ -559,9 +641,10 @@ slot_checks_basic(Streamer *s, const ReplSlotInfo *slot, Err *err)
                 s->o->slot);
         err_hint(err, "Drop it on the source (SELECT pg_drop_replication_slot('%s');) and the "
                       "stream's row in the target (DELETE FROM v7fill.stream WHERE slot = "
-                      "'%s';), then run the stream again: it copies the table anew and "
-                      "deduplicates through the lookup.",
-                 s->o->slot, s->o->slot);
+                      "'%s';), or both with v7fill stream %s --drop --slot %s, then run the "
+                      "stream again: it copies the table anew and deduplicates through the "
+                      "lookup.",
+                 s->o->slot, s->o->slot, s->o->common.table, s->o->slot);
         return false;
     }
     if (strcmp(slot->plugin, "pgoutput") != 0)
@@ -713,6 +796,8 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
     bool ok;
 
     s->streaming = false;
+    stream_observer_copy(s->ob, true, 0);
+    stream_observer_ready(s->ob, false, "initial copy running");
     if (!source_snapshot_open(s->o->source_conninfo, snapshot[0] ? snapshot : NULL, &s->from,
                               (const char *const *) s->info.cols, s->info.ncols, &src, err))
         return false;
@@ -722,11 +807,28 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
     if (!ok)
         return false;
     s->st->copied = s->state.counts.read;
+    stream_observer_copy(s->ob, false, s->state.counts.read - s->run_base.read);
     (void) snprintf(s->state.phase, sizeof s->state.phase, "stream");
     if (!stream_state_put(s->conn, s->o->slot, &s->state, err))
         return false;
     log_info("initial copy of %s done: %" PRIu64 " rows; streaming changes from the slot",
              s->relation, s->state.counts.read);
+    return true;
+}
+
+/* At start: the clock offset, the source's conninfo for --status, the slot's WAL. */
+static bool
+start_watch(Streamer *s, Err *err)
+{
+    s->run_base = s->state.counts;
+    if (!stream_clock_offset(s->src_sql, &s->clock_offset_us, err) ||
+        !stream_admin_remember_source(s->conn, s->o->slot, s->o->source_conninfo, err))
+        return false;
+    if (s->clock_offset_us > 1000000 || s->clock_offset_us < -1000000)
+        log_warn("the source's clock is %.1f s %s this host's: lag in seconds is corrected for it",
+                 (double) (s->clock_offset_us < 0 ? -s->clock_offset_us : s->clock_offset_us) / 1e6,
+                 s->clock_offset_us < 0 ? "behind" : "ahead of");
+    watch_slot(s, &s->src_sql);
     return true;
 }
 
@@ -765,10 +867,12 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     cfg.persist_idle = persist_idle;
     cfg.status = status_line;
     cfg.status_interval_ms = s->o->status_interval_s * 1000;
+    cfg.tick = tick;
     cfg.ctx = s;
     if (!source_pgoutput_open(&cfg, &s->src, err))
         return false;
     s->streaming = true;
+    stream_observer_ready(s->ob, true, NULL);
     stream_hooks(s, &h);
     s->st->start_lsn = s->state.end_lsn;
     ok = pipeline_attach(s->pl, s->src, false, &h, err) && pipeline_run(s->pl, err);
@@ -846,6 +950,13 @@ stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
             return false;
         }
         s->st->reconnects++;
+        stream_observer_reconnect(s->ob, pg_is_broken(s->conn));
+        {
+            char why_ready[300];
+
+            (void) snprintf(why_ready, sizeof why_ready, "reconnecting: %s", why.msg);
+            stream_observer_ready(s->ob, false, why_ready);
+        }
         for (;;)
         {
             Err rerr = {0};
@@ -880,6 +991,8 @@ streamer_free(Streamer *s)
         replconn_close(s->repl);
     pg_close(s->side);
     pg_close(s->src_sql);
+    pg_close(s->mon);
+    stream_observer_free(s->ob);
     replconn_table_free(&s->info);
     free(s->ignore);
     free(s->ref_template);
@@ -904,6 +1017,9 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
     if (!parse_from(o->from, &s.from, err))
         return false;
     (void) snprintf(s.relation, sizeof s.relation, "%s.%s", s.from.schema, s.from.name);
+    /* The endpoint first: a bad --metrics-listen touches nothing. */
+    if (!stream_observer_start(o->metrics_listen, o->common.table, &s.ob, err))
+        return false;
     if (!pg_connect(o->source_conninfo, &s.src_sql, err))
     {
         err_prefix(err, "the source");
@@ -930,7 +1046,7 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         goto out;
     if (o->until_caught_up)
         stop_lsn = s.sys.xlogpos;
-    if (!setup_slot(&s, snapshot, sizeof snapshot, &copy, err))
+    if (!setup_slot(&s, snapshot, sizeof snapshot, &copy, err) || !start_watch(&s, err))
         goto out;
     if (copy && !run_copy(&s, snapshot, err))
         goto out;

@@ -229,6 +229,9 @@ typedef struct PipelineHooks
     /* After the batch committed and was counted (a stream confirms its flush
      * position to its server from here). */
     void (*after_commit)(void *ctx, const SourcePosition *pos);
+    /* Each row of a committed batch the tracker counts (inserted, or expired):
+     * its id → insert delay in µs and its DelayClass, for live metrics. */
+    void (*row_delay)(void *ctx, int64_t delay_us, int delay_class);
     /* Where the rejects go and what to do, for the --max-rejects error. */
     const char *rejects_where;
     const char *rejects_hint;

@@ -65,6 +65,9 @@ typedef struct PgoSourceConfig
      * one; idle: caught up (nothing pending). */
     void (*status)(void *ctx, uint64_t committed_lsn, uint64_t lag_bytes, bool idle);
     int status_interval_ms;
+    /* Every second (NULL: never), from the reader's thread, with the same
+     * values as status: for metrics and the slot's checks. */
+    void (*tick)(void *ctx, uint64_t committed_lsn, uint64_t lag_bytes, bool idle);
     void *ctx;
 } PgoSourceConfig;
 

@@ -49,6 +49,8 @@ typedef struct StreamOptions
     bool no_snapshot;           /* no initial copy: stream from the slot's start */
     bool until_caught_up;       /* exit once what the source committed before the start is applied */
     int status_interval_s;      /* the one-line status on stderr (default 10; 0 = never) */
+    const char *metrics_listen; /* ADDR:PORT of the metrics endpoint, or NULL */
+    uint64_t warn_retained;     /* warn when the slot retains more WAL (default 5 GiB; 0 never) */
 } StreamOptions;
 
 void stream_options_default(StreamOptions *o);

@@ -7,12 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <jansson.h>
 
 #include "cli.h"
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/pgoutput.h"
 #include "v7fill/stream.h"
+#include "v7fill/stream_admin.h"
 #include "v7fill/timeparse.h"
 
 enum
@@ -37,6 +41,12 @@ enum
     OPT_RETENTION,
     OPT_MAX_FUTURE,
     OPT_BATCH_ROWS,
+    OPT_METRICS_LISTEN,
+    OPT_WARN_RETAINED,
+    OPT_STATUS,
+    OPT_JSON,
+    OPT_DROP,
+    OPT_YES,
 };
 
 static void
@@ -44,6 +54,10 @@ stream_usage(FILE *out)
 {
     fputs("Usage: v7fill [-d TARGET_CONNINFO] stream TABLE --source CONNINFO --from SCHEMA.TABLE\n"
           "                --publication PUB --slot SLOT [OPTION]...\n"
+          "       v7fill [-d TARGET_CONNINFO] stream TABLE --status [--json] --slot SLOT\n"
+          "                [--source CONNINFO]\n"
+          "       v7fill [-d TARGET_CONNINFO] stream TABLE --drop --slot SLOT [--yes]\n"
+          "                [--source CONNINFO]\n"
           "\n"
           "Copy a table of a live PostgreSQL database into TABLE (partitioned on a UUIDv7\n"
           "key) and then follow its changes over logical replication (pgoutput), exactly\n"
@@ -83,10 +97,24 @@ stream_usage(FILE *out)
           "  --until-caught-up      exit 0 once what the source committed before the start\n"
           "                         is applied (else: run until SIGINT/SIGTERM, exit 0)\n"
           "\n"
+          "Operating:\n"
+          "  --metrics-listen ADDR:PORT  serve /metrics (Prometheus), /healthz and /readyz\n"
+          "                         there, e.g. 127.0.0.1:9187 (nothing listens without it)\n"
+          "  --warn-retained SIZE   warn when the slot keeps more WAL on the source\n"
+          "                         (checked at start and every minute; default 5GB, 0 never)\n"
+          "  --status               where the stream stands: its stored position, the slot's\n"
+          "                         confirmed and restart LSN, lag, retained WAL, quarantined\n"
+          "                         rows (running or stopped; --json for a JSON object)\n"
+          "  --drop                 drop the slot on the source (stopping its walsender if it\n"
+          "                         is this stream's) and the stream's row in the target,\n"
+          "                         after saying so; the target's rows, the lookup and the\n"
+          "                         quarantined rows stay.  --yes: do not ask\n"
+          "  --status and --drop reach the source with the connection string the stream\n"
+          "  stored (without its password: ~/.pgpass or PGPASSFILE supplies it), or --source.\n"
+          "\n"
           "State lives in the target: v7fill.stream (position, counts), and\n"
           "v7fill.stream_quarantine (rows the target refused, with the reason and the row).\n"
-          "Stopping for good: drop the slot on the source, or it keeps WAL forever:\n"
-          "  SELECT pg_drop_replication_slot('SLOT');\n"
+          "Stopping for good: drop the slot (--drop), or it keeps WAL on the source forever.\n"
           "See docs/streaming.md.\n",
           out);
 }
@@ -129,6 +157,193 @@ print_summary(const StreamStats *st)
            ru.ru_maxrss / 1024);
 }
 
+static void
+print_lsn(const char *label, uint64_t lsn)
+{
+    char at[PGO_LSN_TEXT_SIZE];
+
+    pgo_lsn_format(lsn, at);
+    printf("  %-22s %s\n", label, at);
+}
+
+static json_t *
+json_lsn(uint64_t lsn)
+{
+    char at[PGO_LSN_TEXT_SIZE];
+
+    pgo_lsn_format(lsn, at);
+    return json_string(at);
+}
+
+static void
+status_json(const char *slot, const StreamStatus *s)
+{
+    json_t *o = json_object();
+    const StreamState *t = &s->state;
+    char *text;
+
+    json_object_set_new(o, "slot", json_string(slot));
+    json_object_set_new(o, "target", t->found ? json_string(t->target) : json_null());
+    json_object_set_new(o, "source_table", t->found ? json_string(t->source_table) : json_null());
+    json_object_set_new(o, "phase", t->found ? json_string(t->phase) : json_null());
+    json_object_set_new(o, "stored_position", t->found ? json_lsn(t->end_lsn) : json_null());
+    json_object_set_new(o, "last_commit_at", t->found ? json_string(s->updated_at) : json_null());
+    json_object_set_new(o, "quarantined", json_integer((json_int_t) s->quarantined));
+    json_object_set_new(o, "source", json_string(s->source));
+    json_object_set_new(o, "source_error", s->source_ok ? json_null() : json_string(s->source_error));
+    if (s->source_ok)
+    {
+        json_object_set_new(o, "slot_exists", json_boolean(s->slot.exists));
+        json_object_set_new(o, "active", json_boolean(s->slot.active));
+        json_object_set_new(o, "active_pid", s->slot.active ? json_integer(s->slot.active_pid) : json_null());
+        json_object_set_new(o, "confirmed_lsn", s->slot.exists ? json_lsn(s->slot.confirmed_lsn) : json_null());
+        json_object_set_new(o, "restart_lsn", s->slot.exists ? json_lsn(s->slot.restart_lsn) : json_null());
+        json_object_set_new(o, "wal_status", s->slot.wal_status[0] ? json_string(s->slot.wal_status) : json_null());
+        json_object_set_new(o, "retained_wal_bytes", json_integer((json_int_t) s->slot.retained));
+        json_object_set_new(o, "safe_wal_size_bytes",
+                            s->slot.safe_known ? json_integer(s->slot.safe_wal_size) : json_null());
+        json_object_set_new(o, "lag_bytes", json_integer((json_int_t) s->lag_bytes));
+        json_object_set_new(o, "lag_seconds", json_real(s->lag_s));
+    }
+    json_object_set_new(o, "rows_read", json_integer((json_int_t) t->counts.read));
+    json_object_set_new(o, "inserted", json_integer((json_int_t) t->counts.inserted));
+    json_object_set_new(o, "updated", json_integer((json_int_t) t->counts.updated));
+    json_object_set_new(o, "deleted", json_integer((json_int_t) t->counts.deleted));
+    json_object_set_new(o, "duplicates", json_integer((json_int_t) t->counts.duplicates));
+    text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    printf("%s\n", text);
+    free(text);
+    json_decref(o);
+}
+
+static void
+status_text(const char *slot, const StreamStatus *s)
+{
+    const StreamState *t = &s->state;
+
+    printf("stream (slot %s)\n", slot);
+    if (t->found)
+    {
+        printf("  %-22s %s -> %s (publication %s, phase %s)\n", "tables", t->source_table,
+               t->target, t->publication, t->phase);
+        print_lsn("stored position", t->end_lsn);
+        printf("  %-22s %s\n", "last commit applied", s->updated_at);
+        printf("  %-22s read=%" PRIu64 " inserted=%" PRIu64 " updated=%" PRIu64
+               " deleted=%" PRIu64 " duplicates=%" PRIu64 "\n",
+               "rows", t->counts.read, t->counts.inserted, t->counts.updated, t->counts.deleted,
+               t->counts.duplicates);
+    }
+    else
+        printf("  %-22s none (no row in v7fill.stream)\n", "target state");
+    printf("  %-22s %" PRIu64 " rows (v7fill.stream_quarantine)\n", "quarantined",
+           s->quarantined);
+    if (!s->source_ok)
+    {
+        printf("  %-22s not reached: %s\n", "source", s->source_error);
+        return;
+    }
+    if (!s->slot.exists)
+    {
+        printf("  %-22s does not exist on the source\n", "slot");
+        return;
+    }
+    if (s->slot.active)
+        printf("  %-22s active (walsender pid %d), wal_status %s\n", "slot", s->slot.active_pid,
+               s->slot.wal_status[0] ? s->slot.wal_status : "-");
+    else
+        printf("  %-22s inactive (the stream is stopped), wal_status %s\n", "slot",
+               s->slot.wal_status[0] ? s->slot.wal_status : "-");
+    print_lsn("confirmed_flush_lsn", s->slot.confirmed_lsn);
+    print_lsn("restart_lsn", s->slot.restart_lsn);
+    printf("  %-22s %" PRIu64 " bytes, %.1f s\n", "lag", s->lag_bytes, s->lag_s);
+    printf("  %-22s %" PRIu64 " bytes", "retained WAL", s->slot.retained);
+    if (s->slot.safe_known)
+        printf(" (%" PRId64 " bytes more before the slot is lost)\n", s->slot.safe_wal_size);
+    else
+        printf(" (no limit: max_slot_wal_keep_size = -1)\n");
+}
+
+static bool
+status_matches(const char *table, const char *slot, const StreamStatus *s, Err *err)
+{
+    if (s->state.found && strcmp(s->state.target, table) != 0)
+        return err_set(err, EC_CONFIG, "slot \"%s\" streams into %s, not %s", slot,
+                       s->state.target, table);
+    return true;
+}
+
+static int
+stream_status(PgConn *conn, const char *table, const char *slot, const char *source, bool json,
+              Err *err)
+{
+    StreamStatus s;
+
+    if (!stream_admin_status(conn, slot, source, &s, err) || !status_matches(table, slot, &s, err))
+        return 1;
+    if (json)
+        status_json(slot, &s);
+    else
+        status_text(slot, &s);
+    return 0;
+}
+
+static int
+stream_drop(PgConn *conn, const char *table, const char *slot, const char *source, bool yes,
+            Err *err)
+{
+    StreamStatus s;
+    char answer[16] = "";
+
+    if (!stream_admin_status(conn, slot, source, &s, err) || !status_matches(table, slot, &s, err))
+        return 1;
+    if (!s.source_ok)
+    {
+        err_set(err, EC_PG_CONNECT, "cannot reach the source to drop slot \"%s\": %s", slot,
+                s.source_error);
+        err_hint(err, "Give --source CONNINFO, or delete only the target's state: DELETE FROM "
+                      "v7fill.stream WHERE slot = '%s';",
+                 slot);
+        return 1;
+    }
+    printf("This will, for slot \"%s\":\n", slot);
+    if (s.slot.exists && s.slot.active)
+        printf("  - terminate its walsender on the source (pid %d): a running stream stops\n",
+               s.slot.active_pid);
+    if (s.slot.exists)
+        printf("  - drop replication slot \"%s\" on the source (%s), releasing %" PRIu64
+               " bytes of WAL\n",
+               slot, s.source, s.slot.retained);
+    else
+        printf("  - (no slot \"%s\" on the source: nothing to drop there)\n", slot);
+    if (s.state.found)
+        printf("  - delete the stream's row in v7fill.stream (its position and counts)\n");
+    printf("Kept: the rows of %s, its lookup, and the %" PRIu64
+           " quarantined rows in v7fill.stream_quarantine\n"
+           "  (DELETE FROM v7fill.stream_quarantine WHERE slot = '%s'; removes them).\n",
+           table, s.quarantined, slot);
+    fflush(stdout);
+    if (!yes)
+    {
+        if (!isatty(STDIN_FILENO))
+        {
+            err_set(err, EC_USAGE, "--drop asks before it drops, and stdin is not a terminal");
+            err_hint(err, "Add --yes to drop without asking.");
+            return 2;
+        }
+        printf("Proceed? [y/N] ");
+        fflush(stdout);
+        if (fgets(answer, sizeof answer, stdin) == NULL || (answer[0] != 'y' && answer[0] != 'Y'))
+        {
+            printf("Nothing done.\n");
+            return 0;
+        }
+    }
+    if (!stream_admin_drop(conn, slot, source ? source : s.source, &s, err))
+        return 1;
+    printf("Dropped.\n");
+    return 0;
+}
+
 int
 cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
 {
@@ -153,6 +368,12 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
         {"retention", required_argument, NULL, OPT_RETENTION},
         {"max-future", required_argument, NULL, OPT_MAX_FUTURE},
         {"batch-rows", required_argument, NULL, OPT_BATCH_ROWS},
+        {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
+        {"warn-retained", required_argument, NULL, OPT_WARN_RETAINED},
+        {"status", no_argument, NULL, OPT_STATUS},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"drop", no_argument, NULL, OPT_DROP},
+        {"yes", no_argument, NULL, OPT_YES},
         CLI_GLOBAL_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -170,6 +391,9 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
     int c;
     int choice;
     long n;
+    uint64_t size;
+    int action = 0; /* 0 run, OPT_STATUS, OPT_DROP */
+    bool json = false, yes = false;
 
     stream_options_default(&o);
     memset(&st, 0, sizeof st);
@@ -260,6 +484,32 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
             case OPT_NO_SNAPSHOT:
                 o.no_snapshot = true;
                 break;
+            case OPT_METRICS_LISTEN:
+                o.metrics_listen = optarg;
+                break;
+            case OPT_WARN_RETAINED:
+                if (!cli_parse_size("stream", "--warn-retained", optarg, 0, UINT64_MAX, &size, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                o.warn_retained = size;
+                break;
+            case OPT_STATUS:
+            case OPT_DROP:
+                if (action && action != c)
+                {
+                    status = cli_usage_error(err, "stream", "--status and --drop go alone");
+                    goto out;
+                }
+                action = c;
+                break;
+            case OPT_JSON:
+                json = true;
+                break;
+            case OPT_YES:
+                yes = true;
+                break;
             case OPT_UNTIL_CAUGHT_UP:
                 o.until_caught_up = true;
                 break;
@@ -290,6 +540,24 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
     if (argc - optind != 1)
     {
         status = cli_usage_error(err, "stream", "\"stream\" needs one TABLE (the target)");
+        goto out;
+    }
+    if (action || json || yes)
+    {
+        if (!action || !o.slot || (json && action != OPT_STATUS) || (yes && action != OPT_DROP))
+        {
+            status = cli_usage_error(err, "stream",
+                                     "--status [--json] and --drop [--yes] need --slot");
+            goto out;
+        }
+        if (!pg_connect(g->conninfo, &conn, err))
+        {
+            status = 1;
+            goto out;
+        }
+        status = action == OPT_STATUS
+                     ? stream_status(conn, argv[optind], o.slot, o.source_conninfo, json, err)
+                     : stream_drop(conn, argv[optind], o.slot, o.source_conninfo, yes, err);
         goto out;
     }
     if (!o.source_conninfo || !o.from || !o.publication || !o.slot)

@@ -1,0 +1,76 @@
+/*
+ * Watching a running stream: its metrics (stream_metrics.h) set from the real
+ * values, the /readyz state, and the source slot's WAL (retained bytes,
+ * wal_status, safe_wal_size) with the warnings an operator needs.
+ *
+ * Threads: stream_observer_commit and stream_observer_delay are called on the
+ * pipeline's writer thread, stream_observer_progress and
+ * stream_observer_slot on the reader's, the rest on the main thread; every
+ * update is a lock-free atomic of the registry, and the HTTP server answers
+ * on its own thread, so a scrape never waits for the stream nor the stream
+ * for a scrape.
+ */
+#ifndef V7FILL_STREAM_OBSERVE_H
+#define V7FILL_STREAM_OBSERVE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "v7fill/err.h"
+#include "v7fill/pg.h"
+#include "v7fill/pipeline.h"
+
+typedef struct StreamObserver StreamObserver;
+
+/* The metrics of the stream into `table`; with listen (ADDR:PORT, see
+ * http_metrics.h) the endpoint is bound before this returns (a bad address:
+ * EC_USAGE; in use / not this host's: EC_IO), readiness "starting".  listen
+ * NULL: the values are kept, nothing listens. */
+V7FILL_MUST_CHECK bool stream_observer_start(const char *listen, const char *table,
+                                             StreamObserver **out, Err *err);
+void stream_observer_free(StreamObserver *ob); /* stops the endpoint; NULL-safe */
+uint16_t stream_observer_port(const StreamObserver *ob); /* 0 without an endpoint */
+
+/* /readyz: 200 when ready, else 503 "not ready: reason". */
+void stream_observer_ready(StreamObserver *ob, bool ready, const char *reason);
+
+/* After a target commit: the counts this run applied (cumulative since the
+ * start of the process), the applied commit's end LSN (0: the initial copy). */
+void stream_observer_commit(StreamObserver *ob, const BatchCounts *run, uint64_t applied_lsn);
+/* One row inserted (or expired) with its id → insert delay and class (DelayClass). */
+void stream_observer_delay(StreamObserver *ob, int64_t delay_us, int delay_class);
+void stream_observer_copy(StreamObserver *ob, bool running, uint64_t rows);
+void stream_observer_reconnect(StreamObserver *ob, bool target_side);
+/* From the reader: source transactions and bytes so far (this process), the
+ * lag in bytes, and in seconds (already clock-corrected; 0 when caught up). */
+void stream_observer_progress(StreamObserver *ob, uint64_t transactions, uint64_t bytes,
+                              uint64_t lag_bytes, double lag_s);
+
+/* The slot's WAL as the source sees it. */
+typedef struct SlotWal
+{
+    bool exists;
+    bool active;
+    int active_pid;
+    char plugin[64];
+    uint64_t retained;      /* pg_current_wal_lsn() - restart_lsn */
+    char wal_status[16];    /* "" when NULL */
+    bool safe_known;        /* safe_wal_size not NULL */
+    int64_t safe_wal_size;
+    int64_t keep_size_mb;   /* max_slot_wal_keep_size in MB, -1 unlimited */
+    uint64_t restart_lsn, confirmed_lsn, current_lsn;
+} SlotWal;
+
+/* Read it on an ordinary connection to the source. */
+V7FILL_MUST_CHECK bool stream_slot_wal(PgConn *src, const char *slot, SlotWal *out, Err *err);
+/* Set the slot metrics from w and log what an operator must know: retained
+ * WAL above warn_bytes (0: no warning), a status other than reserved, and
+ * (once per process, first) an unlimited max_slot_wal_keep_size. */
+void stream_observer_slot(StreamObserver *ob, const char *slot, const SlotWal *w,
+                          uint64_t warn_bytes);
+
+/* The offset of the source's clock over the local one, in µs (source now -
+ * local now, at the middle of the round trip). */
+V7FILL_MUST_CHECK bool stream_clock_offset(PgConn *src, int64_t *offset_us, Err *err);
+
+#endif /* V7FILL_STREAM_OBSERVE_H */

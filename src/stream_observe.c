@@ -1,0 +1,299 @@
+/*
+ * stream_observe.c: the stream's metrics and readiness, and the slot's WAL
+ * (see stream_observe.h).
+ */
+#include "v7fill/stream_observe.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "v7fill/http_metrics.h"
+#include "v7fill/log.h"
+#include "v7fill/mem.h"
+#include "v7fill/pgoutput.h"
+#include "v7fill/stream_metrics.h"
+#include "v7fill/tracker.h"
+
+enum
+{
+    OP_INSERT,
+    OP_UPDATE,
+    OP_DELETE,
+    OP_TRUNCATE,
+    OP_COUNT
+};
+
+struct StreamObserver
+{
+    Metrics *reg;
+    StreamMetrics sm;
+    HttpMetrics *http;
+    HttpReadyState ready;
+    MetricSeries *applied[OP_COUNT];
+    MetricSeries *duplicates, *quar_rejected, *quar_late, *txns, *commits, *bytes;
+    MetricSeries *lag_bytes, *lag_s, *retained, *safe, *delay, *late, *near;
+    MetricSeries *reconnects[2], *last_lsn, *copy_running, *copy_rows;
+    _Atomic bool keep_warned;
+};
+
+static bool
+series(StreamObserver *ob, StreamMetric which, const char *a, const char *b, MetricSeries **out,
+       Err *err)
+{
+    const char *v[2] = {a, b};
+    size_t n = stream_metric_def(which)->nlabels;
+
+    return stream_metrics_series(&ob->sm, which, v, n, out, err);
+}
+
+static bool
+observer_series(StreamObserver *ob, const char *t, Err *err)
+{
+    static const char *const ops[OP_COUNT] = {"insert", "update", "delete", "truncate"};
+
+    for (int i = 0; i < OP_COUNT; i++)
+        if (!series(ob, SM_ROWS_APPLIED, t, ops[i], &ob->applied[i], err))
+            return false;
+    return series(ob, SM_DUPLICATES, t, NULL, &ob->duplicates, err) &&
+           series(ob, SM_QUARANTINED, t, "rejected", &ob->quar_rejected, err) &&
+           series(ob, SM_QUARANTINED, t, "late", &ob->quar_late, err) &&
+           series(ob, SM_SOURCE_TXNS, NULL, NULL, &ob->txns, err) &&
+           series(ob, SM_TARGET_COMMITS, NULL, NULL, &ob->commits, err) &&
+           series(ob, SM_RECEIVED_BYTES, NULL, NULL, &ob->bytes, err) &&
+           series(ob, SM_APPLY_LAG_BYTES, NULL, NULL, &ob->lag_bytes, err) &&
+           series(ob, SM_APPLY_LAG_SECONDS, NULL, NULL, &ob->lag_s, err) &&
+           series(ob, SM_SLOT_RETAINED_WAL, NULL, NULL, &ob->retained, err) &&
+           series(ob, SM_SLOT_SAFE_WAL_SIZE, NULL, NULL, &ob->safe, err) &&
+           series(ob, SM_INSERT_DELAY, t, NULL, &ob->delay, err) &&
+           series(ob, SM_LATE_ROWS, t, NULL, &ob->late, err) &&
+           series(ob, SM_NEAR_CUTOFF_ROWS, t, NULL, &ob->near, err) &&
+           series(ob, SM_RECONNECTS, "source", NULL, &ob->reconnects[0], err) &&
+           series(ob, SM_RECONNECTS, "target", NULL, &ob->reconnects[1], err) &&
+           series(ob, SM_LAST_APPLIED_LSN, NULL, NULL, &ob->last_lsn, err) &&
+           series(ob, SM_INITIAL_COPY_RUNNING, NULL, NULL, &ob->copy_running, err) &&
+           series(ob, SM_INITIAL_COPY_ROWS, t, NULL, &ob->copy_rows, err);
+}
+
+bool
+stream_observer_start(const char *listen, const char *table, StreamObserver **out, Err *err)
+{
+    StreamObserver *ob = xcalloc(1, sizeof *ob);
+
+    *out = NULL;
+    ob->reg = metrics_new();
+    http_ready_state_init(&ob->ready, "starting");
+    if (!stream_metrics_define(ob->reg, &ob->sm, err) || !observer_series(ob, table, err) ||
+        (listen && !http_metrics_start(listen, ob->reg, http_ready_state_cb, &ob->ready,
+                                       &ob->http, err)))
+    {
+        if (listen)
+            err_prefix(err, "--metrics-listen");
+        stream_observer_free(ob);
+        return false;
+    }
+    if (ob->http)
+        log_info("metrics on http://%s/metrics (readiness: /readyz)", listen);
+    *out = ob;
+    return true;
+}
+
+void
+stream_observer_free(StreamObserver *ob)
+{
+    if (ob == NULL)
+        return;
+    http_metrics_stop(ob->http);
+    http_ready_state_deinit(&ob->ready);
+    metrics_free(ob->reg);
+    free(ob);
+}
+
+uint16_t
+stream_observer_port(const StreamObserver *ob)
+{
+    return ob && ob->http ? http_metrics_port(ob->http) : 0;
+}
+
+void
+stream_observer_ready(StreamObserver *ob, bool ready, const char *reason)
+{
+    if (ob)
+        http_ready_state_set(&ob->ready, ready, reason);
+}
+
+void
+stream_observer_commit(StreamObserver *ob, const BatchCounts *run, uint64_t applied_lsn)
+{
+    if (ob == NULL)
+        return;
+    metrics_counter_raise(ob->applied[OP_INSERT], run->inserted);
+    metrics_counter_raise(ob->applied[OP_UPDATE], run->updated);
+    metrics_counter_raise(ob->applied[OP_DELETE], run->deleted);
+    metrics_counter_raise(ob->applied[OP_TRUNCATE], run->truncates);
+    metrics_counter_raise(ob->duplicates, run->duplicates);
+    metrics_counter_raise(ob->quar_rejected, run->rejected);
+    metrics_counter_raise(ob->quar_late, run->expired);
+    metrics_counter_add(ob->commits, 1);
+    if (applied_lsn > 0)
+        metrics_gauge_set(ob->last_lsn, (double) applied_lsn);
+}
+
+void
+stream_observer_delay(StreamObserver *ob, int64_t delay_us, int delay_class)
+{
+    if (ob == NULL)
+        return;
+    metrics_histogram_observe(ob->delay, (double) (delay_us < 0 ? 0 : delay_us) / 1e6);
+    if (delay_class == DELAY_NEAR_CUTOFF)
+        metrics_counter_add(ob->near, 1);
+    else if (delay_class == DELAY_EXPIRED)
+        metrics_counter_add(ob->late, 1);
+}
+
+void
+stream_observer_copy(StreamObserver *ob, bool running, uint64_t rows)
+{
+    if (ob == NULL)
+        return;
+    metrics_counter_raise(ob->copy_rows, rows);
+    metrics_gauge_set(ob->copy_running, running ? 1 : 0);
+}
+
+void
+stream_observer_reconnect(StreamObserver *ob, bool target_side)
+{
+    if (ob)
+        metrics_counter_add(ob->reconnects[target_side ? 1 : 0], 1);
+}
+
+void
+stream_observer_progress(StreamObserver *ob, uint64_t transactions, uint64_t bytes,
+                         uint64_t lag_bytes, double lag_s)
+{
+    if (ob == NULL)
+        return;
+    metrics_counter_raise(ob->txns, transactions);
+    metrics_counter_raise(ob->bytes, bytes);
+    metrics_gauge_set(ob->lag_bytes, (double) lag_bytes);
+    metrics_gauge_set(ob->lag_s, lag_s);
+}
+
+bool
+stream_slot_wal(PgConn *src, const char *slot, SlotWal *out, Err *err)
+{
+    PGresult *res;
+    const char *params[1] = {slot};
+
+    memset(out, 0, sizeof *out);
+    out->keep_size_mb = -1;
+    if (!pg_query(src,
+                  "SELECT s.slot_name IS NOT NULL, coalesce(s.active, false), "
+                  "coalesce(s.active_pid, 0), "
+                  "coalesce(pg_current_wal_lsn() - s.restart_lsn, 0)::int8, "
+                  "coalesce(s.wal_status, ''), s.safe_wal_size IS NOT NULL, "
+                  "coalesce(s.safe_wal_size, 0), "
+                  "(SELECT setting::int8 FROM pg_settings WHERE name = 'max_slot_wal_keep_size'), "
+                  "coalesce(s.restart_lsn, '0/0')::text, "
+                  "coalesce(s.confirmed_flush_lsn, '0/0')::text, pg_current_wal_lsn()::text, "
+                  "coalesce(s.plugin, '') FROM (SELECT 1) one LEFT JOIN pg_replication_slots s ON s.slot_name = $1",
+                  1, params, &res, err))
+    {
+        err_prefix(err, "could not read replication slot \"%s\" on the source", slot);
+        return false;
+    }
+    out->exists = PQgetvalue(res, 0, 0)[0] == 't';
+    out->active = PQgetvalue(res, 0, 1)[0] == 't';
+    out->active_pid = atoi(PQgetvalue(res, 0, 2));
+    out->retained = strtoull(PQgetvalue(res, 0, 3), NULL, 10);
+    (void) snprintf(out->wal_status, sizeof out->wal_status, "%s", PQgetvalue(res, 0, 4));
+    out->safe_known = PQgetvalue(res, 0, 5)[0] == 't';
+    out->safe_wal_size = strtoll(PQgetvalue(res, 0, 6), NULL, 10);
+    out->keep_size_mb = strtoll(PQgetvalue(res, 0, 7), NULL, 10);
+    (void) pgo_lsn_parse(PQgetvalue(res, 0, 8), &out->restart_lsn);
+    (void) pgo_lsn_parse(PQgetvalue(res, 0, 9), &out->confirmed_lsn);
+    (void) pgo_lsn_parse(PQgetvalue(res, 0, 10), &out->current_lsn);
+    (void) snprintf(out->plugin, sizeof out->plugin, "%s", PQgetvalue(res, 0, 11));
+    PQclear(res);
+    return true;
+}
+
+static void
+human(uint64_t bytes, char *out, size_t size)
+{
+    static const char *const units[] = {"B", "kB", "MB", "GB", "TB"};
+    double v = (double) bytes;
+    int u = 0;
+
+    while (v >= 1024 && u < 4)
+    {
+        v /= 1024;
+        u++;
+    }
+    (void) snprintf(out, size, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+void
+stream_observer_slot(StreamObserver *ob, const char *slot, const SlotWal *w, uint64_t warn_bytes)
+{
+    char a[32], b[32];
+
+    if (ob)
+    {
+        Err err = {0};
+
+        metrics_gauge_set(ob->retained, w->exists ? (double) w->retained : 0);
+        metrics_gauge_set(ob->safe, !w->exists ? 0 : w->safe_known ? (double) w->safe_wal_size
+                                                                   : INFINITY);
+        if (!stream_metrics_set_wal_status(&ob->sm, w->exists && w->wal_status[0] ? w->wal_status
+                                                                                 : NULL,
+                                           &err))
+            log_warn("slot metrics: %s", err.msg);
+    }
+    if (!w->exists)
+        return;
+    if (w->keep_size_mb < 0 && (ob == NULL || !atomic_exchange(&ob->keep_warned, true)))
+        log_warn("max_slot_wal_keep_size is unlimited (-1) on the source: while this stream is "
+                 "stopped, slot \"%s\" keeps every WAL segment and can fill the source's disk; "
+                 "set a limit there (ALTER SYSTEM SET max_slot_wal_keep_size = '50GB'; SELECT "
+                 "pg_reload_conf();) and drop the slot when the stream is no longer wanted "
+                 "(v7fill stream TABLE --drop --slot %s)",
+                 slot, slot);
+    human(w->retained, a, sizeof a);
+    if (warn_bytes > 0 && w->retained > warn_bytes)
+    {
+        human(warn_bytes, b, sizeof b);
+        log_warn("slot \"%s\" retains %s of WAL on the source (above --warn-retained %s)", slot,
+                 a, b);
+    }
+    if (w->wal_status[0] && strcmp(w->wal_status, "reserved") != 0)
+    {
+        human(w->safe_known && w->safe_wal_size > 0 ? (uint64_t) w->safe_wal_size : 0, b,
+              sizeof b);
+        log_warn("slot \"%s\": wal_status is %s (retained %s, %s more before it is lost)", slot,
+                 w->wal_status, a, w->safe_known ? b : "no limit");
+    }
+}
+
+bool
+stream_clock_offset(PgConn *src, int64_t *offset_us, Err *err)
+{
+    PGresult *res;
+    struct timespec before, after;
+    int64_t mid_us;
+
+    clock_gettime(CLOCK_REALTIME, &before);
+    if (!pg_query(src, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8", 0, NULL,
+                  &res, err))
+        return false;
+    clock_gettime(CLOCK_REALTIME, &after);
+    mid_us = ((int64_t) before.tv_sec + (int64_t) after.tv_sec) * 500000 +
+             ((int64_t) before.tv_nsec + (int64_t) after.tv_nsec) / 2000;
+    *offset_us = strtoll(PQgetvalue(res, 0, 0), NULL, 10) - mid_us;
+    PQclear(res);
+    return true;
+}
