@@ -266,6 +266,12 @@ pg_close(PgConn *c)
 }
 
 bool
+pg_connect_another(PgConn *c, PgConn **out, Err *err)
+{
+    return pg_connect(c->conninfo, out, err);
+}
+
+bool
 pg_reconnect(PgConn *c, Err *err)
 {
     if (c->conn)

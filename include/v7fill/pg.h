@@ -23,6 +23,8 @@ typedef struct PgConn PgConn;
 V7FILL_MUST_CHECK bool pg_connect(const char *conninfo, PgConn **out, Err *err);
 /* Close the connection and free it; NULL-safe. */
 void pg_close(PgConn *c);
+/* Open a second connection with c's settings (parallel writers). */
+V7FILL_MUST_CHECK bool pg_connect_another(PgConn *c, PgConn **out, Err *err);
 /* Drop the connection and open it again with the same settings. */
 V7FILL_MUST_CHECK bool pg_reconnect(PgConn *c, Err *err);
 /* The underlying libpq connection (borrowed). */

@@ -76,6 +76,8 @@ typedef struct PipelineOptions
     const char *window_tz;    /* --window-tz: new windows start at local midnight */
     int lock_timeout_ms;
     int reconnect_attempts;   /* after a lost connection (default 5) */
+    int jobs;                 /* writer connections (--jobs, default 1): batches dealt in
+                                 reading order, committed in that order */
     int64_t now_us;           /* 0 = the real clock (tests inject a time) */
     const char *retention;    /* --retention; NULL: stored (v7fill retention), else
                                  pg_partman's, else none (every row is on time) */
