@@ -60,7 +60,9 @@ import_jobs() { # jobs, then more options
         --rejects rej.csv --no-progress --no-analyze "$@"
 }
 
+t0=$(date +%s%N)
 run_expect 0 import_jobs 1 --report-json r1.json
+one_ms=$(( ($(date +%s%N) - t0) / 1000000 ))  # scales the kills below to this machine and build
 one=$(table_hash)
 assert_eq "$inserted $((inserted))" "$(q "SELECT count(*), count(DISTINCT n) FROM j" | tr '|' ' ')" \
     "--jobs 1: one row per reference"
@@ -99,8 +101,9 @@ run_expect 3 "$V7FILL" import j j.csv --jobs 500 --no-progress
 assert_contains "$OUT" "max_connections" "--jobs 500: the error names max_connections"
 assert_eq "$one" "$(table_hash)" "a refused --jobs writes nothing"
 
-# kill -9 at 20 random moments (0.1 to 0.7 s into a run: from before its first
-# commit to several batches in) of --jobs 2 and --jobs 4 imports, then a rerun.
+# kill -9 at 20 random moments (0.1 s to a quarter of the time --jobs 1 took for
+# 20000 rows into a run: from before its first commit to several batches in) of
+# --jobs 2 and --jobs 4 imports, then a rerun.
 # The partitions stay (emptied): creating 72 of them would outlast the kills.
 sqlf -c "TRUNCATE j, j_source_ref" -c "DELETE FROM v7fill.checkpoint"
 rm -f rej.csv
@@ -118,7 +121,8 @@ for attempt in $(seq 1 20); do
     "$V7FILL" import j k.csv --jobs "$jobs" --batch-rows 200 --source-ref 'j:{n}' \
         --rejects rej.csv --no-progress --no-analyze >run.out 2>&1 &
     pid=$!
-    sleep "0.$((10 + RANDOM % 60))"
+    ms=$((100 + RANDOM % (one_ms / 4 + 1)))
+    sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
     if kill -9 "$pid" 2>/dev/null; then
         kills=$((kills + 1))
         wait "$pid" 2>/dev/null || true
