@@ -1,34 +1,46 @@
 #!/usr/bin/env python3
-"""Import throughput of v7fill beside raw COPY of the same rows, in one run.
+"""Import throughput of v7fill beside its peers, on one server profile (BENCH_PROFILE).
 
-For each size (BENCH_ROWS, default 1,000,000; BENCH_ROWS_BIG, default 5,000,000, 0 = skip):
-  generate N events over 36 months (7 columns) into a CSV file;
-  v7fill import (fresh) into `ev` -> rows/s, client CPU, server CPU, peak RSS; run
-      BENCH_FRESH_RUNS times (default 5) from an empty table: the median run (by wall
-      time) gives rows/s, the median of the runs' CPU ratios the CPU figure, and every
-      run's ratio is printed;
-  for reference, one more fresh import with --batch-rows 50000 (what larger batches buy);
-  v7fill import again (every row a duplicate) -> rows/s;
-  export the rows v7fill wrote (same ids) and the lookup rows;
-  (a) COPY ... FROM STDIN (FORMAT csv) of those rows into `ev_a` (same schema);
-  (b) the same into `ev_b` plus one lookup row per row, keyed by a SHA-256 hash of the
-      reference (random keys, as the issue defines the floor), one transaction;
-  (c) for reference, (b) with the lookup keyed by the id (a key local in time);
-  (d) for reference, (b) with the lookup rows exactly as v7fill keyed them (ref_key:
-      the reference's integer, here the legacy id, then hash bytes; srcref.h).
-Partitions are created before every timed load (same 38 monthly windows for all),
-so every figure measures loading only; v7fill's closing ANALYZE and lookup VACUUM
-are timed separately.  Ratios: v7fill / (a), v7fill / (b), v7fill / (d).
+bench_import.sh runs this once per profile, each on its own throwaway cluster:
+  tuned       the test cluster: fsync, full_page_writes and synchronous_commit off,
+              shared_buffers 256MB, max_wal_size 4GB;
+  production  stock settings: fsync, full_page_writes and synchronous_commit on,
+              shared_buffers 128MB, max_wal_size 1GB (checkpoints and full-page
+              writes happen during the load).
+
+For each size (BENCH_ROWS, default "1000000 5000000"; BENCH_ROWS_BIG adds a size,
+e.g. 20000000): N events over 36 months (7 columns, references ev:{legacy_id}), then
+BENCH_RUNS rounds (default 3) of every method, each from an empty table (dropped and
+made again with its 38 monthly partitions, then CHECKPOINT), the methods of a round in
+an order rotated by one per round (interleaved: no method always runs first or on a
+warm cache):
+  (a)  raw COPY ... FROM STDIN (FORMAT csv) of the rows v7fill wrote (same ids);
+  (a2) the same rows in two halves over two connections at once;
+  (b)  COPY of the rows plus one lookup row each, keyed by a SHA-256 hash of the
+       reference (random keys), one transaction;
+  v7fill --jobs 1, v7fill --jobs 2 (fresh imports);
+  re-import (v7fill --jobs 1 again, every row a duplicate; after the --jobs 2 run);
+  .zst (v7fill --jobs 1 from the zstd-compressed file);
+  pgloader (the Debian package; the CSV with precomputed ids, as for (a)), when installed.
+Printed per method: median rows/s with min-max, ratio to (a), client and server CPU,
+peak RSS (of the client; for (a2) the larger psql), and the server wait events seen in
+pg_stat_activity, sampled every 0.2 s (CPU = active without a wait event).  Then the
+per-row cost growth across sizes and, when perf is installed and BENCH_PERF=1, the
+client's top functions in one --jobs 1 run.
 """
 import os
 import random
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 V7FILL = os.environ["V7FILL"]
-FRESH_RUNS = int(os.environ.get("BENCH_FRESH_RUNS", "5"))
+PROFILE = os.environ.get("BENCH_PROFILE", "tuned")
+RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+DATA = os.environ.get("BENCH_DATA") or tempfile.mkdtemp()
 PSQL = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1"]
 SCHEMA = """
 CREATE TABLE {t} (
@@ -36,9 +48,12 @@ CREATE TABLE {t} (
     kind text NOT NULL, amount numeric(12,2), payload jsonb, note text
 ) PARTITION BY RANGE (id);
 """
+WAITS = ("SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity "
+         "WHERE backend_type = 'client backend' AND state = 'active' "
+         "AND pid <> pg_backend_pid() \\watch 0.2\n")
 
 
-def psql(sql, capture=False):
+def psql(sql):
     r = subprocess.run(PSQL + ["-At", "-c", sql], check=True, capture_output=True, text=True)
     return r.stdout.strip()
 
@@ -47,8 +62,7 @@ def server_cpu():
     """CPU seconds used so far by every postgres process of the throwaway cluster."""
     total = 0.0
     tick = os.sysconf("SC_CLK_TCK")
-    pidfile = os.path.join(os.environ["PGTMP_DIR"], "data", "postmaster.pid")
-    with open(pidfile) as f:
+    with open(os.path.join(os.environ["PGTMP_DIR"], "data", "postmaster.pid")) as f:
         pm = int(f.readline())
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -58,36 +72,54 @@ def server_cpu():
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        ppid = int(fields[1])
-        if int(pid) == pm or ppid == pm:
-            total += (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / tick
+        if int(pid) == pm or int(fields[1]) == pm:
+            total += sum(int(x) for x in fields[11:15]) / tick
     return total
 
 
-def timed(cmd, stdin=None):
-    """Run cmd; wall seconds, its CPU seconds, its peak RSS (KiB), server CPU seconds."""
+class Run:
+    def __init__(self, wall, cpu, rss, server, waits):
+        self.wall, self.cpu, self.rss, self.server, self.waits = wall, cpu, rss, server, waits
+
+
+def timed(cmds, stdins=None):
+    """Run the commands at once; wall seconds, their CPU seconds, the largest peak RSS
+    (KiB), server CPU seconds, and the wait events sampled meanwhile."""
+    sampler = subprocess.Popen(PSQL + ["-At"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+    sampler.stdin.write(WAITS)
+    sampler.stdin.flush()
     s0 = server_cpu()
     t0 = time.monotonic()
-    p = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.DEVNULL)
-    _, status, ru = os.wait4(p.pid, 0)
+    procs = [subprocess.Popen(c, stdin=(stdins or [None] * len(cmds))[i],
+                              stdout=subprocess.DEVNULL) for i, c in enumerate(cmds)]
+    cpu, rss = 0.0, 0
+    for p in procs:
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode != 0:
+            raise SystemExit(f"{' '.join(cmds[0][:3])} failed with status {p.returncode}")
+        cpu += ru.ru_utime + ru.ru_stime
+        rss = max(rss, ru.ru_maxrss)
     wall = time.monotonic() - t0
-    s1 = server_cpu()
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        raise SystemExit(f"{cmd[0]} failed with status {p.returncode}")
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss, s1 - s0
+    time.sleep(0.5)  # the backends' CPU counts once the postmaster has reaped them
+    server = server_cpu() - s0
+    sampler.send_signal(signal.SIGINT)
+    out, _ = sampler.communicate(timeout=30)
+    waits = {}
+    for line in out.splitlines():
+        line = line.strip()
+        if line and not line[0].isdigit() and " " not in line:
+            waits[line] = waits.get(line, 0) + 1
+    return Run(wall, cpu, rss, server, waits)
 
 
 def generate(path, n):
-    """n events over 36 months in time order, as a history dump exported by id or
-    created_at comes (legacy ids ascend with time)."""
+    """n events over 36 months in time order (legacy ids ascend with time)."""
     random.seed(1)
     start = 1_700_000_000  # 2023-11-14
     span = 36 * 30 * 86400
     kinds = ["signup", "login", "purchase", "refund", "logout"]
-    # Stratified: one random instant in each of n equal slices, so the times come out
-    # sorted without holding them in a list (this driver forks v7fill, and a large
-    # parent process would show up in the child's peak RSS).
     with open(path, "w") as f:
         f.write("legacy_id,created_at,account_id,kind,amount,payload,note\n")
         for i in range(n):
@@ -101,129 +133,164 @@ def generate(path, n):
 
 
 def make_table(t):
+    psql(f"DROP TABLE IF EXISTS {t}, {t}_source_ref, {t}_ref CASCADE")
     psql(SCHEMA.format(t=t))
     subprocess.run([V7FILL, "-q", "partitions", t, "--from", "2023-11-01", "--to", "2027-01-01",
                     "--granularity", "month"], check=True, stdout=subprocess.DEVNULL)
 
 
-def reset_v7fill():
-    """An empty `ev` and no v7fill state: the next import is a fresh one."""
-    psql("DROP TABLE IF EXISTS ev, ev_source_ref CASCADE; DROP SCHEMA IF EXISTS v7fill CASCADE")
-    make_table("ev")
+def fresh(t):
+    """An empty table t (and no v7fill state for it), then a CHECKPOINT."""
+    make_table(t)
+    psql("DO $$ BEGIN IF to_regclass('v7fill.checkpoint') IS NOT NULL THEN "
+         f"DELETE FROM v7fill.checkpoint WHERE target_table = '{t}'; END IF; END $$")
     psql("CHECKPOINT")
 
 
-def reset():
-    psql("DROP TABLE IF EXISTS ev, ev_source_ref, ev_a, ev_b, ev_b_ref, ev_c, ev_c_ref, "
-         "ev_d, ev_d_ref CASCADE; DROP SCHEMA IF EXISTS v7fill CASCADE")
-    for t in ("ev", "ev_a", "ev_b", "ev_c", "ev_d"):
-        make_table(t)
-    # The shape v7fill gives its lookup (ref_key uuid PRIMARY KEY, id, ref).
-    psql("CREATE TABLE ev_b_ref (ref_key uuid PRIMARY KEY, id uuid NOT NULL, ref text)")
-    psql("CREATE TABLE ev_c_ref (ref_key uuid NOT NULL, id uuid PRIMARY KEY, ref text)")
-    psql("CREATE TABLE ev_d_ref (ref_key uuid PRIMARY KEY, id uuid NOT NULL, ref text)")
-    psql("CHECKPOINT")
+def median_run(runs):
+    return sorted(runs, key=lambda r: r.wall)[len(runs) // 2]
 
 
-def run(n, tmp):
-    csv = os.path.join(tmp, f"ev{n}.csv")
-    generate(csv, n)
-    reset()
-    # The load is timed on its own (--no-analyze), like the COPY baselines; the closing
-    # maintenance v7fill runs by default (ANALYZE of the parent, which covers every
-    # partition, and VACUUM of the lookup) is timed separately and reported beside it.
-    imp = [V7FILL, "-q", "import", "ev", csv, "--source-ref", "ev:{legacy_id}",
-           "--ignore-column", "legacy_id", "--no-progress", "--no-analyze",
-           "--rejects", os.path.join(tmp, "rej.csv")]
-    # The fresh import runs FRESH_RUNS times (from an empty table each time): the median
-    # run by wall time gives rows/s, the median of the CPU ratios the CPU figure.  On this
-    # 2-core VM the client's system CPU (socket sends) is 0.03 s in most runs and up to
-    # 0.3 s in some, for the same work; the server's CPU is steady.
-    fresh = []
-    for k in range(FRESH_RUNS):
-        if k > 0:
-            reset_v7fill()
-        fresh.append(timed(imp))
-    w_fresh, _, rss, _ = sorted(fresh)[len(fresh) // 2]
-    rss = max(f[2] for f in fresh)
-    ratios = sorted(100 * f[1] / max(f[3], 0.001) for f in fresh)
-    ratio = ratios[len(ratios) // 2] if len(ratios) % 2 else \
-        (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
-    reset_v7fill()
-    w_big, c_big, rss_big, s_big = timed(imp + ["--batch-rows", "50000"])
-    w_maint, _, _, _ = timed(PSQL + ["-c", "ANALYZE ev", "-c", "VACUUM (ANALYZE) ev_source_ref"])
-    w_again, c_again, rss2, s_again = timed(imp)
-    rows = os.path.join(tmp, "rows.csv")
-    refs = os.path.join(tmp, "refs.csv")
-    refs_random = os.path.join(tmp, "refs_random.csv")
+def bench_size(n):
+    csv = os.path.join(DATA, f"ev{n}.csv")
+    if not os.path.exists(csv):
+        generate(csv + ".tmp", n)
+        os.rename(csv + ".tmp", csv)
+    zst = csv + ".zst"
+    if not os.path.exists(zst):
+        subprocess.run(["zstd", "-q", "-3", "-f", csv, "-o", zst], check=True)
+    rej = os.path.join(DATA, "rej.csv")
+    imp = [V7FILL, "-q", "import", "ev", "--source-ref", "ev:{legacy_id}", "--ignore-column",
+           "legacy_id", "--no-progress", "--no-analyze", "--rejects", rej]
+    # The rows v7fill writes (ids precomputed for the peers), and (b)'s lookup rows.
+    fresh("ev")
+    subprocess.run(imp[:4] + [csv] + imp[4:], check=True, stdout=subprocess.DEVNULL)
+    rows = os.path.join(DATA, f"rows{n}.csv")
+    refs = os.path.join(DATA, f"refs{n}.csv")
     psql(f"\\copy (SELECT * FROM ev ORDER BY id) TO '{rows}' (FORMAT csv)")
-    psql(f"\\copy (SELECT * FROM ev_source_ref ORDER BY id) TO '{refs}' (FORMAT csv)")
-    # (b)'s keys: the first 16 bytes of SHA-256 of the reference ("ev:" and the legacy id,
-    # which counts the rows in time order, so in id order), the same rows otherwise.
     psql(f"\\copy (SELECT encode(substr(sha256(convert_to('ev:' || (row_number() OVER "
          f"(ORDER BY id) - 1), 'UTF8')), 1, 16), 'hex')::uuid, id, ref FROM ev_source_ref "
-         f"ORDER BY id) TO '{refs_random}' (FORMAT csv)")
-    psql("CHECKPOINT")
-    with open(rows) as f:
-        w_a, _, _, _ = timed(PSQL + ["-c", "COPY ev_a FROM STDIN (FORMAT csv)"], stdin=f)
-    psql("CHECKPOINT")
-    script = os.path.join(tmp, "load.sql")
+         f"ORDER BY id) TO '{refs}' (FORMAT csv)")
+    half = os.path.join(DATA, f"rows{n}.")
+    subprocess.run(["split", "-n", "l/2", "-d", rows, half], check=True)
+    script = os.path.join(DATA, "b.sql")
+    with open(script, "w") as f:
+        f.write(f"BEGIN;\n\\copy ev_b FROM '{rows}' (FORMAT csv)\n"
+                f"\\copy ev_b_ref FROM '{refs}' (FORMAT csv)\nCOMMIT;\n")
+    pgl = os.path.join(DATA, "load.pgl")
+    with open(pgl, "w") as f:
+        f.write(f"LOAD CSV FROM '{rows}' INTO postgresql://{os.environ.get('PGUSER', 'postgres')}"
+                f"@unix:{os.environ['PGHOST']}:{os.environ['PGPORT']}/"
+                f"{os.environ['PGDATABASE']}?tablename=ev_p\n"
+                "WITH fields terminated by ',', fields optionally enclosed by '\"'\n"
+                "SET work_mem to '16MB';\n")
 
-    def copy_both(table, lookup, lookup_rows):
-        """COPY of the rows and of the lookup rows in one transaction, timed."""
-        with open(script, "w") as f:
-            f.write("BEGIN;\n")
-            f.write(f"\\copy {table} FROM '{rows}' (FORMAT csv)\n")
-            f.write(f"\\copy {lookup} FROM '{lookup_rows}' (FORMAT csv)\n")
-            f.write("COMMIT;\n")
+    def m_a():
+        fresh("ev_a")
+        with open(rows) as f:
+            return timed([PSQL + ["-c", "COPY ev_a FROM STDIN (FORMAT csv)"]], [f])
+
+    def m_a2():
+        fresh("ev_a")
+        with open(half + "00") as f0, open(half + "01") as f1:
+            return timed([PSQL + ["-c", "COPY ev_a FROM STDIN (FORMAT csv)"]] * 2, [f0, f1])
+
+    def m_b():
+        fresh("ev_b")
+        psql("CREATE TABLE ev_b_ref (ref_key uuid PRIMARY KEY, id uuid NOT NULL, ref text)")
         psql("CHECKPOINT")
-        return timed(PSQL + ["-f", script])[0]
+        return timed([PSQL + ["-f", script]])
 
-    w_b = copy_both("ev_b", "ev_b_ref", refs_random)
-    w_c = copy_both("ev_c", "ev_c_ref", refs)
-    w_d = copy_both("ev_d", "ev_d_ref", refs)
+    def v7(jobs, path=csv, keep=False):
+        if not keep:
+            fresh("ev")
+        return timed([imp[:4] + [path] + imp[4:] + ["--jobs", str(jobs)]])
+
+    def m_pgloader():
+        fresh("ev_p")
+        return timed([["pgloader", "--quiet", pgl]])
+
+    methods = [("(a) COPY", m_a), ("(a2) 2x COPY", m_a2), ("(b) COPY+lookup", m_b),
+               ("v7fill --jobs 1", lambda: v7(1)), ("v7fill --jobs 2", lambda: v7(2)),
+               ("re-import", lambda: v7(1, keep=True)), ("v7fill .zst", lambda: v7(1, zst))]
+    have_pgloader = subprocess.run(["sh", "-c", "command -v pgloader"],
+                                   capture_output=True).returncode == 0
+    if have_pgloader:
+        methods.append(("pgloader", m_pgloader))
+    names = [m[0] for m in methods]
+    results = {name: [] for name in names}
+    for r in range(RUNS):
+        order = methods[r % len(methods):] + methods[:r % len(methods)]
+        # the re-import needs the table --jobs 2 left: it follows it, whatever the order
+        order = [m for m in order if m[0] != "re-import"]
+        i = [m[0] for m in order].index("v7fill --jobs 2")
+        order.insert(i + 1, next(m for m in methods if m[0] == "re-import"))
+        for name, fn in order:
+            results[name].append(fn())
     got = int(psql("SELECT count(*) FROM ev"))
     assert got == n, f"v7fill imported {got} of {n} rows"
-    r_fresh, r_again, r_a, r_b, r_c, r_d = (n / w_fresh, n / w_again, n / w_a, n / w_b, n / w_c,
-                                            n / w_d)
-    print(f"\n== {n:,} rows, 7 columns, 38 monthly partitions (PostgreSQL {psql('SHOW server_version')})")
-    print(f"  (a) COPY target only                 {r_a:10,.0f} rows/s")
-    print(f"  (b) COPY target + lookup, one txn    {r_b:10,.0f} rows/s")
-    print(f"  (c) as (b), lookup keyed by id       {r_c:10,.0f} rows/s   "
-          f"(for reference: a key local in time; {r_c / r_b:.2f}x (b))")
-    print(f"  (d) as (b), v7fill's own lookup keys {r_d:10,.0f} rows/s   "
-          f"(for reference: keys ordered by the legacy id; {r_d / r_b:.2f}x (b))")
-    print(f"  v7fill import, fresh                 {r_fresh:10,.0f} rows/s   "
-          f"{r_fresh / r_a:.2f}x (a)   {r_fresh / r_b:.2f}x (b)   {r_fresh / r_d:.2f}x (d)   "
-          f"target >= 0.80x (b)")
-    print(f"  closing ANALYZE + lookup VACUUM      {w_maint:10.1f} s        "
-          f"(v7fill's default; {r_fresh * w_fresh / (w_fresh + w_maint):,.0f} rows/s with it)")
-    print(f"  v7fill import, all duplicates        {r_again:10,.0f} rows/s   "
-          f"{r_again / r_fresh:.1f}x fresh   target >= 3x")
-    print(f"  v7fill CPU / server CPU during the fresh import: {ratio:.1f}% (median of "
-          f"{len(fresh)} runs; target <= 15%); the runs: "
-          + ", ".join(f"{100 * f[1] / max(f[3], 0.001):.1f}% ({f[1]:.2f}/{f[3]:.2f} s)"
-                      for f in fresh))
-    print(f"  fresh import runs (wall s):          "
-          + ", ".join(f"{f[0]:.2f}" for f in fresh) + "   (the median run gives rows/s above)")
-    print(f"  for reference, --batch-rows 50000    {n / w_big:10,.0f} rows/s   "
-          f"{n / w_big / r_b:.2f}x (b)   CPU {100 * c_big / max(s_big, 0.001):.1f}% "
-          f"({c_big:.2f}/{s_big:.2f} s)   peak RSS {rss_big / 1024:.1f} MiB")
-    print(f"  v7fill peak RSS {rss / 1024:.1f} MiB")
-    print(f"  cost per row {1e6 * w_fresh / n:.2f} us")
-    return 1e6 * w_fresh / n, rss
+
+    a = statistics.median(n / x.wall for x in results["(a) COPY"])
+    print(f"\n== {PROFILE} profile: {n:,} rows, 7 columns, 38 monthly partitions "
+          f"(PostgreSQL {psql('SHOW server_version')}; fsync {psql('SHOW fsync')}, "
+          f"full_page_writes {psql('SHOW full_page_writes')}, synchronous_commit "
+          f"{psql('SHOW synchronous_commit')}, shared_buffers {psql('SHOW shared_buffers')}, "
+          f"max_wal_size {psql('SHOW max_wal_size')}); median of {RUNS}, min-max")
+    print(f"  {'method':18} {'rows/s':>9} {'(min-max)':>19} {'x (a)':>6} {'client CPU':>10} "
+          f"{'server CPU':>10} {'peak RSS':>9}  server wait events (samples)")
+    per_row = {}
+    for name in names:
+        runs = results[name]
+        rates = sorted(n / x.wall for x in runs)
+        m = median_run(runs)
+        waits = {}
+        for x in runs:
+            for k, v in x.waits.items():
+                waits[k] = waits.get(k, 0) + v
+        top = ", ".join(f"{k} {v}" for k, v in sorted(waits.items(), key=lambda kv: -kv[1])[:4])
+        print(f"  {name:18} {statistics.median(rates):9,.0f} "
+              f"{f'({rates[0]:,.0f}-{rates[-1]:,.0f})':>19} {statistics.median(rates) / a:6.2f} "
+              f"{m.cpu:9.2f}s {m.server:9.2f}s {m.rss / 1024:7.1f}MB  {top}")
+        per_row[name] = (1e6 * m.wall / n, m.rss)
+    j1 = statistics.median(n / x.wall for x in results["v7fill --jobs 1"])
+    again = statistics.median(n / x.wall for x in results["re-import"])
+    line = (f"  targets: --jobs 1 {j1 / a:.2f}x (a) (>= 0.8), --jobs 2 "
+            f"{statistics.median(n / x.wall for x in results['v7fill --jobs 2']) / a:.2f}x (a) "
+            f"(>= 1.0), re-import {again / j1:.1f}x fresh (>= 5)")
+    if have_pgloader:
+        p = statistics.median(n / x.wall for x in results["pgloader"])
+        line += f", fresh {j1 / p:.0f}x pgloader (>= 30)"
+    print(line)
+    if os.environ.get("BENCH_PERF") == "1":
+        fresh("ev")
+        prof = os.path.join(DATA, "perf.data")
+        subprocess.run(["perf", "record", "-q", "-g", "-o", prof, "--"] + imp[:4] + [csv] +
+                       imp[4:], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        rep = subprocess.run(["perf", "report", "-i", prof, "--no-children", "--stdio",
+                              "--percent-limit", "3", "-g", "none"], capture_output=True,
+                             text=True).stdout
+        print("  client profile (perf, --jobs 1, functions >= 3%):")
+        for line in rep.splitlines():
+            if line.strip() and not line.startswith("#"):
+                print("    " + line.strip())
+    return per_row
 
 
 def main():
-    n1 = int(os.environ.get("BENCH_ROWS", "1000000"))
-    n2 = int(os.environ.get("BENCH_ROWS_BIG", "5000000"))
-    with tempfile.TemporaryDirectory() as tmp:
-        c1, rss1 = run(n1, tmp)
-        if n2:
-            c2, rss2 = run(n2, tmp)
-            print(f"\n== growth {n1:,} -> {n2:,} rows: cost per row {c1:.2f} -> {c2:.2f} us "
-                  f"({100 * (c2 / c1 - 1):+.0f}%, target <= +25%); "
-                  f"peak RSS {rss1 / 1024:.1f} -> {rss2 / 1024:.1f} MiB")
+    sizes = [int(x) for x in os.environ.get("BENCH_ROWS", "1000000 5000000").split()]
+    if int(os.environ.get("BENCH_ROWS_BIG", "0") or 0):
+        sizes.append(int(os.environ["BENCH_ROWS_BIG"]))
+    print(f"# noisy when the machine is shared: every figure is a median of {RUNS} "
+          f"interleaved runs, with its range")
+    costs = [(n, bench_size(n)) for n in sizes]
+    if len(costs) > 1:
+        (n0, c0), (n1, c1) = costs[0], costs[-1]
+        for name in ("v7fill --jobs 1", "v7fill --jobs 2"):
+            print(f"== {PROFILE}: {name} {n0:,} -> {n1:,} rows: cost per row "
+                  f"{c0[name][0]:.2f} -> {c1[name][0]:.2f} us "
+                  f"({100 * (c1[name][0] / c0[name][0] - 1):+.0f}%, target < +15%); peak RSS "
+                  f"{c0[name][1] / 1024:.1f} -> {c1[name][1] / 1024:.1f} MiB "
+                  f"({100 * (c1[name][1] / c0[name][1] - 1):+.0f}%, target within 10%)")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
  */
 #include "v7fill/pipeline.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,26 +58,61 @@ typedef struct DayCache
 } DayCache;
 
 /*
- * The writer thread writes batch N (windows, probe, COPY, checkpoint, commit)
- * while the reader parses batch N+1 into the other buffer.  The two meet only
- * in writer_submit and writer_wait, under the mutex: while a batch is with
- * the writer, the reader touches nothing but its own batch, the source and
- * the in-batch dedup set; the writer owns the connection and everything it
- * updates (stats, tracker, and through the hooks the owner's resume position
- * and outputs).
+ * The writers: --jobs lanes, each a thread with its own connection and sink,
+ * write batches (windows, probe, COPY, checkpoint, commit) while the reader
+ * parses the next one into a free buffer.  Batches are dealt in reading
+ * order, numbered by seq.  A lane's COPY work overlaps the others', but its
+ * COMMIT waits for its turn: every batch before it committed.  So the last
+ * statements of a transaction (rejects, late rows, the owner's single resume
+ * position, the partitions' activity), the COMMIT and the counting run one
+ * batch at a time, in reading order: the checkpoint stays exact, the hooks
+ * see one batch at a time as with one writer.
+ *
+ * Two lanes never write the same reference (or given id) at once: a batch
+ * sharing one with a batch still in flight waits for it before it is dealt
+ * (writer_deal), so its probe finds the earlier row committed, as with one
+ * writer.  A lane whose COMMIT waits for an earlier batch that waits for one
+ * of its locks (another unique key) rolls back and writes its batch again.
+ *
+ * Under Writer.mu: the lanes' hand-off fields, seq bookkeeping, and the
+ * statistics (lanes count in turn; the reader reads them for progress and the
+ * rejects limit).  The target's catalog is read by lanes (classify, count,
+ * activity) and changed by partition creation: catalog_lock.
  */
+typedef struct Lane
+{
+    Pipeline *pl;
+    pthread_t thread;
+    PgConn *conn;   /* lane 0: the pipeline's own; the others opened by writer_start */
+    Sink *sink;     /* lane 0: pl->sink */
+    SortWork sort;  /* in-batch dedup: sorting by hash */
+    RefSet *keys;   /* jobs > 1: references and given ids of its batch (reader's) */
+    int pid;        /* its server process (under mu) */
+    bool busy;      /* a batch was handed over and is not written yet (under mu) */
+    Batch *b;
+    SourcePosition pos;
+    bool finished;
+    uint64_t seq;
+} Lane;
+
 typedef struct Writer
 {
-    pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool running;
-    bool busy;          /* a batch was handed over and is not written yet */
     bool quit;
-    Batch *b;
-    SourcePosition pos;
-    bool ok;            /* outcome of the last batch written */
-    Err err;
+    size_t nlanes;
+    Lane *lanes;
+    uint64_t next_seq;  /* the next batch dealt */
+    uint64_t committed; /* every batch before this one committed */
+    uint64_t fail_seq;  /* the first batch that failed (UINT64_MAX: none): none after commits */
+    Err err;            /* its error */
+    bool reported;      /* writer_wait returned it */
+    size_t nstarted;    /* threads running */
+    /* the reader's: the next batch's keys, and scratch for writer_deal */
+    RefSet *spare;
+    bool *hit;
+    uint64_t *busy_seq;
 } Writer;
 
 struct Pipeline
@@ -99,9 +135,12 @@ struct Pipeline
     Granularity gran;  /* window size for rows whose partition does not exist yet */
     TimeParser *wzone; /* --window-tz of those windows (NULL: UTC) */
     Sink *sink;
-    Batch bufs[2];      /* double buffer: one filling, one with the writer */
+    SinkConfig sink_cfg; /* the attached source's, for the other lanes' sinks */
+    Batch *bufs;        /* jobs + 1: one filling, one with each lane */
+    size_t nbufs;
     Batch *batch;       /* the batch being filled */
     Writer w;
+    pthread_rwlock_t catalog_lock; /* target's partitions: written by partition creation */
     Buf ref;
     EnsureOptions ensure;
     int64_t now_us;
@@ -122,7 +161,6 @@ struct Pipeline
     int time_target; /* created_at, given the event time when no input column of that
                         name stores it; -1: none */
     SrcrefTemplate *tmpl;
-    SortWork sort;      /* in-batch dedup (writer): sorting by hash */
     RefSet *plan_seen;  /* plan: the references counted as inserted so far (writer) */
     int64_t *times;
     size_t times_cap;
@@ -161,6 +199,7 @@ pipeline_options_default(PipelineOptions *o)
     o->granularity = GRAN_AUTO;
     o->lock_timeout_ms = 5000;
     o->reconnect_attempts = 5;
+    o->jobs = 1;
 }
 
 bool
@@ -583,7 +622,7 @@ row_cmp_address(const void *a, const void *b)
  * the reader keeps no set).
  */
 static void
-pipeline_mark_repeats(Pipeline *pl, Batch *b)
+pipeline_mark_repeats(SortWork *sort, Batch *b)
 {
     size_t n = 0;
 
@@ -595,7 +634,7 @@ pipeline_mark_repeats(Pipeline *pl, Batch *b)
     for (size_t i = 0; i < b->nrows; i++)
         if (b->rows[i].outcome == ROW_PENDING && b->rows[i].op == REC_INSERT)
             b->by_hash[n++] = &b->rows[i];
-    batch_rows_sort(&pl->sort, b->by_hash, n, BATCH_BY_HASH);
+    batch_rows_sort(sort, b->by_hash, n, BATCH_BY_HASH);
     b->by_hash_n = n;
     for (size_t i = 0; i < n;)
     {
@@ -1010,6 +1049,7 @@ pipeline_classify(Pipeline *pl, Batch *b)
     int64_t hi = 0;
     DelayClass c = DELAY_ON_TIME;
 
+    pthread_rwlock_rdlock(&pl->catalog_lock);
     for (size_t i = 0; i < b->nrows; i++)
     {
         BatchRow *r = &b->rows[i];
@@ -1047,6 +1087,7 @@ pipeline_classify(Pipeline *pl, Batch *b)
             r->client_decided = true;
         }
     }
+    pthread_rwlock_unlock(&pl->catalog_lock);
 }
 
 /* Late rows to the owner's output (inside the batch's transaction). */
@@ -1146,12 +1187,14 @@ batch_totals(const Batch *b, BatchCounts *t)
  * not retire a window that did within its quiet period).  Last statement
  * before COMMIT, as maintain.h asks. */
 static bool
-pipeline_note_activity(Pipeline *pl, const Batch *b, Err *err)
+pipeline_note_activity(Pipeline *pl, PgConn *conn, const Batch *b, Err *err)
 {
     const char *names[64];
     size_t n = 0;
     bool ok = true;
     const Partition *last = NULL;
+
+    pthread_rwlock_rdlock(&pl->catalog_lock);
 
     for (size_t i = 0; i < b->nrows; i++)
     {
@@ -1174,22 +1217,29 @@ pipeline_note_activity(Pipeline *pl, const Batch *b, Err *err)
         names[n++] = p->name;
         if (n == sizeof names / sizeof names[0])
         {
-            ok = maintain_note_activity(pl->conn, pl->target->schema, pl->target->name, names, n,
-                                        err);
+            ok = maintain_note_activity(conn, pl->target->schema, pl->target->name, names, n, err);
             n = 0;
             if (!ok)
-                return false;
+                break;
         }
     }
-    return maintain_note_activity(pl->conn, pl->target->schema, pl->target->name, names, n, err);
+    ok = ok && maintain_note_activity(conn, pl->target->schema, pl->target->name, names, n, err);
+    pthread_rwlock_unlock(&pl->catalog_lock);
+    return ok;
 }
 
 typedef struct CommitCtx
 {
     Pipeline *pl;
+    Lane *lane;
+    uint64_t seq;
     SourcePosition pos;
     bool finished;
+    bool marked; /* outputs_mark was called for this batch */
 } CommitCtx;
+
+static bool lane_await_turn(Lane *lane, uint64_t seq, Err *err);
+static void lane_note_pid(Lane *lane);
 
 /* Inside the batch's transaction: the owner's outputs durable, then its
  * resume position, then the partitions' activity. */
@@ -1201,6 +1251,13 @@ pipeline_before_commit(void *arg, Batch *b, Err *err)
     const PipelineHooks *h = &pl->hooks;
     BatchCounts t;
 
+    /* From here to the count after COMMIT, one batch at a time in reading
+     * order: the outputs and the resume position are the owner's. */
+    if (!lane_await_turn(cc->lane, cc->seq, err))
+        return false;
+    if (h->outputs_mark && !cc->marked)
+        h->outputs_mark(h->ctx);
+    cc->marked = true;
     for (size_t i = 0; i < b->nrows && h->reject; i++)
     {
         const BatchRow *r = &b->rows[i];
@@ -1214,13 +1271,14 @@ pipeline_before_commit(void *arg, Batch *b, Err *err)
         (h->outputs_sync && !h->outputs_sync(h->ctx, err)))
         return false;
     batch_totals(b, &t);
-    if (h->save_position && !h->save_position(h->ctx, pl->conn, &cc->pos, &t, cc->finished, err))
+    if (h->save_position &&
+        !h->save_position(h->ctx, cc->lane->conn, &cc->pos, &t, cc->finished, err))
         return false;
-    return pipeline_note_activity(pl, b, err);
+    return pipeline_note_activity(pl, cc->lane->conn, b, err);
 }
 
-bool
-pipeline_reconnect(Pipeline *pl, Err *err)
+static bool
+pipeline_reconnect_conn(Pipeline *pl, PgConn *conn, Err *err)
 {
     int delay = 1;
 
@@ -1243,7 +1301,7 @@ pipeline_reconnect(Pipeline *pl, Err *err)
             err_hint(err, "Committed batches are kept: run the same command again to resume.");
             return false;
         }
-        if (pg_reconnect(pl->conn, &rerr))
+        if (pg_reconnect(conn, &rerr))
         {
             log_info("reconnected; continuing from the last committed batch");
             return true;
@@ -1307,6 +1365,12 @@ pipeline_name_row(void *ctx, uint64_t tag, TrackerRowName *out)
     }
 }
 
+bool
+pipeline_reconnect(Pipeline *pl, Err *err)
+{
+    return pipeline_reconnect_conn(pl, pl->conn, err);
+}
+
 static void
 pipeline_count_committed(Pipeline *pl, const Batch *b)
 {
@@ -1316,6 +1380,7 @@ pipeline_count_committed(Pipeline *pl, const Batch *b)
     BatchCounts ops;
     RowNamer rn = {.pl = pl, .b = b}; /* names the batch's rows among the largest delays */
 
+    pthread_rwlock_rdlock(&pl->catalog_lock);
     for (size_t i = 0; i < b->nrows; i++)
     {
         const BatchRow *r = &b->rows[i];
@@ -1383,13 +1448,14 @@ pipeline_count_committed(Pipeline *pl, const Batch *b)
         stats_add_ops(st, &ops);
     }
     tracker_name_pending(pl->tracker, pipeline_name_row, &rn);
+    pthread_rwlock_unlock(&pl->catalog_lock);
 }
 
 static bool
-pipeline_ensure_windows(Pipeline *pl, Batch *b, Err *err)
+pipeline_ensure_locked(Pipeline *pl, PgConn *conn, Batch *b, size_t *n_out, EnsureResult *res,
+                       Err *err)
 {
     size_t n = 0;
-    EnsureResult res = {0};
 
     if (pl->times_cap < b->nrows)
     {
@@ -1406,11 +1472,29 @@ pipeline_ensure_windows(Pipeline *pl, Batch *b, Err *err)
              (r->op == REC_UPDATE && r->complete && r->delay_class != DELAY_EXPIRED)))
             pl->times[n++] = uuid7_us(&r->id);
     }
+    *n_out = n;
     if (n == 0)
         return true;
-    if (!partitions_ensure_times(pl->conn, pl->target, pl->times, n, &pl->ensure, &res, err))
+    if (!partitions_ensure_times(conn, pl->target, pl->times, n, &pl->ensure, res, err))
         return false;
-    pl->st->partitions_created += (uint64_t) res.partitions_created;
+    pl->st->partitions_created += (uint64_t) res->partitions_created;
+    return true;
+}
+
+static bool
+pipeline_ensure_windows(Pipeline *pl, PgConn *conn, Batch *b, Err *err)
+{
+    size_t n = 0;
+    EnsureResult res = {0};
+    bool ok;
+
+    /* The lanes' windows one lane at a time (the times buffer is shared):
+     * the catalog changes under the lanes that read it. */
+    pthread_rwlock_wrlock(&pl->catalog_lock);
+    ok = pipeline_ensure_locked(pl, conn, b, &n, &res, err);
+    pthread_rwlock_unlock(&pl->catalog_lock);
+    if (!ok || n == 0)
+        return ok;
     if (res.issues > 0)
     {
         *err = res.issue;
@@ -1448,12 +1532,17 @@ pipeline_plan_batch(Pipeline *pl, Batch *b, Err *err)
     return true;
 }
 
+/* Batch seq committed and counted: the next one may commit. */
+static void lane_pass_turn(Lane *lane, uint64_t seq);
+
 /*
  * pipeline_flush writes batch b, whose last record ends at *pos, in one
- * transaction (or classifies it, for a plan).
+ * transaction on the lane's connection (or classifies it, for a plan); the
+ * batch is number seq of the run.
  */
 static bool
-pipeline_flush(Pipeline *pl, Batch *b, const SourcePosition *pos, bool finished, Err *err)
+pipeline_flush(Pipeline *pl, Lane *lane, uint64_t seq, Batch *b, const SourcePosition *pos,
+               bool finished, Err *err)
 {
     CommitCtx cc = {0};
     const PipelineHooks *h = &pl->hooks;
@@ -1462,22 +1551,25 @@ pipeline_flush(Pipeline *pl, Batch *b, const SourcePosition *pos, bool finished,
     int retries = 0; /* after a deadlock or a serialization failure */
 
     if (b->nrows == 0 && !finished && !b->keep_position)
+    {
+        lane_pass_turn(lane, seq);
         return true;
+    }
     cc.pos = *pos;
     cc.pl = pl;
+    cc.lane = lane;
+    cc.seq = seq;
     cc.finished = finished;
     h->where(h->ctx, pos, at, sizeof at);
     /* Expired rows first: an expired row does not stand for its reference. */
     pipeline_classify(pl, b);
-    pipeline_mark_repeats(pl, b);
+    pipeline_mark_repeats(&lane->sort, b);
     if (pl->o->plan)
     {
         bool ok = pipeline_plan_batch(pl, b, err);
         batch_reset(b);
         return ok;
     }
-    if (h->outputs_mark)
-        h->outputs_mark(h->ctx);
     for (bool check_commit = false;;)
     {
         bool ok;
@@ -1485,16 +1577,20 @@ pipeline_flush(Pipeline *pl, Batch *b, const SourcePosition *pos, bool finished,
         if (check_commit)
         {
             /* Did the batch commit before the connection went?  The owner's
-             * resume position says. */
+             * resume position says, once every batch before it committed. */
             CommitCheck done = COMMIT_NOT_DONE;
             BatchCounts got = {0};
 
+            if (!lane_await_turn(lane, seq, err))
+                return false;
             if (h->check_commit &&
-                !h->check_commit(h->ctx, pl->conn, &cc.pos, &done, &got, err))
+                !h->check_commit(h->ctx, lane->conn, &cc.pos, &done, &got, err))
             {
                 /* Lost again before we could tell: reconnect and ask again. */
-                if (!pg_err_is_connection(err) || ++attempts > 5 || !pipeline_reconnect(pl, err))
+                if (!pg_err_is_connection(err) || ++attempts > 5 ||
+                    !pipeline_reconnect_conn(pl, lane->conn, err))
                     return false;
+                lane_note_pid(lane);
                 continue;
             }
             if (done == COMMIT_LOST)
@@ -1504,6 +1600,7 @@ pipeline_flush(Pipeline *pl, Batch *b, const SourcePosition *pos, bool finished,
             {
                 log_info("the batch ending at %s had committed", at);
                 /* Outcomes were reset with the failure; take the committed counts. */
+                pthread_mutex_lock(&pl->w.mu);
                 pl->st->read += got.read;
                 pl->st->inserted += got.inserted;
                 pl->st->duplicates += got.duplicates;
@@ -1513,21 +1610,23 @@ pipeline_flush(Pipeline *pl, Batch *b, const SourcePosition *pos, bool finished,
                 pl->st->batches++;
                 if (h->after_commit)
                     h->after_commit(h->ctx, &cc.pos);
+                pthread_mutex_unlock(&pl->w.mu);
+                lane_pass_turn(lane, seq);
                 batch_reset(b);
                 return true;
             }
-            if (h->outputs_rewind && !h->outputs_rewind(h->ctx, err))
+            if (cc.marked && h->outputs_rewind && !h->outputs_rewind(h->ctx, err))
                 return false;
         }
-        if (pg_is_broken(pl->conn))
+        if (pg_is_broken(lane->conn))
         {
             if (!pg_err_is_connection(err))
                 err_set(err, EC_PG_CONNECT, "the connection to the server was lost");
             ok = false;
         }
         else
-            ok = pipeline_ensure_windows(pl, b, err) &&
-                 sink_write(pl->sink, b, pipeline_before_commit, &cc, err);
+            ok = pipeline_ensure_windows(pl, lane->conn, b, err) &&
+                 sink_write(lane->sink, b, pipeline_before_commit, &cc, err);
         if (ok)
             break;
         if ((strcmp(err->sqlstate, "40P01") == 0 || strcmp(err->sqlstate, "40001") == 0) &&
@@ -1537,21 +1636,25 @@ pipeline_flush(Pipeline *pl, Batch *b, const SourcePosition *pos, bool finished,
             log_warn("the batch ending at %s was rolled back (%s, SQLSTATE %s); "
                      "writing it again (attempt %d of 5)",
                      at, err->msg, err->sqlstate, retries);
-            if (h->outputs_rewind && !h->outputs_rewind(h->ctx, err))
+            if (cc.marked && h->outputs_rewind && !h->outputs_rewind(h->ctx, err))
                 return false;
             continue;
         }
         if (!pg_err_is_connection(err) || ++attempts > 5)
             return false;
-        if (!pipeline_reconnect(pl, err))
+        if (!pipeline_reconnect_conn(pl, lane->conn, err))
             return false;
+        lane_note_pid(lane);
         check_commit = true;
     }
+    pthread_mutex_lock(&pl->w.mu);
     pipeline_count_committed(pl, b);
     if (b->nrows > 0)
         pl->st->batches++;
     if (h->after_commit)
         h->after_commit(h->ctx, &cc.pos);
+    pthread_mutex_unlock(&pl->w.mu);
+    lane_pass_turn(lane, seq);
     batch_reset(b);
     return true;
 }
@@ -1641,17 +1744,25 @@ pipeline_progress(Pipeline *pl, bool final)
                  which, pl->st->read, pl->st->inserted, verb, rate);
 }
 
+/* Free a sink, its statistics added to the run's. */
+static void
+pipeline_free_sink(Pipeline *pl, Sink **sink)
+{
+    if (*sink == NULL)
+        return;
+    pl->sink_total.probes += sink_stats(*sink)->probes;
+    pl->sink_total.conflicts += sink_stats(*sink)->conflicts;
+    pl->sink_total.splits += sink_stats(*sink)->splits;
+    pl->sink_total.lookup_gap += sink_stats(*sink)->lookup_gap;
+    sink_free(*sink);
+    *sink = NULL;
+}
+
 static void
 pipeline_drop_sink(Pipeline *pl)
 {
-    if (pl->sink == NULL)
-        return;
-    pl->sink_total.probes += sink_stats(pl->sink)->probes;
-    pl->sink_total.conflicts += sink_stats(pl->sink)->conflicts;
-    pl->sink_total.splits += sink_stats(pl->sink)->splits;
-    pl->sink_total.lookup_gap += sink_stats(pl->sink)->lookup_gap;
-    sink_free(pl->sink);
-    pl->sink = NULL;
+    pipeline_free_sink(pl, &pl->sink);
+    pl->w.lanes[0].sink = NULL;
 }
 
 /* May this role read the target's key column?  Then re-imports are answered
@@ -1693,12 +1804,118 @@ pipeline_check_rejects_limit(Pipeline *pl, Err *err)
     return false;
 }
 
-/* ---- the writer thread ----------------------------------------------------- */
+/* ---- the writers ----------------------------------------------------------- */
+
+/* The lane's server process, for the others' lock check (after a reconnect). */
+static void
+lane_note_pid(Lane *lane)
+{
+    int pid = pg_is_broken(lane->conn) ? 0 : PQbackendPID(pg_raw(lane->conn));
+
+    pthread_mutex_lock(&lane->pl->w.mu);
+    lane->pid = pid;
+    pthread_mutex_unlock(&lane->pl->w.mu);
+}
+
+/* Does an earlier batch's lane wait for a lock this lane holds (a unique key
+ * other than the reference's: it waits for us, we wait for its COMMIT)?
+ * pids: "{p1,p2}" of the lanes of earlier batches. */
+static bool
+lane_blocks_earlier(Lane *lane, const char *pids, bool *out, Err *err)
+{
+    PGresult *res;
+    const char *params[1] = {pids};
+
+    if (!pg_query(lane->conn,
+                  "SELECT EXISTS (SELECT 1 FROM unnest($1::int[]) AS p "
+                  "WHERE pg_catalog.pg_blocking_pids(p) @> ARRAY[pg_catalog.pg_backend_pid()])",
+                  1, params, &res, err))
+        return false;
+    *out = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    return true;
+}
+
+/*
+ * lane_await_turn: wait until every batch before seq committed.  false when
+ * an earlier batch failed (this one must not commit: the resume position
+ * covers a contiguous prefix of batches), or when an earlier batch waits for
+ * a lock this lane holds: 40P01, the batch is rolled back and written again.
+ */
+static bool
+lane_await_turn(Lane *lane, uint64_t seq, Err *err)
+{
+    Writer *w = &lane->pl->w;
+
+    for (;;)
+    {
+        Buf pids;
+        bool blocks = false;
+        bool timed_out = false;
+        bool ok;
+
+        pthread_mutex_lock(&w->mu);
+        while (w->committed != seq && w->fail_seq > seq && !timed_out)
+        {
+            struct timespec until;
+
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 1;
+            timed_out = pthread_cond_timedwait(&w->cv, &w->mu, &until) == ETIMEDOUT;
+        }
+        if (w->fail_seq < seq)
+        {
+            pthread_mutex_unlock(&w->mu);
+            return err_set(err, EC_INTERNAL, "an earlier batch failed: this one is not committed");
+        }
+        if (w->committed == seq)
+        {
+            pthread_mutex_unlock(&w->mu);
+            return true;
+        }
+        buf_init(&pids);
+        buf_putc(&pids, '{');
+        for (size_t i = 0; i < w->nlanes; i++)
+        {
+            const Lane *o = &w->lanes[i];
+            if (o != lane && o->busy && o->seq < seq && o->pid > 0)
+                buf_printf(&pids, "%s%d", pids.len > 1 ? "," : "", o->pid);
+        }
+        buf_putc(&pids, '}');
+        pthread_mutex_unlock(&w->mu);
+        ok = pids.len <= 2 || lane_blocks_earlier(lane, pids.data, &blocks, err);
+        buf_free(&pids);
+        if (!ok)
+            return false;
+        if (blocks)
+        {
+            err_set(err, EC_PG_QUERY,
+                    "an earlier batch waits for a row this batch wrote (a unique key "
+                    "other than the source reference)");
+            (void) snprintf(err->sqlstate, sizeof err->sqlstate, "40P01");
+            return false;
+        }
+    }
+}
+
+/* Batch seq committed and was counted: the next one may commit. */
+static void
+lane_pass_turn(Lane *lane, uint64_t seq)
+{
+    Writer *w = &lane->pl->w;
+
+    pthread_mutex_lock(&w->mu);
+    if (w->committed == seq)
+        w->committed = seq + 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
 
 static void *
 writer_main(void *arg)
 {
-    Pipeline *pl = arg;
+    Lane *lane = arg;
+    Pipeline *pl = lane->pl;
     Writer *w = &pl->w;
 
     pthread_mutex_lock(&w->mu);
@@ -1706,84 +1923,258 @@ writer_main(void *arg)
     {
         Batch *b;
         SourcePosition pos;
+        uint64_t seq;
+        bool finished;
+        bool doomed;
         Err e = {0};
         bool ok;
 
-        while (!w->busy && !w->quit)
+        while (!lane->busy && !w->quit)
             pthread_cond_wait(&w->cv, &w->mu);
-        if (!w->busy)
+        if (!lane->busy)
             break;
-        b = w->b;
-        pos = w->pos;
+        b = lane->b;
+        pos = lane->pos;
+        seq = lane->seq;
+        finished = lane->finished;
+        doomed = w->fail_seq < seq;
         pthread_mutex_unlock(&w->mu);
-        ok = pipeline_flush(pl, b, &pos, false, &e);
+        ok = !doomed && pipeline_flush(pl, lane, seq, b, &pos, finished, &e);
         pthread_mutex_lock(&w->mu);
-        w->ok = ok;
-        w->err = e;
-        w->busy = false;
+        if (!ok && seq < w->fail_seq)
+        {
+            w->fail_seq = seq;
+            w->err = e;
+        }
+        lane->busy = false;
         pthread_cond_broadcast(&w->cv);
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
 }
 
-static bool
-writer_start(Pipeline *pl, Err *err)
-{
-    Writer *w = &pl->w;
-    int rc;
-
-    memset(w, 0, sizeof *w);
-    w->ok = true;
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
-    rc = pthread_create(&w->thread, NULL, writer_main, pl);
-    if (rc != 0)
-    {
-        pthread_cond_destroy(&w->cv);
-        pthread_mutex_destroy(&w->mu);
-        return err_set(err, EC_IO, "could not start the writer thread: %s", strerror(rc));
-    }
-    w->running = true;
-    return true;
-}
-
-/* Wait until the writer is idle; false with its error if its last batch failed
- * (reported once). */
+/* Wait until every lane is idle; false with the error of the first batch that
+ * failed (reported once). */
 static bool
 writer_wait(Pipeline *pl, Err *err)
 {
     Writer *w = &pl->w;
+    bool busy = true;
     bool ok;
 
     if (!w->running)
         return true;
     pthread_mutex_lock(&w->mu);
-    while (w->busy)
-        pthread_cond_wait(&w->cv, &w->mu);
-    ok = w->ok;
+    while (busy)
+    {
+        busy = false;
+        for (size_t i = 0; i < w->nlanes; i++)
+            busy = busy || w->lanes[i].busy;
+        if (busy)
+            pthread_cond_wait(&w->cv, &w->mu);
+    }
+    ok = w->fail_seq == UINT64_MAX || w->reported;
     if (!ok)
         *err = w->err;
-    w->ok = true;
+    w->reported = w->fail_seq != UINT64_MAX;
     pthread_mutex_unlock(&w->mu);
     return ok;
 }
 
+/* The number of a batch the reader writes itself (every lane idle). */
+static uint64_t
+writer_next_seq(Pipeline *pl)
+{
+    uint64_t seq;
+
+    pthread_mutex_lock(&pl->w.mu);
+    seq = pl->w.next_seq++;
+    pthread_mutex_unlock(&pl->w.mu);
+    return seq;
+}
+
+/* The batch's references and given ids into the spare set; which lanes with a
+ * batch in flight (seq in busy[], UINT64_MAX: none) share one: those keep
+ * their seq in busy[], the others get UINT64_MAX. */
 static void
-writer_submit(Pipeline *pl, Batch *b, const SourcePosition *pos)
+writer_conflicts(Writer *w, const Batch *b, uint64_t *busy)
+{
+    bool *hit = w->hit;
+
+    refset_clear(w->spare);
+    memset(hit, 0, w->nlanes * sizeof *hit);
+    for (size_t i = 0; i < b->nrows; i++)
+    {
+        const BatchRow *r = &b->rows[i];
+
+        if (r->outcome != ROW_PENDING)
+            continue;
+        for (int k = 0; k < 1 + r->id_given; k++)
+        {
+            const uint8_t *key = k == 0 ? r->hash : r->id.b;
+
+            if (!refset_add(w->spare, key))
+                continue;
+            for (size_t l = 0; l < w->nlanes; l++)
+                hit[l] = hit[l] || (busy[l] != UINT64_MAX && refset_has(w->lanes[l].keys, key));
+        }
+    }
+    for (size_t l = 0; l < w->nlanes; l++)
+        if (!hit[l])
+            busy[l] = UINT64_MAX;
+}
+
+/*
+ * writer_deal: hand the full batch to a lane, once one is idle and no batch in
+ * flight shares a reference with it, after the rejects limit and progress;
+ * the reader goes on in a free buffer.  false: a batch failed (its error) or
+ * the rejects limit was reached.
+ */
+static bool
+writer_deal(Pipeline *pl, Batch *b, const SourcePosition *pos, Err *err)
+{
+    Writer *w = &pl->w;
+    uint64_t *busy = w->busy_seq;
+    Lane *lane = NULL;
+    bool ok;
+
+    if (w->nlanes > 1)
+    {
+        pthread_mutex_lock(&w->mu);
+        for (size_t l = 0; l < w->nlanes; l++)
+            busy[l] = w->lanes[l].busy ? w->lanes[l].seq : UINT64_MAX;
+        pthread_mutex_unlock(&w->mu);
+        /* Only the reader changes the lanes' key sets: read without the lock. */
+        writer_conflicts(w, b, busy);
+    }
+    pthread_mutex_lock(&w->mu);
+    for (;;)
+    {
+        bool wait = false;
+
+        lane = NULL;
+        for (size_t l = 0; l < w->nlanes; l++)
+        {
+            const Lane *o = &w->lanes[l];
+
+            if (w->nlanes > 1 && busy[l] != UINT64_MAX && o->busy && o->seq == busy[l])
+                wait = true; /* shares a reference with this batch */
+            if (!o->busy && lane == NULL)
+                lane = &w->lanes[l];
+        }
+        if (w->fail_seq != UINT64_MAX || (!wait && lane != NULL))
+            break;
+        pthread_cond_wait(&w->cv, &w->mu);
+    }
+    if (w->fail_seq != UINT64_MAX)
+    {
+        pthread_mutex_unlock(&w->mu);
+        ok = writer_wait(pl, err);
+        return ok ? err_set(err, EC_INTERNAL, "a batch failed without an error") : false;
+    }
+    ok = pipeline_check_rejects_limit(pl, err);
+    if (ok)
+    {
+        pipeline_progress(pl, false);
+        if (w->nlanes > 1)
+        {
+            RefSet *keys = lane->keys;
+
+            lane->keys = w->spare;
+            w->spare = keys;
+        }
+        lane->b = b;
+        lane->pos = *pos;
+        lane->finished = false;
+        lane->seq = w->next_seq++;
+        lane->busy = true;
+        pthread_cond_broadcast(&w->cv);
+        /* The reader's next buffer: one no lane holds. */
+        for (size_t i = 0; i < pl->nbufs; i++)
+        {
+            bool held = false;
+
+            for (size_t l = 0; l < w->nlanes; l++)
+                held = held || (w->lanes[l].busy && w->lanes[l].b == &pl->bufs[i]);
+            if (!held)
+            {
+                pl->batch = &pl->bufs[i];
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (ok)
+        batch_reset(pl->batch);
+    return ok;
+}
+
+/* The other lanes' connections (kept for the next source) and sinks. */
+static bool
+writer_open_lanes(Pipeline *pl, Err *err)
 {
     Writer *w = &pl->w;
 
-    pthread_mutex_lock(&w->mu);
-    w->b = b;
-    w->pos = *pos;
-    w->busy = true;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    w->lanes[0].conn = pl->conn;
+    w->lanes[0].sink = pl->sink;
+    for (size_t l = 1; l < w->nlanes; l++)
+    {
+        Lane *lane = &w->lanes[l];
+
+        if (lane->conn == NULL && !pg_connect_again(pl->conn, &lane->conn, err))
+        {
+            err_prefix(err, "--jobs %d: could not open writer connection %zu", pl->o->jobs,
+                       l + 1);
+            if (strcmp(err->sqlstate, "53300") == 0)
+                err_hint(err, "The server has no connection slot left for it: lower --jobs, or "
+                              "raise max_connections.");
+            return false;
+        }
+        if (lane->sink == NULL)
+            lane->sink = sink_new(lane->conn, &pl->sink_cfg);
+    }
+    for (size_t l = 0; l < w->nlanes; l++)
+    {
+        w->lanes[l].pid = pg_is_broken(w->lanes[l].conn) ? 0 : PQbackendPID(pg_raw(w->lanes[l].conn));
+        if (w->lanes[l].keys)
+            refset_clear(w->lanes[l].keys);
+    }
+    return true;
 }
 
-/* Stop the writer after its current batch; its outcome, if not yet taken,
- * is logged. */
+static void writer_stop(Pipeline *pl);
+
+static bool
+writer_start(Pipeline *pl, Err *err)
+{
+    Writer *w = &pl->w;
+
+    w->quit = false;
+    w->next_seq = 0;
+    w->committed = 0;
+    w->fail_seq = UINT64_MAX;
+    w->reported = false;
+    if (!writer_open_lanes(pl, err))
+        return false;
+    w->running = true;
+    for (size_t l = 0; l < w->nlanes; l++)
+    {
+        int rc = pthread_create(&w->lanes[l].thread, NULL, writer_main, &w->lanes[l]);
+
+        if (rc != 0)
+        {
+            w->nstarted = l;
+            writer_stop(pl);
+            return err_set(err, EC_IO, "could not start writer thread %zu: %s", l + 1,
+                           strerror(rc));
+        }
+    }
+    w->nstarted = w->nlanes;
+    return true;
+}
+
+/* Stop the writers after their current batches; an outcome not yet taken
+ * is logged.  The other lanes' sinks go (their statistics kept). */
 static void
 writer_stop(Pipeline *pl)
 {
@@ -1798,17 +2189,17 @@ writer_stop(Pipeline *pl)
     w->quit = true;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
-    pthread_join(w->thread, NULL);
-    pthread_cond_destroy(&w->cv);
-    pthread_mutex_destroy(&w->mu);
+    for (size_t l = 0; l < w->nstarted; l++)
+        pthread_join(w->lanes[l].thread, NULL);
     w->running = false;
+    for (size_t l = 1; l < w->nlanes; l++)
+        pipeline_free_sink(pl, &w->lanes[l].sink);
 }
 
 /*
- * pipeline_batch_full: the filling batch is full.  Once the writer is done
- * with the previous one (its rejects counted, progress shown), the batch goes
- * to the writer and the reader goes on into the other buffer.  Without a
- * writer (plan) it is handled here.
+ * pipeline_batch_full: the filling batch is full.  It goes to a writer lane
+ * and the reader goes on into a free buffer.  Without writers (plan) it is
+ * handled here.
  */
 static bool
 pipeline_batch_full(Pipeline *pl, Err *err)
@@ -1817,15 +2208,12 @@ pipeline_batch_full(Pipeline *pl, Err *err)
     SourcePosition pos;
 
     pl->src->ops->position(pl->src, &pos);
-    if (!writer_wait(pl, err) || !pipeline_check_rejects_limit(pl, err))
+    if (pl->w.running)
+        return writer_deal(pl, b, &pos, err);
+    if (!pipeline_check_rejects_limit(pl, err))
         return false;
     pipeline_progress(pl, false);
-    if (!pl->w.running)
-        return pipeline_flush(pl, b, &pos, false, err);
-    writer_submit(pl, b, &pos);
-    pl->batch = b == &pl->bufs[0] ? &pl->bufs[1] : &pl->bufs[0];
-    batch_reset(pl->batch);
-    return true;
+    return pipeline_flush(pl, &pl->w.lanes[0], 0, b, &pos, false, err);
 }
 
 bool
@@ -1896,7 +2284,9 @@ pipeline_run(Pipeline *pl, Err *err)
         SourcePosition pos;
         ok = writer_wait(pl, err);
         pl->src->ops->position(pl->src, &pos);
-        ok = ok && pipeline_flush(pl, pl->batch, &pos, true, err) &&
+        ok = ok &&
+             pipeline_flush(pl, &pl->w.lanes[0], writer_next_seq(pl), pl->batch, &pos, true,
+                            err) &&
              pipeline_check_rejects_limit(pl, err);
     }
     else if (err->code == EC_FORMAT || err->code == EC_INTERRUPTED)
@@ -1908,7 +2298,8 @@ pipeline_run(Pipeline *pl, Err *err)
 
         pl->src->ops->position(pl->src, &pos);
         if (!writer_wait(pl, &ferr) ||
-            (pl->batch->nrows > 0 && !pipeline_flush(pl, pl->batch, &pos, false, &ferr)))
+            (pl->batch->nrows > 0 && !pipeline_flush(pl, &pl->w.lanes[0], writer_next_seq(pl),
+                                                     pl->batch, &pos, false, &ferr)))
             log_warn("could not commit the rows read before the %s: %s",
                      err->code == EC_INTERRUPTED ? "interruption" : "error", ferr.msg);
         else if (err->code == EC_INTERRUPTED && !pl->o->plan)
@@ -1961,12 +2352,31 @@ pipeline_free(Pipeline *pl)
     time_parser_free(pl->tparser);
     time_parser_free(pl->wzone);
     tracker_free(pl->tracker);
-    batch_free(&pl->bufs[0]);
-    batch_free(&pl->bufs[1]);
+    for (size_t i = 0; i < pl->nbufs; i++)
+        batch_free(&pl->bufs[i]);
+    free(pl->bufs);
+    for (size_t l = 0; l < pl->w.nlanes; l++)
+    {
+        Lane *lane = &pl->w.lanes[l];
+
+        if (l > 0)
+        {
+            pipeline_free_sink(pl, &lane->sink);
+            pg_close(lane->conn);
+        }
+        sortwork_free(&lane->sort);
+        refset_free(lane->keys);
+    }
+    free(pl->w.lanes);
+    refset_free(pl->w.spare);
+    free(pl->w.hit);
+    free(pl->w.busy_seq);
+    pthread_cond_destroy(&pl->w.cv);
+    pthread_mutex_destroy(&pl->w.mu);
+    pthread_rwlock_destroy(&pl->catalog_lock);
     buf_free(&pl->ref);
     free(pl->cols);
     srcref_template_free(pl->tmpl);
-    sortwork_free(&pl->sort);
     refset_free(pl->plan_seen);
     free(pl->times);
     free(pl);
@@ -2067,6 +2477,83 @@ pipeline_plan_key(Pipeline *pl, uint8_t key[ID_KEY_LEN], Err *err)
                                &pl->lookup_shape, err);
 }
 
+/* The lanes (--jobs), their buffers and locks; connections come with
+ * writer_start. */
+static void
+pipeline_init_writers(Pipeline *pl)
+{
+    Writer *w = &pl->w;
+    size_t n = pl->o->jobs > 1 && !pl->o->plan ? (size_t) pl->o->jobs : 1;
+
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    pthread_rwlock_init(&pl->catalog_lock, NULL);
+    w->nlanes = n;
+    w->lanes = xcalloc(n, sizeof *w->lanes);
+    w->fail_seq = UINT64_MAX;
+    for (size_t l = 0; l < n; l++)
+    {
+        w->lanes[l].pl = pl;
+        if (n > 1)
+            w->lanes[l].keys = refset_new();
+    }
+    w->lanes[0].conn = pl->conn;
+    if (n > 1)
+        w->spare = refset_new();
+    w->hit = xcalloc(n, sizeof *w->hit);
+    w->busy_seq = xcalloc(n, sizeof *w->busy_seq);
+    pl->nbufs = n + 1;
+    pl->bufs = xcalloc(pl->nbufs, sizeof *pl->bufs);
+    for (size_t i = 0; i < pl->nbufs; i++)
+        batch_init(&pl->bufs[i]);
+    pl->batch = &pl->bufs[0];
+}
+
+/* --jobs N needs N connections: more than the server allows is refused before
+ * anything is written. */
+static bool
+pipeline_check_jobs(Pipeline *pl, Err *err)
+{
+    PGresult *res;
+    long max;
+    long reserved;
+    long used;
+    int jobs = pl->o->jobs;
+
+    if (jobs <= 1 || pl->o->plan)
+        return true;
+    if (!pg_query(pl->conn,
+                  "SELECT current_setting('max_connections')::int, "
+                  "current_setting('superuser_reserved_connections')::int, "
+                  "(SELECT count(*) FROM pg_catalog.pg_stat_activity "
+                  "WHERE backend_type = 'client backend')",
+                  0, NULL, &res, err))
+        return false;
+    max = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+    reserved = strtol(PQgetvalue(res, 0, 1), NULL, 10);
+    used = strtol(PQgetvalue(res, 0, 2), NULL, 10);
+    PQclear(res);
+    if (jobs > max - reserved)
+    {
+        err_set(err, EC_CONFIG,
+                "--jobs %d needs %d connections; the server's max_connections = %ld (%ld of them "
+                "reserved for superusers) allows at most %ld",
+                jobs, jobs, max, reserved, max - reserved);
+        err_hint(err, "Lower --jobs, or raise max_connections on the server.");
+        return false;
+    }
+    if (jobs - 1 > max - reserved - used)
+    {
+        err_set(err, EC_CONFIG,
+                "--jobs %d needs %d more connections; the server has %ld of max_connections = "
+                "%ld in use (%ld reserved for superusers)",
+                jobs, jobs - 1, used, max, reserved);
+        err_hint(err, "Lower --jobs, or run it when fewer clients are connected.");
+        return false;
+    }
+    return true;
+}
+
 bool
 pipeline_open(PgConn *c, const PipelineOptions *o, const PipelineInputs *inputs, ImportStats *st,
               Pipeline **out, Err *err)
@@ -2083,9 +2570,7 @@ pipeline_open(PgConn *c, const PipelineOptions *o, const PipelineInputs *inputs,
     pl->started = mono_now();
     pl->now_us = o->now_us ? o->now_us : wall_now_us();
     pl->day_cache.day = INT64_MIN;
-    batch_init(&pl->bufs[0]);
-    batch_init(&pl->bufs[1]);
-    pl->batch = &pl->bufs[0];
+    pipeline_init_writers(pl);
     buf_init(&pl->ref);
     ensure_options_default(&pl->ensure);
     pl->ensure.granularity = o->granularity;
@@ -2098,7 +2583,7 @@ pipeline_open(PgConn *c, const PipelineOptions *o, const PipelineInputs *inputs,
         pl->ensure.ddl_out = &st->ddl;
     }
 
-    if (!catalog_load_target(c, o->table, &pl->target, err))
+    if (!pipeline_check_jobs(pl, err) || !catalog_load_target(c, o->table, &pl->target, err))
         return false;
     if (pl->target->key_kind != KEY_UUID7)
         return err_set(err, EC_CONFIG,
@@ -2194,6 +2679,8 @@ pipeline_attach(Pipeline *pl, Source *src, bool unnamed_last, const PipelineHook
         if (!pipeline_may_read_keys(pl, &sc.probe_target, err))
             return false;
         pl->sink = sink_new(pl->conn, &sc);
+        pl->sink_cfg = sc;
+        pl->w.lanes[0].sink = pl->sink;
     }
     return true;
 }

@@ -105,6 +105,23 @@ refset_add(RefSet *s, const uint8_t key[REFSET_KEY_LEN])
     return true;
 }
 
+bool
+refset_has(const RefSet *s, const uint8_t key[REFSET_KEY_LEN])
+{
+    if (memcmp(key, zero_key, REFSET_KEY_LEN) == 0)
+        return s->has_zero;
+    return memcmp(s->slot[refset_find(s, key)], key, REFSET_KEY_LEN) == 0;
+}
+
+void
+refset_clear(RefSet *s)
+{
+    if (s->count > 0)
+        memset(s->slot, 0, s->cap * REFSET_KEY_LEN);
+    s->count = 0;
+    s->has_zero = false;
+}
+
 size_t
 refset_count(const RefSet *s)
 {

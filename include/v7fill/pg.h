@@ -23,7 +23,8 @@ typedef struct PgConn PgConn;
 V7FILL_MUST_CHECK bool pg_connect(const char *conninfo, PgConn **out, Err *err);
 /* Close the connection and free it; NULL-safe. */
 void pg_close(PgConn *c);
-/* A second connection to the same server, with c's connection string. */
+/* A second connection to the same server, with c's connection string (a
+ * stream's side connection, parallel writers). */
 V7FILL_MUST_CHECK bool pg_connect_again(PgConn *c, PgConn **out, Err *err);
 /* Drop the connection and open it again with the same settings. */
 V7FILL_MUST_CHECK bool pg_reconnect(PgConn *c, Err *err);

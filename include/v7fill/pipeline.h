@@ -11,7 +11,9 @@
  *   pipeline_attach    a Source (its columns mapped, the sink built for them)
  *     ...the owner may seek/resume the source now...
  *   pipeline_run       records → batches until the source ends: one transaction
- *                      per batch on a writer thread, reconnect with backoff,
+ *                      per batch on a writer thread (--jobs: N writer threads, each
+ *                      with its own connection, batches dealt in reading order and
+ *                      committed in that order), reconnect with backoff,
  *                      interrupt, progress; inside each transaction the hooks
  *                      make the rejects durable and store the resume position
  *   pipeline_finish    (plan DDL; warnings)   pipeline_close, pipeline_free
@@ -83,6 +85,8 @@ typedef struct PipelineOptions
     const char *window_tz;    /* --window-tz: new windows start at local midnight */
     int lock_timeout_ms;
     int reconnect_attempts;   /* after a lost connection (default 5) */
+    int jobs;                 /* writer connections (--jobs, default 1): batches dealt in
+                                 reading order, committed in that order */
     int64_t now_us;           /* 0 = the real clock (tests inject a time) */
     const char *retention;    /* --retention; NULL: stored (v7fill retention), else
                                  pg_partman's, else none (every row is on time) */
@@ -190,12 +194,14 @@ typedef enum CommitCheck
 } CommitCheck;
 
 /*
- * What the owner of a source plugs in.  All but origin() are called on the
- * writer thread, one batch at a time, while the reader does not touch the
- * owner's state.  origin() is called on both threads (the reader's messages;
- * the writer's reject examples and the largest delays, for rows that rank
- * among them), so it may only read what stays fixed while the source is read
- * (its name): no lock.  origin and where are required; any other may be NULL
+ * What the owner of a source plugs in.  All but origin() are called on a
+ * writer thread, one batch at a time and in reading order (with several
+ * writers, from the commit turn of the batch: every batch before it
+ * committed), while the reader does not touch the owner's state.  origin()
+ * is called on the reader and the writers (the reader's messages; reject
+ * examples and the largest delays, for rows that rank among them), so it may
+ * only read what stays fixed while the source is read (its name): no lock.
+ * origin and where are required; any other may be NULL
  * (nothing to write, no position to keep).  Today only the file import
  * exercises them: after_commit has no use there beyond keeping its
  * checkpoint, and no source sets Record.batch_end or batch_hold yet.

@@ -23,6 +23,10 @@ RefSet *refset_new(void);
 void refset_free(RefSet *s);
 /* Add a key; true if it was not in the set before. */
 bool refset_add(RefSet *s, const uint8_t key[REFSET_KEY_LEN]);
+/* Is the key in the set? */
+bool refset_has(const RefSet *s, const uint8_t key[REFSET_KEY_LEN]);
+/* Empty the set, keeping its room. */
+void refset_clear(RefSet *s);
 /* Keys in the set. */
 size_t refset_count(const RefSet *s);
 /* Bytes the set holds now. */

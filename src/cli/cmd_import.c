@@ -54,6 +54,9 @@ import_usage(FILE *out, const char *cmd)
             "                             larger is faster for big imports, e.g. 50000)\n"
             "      --batch-bytes=SIZE     end a batch early at SIZE of row data, for wide rows\n"
             "                             (default 64MB, at most 1GB)\n"
+            "  -j, --jobs=N               N writer connections (default 1): batches are\n"
+            "                             written in parallel and committed in reading order;\n"
+            "                             N + 1 batches in memory (import; plan ignores it)\n"
             "      --rejects=FILE         rejected rows with reasons (default TABLE.rejects.csv;\n"
             "                             a file, not '-')\n"
             "      --max-rejects=N|P%%     stop when more rows than this are rejected\n"
@@ -120,6 +123,7 @@ enum
     OPT_ENCODING,
     OPT_BATCH_ROWS,
     OPT_BATCH_BYTES,
+    OPT_JOBS,
     OPT_REJECTS,
     OPT_MAX_REJECTS,
     OPT_MAX_FUTURE,
@@ -258,6 +262,7 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
         {"encoding", required_argument, NULL, OPT_ENCODING},
         {"batch-rows", required_argument, NULL, OPT_BATCH_ROWS},
         {"batch-bytes", required_argument, NULL, OPT_BATCH_BYTES},
+        {"jobs", required_argument, NULL, OPT_JOBS},
         {"rejects", required_argument, NULL, OPT_REJECTS},
         {"max-rejects", required_argument, NULL, OPT_MAX_REJECTS},
         {"max-future", required_argument, NULL, OPT_MAX_FUTURE},
@@ -298,7 +303,7 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
     import_options_default(&o);
     o.common.plan = plan;
     o.common.progress = log_current_level >= LOG_LEVEL_INFO;
-    while ((c = getopt_long(argc, argv, CLI_GLOBAL_SHORTOPTS "h", longopts, NULL)) != -1)
+    while ((c = getopt_long(argc, argv, CLI_GLOBAL_SHORTOPTS "hj:", longopts, NULL)) != -1)
     {
         switch (c)
         {
@@ -376,6 +381,15 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                     goto out;
                 }
                 o.common.batch_rows = (size_t) n;
+                break;
+            case 'j':
+            case OPT_JOBS:
+                if (!cli_parse_long(cmd, "--jobs", optarg, 1, 1024, &n, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                o.common.jobs = (int) n;
                 break;
             case OPT_BATCH_BYTES:
             {

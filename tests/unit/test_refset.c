@@ -77,6 +77,32 @@ test_many_ordered_keys_survive_growth_within_the_documented_memory(void **state)
     refset_free(s);
 }
 
+/* The writers' in-flight sets: asked, emptied for the next batch, reused. */
+static void
+test_has_answers_without_adding_and_clear_empties(void **state)
+{
+    RefSet *s = refset_new();
+    uint8_t a[REFSET_KEY_LEN];
+    uint8_t b[REFSET_KEY_LEN];
+    uint8_t zero[REFSET_KEY_LEN] = {0};
+
+    (void) state;
+    ordered_key(1, a);
+    ordered_key(2, b);
+    assert_true(refset_add(s, a));
+    assert_true(refset_add(s, zero));
+    assert_true(refset_has(s, a));
+    assert_true(refset_has(s, zero));
+    assert_false(refset_has(s, b));
+    assert_int_equal(2, refset_count(s));
+    refset_clear(s);
+    assert_int_equal(0, refset_count(s));
+    assert_false(refset_has(s, a));
+    assert_false(refset_has(s, zero));
+    assert_true(refset_add(s, a));
+    refset_free(s);
+}
+
 int
 main(void)
 {
@@ -84,6 +110,7 @@ main(void)
         cmocka_unit_test(test_a_key_is_new_once),
         cmocka_unit_test(test_the_all_zero_key_is_a_key),
         cmocka_unit_test(test_many_ordered_keys_survive_growth_within_the_documented_memory),
+        cmocka_unit_test(test_has_answers_without_adding_and_clear_empties),
     };
     return cmocka_run_group_tests_name("refset", tests, NULL, NULL);
 }
