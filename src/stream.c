@@ -607,6 +607,33 @@ read_columns(Streamer *s, Err *err)
     return true;
 }
 
+/* Where "everything committed on the source before the start" ends: a
+ * commit with synchronous_commit on (an xid, no row) flushes the WAL of every
+ * transaction committed before it, asynchronously ones included; the flush
+ * position then covers them all. */
+static bool
+source_flushed_lsn(Streamer *s, uint64_t *out, Err *err)
+{
+    PGresult *res;
+    bool ok;
+
+    if (!pg_exec(s->src_sql,
+                 "BEGIN; SET LOCAL synchronous_commit = on; SELECT pg_catalog.txid_current(); "
+                 "COMMIT",
+                 err) ||
+        !pg_query(s->src_sql, "SELECT pg_catalog.pg_current_wal_flush_lsn()::text", 0, NULL,
+                  &res, err))
+    {
+        err_prefix(err, "could not read the source's WAL position");
+        return false;
+    }
+    ok = pgo_lsn_parse(PQgetvalue(res, 0, 0), out);
+    PQclear(res);
+    if (!ok)
+        return err_set(err, EC_PG_QUERY, "the source's WAL position is not an LSN");
+    return true;
+}
+
 static bool
 open_source(Streamer *s, Err *err)
 {
@@ -1044,8 +1071,8 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         !stream_state_setup(c, err) || !pipeline_setup(s.pl, err) || !read_columns(&s, err) ||
         !ensure_ahead(&s, err) || !open_source(&s, err))
         goto out;
-    if (o->until_caught_up)
-        stop_lsn = s.sys.xlogpos;
+    if (o->until_caught_up && !source_flushed_lsn(&s, &stop_lsn, err))
+        goto out;
     if (!setup_slot(&s, snapshot, sizeof snapshot, &copy, err) || !start_watch(&s, err))
         goto out;
     if (copy && !run_copy(&s, snapshot, err))
