@@ -136,3 +136,29 @@ buf_printf(Buf *b, const char *fmt, ...)
     }
     va_end(ap2);
 }
+
+void
+buf_put_json_string(Buf *b, const char *p, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+
+    buf_putc(b, '"');
+    for (size_t i = 0; i < n; i++)
+    {
+        unsigned char c = (unsigned char) p[i];
+
+        if (c == '"' || c == '\\')
+        {
+            buf_putc(b, '\\');
+            buf_putc(b, (char) c);
+        }
+        else if (c < 0x20)
+        {
+            char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            buf_append(b, esc, sizeof esc);
+        }
+        else
+            buf_putc(b, (char) c);
+    }
+    buf_putc(b, '"');
+}

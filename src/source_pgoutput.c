@@ -276,32 +276,6 @@ on_relation(PgoSource *s, const PgoMessage *m, uint64_t lsn, Err *err)
     return true;
 }
 
-static void
-json_string(Buf *b, const char *p, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-
-    buf_putc(b, '"');
-    for (size_t i = 0; i < n; i++)
-    {
-        unsigned char c = (unsigned char) p[i];
-
-        if (c == '"' || c == '\\')
-        {
-            buf_putc(b, '\\');
-            buf_putc(b, (char) c);
-        }
-        else if (c < 0x20)
-        {
-            char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            buf_append(b, esc, sizeof esc);
-        }
-        else
-            buf_putc(b, (char) c);
-    }
-    buf_putc(b, '"');
-}
-
 /* The row as a JSON object (the quarantine keeps it): unchanged values are
  * left out. */
 static void
@@ -318,12 +292,12 @@ row_json(PgoSource *s, const Field *fields)
         if (!first)
             buf_putc(&s->raw, ',');
         first = false;
-        json_string(&s->raw, s->cfg.columns[f], strlen(s->cfg.columns[f]));
+        buf_put_json_string(&s->raw, s->cfg.columns[f], strlen(s->cfg.columns[f]));
         buf_putc(&s->raw, ':');
         if (fields[f].is_null)
             buf_puts(&s->raw, "null");
         else
-            json_string(&s->raw, fields[f].data, fields[f].len);
+            buf_put_json_string(&s->raw, fields[f].data, fields[f].len);
     }
     buf_putc(&s->raw, '}');
 }

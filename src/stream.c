@@ -127,27 +127,6 @@ quarantine_clear(Streamer *s)
 }
 
 static void
-json_quote(Buf *b, const char *p, size_t n)
-{
-    buf_putc(b, '"');
-    for (size_t i = 0; i < n; i++)
-    {
-        unsigned char c = (unsigned char) p[i];
-
-        if (c == '"' || c == '\\')
-        {
-            buf_putc(b, '\\');
-            buf_putc(b, (char) c);
-        }
-        else if (c < 0x20)
-            buf_printf(b, "\\u%04x", c);
-        else
-            buf_putc(b, (char) c);
-    }
-    buf_putc(b, '"');
-}
-
-static void
 quarantine_add(Streamer *s, uint64_t origin, const char *reason, const char *sqlstate,
                const char *raw, size_t raw_len)
 {
@@ -165,7 +144,7 @@ quarantine_add(Streamer *s, uint64_t origin, const char *reason, const char *sql
     if (s->streaming)
         buf_append(&b, raw, raw_len); /* the source made it JSON */
     else
-        json_quote(&b, raw, raw_len); /* a CSV line of the copy */
+        buf_put_json_string(&b, raw, raw_len); /* a CSV line of the copy */
     buf_putc(&b, '\0');
     q->row_json = b.data;
 }
@@ -196,9 +175,9 @@ hook_late(void *ctx, const LateRow *row, Err *err)
 
         buf_init(&b);
         buf_puts(&b, "{\"source_ref\":");
-        json_quote(&b, row->source_ref, strlen(row->source_ref));
+        buf_put_json_string(&b, row->source_ref, strlen(row->source_ref));
         buf_puts(&b, ",\"id\":");
-        json_quote(&b, row->id, strlen(row->id));
+        buf_put_json_string(&b, row->id, strlen(row->id));
         buf_putc(&b, '}');
         s->quar = xrealloc(s->quar, (s->nquar + 1) * sizeof *s->quar);
         memset(&s->quar[s->nquar], 0, sizeof *s->quar);

@@ -97,5 +97,8 @@ buf_putc(Buf *b, char c)
     b->data[b->len] = '\0';
 }
 void buf_printf(Buf *b, const char *fmt, ...) V7FILL_PRINTF(2, 3);
+/* Append n bytes as a JSON string: quoted, '"' '\\' and control bytes
+ * escaped (the bytes are taken to be UTF-8). */
+void buf_put_json_string(Buf *b, const char *p, size_t n);
 
 #endif /* V7FILL_MEM_H */

@@ -68,6 +68,8 @@ bool cli_parse_size(const char *command, const char *opt, const char *value, uin
                     uint64_t max, uint64_t *out, Err *err);
 /* --map SRC=TARGET: appended to *maps (the value is split in place). */
 bool cli_parse_map(const char *command, char *value, ColumnMap **maps, size_t *n, Err *err);
+/* A duration option (timeparse's syntax): false + EC_USAGE naming the option. */
+bool cli_parse_duration(const char *opt, const char *value, int64_t *out_us, Err *err);
 bool cli_parse_long(const char *command, const char *opt, const char *value, long min, long max,
                     long *out, Err *err);
 

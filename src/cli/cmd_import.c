@@ -415,10 +415,8 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                 }
                 break;
             case OPT_MAX_FUTURE:
-                if (!duration_parse(optarg, &o.common.max_future_us, err))
+                if (!cli_parse_duration("--max-future", optarg, &o.common.max_future_us, err))
                 {
-                    err_prefix(err, "--max-future");
-                    err->code = EC_USAGE;
                     status = 2;
                     goto out;
                 }
@@ -482,10 +480,8 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                 o.common.retention = optarg;
                 break;
             case OPT_NEAR_CUTOFF:
-                if (!duration_parse(optarg, &o.common.near_cutoff_us, err))
+                if (!cli_parse_duration("--near-cutoff", optarg, &o.common.near_cutoff_us, err))
                 {
-                    err_prefix(err, "--near-cutoff");
-                    err->code = EC_USAGE;
                     status = 2;
                     goto out;
                 }

@@ -520,10 +520,8 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
                 o.common.retention = optarg;
                 break;
             case OPT_MAX_FUTURE:
-                if (!duration_parse(optarg, &o.common.max_future_us, err))
+                if (!cli_parse_duration("--max-future", optarg, &o.common.max_future_us, err))
                 {
-                    err_prefix(err, "--max-future");
-                    err->code = EC_USAGE;
                     status = 2;
                     goto out;
                 }

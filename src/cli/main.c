@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "v7fill/log.h"
+#include "v7fill/timeparse.h"
 
 typedef struct Command
 {
@@ -101,6 +102,16 @@ cli_parse_map(const char *command, char *value, ColumnMap **maps, size_t *n, Err
     (*maps)[*n].to = eq + 1;
     (*n)++;
     return true;
+}
+
+bool
+cli_parse_duration(const char *opt, const char *value, int64_t *out_us, Err *err)
+{
+    if (duration_parse(value, out_us, err))
+        return true;
+    err_prefix(err, "%s", opt);
+    err->code = EC_USAGE;
+    return false;
 }
 
 bool
