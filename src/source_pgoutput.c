@@ -607,6 +607,12 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
         if (s->ended || (should_end(s) && s->rows_open == 0) ||
             (!s->in_txn && interrupt_signal() != 0 && s->rows_open == 0))
         {
+            if (!s->ended)
+                log_debug("stream source ends: last_end=%" PRIX64 " server_end=%" PRIX64
+                          " stop=%" PRIX64 " received=%" PRIX64 " committed=%" PRIX64
+                          " handed=%" PRIX64,
+                          s->last_end, s->server_end, s->cfg.stop_lsn, s->received,
+                          (uint64_t) atomic_load(&s->committed), s->handed_end);
             s->ended = true;
             s->st.stopped_at_stop_lsn = s->cfg.stop_lsn > 0 && interrupt_signal() == 0;
             *eof = true;

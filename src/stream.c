@@ -587,9 +587,11 @@ read_columns(Streamer *s, Err *err)
 }
 
 /* Where "everything committed on the source before the start" ends: a
- * commit with synchronous_commit on (an xid, no row) flushes the WAL of every
- * transaction committed before it, asynchronously ones included; the flush
- * position then covers them all. */
+ * commit with synchronous_commit on flushes the WAL of every transaction
+ * committed before it, asynchronously committed ones included, and the flush
+ * position then covers them all.  The transaction must write WAL of its own
+ * (one that only takes an xid commits asynchronously anyway): a transactional
+ * logical message, which pgoutput does not send without its messages option. */
 static bool
 source_flushed_lsn(Streamer *s, uint64_t *out, Err *err)
 {
@@ -597,8 +599,8 @@ source_flushed_lsn(Streamer *s, uint64_t *out, Err *err)
     bool ok;
 
     if (!pg_exec(s->src_sql,
-                 "BEGIN; SET LOCAL synchronous_commit = on; SELECT pg_catalog.txid_current(); "
-                 "COMMIT",
+                 "BEGIN; SET LOCAL synchronous_commit = on; "
+                 "SELECT pg_catalog.pg_logical_emit_message(true, 'v7fill', ''); COMMIT",
                  err) ||
         !pg_query(s->src_sql, "SELECT pg_catalog.pg_current_wal_flush_lsn()::text", 0, NULL,
                   &res, err))
