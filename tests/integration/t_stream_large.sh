@@ -50,7 +50,13 @@ run_expect 0 stream
 echo "$OUT"
 assert_eq 2000012 "$(q "SELECT count(*) FROM orders_v7")" "the 2M-row transaction, every row once"
 rss=$(printf '%s\n' "$OUT" | sed -n 's/.*peak_rss=\([0-9]*\)MB.*/\1/p')
-[ -n "$rss" ] && [ "$rss" -lt 200 ] || fail "peak RSS of a 2M-row transaction: ${rss:-?} MB (limit 200)"
+if grep -qa -e __asan_init -e __tsan_init "$V7FILL"; then
+    # A sanitizer keeps freed memory in quarantine and adds shadow memory: its
+    # RSS says nothing of v7fill's own (59 MB here in a plain build).
+    echo "peak RSS not checked under a sanitizer build (${rss:-?} MB)"
+else
+    [ -n "$rss" ] && [ "$rss" -lt 200 ] || fail "peak RSS of a 2M-row transaction: ${rss:-?} MB (limit 200)"
+fi
 
 # A transaction of exactly ten batches (cut by the size limit right at its
 # last change), then other WAL: the position still moves past it, so
