@@ -96,3 +96,13 @@ for src in import:cmd_import maintain:cmd_maintain partitions:cmd_partitions rep
     got=$(complete_words v7fill "${src%%:*}" -- | tr ' ' '\n' | grep -vx -- --help | grep . | sort -u | tr '\n' ' ')
     assert_eq "$want" "$got" "options of ${src%%:*} = its getopt table"
 done
+
+# stream: bad flags are usage errors (exit 2) that name the flag, before anything is created
+run_expect 2 "$V7FILL" stream t --source "dbname=x" --from public.o --publication p
+assert_contains "$OUT" "--slot" "a missing --slot is named"
+run_expect 2 "$V7FILL" stream t --source "dbname=x" --from public.o --publication p --slot s --on-truncate maybe
+assert_contains "$OUT" "--on-truncate" "a bad --on-truncate is named"
+run_expect 2 "$V7FILL" stream t --source "dbname=x" --from public.o --publication p --slot s --group-ms 0
+assert_contains "$OUT" "--group-ms" "a bad --group-ms is named"
+run_expect 2 "$V7FILL" stream t --source "dbname=$PGDATABASE" --from . --publication p --slot s
+assert_contains "$OUT" "SCHEMA.TABLE" "a malformed --from says what it takes"
