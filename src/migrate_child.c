@@ -300,15 +300,18 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
     {
         /* A dollar-quote tag that no quoted name contains. */
         static const char *const tags[] = {"$v7fill$", "$v7fill_1$", "$v7fill_2$", "$v7fill_3$"};
+        /* An insert that gives the uuid itself and no key (the application
+         * after the switch) keeps it; a key set or changed decides it. */
         char *body = xasprintf("BEGIN\n"
-                               "  IF NEW.%s IS NULL THEN\n"
+                               "  IF NEW.%s IS NOT NULL THEN\n"
+                               "    NEW.%s := coalesce((SELECT m.id FROM %s m WHERE m.legacy_id = NEW.%s),\n"
+                               "                       CASE WHEN TG_OP = 'INSERT' THEN NEW.%s END);\n"
+                               "  ELSIF TG_OP = 'UPDATE' THEN\n"
                                "    NEW.%s := NULL;\n"
-                               "  ELSE\n"
-                               "    NEW.%s := (SELECT m.id FROM %s m WHERE m.legacy_id = NEW.%s);\n"
                                "  END IF;\n"
                                "  RETURN NEW;\n"
                                "END\n",
-                               c.qfk, c.quuid, c.quuid, c.qmap, c.qfk);
+                               c.qfk, c.quuid, c.qmap, c.qfk, c.quuid, c.quuid);
 
         for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
         {

@@ -148,6 +148,11 @@ assert_eq "t|t|t" "$(q "SELECT bool_and(order_id_uuid = (SELECT id FROM orders_v
                              bool_and(order_id_uuid IS NULL) FILTER (WHERE id = 900002),
                              bool_and(order_id_uuid IS NULL) FILTER (WHERE id = 900003)
                         FROM order_items WHERE id > 900000")" "inserted rows: parent's id, NULL key, orphan"
+q "INSERT INTO order_items (id, order_id, order_id_uuid)
+   SELECT 900004, NULL, id FROM orders_v7_id_map WHERE legacy_id = 45" >/dev/null
+assert_eq "t" "$(q "SELECT order_id_uuid = (SELECT id FROM orders_v7_id_map WHERE legacy_id = 45) FROM order_items WHERE id = 900004")" \
+    "an insert giving the uuid and no key keeps it (the application after the switch)"
+q "DELETE FROM order_items WHERE id = 900004" >/dev/null
 q "UPDATE order_items SET order_id = 43 WHERE id = 900001" >/dev/null
 assert_eq "t" "$(q "SELECT order_id_uuid = (SELECT id FROM orders_v7_id_map WHERE legacy_id = 43) FROM order_items WHERE id = 900001")" \
     "a changed key changes the uuid"
