@@ -633,7 +633,7 @@ fill_batch(Fill *f, bool *more, Err *err)
         took = now_ms() - t0;
         if (took > f->lock_ms / 4 && f->batch_rows > 100)
             f->batch_rows /= 2;
-        else if (took < f->lock_ms / 16 && f->batch_rows < MIGRATE_CHILD_BATCH_ROWS)
+        else if (took < f->lock_ms / 8 && f->batch_rows < MIGRATE_CHILD_BATCH_ROWS)
             f->batch_rows = f->batch_rows * 2 < MIGRATE_CHILD_BATCH_ROWS ? f->batch_rows * 2
                                                                          : MIGRATE_CHILD_BATCH_ROWS;
         for (int i = 0; i < npk + 2; i++)
@@ -714,7 +714,7 @@ migrate_child_fill(PgConn *conn, PgConn *map, const MigrateSpec *spec, const Mig
     memset(st, 0, sizeof *st);
     f.same = migrate_child_same_database(spec);
     f.lock_ms = lock_timeout_ms > 0 ? lock_timeout_ms : 1000;
-    f.batch_rows = MIGRATE_CHILD_BATCH_ROWS;
+    f.batch_rows = MIGRATE_CHILD_FIRST_BATCH_ROWS;
     if (!child_describe(conn, spec, ch, &f.c, err))
         goto out;
     if (!f.c.uuid_type[0])

@@ -29,8 +29,10 @@
 #include "v7fill/migrate.h"
 #include "v7fill/pg.h"
 
-/* Rows per fill batch (one read, one write transaction) at most: halved while a write
- * takes over a quarter of the lock timeout, doubled back while it is quick. */
+/* Rows per fill batch (one read, one write transaction): the first batch's, then at most
+ * the second; halved while a write takes over a quarter of the lock timeout, doubled
+ * while it takes under an eighth. */
+#define MIGRATE_CHILD_FIRST_BATCH_ROWS 1000
 #define MIGRATE_CHILD_BATCH_ROWS 5000
 /* lock_timeout of prepare's DDL (ADD COLUMN, CREATE TRIGGER): a writer queued
  * behind it waits at most this long per attempt. */

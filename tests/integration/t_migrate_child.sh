@@ -222,6 +222,28 @@ assert_contains "$OUT" "child table public.items_nopk has no primary key" "a chi
 assert_eq 0 "$(q "SELECT count(*) FROM pg_attribute WHERE attrelid = 'items_nopk'::regclass AND attname = 'order_id_uuid'")" \
     "a child refused is left unchanged"
 
+# Hostile names (quotes, spaces, the dollar-quote tag) and a partitioned child: filled and kept
+# current like any other; PostgreSQL 15 gives a partitioned table no NOT VALID foreign key.
+q "CREATE TABLE \"it\"\"ems \$v7fill\$\" (id int PRIMARY KEY, \"Order Id\" bigint);
+   INSERT INTO \"it\"\"ems \$v7fill\$\" SELECT g, g FROM generate_series(1, 500) g;
+   CREATE TABLE items_part (id int, order_id bigint, PRIMARY KEY (id)) PARTITION BY RANGE (id);
+   CREATE TABLE items_part_1 PARTITION OF items_part FOR VALUES FROM (0) TO (1000);
+   CREATE TABLE items_part_2 PARTITION OF items_part FOR VALUES FROM (1000) TO (4000);
+   INSERT INTO items_part SELECT g, g FROM generate_series(0, 2999) g" >/dev/null
+run_expect 0 ./helper all public 'it"ems $v7fill$' 'Order Id' public orders_v7 orders_v7_id_map bigint
+assert_eq 0 "$(q "SELECT count(*) FROM \"it\"\"ems \$v7fill\$\" c LEFT JOIN orders_v7_id_map m ON m.legacy_id = c.\"Order Id\"
+                  WHERE c.\"Order Id_uuid\" IS DISTINCT FROM m.id")" "hostile names: every uuid the map's"
+q "INSERT INTO \"it\"\"ems \$v7fill\$\" VALUES (501, 501)" >/dev/null
+assert_eq t "$(q "SELECT \"Order Id_uuid\" = (SELECT id FROM orders_v7_id_map WHERE legacy_id = 501) FROM \"it\"\"ems \$v7fill\$\" WHERE id = 501")" \
+    "hostile names: the trigger"
+child 0 prepare items_part
+child 0 fill items_part
+q "INSERT INTO items_part VALUES (3500, 12); UPDATE items_part SET order_id = 13 WHERE id = 1500" >/dev/null
+assert_eq 0 "$(q "SELECT count(*) FROM items_part c LEFT JOIN orders_v7_id_map m ON m.legacy_id = c.order_id
+                  WHERE c.order_id_uuid IS DISTINCT FROM m.id")" "partitioned child: filled and kept current"
+child 3 constrain items_part
+assert_contains "$OUT" "cannot add a NOT VALID foreign key on public.items_part" "partitioned child: refused"
+
 # --- two databases: the map elsewhere; composite primary key --------------------------------
 psql -X -q -v ON_ERROR_STOP=1 -d "$MAPDB" -c "CREATE TABLE orders_v7_id_map (legacy_id bigint PRIMARY KEY, id uuid NOT NULL UNIQUE)"
 psql -X -q -v ON_ERROR_STOP=1 -c "\copy orders_v7_id_map TO 'map.csv' CSV"
