@@ -249,13 +249,12 @@ tx_retry(PgConn *conn, int lock_ms, const char *what, const char *sql, int np,
 
 /* The trigger's name on the child: v7fill_<fk>_uuid, or by attnum when too long. */
 static void
-trigger_name(const MigrateChild *ch, const Child *c, char *out, size_t size)
+trigger_name(const Child *c, char *out, size_t size)
 {
     if (strlen(c->uuid_col) + 7 <= 63)
         (void) snprintf(out, size, "v7fill_%s", c->uuid_col);
     else
         (void) snprintf(out, size, "v7fill_uuid_%s", c->fk_attnum);
-    (void) ch;
 }
 
 bool
@@ -272,7 +271,7 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
 
     if (!child_describe(conn, spec, ch, &c, err))
         goto out;
-    trigger_name(ch, &c, tname, sizeof tname);
+    trigger_name(&c, tname, sizeof tname);
     (void) snprintf(fname, sizeof fname, "child_uuid_%s_%s", c.oid, c.fk_attnum);
     if (same)
     {
