@@ -275,15 +275,30 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
     (void) snprintf(fname, sizeof fname, "child_uuid_%s_%s", c.oid, c.fk_attnum);
     if (same)
     {
-        const char *params[2] = {c.oid, tname};
+        /* The trigger reads the map: without it every write of the child
+         * would fail. */
+        const char *params[4] = {c.oid, tname, spec->into_schema, spec->map_table};
         PGresult *res;
 
         if (!pg_query(conn,
-                      "SELECT count(*) FROM pg_catalog.pg_trigger "
-                      " WHERE tgrelid = $1::oid AND tgname = $2 AND NOT tgisinternal",
-                      2, params, &res, err))
+                      "SELECT (SELECT count(*) FROM pg_catalog.pg_trigger "
+                      "         WHERE tgrelid = $1::oid AND tgname = $2 AND NOT tgisinternal), "
+                      "       (SELECT count(*) FROM pg_catalog.pg_class r "
+                      "          JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace "
+                      "         WHERE n.nspname = $3 AND r.relname = $4)",
+                      4, params, &res, err))
             goto out;
         has_trigger = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
+        if (strcmp(PQgetvalue(res, 0, 1), "0") == 0)
+        {
+            PQclear(res);
+            err_set(err, EC_CONFIG, "the map %s.%s does not exist", spec->into_schema,
+                    spec->map_table);
+            err_detail(err, "The trigger on %s.%s reads it; the migration's setup creates it "
+                            "before the children are prepared.",
+                       ch->schema, ch->table);
+            goto out;
+        }
         PQclear(res);
     }
     if (c.uuid_type[0] && (!same || has_trigger))

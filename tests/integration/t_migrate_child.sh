@@ -218,6 +218,8 @@ assert_eq "items_nv_order_id_uuid_fkey:false" "$(q "SELECT string_agg(conname ||
 # --- errors name the table and column -------------------------------------------------------
 child 3 prepare no_such_table
 assert_contains "$OUT" "child table public.no_such_table does not exist" "missing child"
+run_expect 3 ./helper prepare public items_nv order_id public orders_v7 no_such_map bigint
+assert_contains "$OUT" "the map public.no_such_map does not exist" "no trigger reading a missing map"
 q "CREATE TABLE items_nopk (order_id bigint)" >/dev/null
 child 3 prepare items_nopk
 assert_contains "$OUT" "child table public.items_nopk has no primary key" "a child without primary key"
