@@ -101,7 +101,8 @@ typedef struct Writer
     pthread_cond_t cv;
     bool running;
     bool quit;
-    size_t nlanes;
+    size_t nlanes;      /* lanes writing (pipeline_set_jobs may lower it between sources) */
+    size_t nalloc;      /* lanes allocated: --jobs */
     Lane *lanes;
     uint64_t next_seq;  /* the next batch dealt */
     uint64_t committed; /* every batch before this one committed */
@@ -2355,7 +2356,7 @@ pipeline_free(Pipeline *pl)
     for (size_t i = 0; i < pl->nbufs; i++)
         batch_free(&pl->bufs[i]);
     free(pl->bufs);
-    for (size_t l = 0; l < pl->w.nlanes; l++)
+    for (size_t l = 0; l < pl->w.nalloc; l++)
     {
         Lane *lane = &pl->w.lanes[l];
 
@@ -2489,6 +2490,7 @@ pipeline_init_writers(Pipeline *pl)
     pthread_cond_init(&w->cv, NULL);
     pthread_rwlock_init(&pl->catalog_lock, NULL);
     w->nlanes = n;
+    w->nalloc = n;
     w->lanes = xcalloc(n, sizeof *w->lanes);
     w->fail_seq = UINT64_MAX;
     for (size_t l = 0; l < n; l++)
@@ -2552,6 +2554,25 @@ pipeline_check_jobs(Pipeline *pl, Err *err)
         return false;
     }
     return true;
+}
+
+/* Fewer writers for the next sources (a stream's changes after its parallel
+ * copy): the other lanes' connections are closed.  Never more than opened. */
+void
+pipeline_set_jobs(Pipeline *pl, int jobs)
+{
+    Writer *w = &pl->w;
+    size_t n = jobs < 1 ? 1 : (size_t) jobs;
+
+    if (n >= w->nlanes || w->running)
+        return;
+    for (size_t l = n; l < w->nlanes; l++)
+    {
+        pipeline_free_sink(pl, &w->lanes[l].sink);
+        pg_close(w->lanes[l].conn);
+        w->lanes[l].conn = NULL;
+    }
+    w->nlanes = n;
 }
 
 bool

@@ -819,8 +819,10 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
     (void) snprintf(s->state.phase, sizeof s->state.phase, "stream");
     if (!stream_state_put(s->conn, s->o->slot, &s->state, err))
         return false;
-    log_info("initial copy of %s done: %" PRIu64 " rows; streaming changes from the slot",
-             s->relation, s->state.counts.read);
+    log_info("initial copy of %s done: %" PRIu64 " rows on %d writer connection%s; streaming "
+             "changes from the slot (on one)",
+             s->relation, s->state.counts.read, s->po->jobs > 1 ? s->po->jobs : 1,
+             s->po->jobs > 1 ? "s" : "");
     return true;
 }
 
@@ -1058,6 +1060,9 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         goto out;
     if (copy && !run_copy(&s, snapshot, err))
         goto out;
+    /* The copy's rows are independent; a change may touch a row the batch
+     * before it wrote: changes are applied on one connection, in order. */
+    pipeline_set_jobs(s.pl, 1);
     po.progress = false; /* pipeline_open keeps a pointer to po */
     /* The exported snapshot is no longer needed: the replication connection
      * may take commands again. */

@@ -280,6 +280,11 @@ V7FILL_MUST_CHECK bool pipeline_attach(Pipeline *p, Source *src, bool unnamed_la
 V7FILL_MUST_CHECK bool pipeline_run(Pipeline *p, Err *err);
 /* Plan: compute the DDL of the windows that would be created.  Warnings. */
 V7FILL_MUST_CHECK bool pipeline_finish(Pipeline *p, Err *err);
+/* Between sources: write the next ones with at most `jobs` connections (the
+ * others are closed; never more than --jobs opened).  A stream copies with
+ * --jobs lanes, then applies its changes with one: a change may touch a row
+ * the batch before it wrote. */
+void pipeline_set_jobs(Pipeline *p, int jobs);
 /* After a lost connection: reconnect with backoff (interruptible). */
 V7FILL_MUST_CHECK bool pipeline_reconnect(Pipeline *p, Err *err);
 const TargetTable *pipeline_target(const Pipeline *p);

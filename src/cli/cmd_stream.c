@@ -41,6 +41,7 @@ enum
     OPT_RETENTION,
     OPT_MAX_FUTURE,
     OPT_BATCH_ROWS,
+    OPT_JOBS,
     OPT_METRICS_LISTEN,
     OPT_WARN_RETAINED,
     OPT_STATUS,
@@ -93,6 +94,8 @@ stream_usage(FILE *out)
           "  --group-ms MS          ... or what arrived within MS ms (default 200); always\n"
           "                         whole source transactions\n"
           "  --batch-rows N         rows per batch of the initial copy (default 10000)\n"
+          "  --jobs N               writer connections for the initial copy (default 1);\n"
+          "                         the changes are applied on one, in source order\n"
           "  --ahead N              windows ensured after now's at start (default 2)\n"
           "  --until-caught-up      exit 0 once what the source committed before the start\n"
           "                         is applied (else: run until SIGINT/SIGTERM, exit 0)\n"
@@ -368,6 +371,7 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
         {"retention", required_argument, NULL, OPT_RETENTION},
         {"max-future", required_argument, NULL, OPT_MAX_FUTURE},
         {"batch-rows", required_argument, NULL, OPT_BATCH_ROWS},
+        {"jobs", required_argument, NULL, OPT_JOBS},
         {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
         {"warn-retained", required_argument, NULL, OPT_WARN_RETAINED},
         {"status", no_argument, NULL, OPT_STATUS},
@@ -480,6 +484,14 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
                     goto out;
                 }
                 o.common.batch_rows = (size_t) n;
+                break;
+            case OPT_JOBS:
+                if (!cli_parse_long("stream", "--jobs", optarg, 1, 1024, &n, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                o.common.jobs = (int) n;
                 break;
             case OPT_NO_SNAPSHOT:
                 o.no_snapshot = true;
