@@ -647,12 +647,11 @@ slot_checks_basic(Streamer *s, const ReplSlotInfo *slot, Err *err)
                 "replication slot \"%s\" was invalidated on the source (wal_status = lost): the "
                 "WAL it needed was removed (max_slot_wal_keep_size)",
                 s->o->slot);
-        err_hint(err, "Drop it on the source (SELECT pg_drop_replication_slot('%s');) and the "
-                      "stream's row in the target (DELETE FROM v7fill.stream WHERE slot = "
-                      "'%s';), or both with v7fill stream %s --drop --slot %s, then run the "
-                      "stream again: it copies the table anew and deduplicates through the "
-                      "lookup.",
-                 s->o->slot, s->o->slot, s->o->common.table, s->o->slot);
+        err_hint(err, "Run the stream again with --resnapshot: it drops the slot, creates it "
+                      "again with a fresh snapshot and copies the table anew (rows already in "
+                      "%s count as duplicates; the stream's counts go on).  Or drop both (v7fill "
+                      "stream %s --drop --slot %s) and start a new stream.",
+                 s->o->common.table, s->o->common.table, s->o->slot);
         return false;
     }
     if (strcmp(slot->plugin, "pgoutput") != 0)
@@ -695,13 +694,18 @@ slot_checks(Streamer *s, const ReplSlotInfo *slot, Err *err)
 
 /* A new stream: its row first (phase "new"), then the slot with its exported
  * snapshot, then the row's position: a crash in between leaves a row that
- * says so, never a slot nobody claims. */
+ * says so, never a slot nobody claims.  --resnapshot keeps the row's counts
+ * and batches (the row itself is updated, not replaced). */
 static bool
 create_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
 {
     char at[PGO_LSN_TEXT_SIZE];
+    BatchCounts counts = s->state.found ? s->state.counts : (BatchCounts) {0};
+    uint64_t batches = s->state.found ? s->state.batches : 0;
 
     memset(&s->state, 0, sizeof s->state);
+    s->state.counts = counts;
+    s->state.batches = batches;
     s->state.found = true;
     (void) snprintf(s->state.target, sizeof s->state.target, "%s", s->o->common.table);
     (void) snprintf(s->state.source_table, sizeof s->state.source_table, "%s", s->relation);
@@ -725,6 +729,62 @@ create_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
     return true;
 }
 
+/* The stream's row names the same tables as this run. */
+static bool
+same_tables(Streamer *s, Err *err)
+{
+    if (strcmp(s->state.target, s->o->common.table) != 0 ||
+        strcmp(s->state.source_table, s->relation) != 0)
+        return err_set(err, EC_CONFIG, "slot \"%s\" streams %s into %s, not %s into %s",
+                       s->o->slot, s->state.source_table, s->state.target, s->relation,
+                       s->o->common.table);
+    return true;
+}
+
+/* --resnapshot: the stream's slot, invalidated, is dropped (only a pgoutput
+ * slot of this stream's source cluster, not in use); a valid one is kept. */
+static bool
+resnapshot_drop(Streamer *s, ReplSlotInfo *slot, Err *err)
+{
+    const char *params[1] = {s->o->slot};
+
+    if (!slot->exists)
+    {
+        log_info("--resnapshot: slot \"%s\" is gone from the source; creating it again and "
+                 "copying %s anew",
+                 s->o->slot, s->relation);
+        return true;
+    }
+    if (strcmp(slot->wal_status, "lost") != 0)
+    {
+        log_info("--resnapshot: slot \"%s\" is valid (wal_status %s): kept, nothing to redo",
+                 s->o->slot, slot->wal_status[0] ? slot->wal_status : "unknown");
+        return true;
+    }
+    if (strcmp(slot->plugin, "pgoutput") != 0 ||
+        (s->state.system_id[0] && strcmp(s->state.system_id, s->sys.systemid) != 0))
+        return err_set(err, EC_CONFIG,
+                       "--resnapshot: replication slot \"%s\" on the source is not this "
+                       "stream's (plugin %s, source cluster %s, the stream's %s): not dropped",
+                       s->o->slot, slot->plugin, s->sys.systemid, s->state.system_id);
+    if (slot->active)
+        return err_set(err, EC_CONFIG,
+                       "--resnapshot: replication slot \"%s\" is in use by process %d on the "
+                       "source: not dropped (is another v7fill stream running with it?)",
+                       s->o->slot, slot->active_pid);
+    if (!pg_exec_params(s->src_sql, "SELECT pg_catalog.pg_drop_replication_slot($1)", 1, params,
+                        err))
+    {
+        err_prefix(err, "--resnapshot: could not drop the invalidated slot \"%s\"", s->o->slot);
+        return false;
+    }
+    log_info("--resnapshot: dropped the invalidated slot \"%s\" (wal_status lost); creating it "
+             "again and copying %s anew (rows already in %s count as duplicates)",
+             s->o->slot, s->relation, s->o->common.table);
+    slot->exists = false;
+    return true;
+}
+
 /* The slot and the stream's row: created together, or both found. */
 static bool
 setup_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
@@ -737,6 +797,15 @@ setup_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
     if (!stream_state_get(s->conn, s->o->slot, &s->state, err) ||
         !replconn_slot_info(s->repl, s->o->slot, &slot, err))
         return false;
+    if (s->o->resnapshot && s->state.found && strcmp(s->state.phase, "new") != 0)
+    {
+        if (!same_tables(s, err))
+            return false;
+        if (!resnapshot_drop(s, &slot, err))
+            return false;
+        if (!slot.exists)
+            return create_slot(s, snapshot, snapsize, copy, err);
+    }
     /* A run that died between recording the stream and creating its slot
      * (phase "new"): no slot yet, create it now; the slot there, its start
      * is its confirmed position and the copy runs under a fresh view. */
@@ -759,10 +828,9 @@ setup_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
                 "replication slot \"%s\" does not exist on the source, but the target holds "
                 "this stream's position (%s): the changes made since are not available any more",
                 s->o->slot, at);
-        err_hint(err, "To start over (the table copied anew; rows already there are kept, "
-                      "changed ones are not updated by the copy): DELETE FROM v7fill.stream "
-                      "WHERE slot = '%s'; then run the stream again.",
-                 s->o->slot);
+        err_hint(err, "Run the stream again with --resnapshot: it creates the slot again and "
+                      "copies the table anew (rows already there count as duplicates and are "
+                      "kept as they are; the stream's counts go on).");
         return false;
     }
     if (slot.exists && !s->state.found)
@@ -780,12 +848,8 @@ setup_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
     {
         if (!slot_checks(s, &slot, err))
             return false;
-        if (strcmp(s->state.target, s->o->common.table) != 0 ||
-            strcmp(s->state.source_table, s->relation) != 0)
-            return err_set(err, EC_CONFIG,
-                           "slot \"%s\" streams %s into %s, not %s into %s", s->o->slot,
-                           s->state.source_table, s->state.target, s->relation,
-                           s->o->common.table);
+        if (!same_tables(s, err))
+            return false;
         *copy = strcmp(s->state.phase, "copy") == 0;
         if (*copy)
             log_info("the initial copy of %s did not finish: copying again under a fresh "
@@ -814,13 +878,13 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
     source_close(src);
     if (!ok)
         return false;
-    s->st->copied = s->state.counts.read;
-    stream_observer_copy(s->ob, false, s->state.counts.read - s->run_base.read);
+    s->st->copied = s->state.counts.read - s->run_base.read;
+    stream_observer_copy(s->ob, false, s->st->copied);
     (void) snprintf(s->state.phase, sizeof s->state.phase, "stream");
     if (!stream_state_put(s->conn, s->o->slot, &s->state, err))
         return false;
     log_info("initial copy of %s done: %" PRIu64 " rows; streaming changes from the slot",
-             s->relation, s->state.counts.read);
+             s->relation, s->st->copied);
     return true;
 }
 
