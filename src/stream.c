@@ -73,6 +73,7 @@ typedef struct Streamer
     int64_t clock_offset_us; /* source clock - ours */
     time_t slot_at;      /* when the slot's WAL was last checked */
     BatchCounts run_base; /* the stored counts when this process started */
+    _Atomic bool target_down; /* the pipeline is reconnecting to the target */
 } Streamer;
 
 void
@@ -340,6 +341,25 @@ hook_row_delay(void *ctx, int64_t delay_us, int delay_class)
     stream_observer_delay(((Streamer *) ctx)->ob, delay_us, delay_class);
 }
 
+/* The pipeline retrying its target connection: not ready meanwhile. */
+static void
+hook_target_connection(void *ctx, bool lost, const char *why)
+{
+    Streamer *s = ctx;
+    char reason[300];
+
+    atomic_store(&s->target_down, lost);
+    if (lost)
+    {
+        (void) snprintf(reason, sizeof reason, "reconnecting to the target: %s", why);
+        stream_observer_ready(s->ob, false, reason);
+        return;
+    }
+    s->st->reconnects++;
+    stream_observer_reconnect(s->ob, true);
+    stream_observer_ready(s->ob, s->streaming, s->streaming ? NULL : "initial copy running");
+}
+
 static void
 stream_hooks(Streamer *s, PipelineHooks *h)
 {
@@ -355,6 +375,7 @@ stream_hooks(Streamer *s, PipelineHooks *h)
     h->check_commit = hook_check_commit;
     h->after_commit = hook_after_commit;
     h->row_delay = hook_row_delay;
+    h->target_connection = hook_target_connection;
     h->rejects_where = "v7fill.stream_quarantine";
     h->rejects_hint = "SELECT reason, row FROM v7fill.stream_quarantine ORDER BY id";
 }
@@ -366,7 +387,13 @@ persist_idle(void *ctx, uint64_t lsn, Err *err)
 
     if (pg_is_broken(s->side) && !pg_reconnect(s->side, err))
         return false;
-    return stream_state_put_idle(s->side, s->o->slot, lsn, err);
+    if (stream_state_put_idle(s->side, s->o->slot, lsn, err))
+        return true;
+    /* Found lost by this very statement: once more on a new connection. */
+    if (!pg_err_is_connection(err))
+        return false;
+    err_clear(err);
+    return pg_reconnect(s->side, err) && stream_state_put_idle(s->side, s->o->slot, lsn, err);
 }
 
 static bool ensure_ahead(Streamer *s, Err *err);
@@ -416,7 +443,8 @@ tick(void *ctx, uint64_t committed, uint64_t lag_bytes, bool idle)
     stream_observer_progress(s->ob, s->st->transactions + ps.transactions,
                              s->st->bytes_received + ps.bytes, lag_bytes,
                              lag_seconds(s, idle, &ts));
-    stream_observer_ready(s->ob, true, NULL);
+    if (!atomic_load(&s->target_down))
+        stream_observer_ready(s->ob, true, NULL);
     if (ts.tv_sec - s->slot_at >= 60)
         watch_slot(s, &s->mon);
 }
@@ -944,6 +972,7 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     if (!source_pgoutput_open(&cfg, &s->src, err))
         return false;
     s->streaming = true;
+    atomic_store(&s->target_down, false);
     stream_observer_ready(s->ob, true, NULL);
     stream_hooks(s, &h);
     s->st->start_lsn = s->state.end_lsn;
@@ -1026,7 +1055,8 @@ stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
         {
             char why_ready[300];
 
-            (void) snprintf(why_ready, sizeof why_ready, "reconnecting: %s", why.msg);
+            (void) snprintf(why_ready, sizeof why_ready, "reconnecting to the %s: %s",
+                            pg_is_broken(s->conn) ? "target" : "source", why.msg);
             stream_observer_ready(s->ob, false, why_ready);
         }
         for (;;)
