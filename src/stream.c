@@ -70,7 +70,10 @@ typedef struct Streamer
     uint64_t relation_at;
     StreamObserver *ob;  /* metrics, readiness, the slot's WAL */
     PgConn *mon;         /* the source again, for the slot's checks (reader thread) */
-    int64_t clock_offset_us; /* source clock - ours */
+    /* The servers' clocks over ours (µs), measured at start and with the slot's
+     * checks; written and read on the reader's (or, during the copy, the
+     * writer's) thread. */
+    _Atomic int64_t source_offset_us, target_offset_us;
     time_t slot_at;      /* when the slot's WAL was last checked */
     BatchCounts run_base; /* the stored counts when this process started */
     _Atomic bool target_down; /* the pipeline is reconnecting to the target */
@@ -398,17 +401,39 @@ persist_idle(void *ctx, uint64_t lsn, Err *err)
 
 static bool ensure_ahead(Streamer *s, Err *err);
 
-/* now − the applied commit's source time, on the source's clock; 0 when idle. */
+/* now − the applied commit's source time, on the target's clock with the
+ * source's offset to it taken out (stream_lag_seconds); 0 when idle. */
 static double
 lag_seconds(Streamer *s, bool idle, const struct timespec *ts)
 {
-    int64_t commit_us = atomic_load(&s->applied_commit_us);
-    double lag_s = 0;
+    if (idle)
+        return 0;
+    return stream_lag_seconds((int64_t) ts->tv_sec * 1000000 + (int64_t) ts->tv_nsec / 1000,
+                              atomic_load(&s->source_offset_us), atomic_load(&s->target_offset_us),
+                              atomic_load(&s->applied_commit_us));
+}
 
-    if (!idle && commit_us > 0)
-        lag_s = ((double) ts->tv_sec * 1e6 + (double) ts->tv_nsec / 1e3 +
-                 (double) s->clock_offset_us - (double) commit_us) / 1e6;
-    return lag_s < 0 ? 0 : lag_s;
+/* Both servers' clocks against ours (the source's on src, the target's on
+ * tgt); the source's offset to the target in the metrics. */
+static bool
+measure_clocks(Streamer *s, PgConn *src, PgConn *tgt, Err *err)
+{
+    int64_t so, to;
+
+    if (!stream_clock_offset(src, &so, err))
+    {
+        err_prefix(err, "could not read the source's clock");
+        return false;
+    }
+    if (!stream_clock_offset(tgt, &to, err))
+    {
+        err_prefix(err, "could not read the target's clock");
+        return false;
+    }
+    atomic_store(&s->source_offset_us, so);
+    atomic_store(&s->target_offset_us, to);
+    stream_observer_clock(s->ob, so - to);
+    return true;
 }
 
 /* The slot's WAL, on the monitor connection to the source (reader thread). */
@@ -427,6 +452,9 @@ watch_slot(Streamer *s, PgConn **conn)
         return;
     }
     stream_observer_slot(s->ob, s->o->slot, &w, s->o->warn_retained);
+    if ((pg_is_broken(s->side) && !pg_reconnect(s->side, &err)) ||
+        !measure_clocks(s, *conn, s->side, &err))
+        log_warn("%s", err.msg);
 }
 
 /* Every second from the reader: the metrics it knows; every minute the slot. */
@@ -920,14 +948,16 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
 static bool
 start_watch(Streamer *s, Err *err)
 {
+    int64_t off;
+
     s->run_base = s->state.counts;
-    if (!stream_clock_offset(s->src_sql, &s->clock_offset_us, err) ||
+    if (!measure_clocks(s, s->src_sql, s->conn, err) ||
         !stream_admin_remember_source(s->conn, s->o->slot, s->o->source_conninfo, err))
         return false;
-    if (s->clock_offset_us > 1000000 || s->clock_offset_us < -1000000)
-        log_warn("the source's clock is %.1f s %s this host's: lag in seconds is corrected for it",
-                 (double) (s->clock_offset_us < 0 ? -s->clock_offset_us : s->clock_offset_us) / 1e6,
-                 s->clock_offset_us < 0 ? "behind" : "ahead of");
+    off = atomic_load(&s->source_offset_us) - atomic_load(&s->target_offset_us);
+    if (off > 1000000 || off < -1000000)
+        log_warn("the source's clock is %.1f s %s the target's: lag in seconds is corrected for it",
+                 (double) (off < 0 ? -off : off) / 1e6, off < 0 ? "behind" : "ahead of");
     watch_slot(s, &s->src_sql);
     return true;
 }

@@ -86,6 +86,9 @@ assert_eq +Inf "$(metric v7fill_stream_slot_safe_wal_size_bytes)" "safe_wal_size
 assert_eq 2 "$(metric v7fill_stream_source_transactions_total)" "two source transactions (one psql -c each)"
 [ "$(metric v7fill_stream_received_bytes_total)" -gt 0 ] || fail "bytes received counted"
 assert_eq 0 "$(metric v7fill_stream_apply_lag_seconds)" "caught up: no lag in seconds"
+off=$(metric v7fill_stream_clock_offset_seconds)
+awk -v v="$off" 'BEGIN { exit !(v != "" && v > -0.5 && v < 0.5) }' \
+    || fail "the source's clock offset to the target's (one machine): [$off] not within 0.5 s of 0"
 stored=$(q "SELECT end_lsn - '0/0'::pg_lsn FROM v7fill.stream WHERE slot = '$SLOT'")
 assert_eq "$stored" "$(metric v7fill_stream_last_applied_lsn)" "last applied LSN = the position stored in the target"
 assert_contains "$(cat run.err)" "max_slot_wal_keep_size is unlimited" "the unlimited keep size is said"
