@@ -1,8 +1,9 @@
 # Operating a stream (issue 20): --metrics-listen refused at start before any slot is
 # touched (bad address: exit 2, port in use: exit 1); /metrics scraped during a run passes
 # the exposition-format checker and its counters equal the rows applied; /readyz (503
-# while the source or the target is reconnected); the slot's WAL warnings; --status (running and stopped, text and JSON) with the conninfo stored
-# without its password; --drop (asks, refuses without a terminal, stops the walsender).
+# while the source or the target is reconnected); the slot's WAL warnings; --status
+# (running and stopped, text and JSON) with the conninfo stored without its password;
+# --drop (asks, refuses without a terminal, stops the walsender).
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 SRC="${PGDATABASE}_src"
