@@ -1283,6 +1283,8 @@ pipeline_reconnect_conn(Pipeline *pl, PgConn *conn, Err *err)
 {
     int delay = 1;
 
+    if (pl->hooks.target_connection)
+        pl->hooks.target_connection(pl->hooks.ctx, true, err->msg);
     for (int attempt = 1; attempt <= pl->o->reconnect_attempts; attempt++)
     {
         Err rerr = {0};
@@ -1305,6 +1307,8 @@ pipeline_reconnect_conn(Pipeline *pl, PgConn *conn, Err *err)
         if (pg_reconnect(conn, &rerr))
         {
             log_info("reconnected; continuing from the last committed batch");
+            if (pl->hooks.target_connection)
+                pl->hooks.target_connection(pl->hooks.ctx, false, NULL);
             return true;
         }
         delay = delay < 16 ? delay * 2 : 30;

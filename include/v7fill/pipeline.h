@@ -238,6 +238,10 @@ typedef struct PipelineHooks
     /* Each row of a committed batch the tracker counts (inserted, or expired):
      * its id → insert delay in µs and its DelayClass, for live metrics. */
     void (*row_delay)(void *ctx, int64_t delay_us, int delay_class);
+    /* A writer's connection to the target lost (lost true, why: the error),
+     * then, once the pipeline's own retries got it back, found again (lost
+     * false, why NULL): readiness while it retries.  From the writer's thread. */
+    void (*target_connection)(void *ctx, bool lost, const char *why);
     /* Where the rejects go and what to do, for the --max-rejects error. */
     const char *rejects_where;
     const char *rejects_hint;

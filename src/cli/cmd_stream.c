@@ -36,6 +36,7 @@ enum
     OPT_GROUP_ROWS,
     OPT_GROUP_MS,
     OPT_NO_SNAPSHOT,
+    OPT_RESNAPSHOT,
     OPT_UNTIL_CAUGHT_UP,
     OPT_LOOKUP,
     OPT_RETENTION,
@@ -73,6 +74,9 @@ stream_usage(FILE *out)
           "  --slot SLOT            the replication slot: created with the stream (then the\n"
           "                         table is copied first); found again on later runs\n"
           "  --no-snapshot          no initial copy: only changes from the slot's creation on\n"
+          "  --resnapshot           the stream's slot was invalidated (wal_status lost) or is\n"
+          "                         gone: drop it, create it again and copy the table anew\n"
+          "                         (rows already there count as duplicates); the counts go on\n"
           "\n"
           "Rows:\n"
           "  --time-column COL      the event time each id carries (default created_at)\n"
@@ -366,6 +370,7 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
         {"group-rows", required_argument, NULL, OPT_GROUP_ROWS},
         {"group-ms", required_argument, NULL, OPT_GROUP_MS},
         {"no-snapshot", no_argument, NULL, OPT_NO_SNAPSHOT},
+        {"resnapshot", no_argument, NULL, OPT_RESNAPSHOT},
         {"until-caught-up", no_argument, NULL, OPT_UNTIL_CAUGHT_UP},
         {"lookup-table", required_argument, NULL, OPT_LOOKUP},
         {"retention", required_argument, NULL, OPT_RETENTION},
@@ -496,6 +501,9 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
             case OPT_NO_SNAPSHOT:
                 o.no_snapshot = true;
                 break;
+            case OPT_RESNAPSHOT:
+                o.resnapshot = true;
+                break;
             case OPT_METRICS_LISTEN:
                 o.metrics_listen = optarg;
                 break;
@@ -574,6 +582,12 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
     {
         status = cli_usage_error(err, "stream",
                                  "\"stream\" needs --source, --from, --publication and --slot");
+        goto out;
+    }
+    if (o.resnapshot && o.no_snapshot)
+    {
+        status = cli_usage_error(err, "stream",
+                                 "--resnapshot copies the table anew: not with --no-snapshot");
         goto out;
     }
     o.common.table = argv[optind];

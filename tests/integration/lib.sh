@@ -47,3 +47,12 @@ wait_ready() {
     done
     fail "the cluster did not accept connections again"
 }
+
+# A stream's source: the database SRC (PGDATABASE_src) of the same cluster, made afresh
+# by source_db_fresh; qs SQL runs a query there (unaligned tuples only).
+SRC="${PGDATABASE}_src"
+source_db_fresh() {
+    psql -X -q -d postgres -c "DROP DATABASE IF EXISTS \"$SRC\"" >/dev/null
+    psql -X -q -d postgres -c "CREATE DATABASE \"$SRC\"" >/dev/null
+}
+qs() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$SRC" -c "$1"; }
