@@ -16,6 +16,7 @@
 #include <xxhash.h>
 
 #include "v7fill/mem.h"
+#include "v7fill/textwidth.h"
 
 #define KEY_MIN_TEXT "-9223372036854775808"
 
@@ -1047,27 +1048,34 @@ migrate_verify(PgConn *source, PgConn *target, const MigrateSpec *spec, VerifyRe
 void
 verify_report_print(FILE *f, const VerifyReport *r)
 {
-    int wt = (int) strlen("TABLE");
-    int wc = (int) strlen("CHECK");
+    int wt = text_width("TABLE");
+    int wc = text_width("CHECK");
     size_t bad = 0;
 
     for (size_t i = 0; i < r->n; i++)
     {
-        int a = (int) strlen(r->checks[i].table);
-        int b = (int) strlen(r->checks[i].check);
+        int a = text_width(r->checks[i].table);
+        int b = text_width(r->checks[i].check);
 
         wt = a > wt ? a : wt;
         wc = b > wc ? b : wc;
         bad += !r->checks[i].ok;
     }
-    fprintf(f, "%-*s  %-*s  %12s  %12s  %-8s  %s\n", wt, "TABLE", wc, "CHECK", "SOURCE", "TARGET",
-            "VERDICT", "DETAIL");
+    text_pad(f, "TABLE", wt + 2, -1);
+    text_pad(f, "CHECK", wc + 2, -1);
+    fprintf(f, "%12s  %12s  %-8s  %s\n", "SOURCE", "TARGET", "VERDICT", "DETAIL");
     for (size_t i = 0; i < r->n; i++)
     {
         const VerifyCheck *c = &r->checks[i];
 
-        fprintf(f, "%-*s  %-*s  %12" PRIu64 "  %12" PRIu64 "  %-8s  %s\n", wt, c->table, wc,
-                c->check, c->source, c->target, c->ok ? "OK" : "MISMATCH", c->detail);
+        text_pad(f, c->table, wt + 2, -1);
+        text_pad(f, c->check, wc + 2, -1);
+        fprintf(f, "%12" PRIu64 "  %12" PRIu64 "  %-8s  ", c->source, c->target,
+                c->ok ? "OK" : "MISMATCH");
+        /* One line per check: a reason or a quarantined line may hold a newline. */
+        for (const char *p = c->detail; *p; p++)
+            fputc((unsigned char) *p < 0x20 || *p == 0x7f ? ' ' : *p, f);
+        fputc('\n', f);
     }
     if (r->ok)
         fprintf(f, "verdict: OK\n");
