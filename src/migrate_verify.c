@@ -503,7 +503,10 @@ value_diff(const Ctx *x, ValueDiffs *d, char kind, const char *key)
 
 /* The per-range row hashes of each side, as sub-selects (k, h) over
  * RANGE_WHERE: the target's h is "no target row" or "legacy_id N" when the
- * map's id leads nowhere or to another row. */
+ * map's id leads nowhere or to another row.  The target is reached row by row
+ * through LATERAL ... LIMIT 1 (kept from being flattened into a join): an
+ * index probe of the one partition the id falls in, where a plain join lets
+ * the planner hash the whole target for every range. */
 static char *
 source_side(const Ctx *x)
 {
@@ -517,9 +520,10 @@ target_side(const Ctx *x)
 {
     return xasprintf("SELECT m.legacy_id AS k, CASE WHEN t.id IS NULL THEN 'no target row' WHEN "
                      "t.legacy_id IS DISTINCT FROM m.legacy_id THEN 'legacy_id ' || "
-                     "coalesce(t.legacy_id::text, 'NULL') ELSE md5(%s::text) END AS h FROM %s m "
-                     "LEFT JOIN %s t ON t.id = m.id WHERE " RANGE_WHERE("m.legacy_id"),
-                     x->trow.data, x->M, x->T);
+                     "coalesce(t.legacy_id::text, 'NULL') ELSE t.h END AS h FROM %s m LEFT JOIN "
+                     "LATERAL (SELECT t.id, t.legacy_id, md5(%s::text) AS h FROM %s t WHERE t.id = "
+                     "m.id LIMIT 1) t ON true WHERE " RANGE_WHERE("m.legacy_id"),
+                     x->M, x->trow.data, x->T);
 }
 
 /* One database: each range one join, the differing keys back. */
@@ -829,15 +833,17 @@ child_merge(const Ctx *x, PGresult *cr, PGresult *mr, ChildTally *t)
 static bool
 child_keys(Ctx *x, const Child *ch, ChildTally *t, Err *err)
 {
-    char *csql = xasprintf("SELECT c.%s::text, c.%s::text, %s, p.%s IS NOT NULL FROM %s c LEFT "
-                           "JOIN %s p ON p.%s = c.%s WHERE c.%s >= $1::bigint AND ($2::bigint IS "
-                           "NULL OR c.%s < $2::bigint) ORDER BY c.%s",
-                           ch->FK, ch->FKU, ch->PK, x->K, ch->C, x->S, x->K, ch->FK, ch->FK,
+    char *csql = xasprintf("SELECT c.%s::text, c.%s::text, %s, p.k IS NOT NULL FROM %s c LEFT "
+                           "JOIN LATERAL (SELECT p.%s AS k FROM %s p WHERE p.%s = c.%s LIMIT 1) p "
+                           "ON true WHERE c.%s >= $1::bigint AND ($2::bigint IS NULL OR c.%s < "
+                           "$2::bigint) ORDER BY c.%s",
+                           ch->FK, ch->FKU, ch->PK, ch->C, x->K, x->S, x->K, ch->FK, ch->FK,
                            ch->FK, ch->FK);
-    char *msql = xasprintf("SELECT m.legacy_id::text, m.id::text, EXISTS (SELECT 1 FROM %s t "
-                           "WHERE t.id = m.id AND t.legacy_id = m.legacy_id) FROM %s m WHERE "
+    char *msql = xasprintf("SELECT m.legacy_id::text, m.id::text, t.id IS NOT NULL FROM %s m "
+                           "LEFT JOIN LATERAL (SELECT t.id FROM %s t WHERE t.id = m.id AND "
+                           "t.legacy_id = m.legacy_id LIMIT 1) t ON true WHERE "
                            RANGE_WHERE("m.legacy_id") " ORDER BY m.legacy_id",
-                           x->T, x->M);
+                           x->M, x->T);
     char *nsql = xasprintf("SELECT count(*), count(*) FILTER (WHERE c.%s IS NOT NULL) FROM %s c "
                            "WHERE c.%s IS NULL",
                            ch->FKU, ch->C, ch->FK);
