@@ -15,6 +15,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "v7fill/interrupt.h"
 #include "v7fill/mem.h"
 #include "v7fill/textwidth.h"
 
@@ -43,7 +44,7 @@ typedef struct Ctx
     Buf srow, trow;           /* ROW(s."a", ...) and ROW(t."a", ...): the non-key columns */
     char **bounds;            /* range boundaries (key text): [b0, b1), ... [bn-1, +inf) */
     size_t nbounds;
-    int64_t *qkeys;           /* quarantined keys still in the source, not in the target */
+    int64_t *qkeys;           /* keys the quarantine names that the source still has */
     size_t nqkeys;
     Buf qarray;               /* the same as an array literal "{1,2}" */
     uint64_t q_unidentified;  /* quarantined rows that name no key (the copy's lines) */
@@ -352,6 +353,16 @@ load_bounds(Ctx *x, Err *err)
     return true;
 }
 
+/* Between two ranges: a SIGINT or SIGTERM stops the verify (it only reads). */
+static bool
+stop_requested(Err *err)
+{
+    if (interrupt_signal() == 0)
+        return false;
+    err_set(err, EC_INTERRUPTED, "verify interrupted by %s", interrupt_name());
+    return true;
+}
+
 /* Range i's parameters: [bounds[i], bounds[i+1]) or [bounds[i], +inf). */
 static void
 range_params(const Ctx *x, size_t i, const char *params[2])
@@ -545,7 +556,8 @@ values_same(Ctx *x, ValueDiffs *d, Err *err)
         PGresult *res;
 
         range_params(x, i, params);
-        if (!(ok = query(x->src, "comparing rows", sql, 2, params, &res, err)))
+        ok = !stop_requested(err) && query(x->src, "comparing rows", sql, 2, params, &res, err);
+        if (!ok)
             break;
         for (int r = 0; r < PQntuples(res); r++)
             value_diff(x, d, PQgetvalue(res, r, 1)[0], PQgetvalue(res, r, 0));
@@ -582,7 +594,9 @@ values_two(Ctx *x, ValueDiffs *d, Err *err)
         int q = 0;
 
         range_params(x, i, params);
-        if (!(ok = query(x->src, "hashing a range of the source", sagg, 2, params, &a, err)))
+        ok = !stop_requested(err) &&
+             query(x->src, "hashing a range of the source", sagg, 2, params, &a, err);
+        if (!ok)
             break;
         if (!(ok = query(x->dst, "hashing a range of the target", tagg, 2, params, &b, err)))
         {
@@ -718,12 +732,13 @@ check_times(Ctx *x, Err *err)
     return true;
 }
 
-/* ---- children (expand mode) ------------------------------------------------------------------ */
+/* ---- children (expand mode) ----------------------------------------------------------- */
 
 typedef struct Child
 {
     char name[130];
-    char *C, *FK, *FKU, *PK; /* child, key, <key>_uuid (quoted), its row's identity (an expression) */
+    char *C, *FK, *FKU; /* child, key, <key>_uuid (quoted) */
+    char *PK;           /* the row's identity: its primary key as text (an expression) */
 } Child;
 
 typedef struct ChildTally
@@ -857,7 +872,9 @@ child_keys(Ctx *x, const Child *ch, ChildTally *t, Err *err)
         PGresult *mr;
 
         range_params(x, i, params);
-        if (!(ok = query(x->src, "reading the child's keys", csql, 2, params, &cr, err)))
+        ok = !stop_requested(err) &&
+             query(x->src, "reading the child's keys", csql, 2, params, &cr, err);
+        if (!ok)
             break;
         if (!(ok = query(x->dst, "reading the map", msql, 2, params, &mr, err)))
         {
@@ -936,6 +953,21 @@ check_child(Ctx *x, const MigrateChild *mc, Err *err)
     if (!table_exists(x->src, "child", mc->schema, mc->table, err))
         return false;
     ch.C = pg_qualified(x->src, mc->schema, mc->table);
+    {
+        PGresult *cols;
+        bool have;
+
+        if (!columns_of(x->src, ch.C, &cols, err))
+            goto out;
+        have = column_index(cols, mc->fk_column) >= 0 && column_index(cols, fku) >= 0;
+        PQclear(cols);
+        if (!have)
+        {
+            err_set(err, EC_CONFIG, "verify: the child %s has no column %s or %s", ch.name,
+                    mc->fk_column, fku);
+            goto out;
+        }
+    }
     ch.FK = pg_ident(x->src, mc->fk_column);
     ch.FKU = pg_ident(x->src, fku);
     if (!child_identity(x, mc, &ch, err) || !child_keys(x, &ch, &t, err) ||

@@ -177,7 +177,9 @@ for mode in one two; do
     assert_contains "$(line 'child keys' public.order_items)" "wrong or missing uuid: 2 (keys 3)" "$mode: missing uuid"
 done
 
-# --- a target without the map: an error, not a verdict ---------------------------------------------
+# --- a child not expanded, a target without the map: an error, not a verdict --------------------
+run_expect 3 ./verify -d "dbname=$PGDATABASE" "${ARGS[@]}" --child 'public.order_items(qty)'
+assert_contains "$OUT" "the child public.order_items has no column qty or qty_uuid" "child not expanded"
 q "ALTER TABLE orders_v7_id_map RENAME TO gone" >/dev/null
 run_expect 3 ./verify -d "dbname=$PGDATABASE" "${ARGS[@]}"
 assert_contains "$OUT" "the map table public.orders_v7_id_map does not exist" "missing map"
