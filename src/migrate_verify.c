@@ -954,13 +954,15 @@ static bool
 child_pairs_same(Ctx *x, const Child *ch, ChildTally *t, Err *err)
 {
     const char *params[1] = {x->qarray.data};
-    char *old_sql = xasprintf("SELECT count(*), coalesce(sum(('x' || substr(md5(%s || ',' || "
-                              "p.%s::text), 1, 15))::bit(60)::bigint), 0)::text FROM %s c JOIN "
-                              "%s p ON p.%s = c.%s WHERE p.%s <> ALL ($1::bigint[])",
+    /* Pairs hashed with the server's own 64-bit text hash (both joins run in
+     * the one server), summed: independent of the order the rows come in. */
+    char *old_sql = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(%s || ',' || "
+                              "p.%s::text, 0)), 0)::text FROM %s c JOIN %s p ON p.%s = c.%s "
+                              "WHERE p.%s <> ALL ($1::bigint[])",
                               ch->PK, x->K, ch->C, x->S, x->K, ch->FK, x->K);
-    char *new_sql = xasprintf("SELECT count(*), coalesce(sum(('x' || substr(md5(%s || ',' || "
-                              "t.legacy_id::text), 1, 15))::bit(60)::bigint), 0)::text FROM %s c "
-                              "JOIN %s t ON t.id = c.%s",
+    char *new_sql = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(%s || ',' || "
+                              "t.legacy_id::text, 0)), 0)::text FROM %s c JOIN %s t ON t.id = "
+                              "c.%s",
                               ch->PK, ch->C, x->T, ch->FKU);
     PGresult *a = NULL;
     PGresult *b = NULL;
