@@ -1,0 +1,106 @@
+/*
+ * `v7fill migrate`: an integer-keyed table (and the child tables that
+ * reference it) onto a UUIDv7-keyed, RANGE (id)-partitioned table, online,
+ * with a way back.  The phases, each rerunnable and resumable after kill -9:
+ *
+ *   setup     describe the source table, create the target (<into>: the
+ *             source's columns, the key kept as legacy_id, id uuid PRIMARY
+ *             KEY, PARTITION BY RANGE (id)), the typed map <into>_id_map
+ *             (legacy_id <key type> PRIMARY KEY, id uuid NOT NULL UNIQUE),
+ *             the publication and slot on the source, the state row
+ *   copy      the stream's copy and capture (stream.h) keyed through the map
+ *             (PipelineOptions.key_map_column): no gap, no overlap
+ *   children  expand: <fk>_uuid filled from the map in short batches, kept
+ *             current, orphans reported, FK added NOT VALID then VALIDATEd
+ *   verify    counts, a hash of every non-key column row by row through the
+ *             map, child keys, join pairs (migrate_verify.h)
+ *   switch    a final LSN under a short lock, applied, tables renamed
+ *   reverse   after the switch the legacy table is kept current from the new
+ *
+ * Everything a later `migrate --into X --status|--verify|--switch|--reverse`
+ * needs is stored in the target's v7fill.migration row (migrate_state.h);
+ * the source's connection string is stored without its password.
+ */
+#ifndef V7FILL_MIGRATE_H
+#define V7FILL_MIGRATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "v7fill/err.h"
+#include "v7fill/pg.h"
+#include "v7fill/pipeline.h"
+
+typedef enum MigrateChildMode
+{
+    MIGRATE_CHILD_EXPAND = 0, /* <fk>_uuid added to the existing child */
+    MIGRATE_CHILD_MIGRATE,    /* the child becomes its own UUIDv7 table */
+} MigrateChildMode;
+
+typedef struct MigrateChild
+{
+    char schema[64];
+    char table[64];
+    char fk_column[64];       /* its column holding the parent's legacy key */
+} MigrateChild;
+
+/* The phases in the order they are reached (stored as their names). */
+typedef enum MigratePhase
+{
+    MIGRATE_PHASE_NEW = 0,    /* "new": nothing created yet */
+    MIGRATE_PHASE_COPY,       /* "copy": target, map, slot made; initial copy running */
+    MIGRATE_PHASE_FOLLOW,     /* "follow": copied; changes applied from the slot */
+    MIGRATE_PHASE_SWITCHED,   /* "switched": names swapped; the new table is live */
+    MIGRATE_PHASE_REVERSE,    /* "reverse": the legacy table kept current from the new */
+} MigratePhase;
+
+const char *migrate_phase_name(MigratePhase p);
+bool migrate_phase_parse(const char *name, MigratePhase *out);
+
+/* One migration, as stored in v7fill.migration (keyed by into). */
+typedef struct MigrateSpec
+{
+    char source_conninfo[1024]; /* without password; "" = the target's database */
+    char from_schema[64];
+    char from_table[64];
+    char key[64];               /* the source's integer primary key column */
+    char key_type[32];          /* smallint | integer | bigint (format_type) */
+    char time_column[64];
+    char into_schema[64];
+    char into_table[64];
+    char map_table[64];         /* <into>_id_map, in into_schema */
+    char publication[64];       /* on the source: v7fill_<into> (truncated, unique) */
+    char slot[64];              /* on the source: the same name */
+    MigrateChild *children;
+    size_t nchildren;
+    MigrateChildMode child_mode;
+    MigratePhase phase;
+    uint64_t switch_lsn;        /* the source LSN the switch applied up to (0: not yet) */
+    char legacy_table[64];      /* after the switch: <from>_legacy */
+} MigrateSpec;
+
+void migrate_spec_free(MigrateSpec *s);
+
+typedef struct MigrateOptions
+{
+    PipelineOptions common;     /* batch sizes, progress, lock timeout, reconnects */
+    const char *target_conninfo; /* -d: where <into> lives */
+    const char *source_conninfo; /* --source (NULL: the target's database) */
+    const char *from;            /* SCHEMA.TABLE */
+    const char *key;
+    const char *time_column;
+    const char *into;            /* [SCHEMA.]TABLE (the source's schema when unqualified) */
+    MigrateChild *children;
+    size_t nchildren;
+    MigrateChildMode child_mode;
+    bool follow;                 /* keep applying until stopped (else: stop once caught up) */
+    bool verify;                 /* verify after the run */
+    bool dry_run;                /* print the DDL and the plan; change nothing */
+    int lock_timeout_ms;         /* switch and child fill (default 1000) */
+    int switch_attempts;         /* the switch's lock, retried (default 10) */
+} MigrateOptions;
+
+void migrate_options_default(MigrateOptions *o);
+
+#endif /* V7FILL_MIGRATE_H */
