@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
@@ -550,9 +551,19 @@ migrate_reverse_apply(PgConn *c, const MigrateSpec *spec, uint64_t stop_lsn, boo
     st->start_lsn = start;
     st->applied_lsn = start;
     conninfo = conninfo_of(c);
-    if (!replconn_open(conninfo, &repl, err) ||
-        !replconn_start(repl, slot, start, pub, 1, false, err))
-        goto out;
+    /* A killed run's walsender may hold the slot a moment longer (55006). */
+    for (int attempt = 1;; attempt++)
+    {
+        if (!replconn_open(conninfo, &repl, err))
+            goto out;
+        if (replconn_start(repl, slot, start, pub, 1, false, err))
+            break;
+        replconn_close(repl);
+        repl = NULL;
+        if (strcmp(err->sqlstate, "55006") != 0 || attempt >= 20 || interrupt_signal() != 0)
+            goto out;
+        (void) usleep(500000);
+    }
     ok = run_source(&r, repl, follow ? 0 : stop_lsn, start, err);
 out:
     replconn_close(repl);

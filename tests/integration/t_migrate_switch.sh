@@ -157,6 +157,32 @@ kill -INT $fpid
 set +e; wait $fpid; st=$?; set -e
 assert_eq "0" "$st" "--follow stops on SIGINT with status 0 ($(cat follow.out))"
 
+# --- kill -9 in the middle of the way back, then again: every change applied exactly once -----
+applied() { q "SELECT applied FROM v7fill.migrate_reverse WHERE into_table = 'public.orders_v7'"; }
+before=$(applied)
+for i in $(seq 1 200); do
+    echo "INSERT INTO orders (id, created_at, note) VALUES (gen_random_uuid(), '2025-02-02', 'k$i');"
+    echo "UPDATE orders SET note = 'k$i-u' WHERE note = 'k$i';"
+done >changes.sql
+./helper reverse "" follow >kill.out 2>&1 &
+fpid=$!
+psql -X -q -v ON_ERROR_STOP=1 -f changes.sql >/dev/null &
+cpid=$!
+for _ in $(seq 1 200); do
+    [ "$(applied)" -gt $((before + 40)) ] && break
+    sleep 0.05
+done
+kill -9 $fpid
+wait $cpid
+set +e; wait $fpid; set -e
+got=$(applied)
+echo "kill -9 after $((got - before)) of 400 changes applied"
+[ "$got" -lt $((before + 400)) ] || echo "note: the way back had applied all changes before kill -9 ($got)"
+hx 0 reverse ""
+assert_eq "$((before + 400))" "$(applied)" "400 changes applied exactly once across kill -9"
+assert_contains "$OUT" "missing=0" "nothing applied twice or lost"
+assert_eq "0" "$(differ orders orders_legacy)" "both tables equal after kill -9 and a rerun"
+
 # --- switching back: changes not yet applied are applied under the lock ----------------------
 q "UPDATE orders SET note = 'last' WHERE legacy_id = 4;
    INSERT INTO orders (id, created_at, note) VALUES (gen_random_uuid(), '2025-03-01', 'late')" >/dev/null
