@@ -135,6 +135,7 @@ main(int argc, char **argv)
     PgConn *c = NULL, *side = NULL;
     MigrateSpec spec;
     Err e = {0};
+    int rc = 0;
 
     if (argc >= 5 && strcmp(argv[1], "hammer") == 0)
         return hammer(argv[2], atof(argv[3]), argv[4]);
@@ -155,12 +156,15 @@ main(int argc, char **argv)
         if (!pg_connect(argv[2], &side, &e) ||
             !migrate_switch(c, c, &spec, argc >= 5 ? atoi(argv[4]) : 1000, 10, catch_up, side,
                             &st, &e))
-            return fail(&e);
-        pgo_lsn_format(spec.switch_lsn, at);
-        printf("attempts=%d lock_held_ms=%" PRId64 " already=%d back=%d applied=%" PRIu64
-               " phase=%s legacy=%s switch_lsn=%s\n",
-               st.attempts, st.lock_held_ms, st.already, st.back, st.applied_at_switch,
-               phase_text(spec.phase), spec.legacy_table, at);
+            rc = fail(&e);
+        else
+        {
+            pgo_lsn_format(spec.switch_lsn, at);
+            printf("attempts=%d lock_held_ms=%" PRId64 " already=%d back=%d applied=%" PRIu64
+                   " phase=%s legacy=%s switch_lsn=%s\n",
+                   st.attempts, st.lock_held_ms, st.already, st.back, st.applied_at_switch,
+                   phase_text(spec.phase), spec.legacy_table, at);
+        }
     }
     else if (strcmp(argv[1], "reverse") == 0)
     {
@@ -168,15 +172,16 @@ main(int argc, char **argv)
 
         spec_init(&spec, "switched");
         if (!migrate_reverse(c, &spec, argc >= 4 && strcmp(argv[3], "follow") == 0, &st, &e))
-            return fail(&e);
-        printf("transactions=%" PRIu64 " inserted=%" PRIu64 " updated=%" PRIu64
-               " deleted=%" PRIu64 " missing=%" PRIu64 " phase=%s\n",
-               st.transactions, st.inserted, st.updated, st.deleted, st.missing,
-               phase_text(spec.phase));
+            rc = fail(&e);
+        else
+            printf("transactions=%" PRIu64 " inserted=%" PRIu64 " updated=%" PRIu64
+                   " deleted=%" PRIu64 " missing=%" PRIu64 " phase=%s\n",
+                   st.transactions, st.inserted, st.updated, st.deleted, st.missing,
+                   phase_text(spec.phase));
     }
     else
-        return 2;
+        rc = 2;
     pg_close(side);
     pg_close(c);
-    return 0;
+    return rc;
 }
