@@ -3,10 +3,12 @@
 # built by SQL (public.orders bigserial -> public.orders_v7 RANGE (id) with legacy_id, the map, a
 # child with order_id_uuid, the capture's publication and slot).  The switch refuses a capture far
 # behind; renames old -> orders_legacy, new -> orders; gives legacy_id the old sequence as default;
-# a concurrent writer and reader never wait longer than the lock timeout (+ margin); a rerun says it
-# is switched; during a slow catch-up the writer waits and the reader does not.  The way back copies inserts, updates and deletes of the new table into the legacy
-# one exactly once (a rerun applies nothing), --follow until SIGINT; switching back restores the
-# names with both tables equal.
+# a concurrent writer and reader never wait longer than the lock timeout (+ margin), and during a
+# slow catch-up the writer waits and the reader does not; a rerun says it is switched.  The way
+# back copies inserts, updates and deletes of the new table into the legacy one exactly once (a
+# rerun applies nothing, nor after kill -9), --follow until SIGINT; switching back restores the
+# names with both tables equal and fills order_id of child rows written after the switch with
+# only order_id_uuid.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 
@@ -185,12 +187,16 @@ assert_eq "0" "$(differ orders orders_legacy)" "both tables equal after kill -9 
 
 # --- switching back: changes not yet applied are applied under the lock ----------------------
 q "UPDATE orders SET note = 'last' WHERE legacy_id = 4;
-   INSERT INTO orders (id, created_at, note) VALUES (gen_random_uuid(), '2025-03-01', 'late')" >/dev/null
+   INSERT INTO orders (id, created_at, note) VALUES (gen_random_uuid(), '2025-03-01', 'late');
+   INSERT INTO order_items (order_id_uuid, qty) SELECT id, 7 FROM orders WHERE note IN ('after3', 'late')" >/dev/null
 under_load reverse back
 back_out=$OUT
 echo "switch back: $(grep -o 'lock held [0-9]* ms' <<<"$back_out"); reader $(cat back_r.out)"
 assert_contains "$back_out" "back=1 applied=2" "the two pending changes applied under the lock"
 assert_contains "$back_out" "phase=follow" "phase follow again"
+assert_contains "$back_out" "2 child rows got their legacy key" "child rows written with only order_id_uuid"
+assert_eq "2" "$(q "SELECT count(*) FROM order_items i JOIN orders_v7_id_map m ON m.id = i.order_id_uuid
+    WHERE i.qty = 7 AND i.order_id = m.legacy_id")" "their order_id is the parent's legacy key"
 waited_less back_r.out "the reader during the switch back"
 assert_eq "bigint|uuid" "$(q "SELECT (SELECT format_type(atttypid, atttypmod) FROM pg_attribute
     WHERE attrelid = 'orders'::regclass AND attname = 'id'), (SELECT format_type(atttypid, atttypmod)
