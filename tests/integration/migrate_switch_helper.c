@@ -8,6 +8,9 @@
  *   helper reverse CONNINFO [follow]
  *   helper hammer CONNINFO SECONDS SQL      the statement in a loop: longest wait
  *
+ * MSW_SOURCE=CONNINFO: two databases, the source there (CONNINFO above is the
+ * target).
+ *
  * The switch's catch_up is trivial: the capture's slot advanced to the final
  * LSN on a second connection (the only write during the test is the
  * writer's row, which the test leaves out of the comparisons until the way
@@ -132,7 +135,8 @@ hammer(const char *conninfo, double seconds, const char *sql)
 int
 main(int argc, char **argv)
 {
-    PgConn *c = NULL, *side = NULL;
+    PgConn *c = NULL, *side = NULL, *src = NULL;
+    const char *source = getenv("MSW_SOURCE"); /* two databases: the source's conninfo */
     MigrateSpec spec;
     Err e = {0};
     int rc = 0;
@@ -153,8 +157,11 @@ main(int argc, char **argv)
         char at[PGO_LSN_TEXT_SIZE];
 
         spec_init(&spec, argv[3]);
-        if (!pg_connect(argv[2], &side, &e) ||
-            !migrate_switch(c, c, &spec, argc >= 5 ? atoi(argv[4]) : 1000, 10, catch_up, side,
+        if (source)
+            (void) snprintf(spec.source_conninfo, sizeof spec.source_conninfo, "%s", source);
+        if ((source && !pg_connect(source, &src, &e)) ||
+            !pg_connect(source ? source : argv[2], &side, &e) ||
+            !migrate_switch(src ? src : c, c, &spec, argc >= 5 ? atoi(argv[4]) : 1000, 10, catch_up, side,
                             &st, &e))
             rc = fail(&e);
         else
@@ -171,6 +178,8 @@ main(int argc, char **argv)
         ReverseStats st;
 
         spec_init(&spec, "switched");
+        if (source)
+            (void) snprintf(spec.source_conninfo, sizeof spec.source_conninfo, "%s", source);
         if (!migrate_reverse(c, &spec, argc >= 4 && strcmp(argv[3], "follow") == 0, &st, &e))
             rc = fail(&e);
         else
@@ -182,6 +191,7 @@ main(int argc, char **argv)
     else
         rc = 2;
     pg_close(side);
+    pg_close(src);
     pg_close(c);
     return rc;
 }

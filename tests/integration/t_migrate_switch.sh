@@ -211,4 +211,26 @@ assert_eq "" "$(q "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef d
 q "INSERT INTO orders (created_at, note) VALUES ('2025-04-01', 'legacy again')" >/dev/null
 hx 0 switch "" reverse
 assert_contains "$OUT" "already switched back" "a rerun of the switch back"
+# --- two databases: the source table renamed <from>_legacy there, nothing renamed on the target --
+srcdb="${PGDATABASE}_src"
+psql -q -X -d postgres -c "DROP DATABASE IF EXISTS \"$srcdb\"" >/dev/null
+psql -q -X -d postgres -c "CREATE DATABASE \"$srcdb\"" >/dev/null
+qs() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$srcdb" -c "$1"; }
+qs "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL, note text);
+    CREATE TABLE order_items (item_id serial PRIMARY KEY, order_id bigint REFERENCES orders (id));
+    INSERT INTO orders (created_at, note) VALUES ('2024-01-01', 'a');
+    CREATE PUBLICATION v7fill_orders_v7 FOR TABLE orders, order_items;" >/dev/null
+q "SELECT pg_drop_replication_slot('v7fill_orders_v7')" >/dev/null  # slot names are per cluster
+qs "SELECT pg_create_logical_replication_slot('v7fill_orders_v7', 'pgoutput')" >/dev/null
+trap 'qs "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE NOT active" >/dev/null 2>&1 || true; cleanup_slots >/dev/null 2>&1 || true; rm -rf "$T_TMP"' EXIT
+MSW_SOURCE="dbname=$srcdb" hx 0 switch "" follow
+assert_contains "$OUT" "connect to the target database and use public.orders_v7" "two databases: what to change"
+assert_eq "|orders_legacy" "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy')")" \
+    "two databases: the source table renamed"
+assert_eq "orders_v7|orders" "$(q "SELECT to_regclass('orders_v7'), to_regclass('orders')")" \
+    "two databases: nothing renamed on the target"
+MSW_SOURCE="dbname=$srcdb" hx 0 switch "" follow
+assert_contains "$OUT" "already switched" "two databases: a rerun"
+MSW_SOURCE="dbname=$srcdb" hx 3 reverse ""
+assert_contains "$OUT" "same database" "two databases: the way back is refused"
 echo "ok"
