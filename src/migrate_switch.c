@@ -479,6 +479,13 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
         err_prefix(err, "catching the legacy table up");
         goto out;
     }
+    if (!rst.caught_up)
+    {
+        /* Renaming now would leave writes behind in the new table. */
+        err_set(err, EC_INTERRUPTED, "interrupted while catching the legacy table up: not "
+                                     "switched back");
+        goto out;
+    }
     st->applied_at_switch = rst.inserted + rst.updated + rst.deleted;
     ok = fill_child_keys(t, sp, n->legacy_q, &st->children_filled, err) &&
          exec_fmt(t, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", n->legacy_q, n->from_q) &&
@@ -639,9 +646,24 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
     }
     if (back)
     {
-        /* Most child keys before the lock; those written since, under it. */
-        if (!pg_connect_again(target, &apply, err) ||
-            !fill_child_keys(target, spec, n.legacy_q, &st->children_filled, err))
+        ReverseStats pre;
+        uint64_t now_lsn = 0;
+
+        /* Most of the way back and the child keys before the lock; what was
+         * written since, under it. */
+        if (!pg_connect_again(target, &apply, err))
+            goto out;
+        /* Again while a pass found much to do: writers go on meanwhile. */
+        for (int pass = 0; pass < 5; pass++)
+        {
+            memset(&pre, 0, sizeof pre);
+            if (!current_lsn(target, &now_lsn, err) ||
+                !migrate_reverse_apply(apply, spec, now_lsn, false, &pre, err))
+                goto out;
+            if (pre.inserted + pre.updated + pre.deleted < 100)
+                break;
+        }
+        if (!fill_child_keys(target, spec, n.legacy_q, &st->children_filled, err))
             goto out;
     }
     else if (!check_caught_up(source, spec, err) || (same && !prepare_reverse(target, &n, err)))

@@ -73,6 +73,7 @@ typedef struct ReverseStats
     uint64_t missing;            /* an update or delete whose legacy row was not there */
     uint64_t start_lsn;          /* where this run started */
     uint64_t applied_lsn;        /* the last position committed in the legacy table */
+    bool caught_up;              /* ended at the stop position (not interrupted) */
 } ReverseStats;
 
 /* Keep the legacy table current from the new one (same database only):
