@@ -350,8 +350,9 @@ collect_rejects(PgConn *target, const MigrateSpec *s, uint64_t *count, Buf *out,
 
     *count = 0;
     if (!pg_query(target,
-                  "SELECT count(*), reason, (array_agg(row::text ORDER BY id))[1] FROM "
-                  "v7fill.stream_quarantine WHERE slot = $1 GROUP BY reason ORDER BY 1 DESC, 2",
+                  "SELECT count(*), split_part(reason, ':', 1), (array_agg(reason || ': ' || "
+                  "row::text ORDER BY id))[1] FROM v7fill.stream_quarantine WHERE slot = $1 "
+                  "GROUP BY 2 ORDER BY 1 DESC, 2",
                   1, params, &res, err))
         return false;
     for (int i = 0; i < PQntuples(res); i++)
@@ -362,6 +363,28 @@ collect_rejects(PgConn *target, const MigrateSpec *s, uint64_t *count, Buf *out,
     }
     PQclear(res);
     return true;
+}
+
+/* The counts of a second run added to the first's (what the summary shows). */
+static void
+stream_stats_add(StreamStats *a, const StreamStats *b)
+{
+    ImportStats *x = &a->rows;
+    const ImportStats *y = &b->rows;
+
+    x->read += y->read;
+    x->inserted += y->inserted;
+    x->duplicates += y->duplicates;
+    x->rejected += y->rejected;
+    x->expired += y->expired;
+    x->updated += y->updated;
+    x->deleted += y->deleted;
+    x->missing += y->missing;
+    x->elapsed_s += y->elapsed_s;
+    a->transactions += b->transactions;
+    a->skipped_transactions += b->skipped_transactions;
+    a->quarantined += b->quarantined;
+    a->applied_lsn = b->applied_lsn;
 }
 
 /* The stream's copy finished: v7fill.stream says phase "stream". */
@@ -456,6 +479,16 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
     stream_options_for(s, o, source, table, &map, from, sizeof from, &so);
     so.until_caught_up = true;
     ok = stream_run(target, &so, &r->copy, err);
+    /* A run that copied stopped at what the source had committed before the
+     * slot: once more for the changes made during the copy. */
+    if (ok && r->copy.copied > 0 && interrupt_signal() == 0)
+    {
+        StreamStats more;
+
+        ok = stream_run(target, &so, &more, err);
+        stream_stats_add(&r->copy, &more);
+        import_stats_free(&more.rows);
+    }
     if (ok && !(ok = copy_finished(target, s, &done, err)))
         goto out;
     if (done && s->phase == MIGRATE_PHASE_COPY)

@@ -285,6 +285,8 @@ migrate_ddl_describe(PgConn *src, const char *src_schema, const char *src_table,
         return err_set(err, EC_CONFIG,
                        "--time-column %s of %s.%s is %s: it must be timestamptz, timestamp or date",
                        time_column, src_schema, src_table, tt);
+    if (!check_key(src, oid, key, out, err))
+        return false;
     if (strcmp(out->cols[out->key].name, "legacy_id") != 0 && find_column(out, "legacy_id", &(size_t){0}))
         return err_set(err, EC_CONFIG,
                        "%s.%s already has a column legacy_id: the target keeps --key %s under "
@@ -295,8 +297,6 @@ migrate_ddl_describe(PgConn *src, const char *src_schema, const char *src_table,
                        "%s.%s has a column id that is not the key: the target's uuid key is "
                        "named id",
                        src_schema, src_table);
-    if (!check_key(src, oid, key, out, err))
-        return false;
     /* attnum of the key */
     {
         const char *p2[2] = {oid, key};
