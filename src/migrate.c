@@ -405,17 +405,18 @@ setup(PgConn *target, PgConn *src, const MigrateOptions *o, MigrateSpec *s,
 {
     bool exists, same_db;
 
+    (void) o;
     if (!table_exists(target, s->into_schema, s->into_table, &exists, err))
         return false;
     if (exists && !migrate_ddl_check_target(target, d, s->into_schema, s->into_table, err))
         return false;
+    if (!same_database(target, src, &same_db, err) ||
+        !ensure_publication(src, s, same_db, &r->publication_created, err))
+        return false;
     if (!exists && !create_target(target, s, d, err))
         return false;
     r->target_created = !exists;
-    (void) o;
-    return same_database(target, src, &same_db, err) &&
-           ensure_publication(src, s, same_db, &r->publication_created, err) &&
-           migrate_state_setup(target, err) && migrate_state_put(target, s, err);
+    return migrate_state_setup(target, err) && migrate_state_put(target, s, err);
 }
 
 bool
@@ -444,6 +445,13 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
     {
         ok = same_migration(&stored, s, err);
         s->phase = stored.phase;
+        /* Without --source a rerun reaches the source the migration was made with. */
+        if (!o->source_conninfo && stored.source_conninfo[0])
+        {
+            (void) snprintf(s->source_conninfo, sizeof s->source_conninfo, "%s",
+                            stored.source_conninfo);
+            source = s->source_conninfo;
+        }
         migrate_spec_free(&stored);
         if (!ok)
             return false;
@@ -585,6 +593,38 @@ count_rows(PgConn *c, const char *schema, const char *table)
     return n;
 }
 
+/* The target's own connection as a conninfo without password (the source when
+ * it is the target's database: a stored ""). */
+static char *
+conninfo_of(PgConn *c)
+{
+    PQconninfoOption *opts = PQconninfo(pg_raw(c));
+    Buf b;
+
+    buf_init(&b);
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+    {
+        if (o->val == NULL || o->val[0] == '\0' || strcmp(o->keyword, "password") == 0 ||
+            (strcmp(o->keyword, "dbname") != 0 && strcmp(o->keyword, "host") != 0 &&
+             strcmp(o->keyword, "hostaddr") != 0 && strcmp(o->keyword, "port") != 0 &&
+             strcmp(o->keyword, "user") != 0 && strcmp(o->keyword, "sslmode") != 0))
+            continue;
+        if (b.len)
+            buf_putc(&b, ' ');
+        buf_printf(&b, "%s='", o->keyword);
+        for (const char *p = o->val; *p; p++)
+        {
+            if (*p == '\'' || *p == '\\')
+                buf_putc(&b, '\\');
+            buf_putc(&b, *p);
+        }
+        buf_putc(&b, '\'');
+    }
+    PQconninfoFree(opts);
+    buf_putc(&b, '\0');
+    return b.data;
+}
+
 bool
 migrate_status(PgConn *target, const char *into, const char *source_conninfo, MigrateStatus *out,
                Err *err)
@@ -593,12 +633,15 @@ migrate_status(PgConn *target, const char *into, const char *source_conninfo, Mi
     const char *source;
     PgConn *src = NULL;
     Err serr = {0};
-    bool exists = false;
+    bool exists = false, ok;
+    char *own = NULL;
 
     memset(out, 0, sizeof *out);
     if (!migrate_find(target, into, s, err))
         return false;
     source = source_conninfo ? source_conninfo : s->source_conninfo;
+    if (source[0] == '\0')
+        source = own = conninfo_of(target);
     out->stream_ok = stream_admin_status(target, s->slot, source, &out->stream, &serr);
     if (!out->stream_ok)
         (void) snprintf(out->stream_error, sizeof out->stream_error, "%s", serr.msg);
@@ -606,10 +649,15 @@ migrate_status(PgConn *target, const char *into, const char *source_conninfo, Mi
     if (pg_connect(source, &src, &serr))
         out->source_rows = count_rows(src, s->from_schema, s->from_table);
     pg_close(src);
+    free(own);
     out->target_rows = count_rows(target, s->into_schema, s->into_table);
     (void) snprintf(out->map_table, sizeof out->map_table, "%s", s->map_table);
-    if (!table_exists(target, s->into_schema, s->map_table, &exists, err))
+    ok = table_exists(target, s->into_schema, s->map_table, &exists, err);
+    if (!ok)
+    {
+        migrate_spec_free(s);
         return false;
+    }
     if (!exists)
         (void) snprintf(out->map_table, sizeof out->map_table, "%s_source_ref", s->into_table);
     out->map_rows = count_rows(target, s->into_schema, out->map_table);

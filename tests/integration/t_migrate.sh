@@ -134,4 +134,10 @@ assert_contains "$OUT" "its column legacy_id is integer, not bigint" "an existin
 q "CREATE TABLE other (k int PRIMARY KEY, t date)"
 run_expect 3 "$V7FILL" migrate --from public.other --key k --time-column t --into "$INTO"
 assert_contains "$OUT" "target of another migration" "one migration per target"
+# in the same database a publication that holds the target is refused, before anything is made
+q "CREATE PUBLICATION v7fill_pub_v7 FOR ALL TABLES"
+run_expect 3 "$V7FILL" migrate --from public.orders --key id --time-column created_at --into pub_v7
+assert_contains "$OUT" "holds the target public.pub_v7 or its map" "a publication of the target is refused"
+assert_eq "" "$(q "SELECT to_regclass('pub_v7')")" "nothing made before the refusal"
+q "DROP PUBLICATION v7fill_pub_v7"
 drop_slot
