@@ -593,55 +593,22 @@ count_rows(PgConn *c, const char *schema, const char *table)
     return n;
 }
 
-/* The target's own connection as a conninfo without password (the source when
- * it is the target's database: a stored ""). */
-static char *
-conninfo_of(PgConn *c)
-{
-    PQconninfoOption *opts = PQconninfo(pg_raw(c));
-    Buf b;
-
-    buf_init(&b);
-    for (PQconninfoOption *o = opts; o && o->keyword; o++)
-    {
-        if (o->val == NULL || o->val[0] == '\0' || strcmp(o->keyword, "password") == 0 ||
-            (strcmp(o->keyword, "dbname") != 0 && strcmp(o->keyword, "host") != 0 &&
-             strcmp(o->keyword, "hostaddr") != 0 && strcmp(o->keyword, "port") != 0 &&
-             strcmp(o->keyword, "user") != 0 && strcmp(o->keyword, "sslmode") != 0))
-            continue;
-        if (b.len)
-            buf_putc(&b, ' ');
-        buf_printf(&b, "%s='", o->keyword);
-        for (const char *p = o->val; *p; p++)
-        {
-            if (*p == '\'' || *p == '\\')
-                buf_putc(&b, '\\');
-            buf_putc(&b, *p);
-        }
-        buf_putc(&b, '\'');
-    }
-    PQconninfoFree(opts);
-    buf_putc(&b, '\0');
-    return b.data;
-}
-
 bool
-migrate_status(PgConn *target, const char *into, const char *source_conninfo, MigrateStatus *out,
-               Err *err)
+migrate_status(PgConn *target, const char *target_conninfo, const char *into,
+               const char *source_conninfo, MigrateStatus *out, Err *err)
 {
     MigrateSpec *s = &out->spec;
     const char *source;
     PgConn *src = NULL;
     Err serr = {0};
     bool exists = false, ok;
-    char *own = NULL;
 
     memset(out, 0, sizeof *out);
     if (!migrate_find(target, into, s, err))
         return false;
     source = source_conninfo ? source_conninfo : s->source_conninfo;
     if (source[0] == '\0')
-        source = own = conninfo_of(target);
+        source = target_conninfo ? target_conninfo : "";
     out->stream_ok = stream_admin_status(target, s->slot, source, &out->stream, &serr);
     if (!out->stream_ok)
         (void) snprintf(out->stream_error, sizeof out->stream_error, "%s", serr.msg);
@@ -649,7 +616,6 @@ migrate_status(PgConn *target, const char *into, const char *source_conninfo, Mi
     if (pg_connect(source, &src, &serr))
         out->source_rows = count_rows(src, s->from_schema, s->from_table);
     pg_close(src);
-    free(own);
     out->target_rows = count_rows(target, s->into_schema, s->into_table);
     (void) snprintf(out->map_table, sizeof out->map_table, "%s", s->map_table);
     ok = table_exists(target, s->into_schema, s->map_table, &exists, err);

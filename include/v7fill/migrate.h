@@ -153,8 +153,10 @@ typedef struct MigrateStatus
 } MigrateStatus;
 
 /* --status: where the migration into `into` stands.  source_conninfo
- * overrides the stored one (NULL: stored). */
-V7FILL_MUST_CHECK bool migrate_status(PgConn *target, const char *into,
-                                      const char *source_conninfo, MigrateStatus *out, Err *err);
+ * overrides the stored one (NULL: stored; a stored "" is the target's
+ * database: target_conninfo, the -d given, NULL for the libpq environment). */
+V7FILL_MUST_CHECK bool migrate_status(PgConn *target, const char *target_conninfo,
+                                      const char *into, const char *source_conninfo,
+                                      MigrateStatus *out, Err *err);
 
 #endif /* V7FILL_MIGRATE_H */

@@ -258,8 +258,8 @@ status_text(const MigrateStatus *m)
 }
 
 static int
-migrate_later(PgConn *conn, int action, const char *into, const char *source, bool json,
-              Err *err)
+migrate_later(PgConn *conn, const char *conninfo, int action, const char *into,
+              const char *source, bool json, Err *err)
 {
     MigrateStatus m;
 
@@ -269,7 +269,7 @@ migrate_later(PgConn *conn, int action, const char *into, const char *source, bo
                 action == OPT_VERIFY ? "--verify" : action == OPT_SWITCH ? "--switch" : "--reverse");
         return 3;
     }
-    if (!migrate_status(conn, into, source, &m, err))
+    if (!migrate_status(conn, conninfo, into, source, &m, err))
         return 1;
     if (json)
         status_json(&m);
@@ -429,7 +429,7 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
             status = 1;
             goto out;
         }
-        status = migrate_later(conn, action, o.into, o.source_conninfo, json, err);
+        status = migrate_later(conn, g->conninfo, action, o.into, o.source_conninfo, json, err);
         goto out;
     }
     if (!o.from || !o.key || !o.time_column)
