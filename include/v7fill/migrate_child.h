@@ -1,0 +1,86 @@
+/*
+ * `v7fill migrate`, children in expand mode: the child keeps its table and
+ * gains <fk>_uuid, the parent's new id, filled from the map
+ * (<into>_id_map: legacy_id -> id) and then tied to <into>(id) by a
+ * foreign key.  Three steps, each rerunnable:
+ *
+ *   prepare    <fk>_uuid added; in the same database a BEFORE INSERT OR
+ *              UPDATE OF <fk> trigger (function v7fill."child_uuid_<oid>_<attnum>")
+ *              keeps it current for rows the application writes meanwhile
+ *              (NULL while the parent has no map row yet: the next fill
+ *              pass sets it).  Two databases: no trigger, fill passes only.
+ *   fill       batches along the child's primary key, each write its own
+ *              short transaction under SET LOCAL lock_timeout (retried on
+ *              55P03 / 40P01), then passes over the rows still NULL until a
+ *              pass changes nothing; orphans and NULL keys counted apart
+ *   constrain  FOREIGN KEY (<fk>_uuid) REFERENCES <into>(id) NOT VALID, then
+ *              VALIDATE in its own transaction (same database only)
+ *
+ * Whether the child and the map share a database: spec->source_conninfo is
+ * "" (migrate_child_same_database).
+ */
+#ifndef V7FILL_MIGRATE_CHILD_H
+#define V7FILL_MIGRATE_CHILD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "v7fill/err.h"
+#include "v7fill/migrate.h"
+#include "v7fill/pg.h"
+
+/* Rows per fill batch (one read, one write transaction) at most: halved while a write
+ * takes over a quarter of the lock timeout, doubled back while it is quick. */
+#define MIGRATE_CHILD_BATCH_ROWS 5000
+/* lock_timeout of prepare's DDL (ADD COLUMN, CREATE TRIGGER): a writer queued
+ * behind it waits at most this long per attempt. */
+#define MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS 500
+/* Attempts of one batch or DDL step that meets lock_timeout or a deadlock. */
+#define MIGRATE_CHILD_ATTEMPTS 50
+/* Passes over the rows still NULL after the first full pass. */
+#define MIGRATE_CHILD_MAX_PASSES 10
+
+typedef struct ChildStats
+{
+    uint64_t rows;          /* rows of the child seen by the first (full) pass */
+    uint64_t filled;        /* rows whose <fk>_uuid this call set or corrected */
+    uint64_t null_keys;     /* rows with <fk> NULL (first pass) */
+    uint64_t orphans;       /* rows with <fk> not NULL and no map row (last pass) */
+    uint64_t batches;       /* write transactions committed */
+    int64_t longest_wait_ms; /* longest write transaction of ours (BEGIN .. COMMIT, failed
+                              * attempts included): bounds both our lock waits and how long
+                              * a writer could wait on our row locks */
+    char orphan_examples[256]; /* the first orphan keys, comma-separated */
+    bool fk_added;          /* constrain: the foreign key exists (added now or before) */
+    bool fk_validated;      /* constrain: it is validated */
+    /* extensions */
+    uint64_t passes;        /* passes made by fill (1 = the full pass only) */
+    uint64_t lock_retries;  /* attempts that met lock_timeout or a deadlock */
+} ChildStats;
+
+/* True when the child and the map are in one database (spec->source_conninfo ""). */
+bool migrate_child_same_database(const MigrateSpec *spec);
+
+/* <fk>_uuid uuid added (lock_timeout MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, retried)
+ * and, same database, the trigger keeping it current.  Nothing is locked when
+ * both are present already. */
+V7FILL_MUST_CHECK bool migrate_child_prepare(PgConn *conn, const MigrateSpec *spec,
+                                             const MigrateChild *ch, Err *err);
+
+/* conn: the database holding the child; map: a connection to the map's
+ * database (may be the same PgConn).  Fills <fk>_uuid = map.id where it
+ * differs; statistics in *st (zeroed first). */
+V7FILL_MUST_CHECK bool migrate_child_fill(PgConn *conn, PgConn *map, const MigrateSpec *spec,
+                                          const MigrateChild *ch, int lock_timeout_ms,
+                                          ChildStats *st, Err *err);
+
+/* The foreign key <child>_<fk>_uuid_fkey added NOT VALID, then validated in
+ * a separate transaction; an existing one (any name, same column and
+ * referenced table) is used.  Rows with <fk>_uuid NULL do not violate it; the
+ * orphans are counted into st->orphans.  Two databases: EC_CONFIG (a foreign
+ * key cannot cross databases). */
+V7FILL_MUST_CHECK bool migrate_child_constrain(PgConn *conn, const MigrateSpec *spec,
+                                               const MigrateChild *ch, int lock_timeout_ms,
+                                               ChildStats *st, Err *err);
+
+#endif /* V7FILL_MIGRATE_CHILD_H */

@@ -1,0 +1,899 @@
+/*
+ * Children of a migration in expand mode (migrate_child.h): <fk>_uuid added,
+ * kept current by a trigger, filled from the map in short batches, then
+ * constrained to <into>(id).
+ *
+ * One batch is a read (no row locks: the child's rows along its primary key,
+ * with the map's id joined in the same database or looked up with = ANY in
+ * the map's database) and, when rows need it, one write transaction:
+ *
+ *   BEGIN; SET LOCAL lock_timeout = 'Nms';
+ *   UPDATE child c SET fk_uuid = u.id FROM unnest($pk..., $fk, $id) u
+ *    WHERE c.pk = u.pk AND c.fk = u.fk AND c.fk_uuid IS DISTINCT FROM u.id;
+ *   COMMIT;
+ *
+ * `c.fk = u.fk` is rechecked on the row's newest version when a concurrent
+ * writer changed it meanwhile: a row whose key moved is left to the trigger
+ * (which set its uuid for the new key), never given the old parent's id.
+ */
+#include "v7fill/migrate_child.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "v7fill/interrupt.h"
+#include "v7fill/log.h"
+#include "v7fill/mem.h"
+
+/* What the catalog says about one child. */
+typedef struct Child
+{
+    char oid[16];
+    char relkind;
+    char fk_attnum[8];
+    char fk_type[128];
+    char uuid_col[64];      /* <fk>_uuid */
+    char uuid_type[128];    /* its type, "" when it is missing */
+    char uuid_attnum[8];
+    int npk;
+    char **pk_names;
+    char **pk_types;
+    /* quoted */
+    char *qchild;
+    char *qfk;
+    char *quuid;
+    char *qmap;
+    char **qpk;
+} Child;
+
+static void
+child_free(Child *c)
+{
+    for (int i = 0; i < c->npk; i++)
+    {
+        free(c->pk_names[i]);
+        free(c->pk_types[i]);
+        free(c->qpk[i]);
+    }
+    free(c->pk_names);
+    free(c->pk_types);
+    free(c->qpk);
+    free(c->qchild);
+    free(c->qfk);
+    free(c->quuid);
+    free(c->qmap);
+    memset(c, 0, sizeof *c);
+}
+
+bool
+migrate_child_same_database(const MigrateSpec *spec)
+{
+    return spec->source_conninfo[0] == '\0';
+}
+
+static int64_t
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* The child's oid, kind, key column, <fk>_uuid and primary key. */
+static bool
+child_describe(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, Child *c, Err *err)
+{
+    PGresult *res;
+    const char *params[4];
+
+    memset(c, 0, sizeof *c);
+    if (strlen(ch->fk_column) + 5 > 63)
+        return err_set(err, EC_CONFIG,
+                       "child %s.%s: the column \"%s_uuid\" would be longer than 63 bytes",
+                       ch->schema, ch->table, ch->fk_column);
+    (void) snprintf(c->uuid_col, sizeof c->uuid_col, "%s_uuid", ch->fk_column);
+    params[0] = ch->schema;
+    params[1] = ch->table;
+    params[2] = ch->fk_column;
+    params[3] = c->uuid_col;
+    if (!pg_query(conn,
+                  "SELECT c.oid::text, c.relkind::text, fk.attnum::text, "
+                  "       format_type(fk.atttypid, fk.atttypmod), "
+                  "       coalesce(format_type(u.atttypid, u.atttypmod), ''), "
+                  "       coalesce(u.attnum::text, '') "
+                  "  FROM pg_catalog.pg_class c "
+                  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                  "  LEFT JOIN pg_catalog.pg_attribute fk ON fk.attrelid = c.oid "
+                  "       AND fk.attname = $3 AND fk.attnum > 0 AND NOT fk.attisdropped "
+                  "  LEFT JOIN pg_catalog.pg_attribute u ON u.attrelid = c.oid "
+                  "       AND u.attname = $4 AND u.attnum > 0 AND NOT u.attisdropped "
+                  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+                  4, params, &res, err))
+        return false;
+    if (PQntuples(res) == 0)
+    {
+        PQclear(res);
+        return err_set(err, EC_CONFIG, "child table %s.%s does not exist", ch->schema, ch->table);
+    }
+    if (PQgetisnull(res, 0, 2))
+    {
+        PQclear(res);
+        return err_set(err, EC_CONFIG, "child table %s.%s has no column \"%s\"", ch->schema,
+                       ch->table, ch->fk_column);
+    }
+    (void) snprintf(c->oid, sizeof c->oid, "%s", PQgetvalue(res, 0, 0));
+    c->relkind = PQgetvalue(res, 0, 1)[0];
+    (void) snprintf(c->fk_attnum, sizeof c->fk_attnum, "%s", PQgetvalue(res, 0, 2));
+    (void) snprintf(c->fk_type, sizeof c->fk_type, "%s", PQgetvalue(res, 0, 3));
+    (void) snprintf(c->uuid_type, sizeof c->uuid_type, "%s", PQgetvalue(res, 0, 4));
+    (void) snprintf(c->uuid_attnum, sizeof c->uuid_attnum, "%s", PQgetvalue(res, 0, 5));
+    PQclear(res);
+    if (c->uuid_type[0] && strcmp(c->uuid_type, "uuid") != 0)
+        return err_set(err, EC_CONFIG, "child table %s.%s has a column \"%s\" of type %s, not uuid",
+                       ch->schema, ch->table, c->uuid_col, c->uuid_type);
+
+    params[0] = c->oid;
+    if (!pg_query(conn,
+                  "SELECT a.attname, format_type(a.atttypid, a.atttypmod) "
+                  "  FROM pg_catalog.pg_index i, unnest(i.indkey) WITH ORDINALITY k(attnum, ord), "
+                  "       pg_catalog.pg_attribute a "
+                  " WHERE i.indrelid = $1::oid AND i.indisprimary "
+                  "   AND a.attrelid = i.indrelid AND a.attnum = k.attnum ORDER BY k.ord",
+                  1, params, &res, err))
+        return false;
+    c->npk = PQntuples(res);
+    if (c->npk == 0)
+    {
+        PQclear(res);
+        err_set(err, EC_CONFIG, "child table %s.%s has no primary key", ch->schema, ch->table);
+        err_detail(err, "The fill walks the child in batches along its primary key.");
+        return false;
+    }
+    c->pk_names = xcalloc((size_t) c->npk, sizeof(char *));
+    c->pk_types = xcalloc((size_t) c->npk, sizeof(char *));
+    c->qpk = xcalloc((size_t) c->npk, sizeof(char *));
+    for (int i = 0; i < c->npk; i++)
+    {
+        c->pk_names[i] = xstrdup(PQgetvalue(res, i, 0));
+        c->pk_types[i] = xstrdup(PQgetvalue(res, i, 1));
+        c->qpk[i] = pg_ident(conn, c->pk_names[i]);
+    }
+    PQclear(res);
+    c->qchild = pg_qualified(conn, ch->schema, ch->table);
+    c->qfk = pg_ident(conn, ch->fk_column);
+    c->quuid = pg_ident(conn, c->uuid_col);
+    c->qmap = pg_qualified(conn, spec->into_schema, spec->map_table);
+    return true;
+}
+
+static bool
+retryable(const Err *e)
+{
+    return strcmp(e->sqlstate, "55P03") == 0 || strcmp(e->sqlstate, "40P01") == 0;
+}
+
+/* One transaction under SET LOCAL lock_timeout: `sql` with parameters (or,
+ * without, possibly several statements); *affected its row count. */
+static bool
+tx_once(PgConn *conn, int lock_ms, const char *sql, int np, const char *const *pv,
+        uint64_t *affected, Err *err)
+{
+    char begin[96];
+    Err ignored;
+    PGresult *res = NULL;
+    bool ok;
+
+    (void) snprintf(begin, sizeof begin, "BEGIN; SET LOCAL lock_timeout = '%dms'", lock_ms);
+    if (!pg_exec(conn, begin, err))
+        return false;
+    if (np == 0)
+        ok = pg_exec(conn, sql, err);
+    else
+    {
+        ok = pg_query(conn, sql, np, pv, &res, err);
+        if (ok && affected)
+            *affected = strtoull(PQcmdTuples(res), NULL, 10);
+        PQclear(res);
+    }
+    if (ok && pg_exec(conn, "COMMIT", err))
+        return true;
+    err_clear(&ignored);
+    if (!pg_exec(conn, "ROLLBACK", &ignored))
+        log_debug("rollback: %s", ignored.msg);
+    return false;
+}
+
+/* tx_once, retried on lock_timeout and deadlock; `what` names it in errors.
+ * `timed`: its duration counts into st->longest_wait_ms. */
+static bool
+tx_retry(PgConn *conn, int lock_ms, const char *what, const char *sql, int np,
+         const char *const *pv, bool timed, ChildStats *st, uint64_t *affected, Err *err)
+{
+    for (int attempt = 1;; attempt++)
+    {
+        int64_t t0 = now_ms();
+        bool ok = tx_once(conn, lock_ms, sql, np, pv, affected, err);
+        int64_t took = now_ms() - t0;
+
+        if (timed && took > st->longest_wait_ms)
+            st->longest_wait_ms = took;
+        if (ok)
+            return true;
+        if (!retryable(err) || attempt >= MIGRATE_CHILD_ATTEMPTS)
+        {
+            err_prefix(err, "%s", what);
+            if (retryable(err))
+                err_hint(err, "Each of %d attempts waited %d ms for its lock; "
+                              "retry when the table is less busy.",
+                         attempt, lock_ms);
+            return false;
+        }
+        st->lock_retries++;
+        log_debug("%s: %s (attempt %d, retrying)", what, err->msg, attempt);
+        sleep_ms(attempt * 20 < 1000 ? attempt * 20 : 1000);
+        if (interrupt_signal() != 0)
+            return err_set(err, EC_INTERRUPTED, "%s: interrupted by %s", what, interrupt_name());
+    }
+}
+
+/* The trigger's name on the child: v7fill_<fk>_uuid, or by attnum when too long. */
+static void
+trigger_name(const MigrateChild *ch, const Child *c, char *out, size_t size)
+{
+    if (strlen(c->uuid_col) + 7 <= 63)
+        (void) snprintf(out, size, "v7fill_%s", c->uuid_col);
+    else
+        (void) snprintf(out, size, "v7fill_uuid_%s", c->fk_attnum);
+    (void) ch;
+}
+
+bool
+migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, Err *err)
+{
+    Child c;
+    bool same = migrate_child_same_database(spec);
+    bool has_trigger = false;
+    char tname[80], fname[64], what[300];
+    char *qtrig = NULL, *qfn = NULL, *sql = NULL;
+    const char *tag = "$v7fill$";
+    ChildStats st = {0};
+    bool ok = false;
+
+    if (!child_describe(conn, spec, ch, &c, err))
+        goto out;
+    trigger_name(ch, &c, tname, sizeof tname);
+    (void) snprintf(fname, sizeof fname, "child_uuid_%s_%s", c.oid, c.fk_attnum);
+    if (same)
+    {
+        const char *params[2] = {c.oid, tname};
+        PGresult *res;
+
+        if (!pg_query(conn,
+                      "SELECT count(*) FROM pg_catalog.pg_trigger "
+                      " WHERE tgrelid = $1::oid AND tgname = $2 AND NOT tgisinternal",
+                      2, params, &res, err))
+            goto out;
+        has_trigger = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
+        PQclear(res);
+    }
+    if (c.uuid_type[0] && (!same || has_trigger))
+    {
+        log_debug("child %s.%s: %s and its trigger are in place", ch->schema, ch->table,
+                  c.uuid_col);
+        ok = true;
+        goto out;
+    }
+    qtrig = pg_ident(conn, tname);
+    qfn = pg_ident(conn, fname);
+    if (same)
+    {
+        /* A dollar-quote tag that no quoted name contains. */
+        static const char *const tags[] = {"$v7fill$", "$v7fill_1$", "$v7fill_2$", "$v7fill_3$"};
+        /* An insert that gives the uuid itself and no key (the application
+         * after the switch) keeps it; a key set or changed decides it. */
+        char *body = xasprintf("BEGIN\n"
+                               "  IF NEW.%s IS NOT NULL THEN\n"
+                               "    NEW.%s := coalesce((SELECT m.id FROM %s m WHERE m.legacy_id = NEW.%s),\n"
+                               "                       CASE WHEN TG_OP = 'INSERT' THEN NEW.%s END);\n"
+                               "  ELSIF TG_OP = 'UPDATE' THEN\n"
+                               "    NEW.%s := NULL;\n"
+                               "  END IF;\n"
+                               "  RETURN NEW;\n"
+                               "END\n",
+                               c.qfk, c.quuid, c.qmap, c.qfk, c.quuid, c.quuid);
+
+        for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
+        {
+            tag = tags[i];
+            if (strstr(body, tag) == NULL)
+                break;
+        }
+        if (strstr(body, tag) != NULL)
+        {
+            free(body);
+            err_set(err, EC_CONFIG, "child %s.%s: its names hold every dollar-quote tag tried",
+                    ch->schema, ch->table);
+            goto out;
+        }
+        /* SECURITY DEFINER: the application's role writes the child and need
+         * not read the map; search_path pinned, every name qualified. */
+        sql = xasprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s uuid;\n"
+                        "CREATE SCHEMA IF NOT EXISTS v7fill;\n"
+                        "CREATE OR REPLACE FUNCTION v7fill.%s() RETURNS trigger LANGUAGE plpgsql\n"
+                        "  SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %s\n%s%s;\n"
+                        "CREATE OR REPLACE TRIGGER %s BEFORE INSERT OR UPDATE OF %s ON %s\n"
+                        "  FOR EACH ROW EXECUTE FUNCTION v7fill.%s()",
+                        c.qchild, c.quuid, qfn, tag, body, tag, qtrig, c.qfk, c.qchild, qfn);
+        free(body);
+    }
+    else
+        sql = xasprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s uuid", c.qchild, c.quuid);
+    (void) snprintf(what, sizeof what, "adding %s to %s.%s", c.uuid_col, ch->schema, ch->table);
+    if (!tx_retry(conn, MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, what, sql, 0, NULL, false, &st, NULL,
+                  err))
+        goto out;
+    if (same)
+        log_info("child %s.%s: %s added, kept current by trigger %s", ch->schema, ch->table,
+                 c.uuid_col, tname);
+    else
+        log_info("child %s.%s: %s added; the map is in another database, so no trigger: "
+                 "fill passes keep it current",
+                 ch->schema, ch->table, c.uuid_col);
+    ok = true;
+out:
+    free(sql);
+    free(qtrig);
+    free(qfn);
+    child_free(&c);
+    return ok;
+}
+
+/* ---- fill ------------------------------------------------------------------------------ */
+
+/* Text of `n` values as an array literal: {"a","b\"c"}. */
+static char *
+array_literal(char **vals, int n)
+{
+    size_t cap = 2 + 1;
+    char *out, *p;
+
+    for (int i = 0; i < n; i++)
+        cap += 2 * strlen(vals[i]) + 3;
+    out = xmalloc(cap);
+    p = out;
+    *p++ = '{';
+    for (int i = 0; i < n; i++)
+    {
+        if (i > 0)
+            *p++ = ',';
+        *p++ = '"';
+        for (const char *s = vals[i]; *s; s++)
+        {
+            if (*s == '"' || *s == '\\')
+                *p++ = '\\';
+            *p++ = *s;
+        }
+        *p++ = '"';
+    }
+    *p++ = '}';
+    *p = '\0';
+    return out;
+}
+
+typedef struct KeyId
+{
+    const char *key;
+    const char *id;
+} KeyId;
+
+static int
+keyid_cmp(const void *a, const void *b)
+{
+    return strcmp(((const KeyId *) a)->key, ((const KeyId *) b)->key);
+}
+
+typedef struct Fill
+{
+    PgConn *conn;
+    PgConn *map;
+    const MigrateSpec *spec;
+    const MigrateChild *ch;
+    Child c;
+    bool same;
+    int lock_ms;
+    ChildStats *st;
+    char *sql_first;    /* the first batch of a pass */
+    char *sql_next;     /* the following ones: after the last key ($1..$npk) */
+    char *sql_lookup;   /* two databases: the map's ids of $1 */
+    char *sql_write;
+    char what[300];
+    /* this pass */
+    bool full;
+    uint64_t seen, changed, orphans, nulls;
+    size_t examples_len;
+    char **last;        /* the last key read (npk values), then the batch size */
+    int batch_rows;     /* halved when a write holds its locks long, grown back when quick */
+} Fill;
+
+/* The read of one batch: the key, <fk>, <fk>_uuid and the map's id (same
+ * database; NULL otherwise) of the next rows along the primary key. */
+static char *
+read_sql(const Fill *f, bool after, bool only_null)
+{
+    const Child *c = &f->c;
+    size_t cap = 1024 + strlen(c->qchild) + strlen(c->qmap) + 3 * strlen(c->qfk);
+    char *sql, *p;
+
+    for (int i = 0; i < c->npk; i++)
+        cap += 3 * strlen(c->qpk[i]) + strlen(c->pk_types[i]) + 40;
+    sql = xmalloc(cap);
+    p = sql;
+    p += sprintf(p, "SELECT ");
+    for (int i = 0; i < c->npk; i++)
+        p += sprintf(p, "c.%s::text, ", c->qpk[i]);
+    p += sprintf(p, "c.%s::text, c.%s::text, %s FROM %s c ", c->qfk, c->quuid,
+                 f->same ? "m.id::text" : "NULL::text", c->qchild);
+    if (f->same)
+        p += sprintf(p, "LEFT JOIN %s m ON m.legacy_id = c.%s ", c->qmap, c->qfk);
+    p += sprintf(p, "WHERE true");
+    if (after)
+    {
+        p += sprintf(p, " AND (");
+        for (int i = 0; i < c->npk; i++)
+            p += sprintf(p, "%sc.%s", i ? ", " : "", c->qpk[i]);
+        p += sprintf(p, ") > (");
+        for (int i = 0; i < c->npk; i++)
+            p += sprintf(p, "%s$%d::%s", i ? ", " : "", i + 1, c->pk_types[i]);
+        p += sprintf(p, ")");
+    }
+    if (only_null)
+        p += sprintf(p, " AND c.%s IS NOT NULL AND c.%s IS NULL", c->qfk, c->quuid);
+    p += sprintf(p, " ORDER BY ");
+    for (int i = 0; i < c->npk; i++)
+        p += sprintf(p, "%sc.%s", i ? ", " : "", c->qpk[i]);
+    (void) sprintf(p, " LIMIT $%d", after ? c->npk + 1 : 1);
+    return sql;
+}
+
+static char *
+write_sql(const Fill *f)
+{
+    const Child *c = &f->c;
+    size_t cap = 1024 + strlen(c->qchild) + 3 * strlen(c->quuid) + 2 * strlen(c->qfk) +
+                 strlen(c->fk_type);
+    char *sql, *p;
+
+    for (int i = 0; i < c->npk; i++)
+        cap += strlen(c->qpk[i]) + strlen(c->pk_types[i]) + 60;
+    sql = xmalloc(cap);
+    p = sql;
+    p += sprintf(p, "UPDATE %s c SET %s = u.id FROM unnest(", c->qchild, c->quuid);
+    for (int i = 0; i < c->npk; i++)
+        p += sprintf(p, "$%d::%s[], ", i + 1, c->pk_types[i]);
+    p += sprintf(p, "$%d::%s[], $%d::uuid[]) AS u(", c->npk + 1, c->fk_type, c->npk + 2);
+    for (int i = 0; i < c->npk; i++)
+        p += sprintf(p, "k%d, ", i);
+    p += sprintf(p, "fk, id) WHERE ");
+    for (int i = 0; i < c->npk; i++)
+        p += sprintf(p, "c.%s = u.k%d AND ", c->qpk[i], i);
+    (void) sprintf(p, "c.%s = u.fk AND c.%s IS DISTINCT FROM u.id", c->qfk, c->quuid);
+    return sql;
+}
+
+static void
+add_example(Fill *f, const char *key)
+{
+    ChildStats *st = f->st;
+    size_t need = strlen(key) + (f->examples_len ? 1 : 0);
+
+    if (f->examples_len + need + 1 > sizeof st->orphan_examples)
+        return;
+    (void) snprintf(st->orphan_examples + f->examples_len,
+                    sizeof st->orphan_examples - f->examples_len, "%s%s",
+                    f->examples_len ? "," : "", key);
+    f->examples_len += need;
+}
+
+/* Two databases: the map's id of every non-NULL key of the batch, into a
+ * sorted array of (key, id) pointing into *lookup. */
+static bool
+map_lookup(Fill *f, PGresult *rows, int kcol, PGresult **lookup, KeyId **out, int *nout,
+           Err *err)
+{
+    int n = PQntuples(rows), nk = 0;
+    char **keys = xcalloc((size_t) n + 1, sizeof(char *));
+    char *arr;
+    const char *params[1];
+    bool ok;
+
+    for (int r = 0; r < n; r++)
+        if (!PQgetisnull(rows, r, kcol))
+            keys[nk++] = PQgetvalue(rows, r, kcol);
+    arr = array_literal(keys, nk);
+    free(keys);
+    params[0] = arr;
+    ok = pg_query(f->map, f->sql_lookup, 1, params, lookup, err);
+    free(arr);
+    if (!ok)
+    {
+        err_prefix(err, "looking up the keys of %s.%s in the map", f->ch->schema, f->ch->table);
+        return false;
+    }
+    *nout = PQntuples(*lookup);
+    *out = xcalloc((size_t) *nout + 1, sizeof(KeyId));
+    for (int r = 0; r < *nout; r++)
+    {
+        (*out)[r].key = PQgetvalue(*lookup, r, 0);
+        (*out)[r].id = PQgetvalue(*lookup, r, 1);
+    }
+    qsort(*out, (size_t) *nout, sizeof(KeyId), keyid_cmp);
+    return true;
+}
+
+/* One batch; *more: a full batch was read (there may be more rows). */
+static bool
+fill_batch(Fill *f, bool *more, Err *err)
+{
+    const Child *c = &f->c;
+    int npk = c->npk, kcol = npk, ucol = npk + 1, mcol = npk + 2;
+    PGresult *rows = NULL, *lookup = NULL;
+    KeyId *ids = NULL;
+    int nids = 0, n, nw = 0;
+    char ***cols = NULL; /* npk key columns, fk, id: the rows to write */
+    char limit[16];
+    int lim = f->batch_rows;
+    bool ok = false;
+
+    *more = false;
+    (void) snprintf(limit, sizeof limit, "%d", lim);
+    if (f->last == NULL)
+    {
+        const char *params[1] = {limit};
+
+        ok = pg_query(f->conn, f->sql_first, 1, params, &rows, err);
+    }
+    else
+    {
+        f->last[npk] = limit;
+        ok = pg_query(f->conn, f->sql_next, npk + 1, (const char *const *) f->last, &rows, err);
+        f->last[npk] = NULL;
+    }
+    if (!ok)
+    {
+        err_prefix(err, "reading %s.%s", f->ch->schema, f->ch->table);
+        return false;
+    }
+    ok = false;
+    n = PQntuples(rows);
+    if (n == 0)
+    {
+        ok = true;
+        goto out;
+    }
+    if (!f->same && !map_lookup(f, rows, kcol, &lookup, &ids, &nids, err))
+        goto out;
+    cols = xcalloc((size_t) npk + 2, sizeof(char **));
+    for (int i = 0; i < npk + 2; i++)
+        cols[i] = xcalloc((size_t) n, sizeof(char *));
+    for (int r = 0; r < n; r++)
+    {
+        const char *id = NULL;
+
+        if (PQgetisnull(rows, r, kcol))
+        {
+            f->nulls++;
+            continue;
+        }
+        if (f->same)
+            id = PQgetisnull(rows, r, mcol) ? NULL : PQgetvalue(rows, r, mcol);
+        else
+        {
+            KeyId probe = {.key = PQgetvalue(rows, r, kcol)};
+            KeyId *hit = bsearch(&probe, ids, (size_t) nids, sizeof(KeyId), keyid_cmp);
+
+            id = hit ? hit->id : NULL;
+        }
+        if (id == NULL)
+        {
+            f->orphans++;
+            add_example(f, PQgetvalue(rows, r, kcol));
+            continue;
+        }
+        if (!PQgetisnull(rows, r, ucol) && strcmp(PQgetvalue(rows, r, ucol), id) == 0)
+            continue;
+        for (int i = 0; i < npk; i++)
+            cols[i][nw] = PQgetvalue(rows, r, i);
+        cols[npk][nw] = PQgetvalue(rows, r, kcol);
+        cols[npk + 1][nw] = (char *) id;
+        nw++;
+    }
+    if (nw > 0)
+    {
+        char **params = xcalloc((size_t) npk + 2, sizeof(char *));
+        uint64_t affected = 0;
+        int64_t t0 = now_ms(), took;
+
+        for (int i = 0; i < npk + 2; i++)
+            params[i] = array_literal(cols[i], nw);
+        ok = tx_retry(f->conn, f->lock_ms, f->what, f->sql_write, npk + 2,
+                      (const char *const *) params, true, f->st, &affected, err);
+        /* A writer may wait on our row locks for as long as a write takes:
+         * keep it well under the lock timeout. */
+        took = now_ms() - t0;
+        if (took > f->lock_ms / 4 && f->batch_rows > 100)
+            f->batch_rows /= 2;
+        else if (took < f->lock_ms / 16 && f->batch_rows < MIGRATE_CHILD_BATCH_ROWS)
+            f->batch_rows = f->batch_rows * 2 < MIGRATE_CHILD_BATCH_ROWS ? f->batch_rows * 2
+                                                                         : MIGRATE_CHILD_BATCH_ROWS;
+        for (int i = 0; i < npk + 2; i++)
+            free(params[i]);
+        free(params);
+        if (!ok)
+            goto out;
+        ok = false;
+        f->st->batches++;
+        f->changed += affected;
+    }
+    f->seen += (uint64_t) n;
+    /* The last key read: where the next batch starts. */
+    if (f->last == NULL)
+        f->last = xcalloc((size_t) npk + 1, sizeof(char *));
+    for (int i = 0; i < npk; i++)
+    {
+        free(f->last[i]);
+        f->last[i] = xstrdup(PQgetvalue(rows, n - 1, i));
+    }
+    *more = n == lim;
+    ok = true;
+out:
+    if (cols)
+        for (int i = 0; i < npk + 2; i++)
+            free(cols[i]);
+    free(cols);
+    free(ids);
+    PQclear(lookup);
+    PQclear(rows);
+    return ok;
+}
+
+static void
+fill_forget_last(Fill *f)
+{
+    if (f->last == NULL)
+        return;
+    for (int i = 0; i < f->c.npk; i++)
+        free(f->last[i]);
+    free(f->last);
+    f->last = NULL;
+}
+
+/* One pass along the primary key: every row (full) or those still NULL. */
+static bool
+fill_pass(Fill *f, bool full, Err *err)
+{
+    bool more = true;
+
+    free(f->sql_first);
+    free(f->sql_next);
+    f->sql_first = read_sql(f, false, !full);
+    f->sql_next = read_sql(f, true, !full);
+    f->full = full;
+    f->seen = f->changed = f->orphans = f->nulls = 0;
+    f->examples_len = 0;
+    f->st->orphan_examples[0] = '\0';
+    fill_forget_last(f);
+    while (more)
+    {
+        if (interrupt_signal() != 0)
+            return err_set(err, EC_INTERRUPTED, "%s: interrupted by %s", f->what,
+                           interrupt_name());
+        if (!fill_batch(f, &more, err))
+            return false;
+    }
+    return true;
+}
+
+bool
+migrate_child_fill(PgConn *conn, PgConn *map, const MigrateSpec *spec, const MigrateChild *ch,
+                   int lock_timeout_ms, ChildStats *st, Err *err)
+{
+    Fill f = {.conn = conn, .map = map ? map : conn, .spec = spec, .ch = ch, .st = st};
+    bool ok = false;
+
+    memset(st, 0, sizeof *st);
+    f.same = migrate_child_same_database(spec);
+    f.lock_ms = lock_timeout_ms > 0 ? lock_timeout_ms : 1000;
+    f.batch_rows = MIGRATE_CHILD_BATCH_ROWS;
+    if (!child_describe(conn, spec, ch, &f.c, err))
+        goto out;
+    if (!f.c.uuid_type[0])
+    {
+        err_set(err, EC_CONFIG, "child table %s.%s has no column \"%s\"", ch->schema, ch->table,
+                f.c.uuid_col);
+        err_hint(err, "Prepare the child first (it adds the column).");
+        goto out;
+    }
+    (void) snprintf(f.what, sizeof f.what, "filling %s.%s.%s", ch->schema, ch->table,
+                    f.c.uuid_col);
+    f.sql_write = write_sql(&f);
+    if (!f.same)
+    {
+        char *qmap = pg_qualified(f.map, spec->into_schema, spec->map_table);
+
+        f.sql_lookup = xasprintf("SELECT legacy_id::text, id::text FROM %s "
+                                 "WHERE legacy_id = ANY($1::%s[])",
+                                 qmap, spec->key_type);
+        free(qmap);
+    }
+    for (;;)
+    {
+        bool full = st->passes == 0;
+
+        if (!fill_pass(&f, full, err))
+            goto out;
+        st->passes++;
+        if (full)
+        {
+            st->rows = f.seen;
+            st->null_keys = f.nulls;
+        }
+        st->orphans = f.orphans;
+        st->filled += f.changed;
+        log_detail("%s: pass %llu, %llu rows read, %llu set, %llu orphans", f.what,
+                   (unsigned long long) st->passes, (unsigned long long) f.seen,
+                   (unsigned long long) f.changed, (unsigned long long) f.orphans);
+        if (f.changed == 0)
+            break;
+        if (st->passes > MIGRATE_CHILD_MAX_PASSES)
+        {
+            log_warn("%s: rows still change after %llu passes (children written before their "
+                     "parent); the next fill sets them",
+                     f.what, (unsigned long long) st->passes);
+            break;
+        }
+    }
+    ok = true;
+out:
+    fill_forget_last(&f);
+    free(f.sql_first);
+    free(f.sql_next);
+    free(f.sql_lookup);
+    free(f.sql_write);
+    child_free(&f.c);
+    return ok;
+}
+
+/* ---- constrain ------------------------------------------------------------------------- */
+
+/* The foreign key from <fk>_uuid to <into>: its name ("" if none) and whether validated. */
+static bool
+find_fk(PgConn *conn, const MigrateSpec *spec, const Child *c, char *name, size_t size,
+        bool *validated, bool *into_exists, Err *err)
+{
+    const char *params[4] = {c->oid, c->uuid_attnum, spec->into_schema, spec->into_table};
+    PGresult *res;
+
+    if (!pg_query(conn,
+                  "WITH t AS (SELECT r.oid FROM pg_catalog.pg_class r "
+                  "  JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace "
+                  " WHERE n.nspname = $3 AND r.relname = $4) "
+                  "SELECT (SELECT count(*) FROM t)::text, k.conname, k.convalidated::text "
+                  "  FROM (SELECT 1) one LEFT JOIN pg_catalog.pg_constraint k "
+                  "    ON k.conrelid = $1::oid AND k.contype = 'f' AND k.conparentid = 0 "
+                  "   AND k.conkey = ARRAY[$2::int2] AND k.confrelid = (SELECT oid FROM t) "
+                  " ORDER BY k.conname LIMIT 1",
+                  4, params, &res, err))
+        return false;
+    *into_exists = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
+    (void) snprintf(name, size, "%s", PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
+    *validated = strcmp(PQgetvalue(res, 0, 2), "true") == 0;
+    PQclear(res);
+    return true;
+}
+
+bool
+migrate_child_constrain(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch,
+                        int lock_timeout_ms, ChildStats *st, Err *err)
+{
+    Child c;
+    char name[128], what[300];
+    bool validated = false, into_exists = false, ok = false;
+    char *sql = NULL, *qname = NULL, *qinto = NULL;
+    int lock_ms = lock_timeout_ms > 0 ? lock_timeout_ms : 1000;
+
+    st->fk_added = st->fk_validated = false;
+    memset(&c, 0, sizeof c);
+    if (!migrate_child_same_database(spec))
+    {
+        err_set(err, EC_CONFIG, "cannot add a foreign key from %s.%s to %s.%s", ch->schema,
+                ch->table, spec->into_schema, spec->into_table);
+        err_detail(err, "The child and the new table are in two databases; PostgreSQL's "
+                        "foreign keys do not cross databases.  %s_uuid is filled by fill "
+                        "passes only.",
+                   ch->fk_column);
+        return false;
+    }
+    if (!child_describe(conn, spec, ch, &c, err))
+        goto out;
+    if (!c.uuid_type[0])
+    {
+        err_set(err, EC_CONFIG, "child table %s.%s has no column \"%s\"", ch->schema, ch->table,
+                c.uuid_col);
+        err_hint(err, "Prepare and fill the child first.");
+        goto out;
+    }
+    if (!find_fk(conn, spec, &c, name, sizeof name, &validated, &into_exists, err))
+        goto out;
+    if (!into_exists)
+    {
+        err_set(err, EC_CONFIG, "table %s.%s does not exist", spec->into_schema,
+                spec->into_table);
+        goto out;
+    }
+    if (!name[0])
+    {
+        if (c.relkind == 'p')
+        {
+            err_set(err, EC_CONFIG, "cannot add a NOT VALID foreign key on %s.%s", ch->schema,
+                    ch->table);
+            err_detail(err, "It is partitioned; PostgreSQL 15 adds NOT VALID foreign keys "
+                            "to plain tables only.");
+            err_hint(err, "Add the key to each partition of the child.");
+            goto out;
+        }
+        (void) snprintf(name, sizeof name, "%s_%s_fkey", ch->table, c.uuid_col);
+        qname = pg_ident(conn, name);
+        qinto = pg_qualified(conn, spec->into_schema, spec->into_table);
+        sql = xasprintf("ALTER TABLE %s ADD CONSTRAINT %s FOREIGN KEY (%s) REFERENCES %s (id) "
+                        "NOT VALID",
+                        c.qchild, qname, c.quuid, qinto);
+        (void) snprintf(what, sizeof what, "adding the foreign key of %s.%s.%s", ch->schema,
+                        ch->table, c.uuid_col);
+        if (!tx_retry(conn, lock_ms, what, sql, 0, NULL, true, st, NULL, err))
+            goto out;
+        log_info("child %s.%s: foreign key %s added (NOT VALID)", ch->schema, ch->table, name);
+        /* The server may have shortened the name: read it back. */
+        if (!find_fk(conn, spec, &c, name, sizeof name, &validated, &into_exists, err))
+            goto out;
+        if (!name[0])
+        {
+            err_set(err, EC_INTERNAL, "the foreign key of %s.%s.%s is missing after adding it",
+                    ch->schema, ch->table, c.uuid_col);
+            goto out;
+        }
+    }
+    st->fk_added = true;
+    if (!validated)
+    {
+        free(sql);
+        free(qname);
+        qname = pg_ident(conn, name);
+        /* SHARE UPDATE EXCLUSIVE: writers go on while the rows are checked;
+         * its duration is a scan, not a wait of ours, so it is not timed. */
+        sql = xasprintf("ALTER TABLE %s VALIDATE CONSTRAINT %s", c.qchild, qname);
+        (void) snprintf(what, sizeof what, "validating the foreign key %s of %s.%s", name,
+                        ch->schema, ch->table);
+        if (!tx_retry(conn, lock_ms, what, sql, 0, NULL, false, st, NULL, err))
+            goto out;
+        log_info("child %s.%s: foreign key %s validated", ch->schema, ch->table, name);
+    }
+    st->fk_validated = true;
+    ok = true;
+out:
+    free(sql);
+    free(qname);
+    free(qinto);
+    child_free(&c);
+    return ok;
+}

@@ -1,0 +1,251 @@
+# `v7fill migrate` children in expand mode (issue 21), through a small C program built against
+# the libv7fill.a next to the binary under test (migrate_child_helper.c) until the command calls
+# migrate_child.h: <fk>_uuid added and kept current by a trigger; the fill sets every non-orphan
+# row's uuid to the map's id while a concurrent writer's statements stay under 1 s, counts
+# orphans and NULL keys exactly and names the first orphans; a child written before its
+# parent's map row gets its uuid on the next fill; a fill that meets a row lock retries; the
+# foreign key is added NOT VALID, validated and enforced; every step rerun changes nothing;
+# two databases: fill passes only, no trigger, no foreign key (refused with the reason).
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+MAPDB="${PGDATABASE}_map"
+psql -X -q -d postgres -c "DROP DATABASE IF EXISTS \"$MAPDB\"" >/dev/null
+psql -X -q -d postgres -c "CREATE DATABASE \"$MAPDB\"" >/dev/null
+BG=()
+cleanup() {
+    for p in "${BG[@]}"; do kill "$p" 2>/dev/null || true; done
+    psql -X -q -d postgres -c "DROP DATABASE IF EXISTS \"$MAPDB\"" >/dev/null 2>&1 || true
+    rm -rf "$T_TMP"
+}
+trap cleanup EXIT
+
+lib=$(dirname "$V7FILL")/libv7fill.a
+san=()
+case "$lib" in *build-san*) san=(-fsanitize=address,undefined) ;; esac
+# shellcheck disable=SC2046
+cc -std=c11 -D_GNU_SOURCE "${san[@]}" -I"$V7FILL_ROOT/include" $(pkg-config --cflags libpq) \
+    -o helper "$V7FILL_ROOT/tests/integration/migrate_child_helper.c" "$lib" \
+    $(pkg-config --libs libpq libzstd libcrypto jansson libxxhash) -lcsv -lm -pthread 2>cc.log \
+    || fail "could not compile the helper: $(head -n 5 cc.log)"
+# child STATUS STEP [TABLE] [MAP_CONNINFO]: the helper on public.TABLE(order_id) -> orders_v7
+child() {
+    local want=$1 step=$2 table=${3:-order_items}; shift 3 || shift $#
+    run_expect "$want" ./helper "$step" public "$table" order_id public orders_v7 orders_v7_id_map bigint "$@"
+}
+stat() { sed -n "s/^$1=\(.*\)$/\1/p" <<<"$OUT"; }
+
+# --- the map, the partitioned target, a child of 50,000 rows --------------------------------
+# Parents 1..10000 except multiples of 97 (their children are orphans); every 50th child has
+# a NULL key.
+q "CREATE TABLE orders_v7 (id uuid PRIMARY KEY, legacy_id bigint NOT NULL, created_at timestamptz)
+     PARTITION BY RANGE (id);
+   CREATE TABLE orders_v7_lo PARTITION OF orders_v7
+     FOR VALUES FROM (MINVALUE) TO ('80000000-0000-0000-0000-000000000000');
+   CREATE TABLE orders_v7_hi PARTITION OF orders_v7
+     FOR VALUES FROM ('80000000-0000-0000-0000-000000000000') TO (MAXVALUE);
+   CREATE TABLE orders_v7_id_map (legacy_id bigint PRIMARY KEY, id uuid NOT NULL UNIQUE);
+   INSERT INTO orders_v7_id_map SELECT g, gen_random_uuid() FROM generate_series(1, 10000) g
+     WHERE g % 97 <> 0;
+   INSERT INTO orders_v7 SELECT id, legacy_id, now() FROM orders_v7_id_map;
+   CREATE TABLE order_items (id bigint PRIMARY KEY, order_id bigint, qty int NOT NULL DEFAULT 1);
+   INSERT INTO order_items
+     SELECT g, CASE WHEN g % 50 = 0 THEN NULL ELSE g % 10000 + 1 END, 1
+       FROM generate_series(1, 50000) g;
+   CREATE SEQUENCE writer_ids START 1000001;
+   ANALYZE" >/dev/null
+# Expected from the rows alone: keys g % 10000 + 1 divisible by 97, g not divisible by 50.
+orphans0=$(q "SELECT count(*) FROM generate_series(1, 50000) g WHERE g % 50 <> 0 AND (g % 10000 + 1) % 97 = 0")
+assert_eq 1000 "$(q "SELECT count(*) FROM order_items WHERE order_id IS NULL")" "NULL keys set up"
+
+# --- prepare: the column and the trigger, rerun changes nothing ---------------------------
+child 0 prepare
+assert_eq "uuid" "$(q "SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+                      WHERE attrelid = 'order_items'::regclass AND attname = 'order_id_uuid'")" "order_id_uuid added"
+assert_eq "v7fill_order_id_uuid" "$(q "SELECT tgname FROM pg_trigger WHERE tgrelid = 'order_items'::regclass AND NOT tgisinternal")" \
+    "the trigger keeping it current"
+# Rerun while another session holds a lock that ALTER TABLE would wait for: nothing to do, no wait.
+psql -X -q -c "BEGIN; SELECT count(*) FROM order_items; SELECT pg_sleep(8); COMMIT" >/dev/null &
+BG+=($!)
+sleep 0.5
+t0=$(date +%s%N)
+child 0 prepare
+took=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ "$took" -lt 3000 ] || fail "prepare rerun waited ${took} ms behind a reader: it should change nothing"
+kill "${BG[-1]}" 2>/dev/null || true; wait "${BG[-1]}" 2>/dev/null || true
+
+# --- fill under a concurrent writer ---------------------------------------------------------
+# writer OUTFILE: one psql session timing each statement (inserts, key changes, other updates
+# of random child rows) until ./stop exists.
+writer() {
+    rm -f stop
+    {
+        echo '\timing on'
+        while [ ! -e stop ]; do
+            r1=$(( (RANDOM << 15 | RANDOM) % 50000 + 1 ))
+            r2=$(( (RANDOM << 15 | RANDOM) % 50000 + 1 ))
+            k=$(( RANDOM % 10000 + 1 ))
+            echo "INSERT INTO order_items (id, order_id) VALUES (nextval('writer_ids'), $k);"
+            echo "UPDATE order_items SET order_id = $k WHERE id = $r1;"
+            echo "UPDATE order_items SET qty = qty + 1 WHERE id = $r2;"
+        done
+    } | psql -X -q >"$1" 2>&1
+}
+max_ms() { awk '/^Time: /{ if ($2 + 0 > m) m = $2 + 0 } END { printf "%d\n", m }' "$1"; }
+count_stmts() { grep -c '^Time: ' "$1"; }
+
+# Baseline: the writer alone for 3 s.
+writer base.out & BG+=($!)
+sleep 3; touch stop; wait "${BG[-1]}"
+base_max=$(max_ms base.out)
+base_n=$(count_stmts base.out)
+
+writer during.out & BG+=($!)
+sleep 1
+child 0 fill
+fill1=$OUT
+sleep 0.5; touch stop; wait "${BG[-1]}"
+during_max=$(max_ms during.out)
+during_n=$(count_stmts during.out)
+echo "writer alone: $base_n statements in 3 s, longest ${base_max} ms; during the fill: $during_n statements, longest ${during_max} ms"
+echo "fill under the writer: $(tr '\n' ' ' <<<"$fill1")"
+[ "$during_n" -gt 100 ] || fail "the writer ran only $during_n statements during the fill"
+grep -q ERROR during.out && fail "the writer met an error: $(grep -m1 ERROR during.out)"
+[ "$during_max" -lt 1000 ] || fail "a writer statement took ${during_max} ms during the fill (limit 1000)"
+assert_eq 50000 "$(OUT=$fill1 stat rows | awk '{print ($1 >= 50000) ? 50000 : $1}')" "the first pass read every row"
+[ "$(OUT=$fill1 stat filled)" -ge 40000 ] || fail "fill set $(OUT=$fill1 stat filled) rows"
+
+# Every row with a parent in the map carries its id; NULL keys and orphans carry none.
+wrong() {
+    q "SELECT count(*) FROM order_items c LEFT JOIN orders_v7_id_map m ON m.legacy_id = c.order_id
+        WHERE c.order_id_uuid IS DISTINCT FROM m.id"
+}
+assert_eq 0 "$(wrong)" "rows whose order_id_uuid is not the map's id of order_id"
+assert_eq 0 "$(q "SELECT count(*) FROM order_items WHERE order_id_uuid IS NOT NULL
+                  AND (order_id IS NULL OR order_id NOT IN (SELECT legacy_id FROM orders_v7_id_map))")" \
+    "NULL keys and orphans have no uuid"
+
+# Rerun, nothing writing: nothing to set, the counts exact, the first orphans named.
+rows=$(q "SELECT count(*) FROM order_items")
+nulls=$(q "SELECT count(*) FROM order_items WHERE order_id IS NULL")
+orphans=$(q "SELECT count(*) FROM order_items c WHERE order_id IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM orders_v7_id_map m WHERE m.legacy_id = c.order_id)")
+first=$(q "SELECT string_agg(order_id::text, ',') FROM (SELECT order_id FROM order_items c
+           WHERE order_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM orders_v7_id_map m WHERE m.legacy_id = c.order_id)
+           ORDER BY id LIMIT 3) f")
+child 0 fill
+assert_eq 0 "$(stat filled)" "rerun sets nothing"
+assert_eq 0 "$(stat batches)" "rerun writes nothing"
+assert_eq 1 "$(stat passes)" "rerun: one pass"
+assert_eq "$rows" "$(stat rows)" "rows read"
+assert_eq "$nulls" "$(stat null_keys)" "NULL keys counted"
+assert_eq "$orphans" "$(stat orphans)" "orphans counted"
+[ "$orphans" -ge "$orphans0" ] || fail "fewer orphans ($orphans) than set up ($orphans0)"
+assert_contains "$(stat orphan_examples)," "$first," "the first orphan keys as examples"
+
+# --- the trigger: rows written now get their uuid at once -----------------------------------
+q "INSERT INTO order_items (id, order_id) VALUES (900001, 42), (900002, NULL), (900003, 97)" >/dev/null
+assert_eq "t|t|t" "$(q "SELECT bool_and(order_id_uuid = (SELECT id FROM orders_v7_id_map WHERE legacy_id = 42)) FILTER (WHERE id = 900001),
+                             bool_and(order_id_uuid IS NULL) FILTER (WHERE id = 900002),
+                             bool_and(order_id_uuid IS NULL) FILTER (WHERE id = 900003)
+                        FROM order_items WHERE id > 900000")" "inserted rows: parent's id, NULL key, orphan"
+q "INSERT INTO order_items (id, order_id, order_id_uuid)
+   SELECT 900004, NULL, id FROM orders_v7_id_map WHERE legacy_id = 45" >/dev/null
+assert_eq "t" "$(q "SELECT order_id_uuid = (SELECT id FROM orders_v7_id_map WHERE legacy_id = 45) FROM order_items WHERE id = 900004")" \
+    "an insert giving the uuid and no key keeps it (the application after the switch)"
+q "DELETE FROM order_items WHERE id = 900004" >/dev/null
+q "UPDATE order_items SET order_id = 43 WHERE id = 900001" >/dev/null
+assert_eq "t" "$(q "SELECT order_id_uuid = (SELECT id FROM orders_v7_id_map WHERE legacy_id = 43) FROM order_items WHERE id = 900001")" \
+    "a changed key changes the uuid"
+q "UPDATE order_items SET order_id = NULL WHERE id = 900001" >/dev/null
+assert_eq "t" "$(q "SELECT order_id_uuid IS NULL FROM order_items WHERE id = 900001")" "a NULLed key NULLs the uuid"
+
+# A child written before its parent's map row: NULL until the next fill pass.
+q "INSERT INTO order_items (id, order_id) VALUES (900010, 20001)" >/dev/null
+assert_eq "t" "$(q "SELECT order_id_uuid IS NULL FROM order_items WHERE id = 900010")" "no map row yet"
+q "INSERT INTO orders_v7_id_map VALUES (20001, gen_random_uuid());
+   INSERT INTO orders_v7 SELECT id, legacy_id, now() FROM orders_v7_id_map WHERE legacy_id = 20001" >/dev/null
+child 0 fill
+assert_eq 1 "$(stat filled)" "the late parent's child set by the next fill"
+assert_eq 0 "$(wrong)" "every row right after the late parent"
+
+# --- a fill that meets a writer's row lock retries, the writer waits under 1 s ---------------
+q "UPDATE order_items SET order_id_uuid = NULL WHERE id <= 200" >/dev/null
+resolvable=$(q "SELECT count(*) FROM order_items c JOIN orders_v7_id_map m ON m.legacy_id = c.order_id WHERE c.id <= 200")
+psql -X -q -c "BEGIN; UPDATE order_items SET qty = qty + 1 WHERE id = 5; SELECT pg_sleep(2.5); COMMIT" >/dev/null &
+BG+=($!)
+sleep 0.5
+LOCK_TIMEOUT_MS=300 child 0 fill
+wait "${BG[-1]}"
+assert_eq "$resolvable" "$(stat filled)" "rows set once the lock was released"
+[ "$(stat lock_retries)" -ge 1 ] || fail "the fill should have met the row lock: $OUT"
+assert_eq 0 "$(wrong)" "every row right after the retries"
+
+# --- constrain: NOT VALID, validated, enforced; rerun keeps the one key ---------------------
+child 0 constrain
+assert_eq 1 "$(stat fk_added)" "foreign key added"
+assert_eq 1 "$(stat fk_validated)" "foreign key validated"
+fks() { q "SELECT string_agg(conname || ':' || convalidated, ' ') FROM pg_constraint
+           WHERE conrelid = 'order_items'::regclass AND contype = 'f' AND conparentid = 0"; }
+assert_eq "order_items_order_id_uuid_fkey:true" "$(fks)" "one validated foreign key"
+child 0 constrain
+assert_eq "order_items_order_id_uuid_fkey:true" "$(fks)" "constrain rerun adds nothing"
+run_expect 1 psql -X -q -v ON_ERROR_STOP=1 -c "UPDATE order_items SET order_id_uuid = gen_random_uuid() WHERE id = 1"
+assert_contains "$OUT" "order_items_order_id_uuid_fkey" "the foreign key is enforced"
+q "INSERT INTO order_items (id, order_id) VALUES (900020, 44)" >/dev/null
+assert_eq 0 "$(wrong)" "rows written after the constraint"
+child 0 all
+assert_eq 0 "$(stat filled)" "prepare, fill and constrain rerun change nothing"
+
+# A NOT VALID key left by an interrupted run is validated, not added again.
+q "CREATE TABLE items_nv (id int PRIMARY KEY, order_id bigint)" >/dev/null
+q "INSERT INTO items_nv SELECT g, g FROM generate_series(1, 300) g" >/dev/null
+child 0 all items_nv
+q "ALTER TABLE items_nv DROP CONSTRAINT items_nv_order_id_uuid_fkey;
+   ALTER TABLE items_nv ADD CONSTRAINT my_fk FOREIGN KEY (order_id_uuid) REFERENCES orders_v7 (id) NOT VALID" >/dev/null
+child 0 constrain items_nv
+assert_eq "my_fk:true" "$(q "SELECT string_agg(conname || ':' || convalidated, ' ') FROM pg_constraint
+                            WHERE conrelid = 'items_nv'::regclass AND contype = 'f' AND conparentid = 0")" "the existing NOT VALID key validated"
+# An orphan whose uuid points nowhere fails the validation, naming the row.
+q "ALTER TABLE items_nv DROP CONSTRAINT my_fk; UPDATE items_nv SET order_id_uuid = '00000000-0000-0000-0000-000000000001' WHERE id = 7" >/dev/null
+child 5 constrain items_nv
+assert_contains "$OUT" "validating the foreign key" "the failing step named"
+assert_contains "$OUT" "00000000-0000-0000-0000-000000000001" "the offending key named"
+assert_eq "items_nv_order_id_uuid_fkey:false" "$(q "SELECT string_agg(conname || ':' || convalidated, ' ') FROM pg_constraint
+                            WHERE conrelid = 'items_nv'::regclass AND contype = 'f' AND conparentid = 0")" "left NOT VALID"
+
+# --- errors name the table and column -------------------------------------------------------
+child 3 prepare no_such_table
+assert_contains "$OUT" "child table public.no_such_table does not exist" "missing child"
+q "CREATE TABLE items_nopk (order_id bigint)" >/dev/null
+child 3 prepare items_nopk
+assert_contains "$OUT" "child table public.items_nopk has no primary key" "a child without primary key"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_attribute WHERE attrelid = 'items_nopk'::regclass AND attname = 'order_id_uuid'")" \
+    "a child refused is left unchanged"
+
+# --- two databases: the map elsewhere; composite primary key --------------------------------
+psql -X -q -v ON_ERROR_STOP=1 -d "$MAPDB" -c "CREATE TABLE orders_v7_id_map (legacy_id bigint PRIMARY KEY, id uuid NOT NULL UNIQUE)"
+psql -X -q -v ON_ERROR_STOP=1 -c "\copy orders_v7_id_map TO 'map.csv' CSV"
+psql -X -q -v ON_ERROR_STOP=1 -d "$MAPDB" -c "\copy orders_v7_id_map FROM 'map.csv' CSV"
+q "CREATE TABLE items2 (order_no int, line int, order_id bigint, PRIMARY KEY (order_no, line));
+   INSERT INTO items2 SELECT g / 3, g % 3, CASE WHEN g % 40 = 0 THEN NULL ELSE g % 10050 + 1 END
+     FROM generate_series(0, 20999) g" >/dev/null
+child 0 prepare items2 "dbname=$MAPDB"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'items2'::regclass AND NOT tgisinternal")" "two databases: no trigger"
+child 0 fill items2 "dbname=$MAPDB"
+wrong2() {
+    q "SELECT count(*) FROM items2 c LEFT JOIN orders_v7_id_map m ON m.legacy_id = c.order_id
+        WHERE c.order_id_uuid IS DISTINCT FROM m.id"
+}
+assert_eq 0 "$(wrong2)" "two databases: every row's uuid is the map's"
+assert_eq 21000 "$(stat rows)" "two databases: rows"
+assert_eq "$(q "SELECT count(*) FROM items2 WHERE order_id IS NULL")" "$(stat null_keys)" "two databases: NULL keys"
+assert_eq "$(q "SELECT count(*) FROM items2 c WHERE order_id IS NOT NULL
+                AND NOT EXISTS (SELECT 1 FROM orders_v7_id_map m WHERE m.legacy_id = c.order_id)")" "$(stat orphans)" "two databases: orphans"
+# A key changed after the fill: the next pass sets it (no trigger in this form).
+q "UPDATE items2 SET order_id = 7 WHERE order_no = 100 AND line = 1" >/dev/null
+child 0 fill items2 "dbname=$MAPDB"
+assert_eq 1 "$(stat filled)" "two databases: the changed key set by the next pass"
+assert_eq 0 "$(wrong2)" "two databases: every row right after the change"
+child 3 constrain items2 "dbname=$MAPDB"
+assert_contains "$OUT" "cannot add a foreign key from public.items2 to public.orders_v7" "two databases: no foreign key"
+assert_contains "$OUT" "do not cross databases" "two databases: the reason"
