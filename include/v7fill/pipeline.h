@@ -76,7 +76,15 @@ typedef struct PipelineOptions
     uint64_t max_rejects;     /* UINT64_MAX = unlimited */
     double max_rejects_pct;   /* < 0 = unused */
     int64_t max_future_us;    /* allowed clock skew ahead of now */
-    const char *lookup_table; /* NULL → <table>_source_ref */
+    const char *lookup_table; /* NULL → <table>_source_ref (<table>_id_map with key_map_column) */
+    /* The typed key map as the lookup (LOOKUP_LEGACY_ID): the source column (its
+     * name in the source, before --map) holding a signed 64-bit integer key.  The
+     * row's reference is that integer in decimal (ids minted from it and the time
+     * as from any reference); source_ref must be NULL (EC_USAGE otherwise), and
+     * so keep_ref_text false.  A NULL, non-integer or out-of-range value rejects
+     * the row ("key column id: not an integer: 'abc'"). */
+    const char *key_map_column;
+    const char *key_map_type; /* legacy_id of a new map: smallint, integer, bigint (NULL) */
     bool keep_ref_text;       /* store the reference text in the lookup table */
     LookupKeys lookup_keys;   /* a new lookup's keys; an existing one's must match */
     bool plan;                /* read and classify only: no writes at all */
