@@ -28,8 +28,11 @@
 
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
+#include "v7fill/migrate_child.h"
 #include "v7fill/migrate_ddl.h"
 #include "v7fill/migrate_state.h"
+#include "v7fill/migrate_switch.h"
+#include "v7fill/migrate_verify.h"
 #include "v7fill/stream_state.h"
 
 void
@@ -43,6 +46,8 @@ migrate_result_free(MigrateResult *r)
     buf_free(&r->rejects);
     buf_free(&r->notes);
     buf_free(&r->plan);
+    free(r->children);
+    r->children = NULL;
 }
 
 void
@@ -333,6 +338,9 @@ stream_options_for(const MigrateSpec *s, const MigrateOptions *o, const char *so
     so->common.time_column = s->time_column;
     so->common.maps = map;
     so->common.nmaps = 1;
+    so->common.key_map_column = s->key;
+    so->common.key_map_type = s->key_type;
+    so->common.lookup_table = s->map_table;
     (void) snprintf(from, fromsize, "%s.%s", s->from_schema, s->from_table);
     so->source_conninfo = source;
     so->from = from;
@@ -399,6 +407,49 @@ copy_finished(PgConn *target, const MigrateSpec *s, bool *out, Err *err)
     return true;
 }
 
+/* Expand mode: each child's <fk>_uuid and (same database) its trigger, before
+ * the copy, so that child rows written during it are kept current. */
+static bool
+children_prepare(PgConn *src, const MigrateSpec *s, Err *err)
+{
+    for (size_t i = 0; i < s->nchildren; i++)
+        if (!migrate_child_prepare(src, s, &s->children[i], err))
+        {
+            err_prefix(err, "child %s.%s", s->children[i].schema, s->children[i].table);
+            return false;
+        }
+    return true;
+}
+
+/* Once the parent is copied: each child filled from the map, then (same
+ * database) its foreign key to the target added NOT VALID and validated. */
+static bool
+children_fill(PgConn *src, PgConn *target, const MigrateSpec *s, const MigrateOptions *o,
+              MigrateResult *r, Err *err)
+{
+    if (s->nchildren == 0)
+        return true;
+    r->children = xcalloc(s->nchildren, sizeof *r->children);
+    r->nchildren = s->nchildren;
+    for (size_t i = 0; i < s->nchildren; i++)
+    {
+        const MigrateChild *ch = &s->children[i];
+
+        if (!migrate_child_fill(src, target, s, ch, o->lock_timeout_ms, &r->children[i], err) ||
+            (migrate_child_same_database(s) &&
+             !migrate_child_constrain(src, s, ch, o->lock_timeout_ms, &r->children[i], err)))
+        {
+            err_prefix(err, "child %s.%s", ch->schema, ch->table);
+            return false;
+        }
+        log_info("child %s.%s: %s_uuid filled (%" PRIu64 " rows, %" PRIu64 " orphans, %" PRIu64
+                 " NULL keys)",
+                 ch->schema, ch->table, ch->fk_column, r->children[i].rows,
+                 r->children[i].orphans, r->children[i].null_keys);
+    }
+    return true;
+}
+
 static bool
 setup(PgConn *target, PgConn *src, const MigrateOptions *o, MigrateSpec *s,
       const MigrateSource *d, MigrateResult *r, Err *err)
@@ -445,12 +496,22 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
     {
         ok = same_migration(&stored, s, err);
         s->phase = stored.phase;
+        s->switch_lsn = stored.switch_lsn;
+        (void) snprintf(s->legacy_table, sizeof s->legacy_table, "%s", stored.legacy_table);
         /* Without --source a rerun reaches the source the migration was made with. */
         if (!o->source_conninfo && stored.source_conninfo[0])
         {
             (void) snprintf(s->source_conninfo, sizeof s->source_conninfo, "%s",
                             stored.source_conninfo);
             source = s->source_conninfo;
+        }
+        if (o->nchildren == 0 && stored.nchildren > 0)
+        {
+            s->children = stored.children; /* taken over */
+            s->nchildren = stored.nchildren;
+            s->child_mode = stored.child_mode;
+            stored.children = NULL;
+            stored.nchildren = 0;
         }
         migrate_spec_free(&stored);
         if (!ok)
@@ -461,6 +522,10 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
                            "the migration into %s.%s is %s: the copy and capture are over",
                            s->into_schema, s->into_table, migrate_phase_name(s->phase));
     }
+    if (s->nchildren > 0 && s->child_mode == MIGRATE_CHILD_MIGRATE)
+        return err_set(err, EC_CONFIG,
+                       "--child-mode migrate is not available in this version: use --child-mode "
+                       "expand (<fk>_uuid added to the child)");
     if (!pg_connect(source, &src, err))
     {
         err_prefix(err, "the source");
@@ -479,7 +544,7 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
              dry_run(target, src, s, &d, exists, &r->plan, err);
         goto out;
     }
-    if (!setup(target, src, o, s, &d, r, err))
+    if (!setup(target, src, o, s, &d, r, err) || !children_prepare(src, s, err))
         goto out;
     table = pg_qualified(target, s->into_schema, s->into_table);
     map.from = s->key;
@@ -510,6 +575,8 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
         log_info("the copy of %s.%s is done: phase follow", s->from_schema, s->from_table);
     }
     r->copied = done;
+    if (ok && done && interrupt_signal() == 0)
+        ok = children_fill(src, target, s, o, r, err);
     if (ok && o->follow && interrupt_signal() == 0)
     {
         so.until_caught_up = false;
@@ -629,4 +696,133 @@ migrate_status(PgConn *target, const char *target_conninfo, const char *into,
     out->map_rows = count_rows(target, s->into_schema, out->map_table);
     out->rejected = out->stream.quarantined;
     return true;
+}
+
+const char *
+migrate_source_conninfo(const MigrateSpec *spec, const char *override,
+                        const char *target_conninfo)
+{
+    if (override)
+        return override;
+    if (spec->source_conninfo[0])
+        return spec->source_conninfo;
+    return target_conninfo;
+}
+
+/* The source's connection: the target's own when they are one database. */
+static bool
+source_conn(PgConn *target, const char *target_conninfo, const MigrateSpec *spec,
+            const char *override, PgConn **src, bool *own, Err *err)
+{
+    *own = false;
+    *src = target;
+    if (!override && spec->source_conninfo[0] == '\0')
+        return true;
+    if (!pg_connect(migrate_source_conninfo(spec, override, target_conninfo), src, err))
+    {
+        err_prefix(err, "the source");
+        return false;
+    }
+    *own = true;
+    return true;
+}
+
+bool
+migrate_verify_spec(PgConn *target, const char *target_conninfo, const MigrateSpec *spec,
+                    const char *source_conninfo, VerifyReport *out, Err *err)
+{
+    PgConn *src;
+    bool own, ok;
+
+    memset(out, 0, sizeof *out);
+    if (!source_conn(target, target_conninfo, spec, source_conninfo, &src, &own, err))
+        return false;
+    ok = migrate_verify(src, target, spec, out, err);
+    if (own)
+        pg_close(src);
+    return ok;
+}
+
+typedef struct CatchUp
+{
+    PgConn *target;
+    const MigrateSpec *spec;
+    const MigrateOptions *o;
+    const char *source;
+} CatchUp;
+
+/* The switch's catch_up: the stream, on its own connection to the target,
+ * until what the source committed when it starts (after final_lsn) is applied. */
+static bool
+switch_catch_up(void *ctx, uint64_t final_lsn, Err *err)
+{
+    CatchUp *c = ctx;
+    PgConn *side = NULL;
+    char *table = pg_qualified(c->target, c->spec->into_schema, c->spec->into_table);
+    char from[160];
+    ColumnMap map = {c->spec->key, "legacy_id"};
+    StreamOptions so;
+    StreamStats st;
+    bool ok;
+
+    (void) final_lsn;
+    memset(&st, 0, sizeof st);
+    stream_options_for(c->spec, c->o, c->source, table, &map, from, sizeof from, &so);
+    so.until_caught_up = true;
+    so.status_interval_s = 0;
+    ok = pg_connect_again(c->target, &side, err) && stream_run(side, &so, &st, err);
+    if (ok)
+        log_info("switch: the capture applied %" PRIu64 " rows up to the final position",
+                 st.rows.read);
+    import_stats_free(&st.rows);
+    pg_close(side);
+    free(table);
+    return ok;
+}
+
+bool
+migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *spec,
+                    const MigrateOptions *o, SwitchStats *st, Err *err)
+{
+    CatchUp cu = {target, spec, o, migrate_source_conninfo(spec, o->source_conninfo,
+                                                           target_conninfo)};
+    PgConn *src;
+    bool own, ok;
+
+    memset(st, 0, sizeof *st);
+    if (spec->phase < MIGRATE_PHASE_FOLLOW)
+        return err_set(err, EC_CONFIG,
+                       "the migration into %s.%s is in phase %s: the copy must finish first "
+                       "(run migrate with --from ... again)",
+                       spec->into_schema, spec->into_table, migrate_phase_name(spec->phase));
+    if (!source_conn(target, target_conninfo, spec, o->source_conninfo, &src, &own, err))
+        return false;
+    ok = migrate_switch(src, target, spec, o->lock_timeout_ms, o->switch_attempts,
+                        switch_catch_up, &cu, st, err) &&
+         migrate_state_put(target, spec, err);
+    if (own)
+        pg_close(src);
+    return ok;
+}
+
+bool
+migrate_reverse_spec(PgConn *target, MigrateSpec *spec, bool follow, ReverseStats *st,
+                     Err *err)
+{
+    bool ok;
+
+    memset(st, 0, sizeof *st);
+    if (spec->phase < MIGRATE_PHASE_SWITCHED)
+        return err_set(err, EC_CONFIG,
+                       "the migration into %s.%s is in phase %s: --reverse follows --switch",
+                       spec->into_schema, spec->into_table, migrate_phase_name(spec->phase));
+    ok = migrate_reverse(target, spec, follow, st, err);
+    /* Stored also after an interrupted or failed run: the phase it reached. */
+    {
+        Err e2 = {0};
+
+        if (!migrate_state_put(target, spec, ok ? err : &e2))
+            ok = false;
+    }
+    return ok;
 }

@@ -1038,7 +1038,8 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         goto out;
     po = o->common;
     s.po = &po;
-    if (po.source_ref == NULL)
+    /* The typed key map (migrate) names rows by their key: no template. */
+    if (po.source_ref == NULL && po.key_map_column == NULL)
     {
         if (!default_template(&s, err))
             goto out;

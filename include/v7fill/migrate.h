@@ -119,6 +119,8 @@ typedef struct MigrateResult
     Buf rejects;               /* one line per reason: count, reason, first row */
     Buf notes;                 /* what the target's DDL could not keep, one a line */
     Buf plan;                  /* --dry-run: the DDL and the plan, nothing done */
+    struct ChildStats *children; /* per spec.children (expand mode): the fill's counts */
+    size_t nchildren;
 } MigrateResult;
 
 void migrate_result_free(MigrateResult *r);
@@ -127,10 +129,13 @@ void migrate_result_free(MigrateResult *r);
  * (longer names end in a hash of schema.table, so they stay unique). */
 void migrate_object_name(const char *into_schema, const char *into_table, char out[64]);
 
-/* The setup (idempotent: the target, the publication, the state row), then
- * the copy and capture (stream_run) until caught up (phase follow), then with
- * o->follow the changes until interrupted.  o->dry_run: r->plan holds the DDL
- * and the plan; nothing is created anywhere. */
+/* The setup (idempotent: the target, the publication, the state row; each
+ * expand-mode child's <fk>_uuid and its trigger), then the copy and capture
+ * (stream_run) until caught up (phase follow), each child filled from the map
+ * and its foreign key added (same database), then with o->follow the changes
+ * until interrupted.  o->dry_run: r->plan holds the DDL and the plan; nothing
+ * is created anywhere.  Children given before are taken from the stored spec
+ * when o->nchildren is 0. */
 V7FILL_MUST_CHECK bool migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r,
                                    Err *err);
 
@@ -138,6 +143,29 @@ V7FILL_MUST_CHECK bool migrate_run(PgConn *target, const MigrateOptions *o, Migr
  * of that table name) from v7fill.migration; EC_CONFIG when there is none. */
 V7FILL_MUST_CHECK bool migrate_find(PgConn *target, const char *into, MigrateSpec *out,
                                     Err *err);
+
+/* The source's conninfo of a stored migration: override (--source), else the
+ * stored one, else (stored "": the target's database) target_conninfo. */
+const char *migrate_source_conninfo(const MigrateSpec *spec, const char *override,
+                                    const char *target_conninfo);
+
+struct VerifyReport;
+struct SwitchStats;
+struct ReverseStats;
+
+/* --verify: migrate_verify (migrate_verify.h) on the source and the target
+ * (one connection when they are one database). */
+V7FILL_MUST_CHECK bool migrate_verify_spec(PgConn *target, const char *target_conninfo,
+                                           const MigrateSpec *spec, const char *source_conninfo,
+                                           struct VerifyReport *out, Err *err);
+/* --switch: migrate_switch (migrate_switch.h) with the capture caught up by
+ * the stream on its own connection; the spec stored after it. */
+V7FILL_MUST_CHECK bool migrate_switch_spec(PgConn *target, const char *target_conninfo,
+                                           MigrateSpec *spec, const MigrateOptions *o,
+                                           struct SwitchStats *st, Err *err);
+/* --reverse [--follow]: migrate_reverse; the spec stored after it. */
+V7FILL_MUST_CHECK bool migrate_reverse_spec(PgConn *target, MigrateSpec *spec, bool follow,
+                                            struct ReverseStats *st, Err *err);
 
 typedef struct MigrateStatus
 {

@@ -14,6 +14,9 @@
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/migrate.h"
+#include "v7fill/migrate_child.h"
+#include "v7fill/migrate_switch.h"
+#include "v7fill/migrate_verify.h"
 #include "v7fill/pgoutput.h"
 
 enum
@@ -43,7 +46,7 @@ migrate_usage(FILE *out)
           "                [--child 'SCHEMA.TABLE(COL)']... [--child-mode expand|migrate]\n"
           "                [--follow] [--verify] [--dry-run]\n"
           "       v7fill [-d TARGET_CONNINFO] migrate --into [SCHEMA.]TABLE\n"
-          "                --status [--json] | --verify | --switch | --reverse\n"
+          "                --status [--json] | --verify | --switch | --reverse [--follow]\n"
           "\n"
           "Move a table keyed by an integer (serial, bigint) onto a table partitioned on a\n"
           "UUIDv7 id minted from its time column, online: the target is created (the old\n"
@@ -60,8 +63,10 @@ migrate_usage(FILE *out)
           "  --into [SCHEMA.]TABLE  the target (default schema: the source's); created when\n"
           "                         missing, else its columns are checked\n"
           "  --child 'SCHEMA.TABLE(COL)'  a table whose COL references the key (repeatable)\n"
-          "  --child-mode expand|migrate  expand (default): COL_uuid added to the child;\n"
-          "                         migrate: the child becomes a UUIDv7 table of its own\n"
+          "  --child-mode expand    COL_uuid added to the child, kept current (a trigger in\n"
+          "                         the same database), filled from the map in short\n"
+          "                         batches, then a foreign key to the target added NOT VALID\n"
+          "                         and validated (the only mode of this version)\n"
           "  --follow               keep applying changes until SIGINT/SIGTERM (default:\n"
           "                         stop once caught up)\n"
           "  --batch-rows N         rows per batch of the copy (default 10000)\n"
@@ -71,8 +76,12 @@ migrate_usage(FILE *out)
           "  --status               phase, slot position and lag, rows in the source, target\n"
           "                         and map, rejected rows (--json: a JSON object)\n"
           "  --verify               compare source and target row by row through the map\n"
+          "                         (after the run, or alone): a verdict table, exit 1 on a\n"
+          "                         mismatch naming the first rows that differ\n"
           "  --switch               swap the tables' names once caught up and verified\n"
-          "  --reverse              after the switch, keep the legacy table current\n"
+          "  --reverse [--follow]   after the switch, keep the legacy table current from the\n"
+          "                         new one (until caught up, or until SIGINT/SIGTERM);\n"
+          "                         --switch in phase reverse switches back\n"
           "\n"
           "The migration is stored in the target's v7fill.migration (the source's connection\n"
           "string without its password): later forms need only --into.  Every step is\n"
@@ -154,6 +163,38 @@ print_result(const MigrateResult *r)
     printf("rejected: %" PRIu64 " rows (v7fill.stream_quarantine WHERE slot = '%s')\n",
            r->rejected, s->slot);
     print_block("  count  reason  (first row)", &r->rejects);
+    for (size_t i = 0; i < r->nchildren; i++)
+    {
+        const ChildStats *c = &r->children[i];
+        const MigrateChild *ch = &s->children[i];
+
+        printf("child %s.%s(%s): rows=%" PRIu64 " filled=%" PRIu64 " null_keys=%" PRIu64
+               " orphans=%" PRIu64 "%s%s%s passes=%" PRIu64 " longest_write=%" PRId64
+               "ms foreign_key=%s\n",
+               ch->schema, ch->table, ch->fk_column, c->rows, c->filled, c->null_keys,
+               c->orphans, c->orphan_examples[0] ? " (keys " : "", c->orphan_examples,
+               c->orphan_examples[0] ? ")" : "", c->passes, c->longest_wait_ms,
+               c->fk_validated ? "validated" : c->fk_added ? "added NOT VALID" : "none");
+    }
+}
+
+/* --verify: the verdict table; exit 1 on a mismatch (the table names the rows). */
+static int
+run_verify(PgConn *conn, const char *conninfo, const MigrateSpec *spec, const char *source,
+           Err *err)
+{
+    VerifyReport rep;
+    int status;
+
+    if (!migrate_verify_spec(conn, conninfo, spec, source, &rep, err))
+    {
+        verify_report_free(&rep);
+        return 1;
+    }
+    verify_report_print(stdout, &rep);
+    status = rep.ok ? 0 : 1;
+    verify_report_free(&rep);
+    return status;
 }
 
 static void
@@ -258,16 +299,51 @@ status_text(const MigrateStatus *m)
 }
 
 static int
-migrate_later(PgConn *conn, const char *conninfo, int action, const char *into,
-              const char *source, bool json, Err *err)
+migrate_later(PgConn *conn, const char *conninfo, int action, const MigrateOptions *o,
+              bool json, Err *err)
 {
     MigrateStatus m;
+    MigrateSpec spec;
+    int status = 1;
+    const char *into = o->into, *source = o->source_conninfo;
 
     if (action != OPT_STATUS)
     {
-        err_set(err, EC_CONFIG, "%s is not available in this build of v7fill",
-                action == OPT_VERIFY ? "--verify" : action == OPT_SWITCH ? "--switch" : "--reverse");
-        return 3;
+        if (!migrate_find(conn, into, &spec, err))
+            return 1;
+        if (action == OPT_VERIFY)
+            status = run_verify(conn, conninfo, &spec, source, err);
+        else if (action == OPT_SWITCH)
+        {
+            SwitchStats st;
+
+            if (migrate_switch_spec(conn, conninfo, &spec, o, &st, err))
+            {
+                printf("migrate --switch: %s%s; phase %s, legacy table %s, %d attempt(s), "
+                       "lock held %" PRId64 " ms\n",
+                       st.already ? "already switched" : "switched",
+                       st.back ? " back" : "", migrate_phase_name(spec.phase),
+                       spec.legacy_table[0] ? spec.legacy_table : "-", st.attempts,
+                       st.lock_held_ms);
+                status = 0;
+            }
+        }
+        else
+        {
+            ReverseStats st;
+            char at[PGO_LSN_TEXT_SIZE];
+
+            if (migrate_reverse_spec(conn, &spec, o->follow, &st, err))
+                status = 0;
+            pgo_lsn_format(st.applied_lsn, at);
+            printf("migrate --reverse: transactions=%" PRIu64 " inserted=%" PRIu64
+                   " updated=%" PRIu64 " deleted=%" PRIu64 " missing=%" PRIu64
+                   " position=%s phase %s\n",
+                   st.transactions, st.inserted, st.updated, st.deleted, st.missing, at,
+                   migrate_phase_name(spec.phase));
+        }
+        migrate_spec_free(&spec);
+        return status;
     }
     if (!migrate_status(conn, conninfo, into, source, &m, err))
         return 1;
@@ -416,12 +492,12 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
         action = OPT_VERIFY;
     if (action)
     {
-        if (o.from || o.key || o.time_column || o.nchildren || o.follow || o.dry_run ||
-            (o.verify && action != OPT_VERIFY))
+        if (o.from || o.key || o.time_column || o.nchildren || o.dry_run ||
+            (o.follow && action != OPT_REVERSE) || (o.verify && action != OPT_VERIFY))
         {
             status = cli_usage_error(err, "migrate",
                                      "--status, --verify, --switch and --reverse take only "
-                                     "--into (and --source)");
+                                     "--into (and --source; --reverse --follow)");
             goto out;
         }
         if (!pg_connect(g->conninfo, &conn, err))
@@ -429,7 +505,8 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
             status = 1;
             goto out;
         }
-        status = migrate_later(conn, g->conninfo, action, o.into, o.source_conninfo, json, err);
+        interrupt_install();
+        status = migrate_later(conn, g->conninfo, action, &o, json, err);
         goto out;
     }
     if (!o.from || !o.key || !o.time_column)
@@ -462,11 +539,8 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
         print_result(&r);
     if (!run_done)
         status = 1;
-    else if (o.verify)
-    {
-        err_set(err, EC_CONFIG, "--verify is not available in this build of v7fill");
-        status = 3;
-    }
+    else if (o.verify && !o.dry_run && interrupt_signal() == 0)
+        status = run_verify(conn, g->conninfo, &r.spec, o.source_conninfo, err);
 out:
     migrate_result_free(&r);
     pg_close(conn);
