@@ -257,6 +257,8 @@ hook_save_position(void *ctx, PgConn *c, const SourcePosition *pos, const BatchC
         s->next.end_lsn = pos->lsn;
         s->next.txn_lsn = pos->txn_lsn;
         s->next.txn_changes = pos->txn_changes;
+        if (pos->commit_time_us > 0)
+            s->next.commit_time_us = pos->commit_time_us;
     }
     return stream_state_quarantine(c, s->o->slot, s->o->common.table, s->relation, s->quar,
                                    s->nquar, err) &&

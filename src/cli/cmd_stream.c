@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -51,6 +52,19 @@ enum
     OPT_DROP,
     OPT_YES,
 };
+
+/* A source commit time (µs since the epoch) as UTC text, to the millisecond. */
+static void
+format_commit_time(int64_t us, char *out, size_t size)
+{
+    time_t secs = (time_t) (us / 1000000);
+    struct tm tm;
+    char day[32];
+
+    gmtime_r(&secs, &tm);
+    (void) strftime(day, sizeof day, "%Y-%m-%d %H:%M:%S", &tm);
+    (void) snprintf(out, size, "%s.%03d+00", day, (int) (us % 1000000 / 1000));
+}
 
 static void
 stream_usage(FILE *out)
@@ -216,7 +230,17 @@ status_json(const char *slot, const StreamStatus *s)
                             s->slot.safe_known ? json_integer(s->slot.safe_wal_size) : json_null());
         json_object_set_new(o, "lag_bytes", json_integer((json_int_t) s->lag_bytes));
         json_object_set_new(o, "lag_seconds", json_real(s->lag_s));
+        json_object_set_new(o, "lag_seconds_exact", json_boolean(s->lag_s_exact || s->lag_bytes == 0));
     }
+    if (t->commit_time_us > 0)
+    {
+        char when[40];
+
+        format_commit_time(t->commit_time_us, when, sizeof when);
+        json_object_set_new(o, "last_commit_time", json_string(when));
+    }
+    else
+        json_object_set_new(o, "last_commit_time", json_null());
     json_object_set_new(o, "rows_read", json_integer((json_int_t) t->counts.read));
     json_object_set_new(o, "inserted", json_integer((json_int_t) t->counts.inserted));
     json_object_set_new(o, "updated", json_integer((json_int_t) t->counts.updated));
@@ -239,7 +263,16 @@ status_text(const char *slot, const StreamStatus *s)
         printf("  %-22s %s -> %s (publication %s, phase %s)\n", "tables", t->source_table,
                t->target, t->publication, t->phase);
         print_lsn("stored position", t->end_lsn);
-        printf("  %-22s %s\n", "last commit applied", s->updated_at);
+        if (t->commit_time_us > 0)
+        {
+            char when[40];
+
+            format_commit_time(t->commit_time_us, when, sizeof when);
+            printf("  %-22s %s (its source commit: %s)\n", "last commit applied", s->updated_at,
+                   when);
+        }
+        else
+            printf("  %-22s %s\n", "last commit applied", s->updated_at);
         printf("  %-22s read=%" PRIu64 " inserted=%" PRIu64 " updated=%" PRIu64
                " deleted=%" PRIu64 " duplicates=%" PRIu64 "\n",
                "rows", t->counts.read, t->counts.inserted, t->counts.updated, t->counts.deleted,
@@ -267,7 +300,10 @@ status_text(const char *slot, const StreamStatus *s)
                s->slot.wal_status[0] ? s->slot.wal_status : "-");
     print_lsn("confirmed_flush_lsn", s->slot.confirmed_lsn);
     print_lsn("restart_lsn", s->slot.restart_lsn);
-    printf("  %-22s %" PRIu64 " bytes, %.1f s\n", "lag", s->lag_bytes, s->lag_s);
+    printf("  %-22s %" PRIu64 " bytes, %.1f s%s\n", "lag", s->lag_bytes, s->lag_s,
+           s->lag_bytes == 0 || s->lag_s_exact
+               ? ""
+               : " at most (the row predates stored commit times: since the position was stored)");
     printf("  %-22s %" PRIu64 " bytes", "retained WAL", s->slot.retained);
     if (s->slot.safe_known)
         printf(" (%" PRId64 " bytes more before the slot is lost)\n", s->slot.safe_wal_size);

@@ -173,8 +173,24 @@ wait "$pid" || fail "the stream did not stop with status 0: $(tail -n 5 run.err)
 pid=
 run_expect 0 "$V7FILL" stream orders_v7 --status --slot "$SLOT"
 assert_contains "$OUT" "inactive (the stream is stopped)" "stopped: inactive"
+assert_contains "$OUT" "its source commit: " "the applied commit's source time is shown"
 run_expect 3 "$V7FILL" stream other_table --status --slot "$SLOT"
 assert_contains "$OUT" "streams into orders_v7" "--status checks the table"
+# A commit on the source while stopped: the lag in seconds is now - the applied commit's source
+# time (stored with the position), not a bound.
+sleep 1.2
+qs "CREATE TABLE lagtick (x int); INSERT INTO lagtick VALUES (1)"  # WAL the stream has not applied
+run_expect 0 "$V7FILL" stream orders_v7 --status --json --slot "$SLOT"
+echo "$OUT" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["lag_bytes"] > 0, d
+assert d["lag_seconds_exact"] is True, d
+assert 1.0 <= d["lag_seconds"] < 300, d
+assert d["last_commit_time"], d
+' || fail "--status --json lag while stopped: $OUT"
+run_expect 0 "$V7FILL" stream orders_v7 --status --slot "$SLOT"
+assert_not_contains "$OUT" "at most" "the lag in seconds is not a bound"
 
 # ---- --drop: refuses without a terminal, drops with --yes while running
 "$V7FILL" stream "${args[@]}" >run2.out 2>run2.err &
