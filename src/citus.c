@@ -68,12 +68,12 @@ citus_detect(PgConn *c, TargetTable *t, Err *err)
 
 /* What to do when Citus refuses to distribute the lookup. */
 static void
-lookup_refused(Err *err, const char *q)
+lookup_refused(Err *err, const char *q, const char *key_col)
 {
     err_prefix(err, "could not distribute lookup table %s", q);
-    err_hint(err, "Distribute it by hand (SELECT create_distributed_table('%s', 'ref_key')), or "
+    err_hint(err, "Distribute it by hand (SELECT create_distributed_table('%s', '%s')), or "
                   "name another lookup table with --lookup-table; see docs/scaling.md.",
-             q);
+             q, key_col);
 }
 
 bool
@@ -97,7 +97,7 @@ citus_distribute_lookup(PgConn *c, const TargetTable *t, const char *lookup, con
                   "                WHERE logicalrelid = $1::pg_catalog.regclass)",
                   1, params, &res, err);
     if (!ok)
-        lookup_refused(err, q);
+        lookup_refused(err, q, key_col);
     else
     {
         bool done = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
@@ -106,11 +106,13 @@ citus_distribute_lookup(PgConn *c, const TargetTable *t, const char *lookup, con
         if (!done)
         {
             /* Colocated with the target when Citus can (same key type, hash);
-             * otherwise with whatever Citus picks for a uuid key. */
-            bool colocate = t->dist_method == 'h' && t->dist_type &&
+             * otherwise with whatever Citus picks for a uuid key.  A key map
+             * (legacy_id, an integer) cannot be colocated with a uuid target. */
+            bool map = strcmp(key_col, "legacy_id") == 0;
+            bool colocate = !map && t->dist_method == 'h' && t->dist_type &&
                             strcmp(t->dist_type, "uuid") == 0;
 
-            params[2] = colocate ? target : "default";
+            params[2] = colocate ? target : map ? "none" : "default";
             log_info("distributing lookup table %s on %s (Citus)", q, key_col);
             /* Rows of a lookup an earlier run left local are copied to the shards;
              * the coordinator's copy is then only dead weight: emptied. */
@@ -123,7 +125,7 @@ citus_distribute_lookup(PgConn *c, const TargetTable *t, const char *lookup, con
                                 "$1::pg_catalog.regclass)",
                                 1, params, err);
             if (!ok)
-                lookup_refused(err, q);
+                lookup_refused(err, q, key_col);
         }
     }
     free(q);

@@ -154,6 +154,8 @@ importer_options_text(const ImportOptions *o)
         buf_printf(&b, "%s%s", i ? " " : "", o->common.ignore[i]);
     buf_printf(&b, "\n--source-ref=%s\n", o->common.source_ref ? o->common.source_ref : "");
     buf_printf(&b, "--lookup-table=%s\n", o->common.lookup_table ? o->common.lookup_table : "");
+    if (o->common.key_map_column) /* only when given: checkpoints made before still match */
+        buf_printf(&b, "--key-map=%s\n", o->common.key_map_column);
     buf_printf(&b, "--window-tz=%s\n", o->common.window_tz ? o->common.window_tz : "UTC");
     buf_printf(&b, "--max-future=%" PRId64 "us\n", o->common.max_future_us);
     buf_printf(&b, "--retention=%s\n", o->common.retention ? o->common.retention : "");

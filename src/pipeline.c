@@ -101,7 +101,8 @@ typedef struct Writer
     pthread_cond_t cv;
     bool running;
     bool quit;
-    size_t nlanes;
+    size_t nlanes;      /* lanes writing (pipeline_set_jobs may lower it between sources) */
+    size_t nalloc;      /* lanes allocated: --jobs */
     Lane *lanes;
     uint64_t next_seq;  /* the next batch dealt */
     uint64_t committed; /* every batch before this one committed */
@@ -147,6 +148,7 @@ struct Pipeline
     DayCache day_cache;
     bool lookup_exists;
     LookupShape lookup_shape; /* the lookup's key column (ordered keys only in ref_key) */
+    int map_bits;             /* LOOKUP_LEGACY_ID: legacy_id's width (16, 32, 64) */
     SinkStats sink_total;
     /* per source */
     Source *src;
@@ -157,6 +159,7 @@ struct Pipeline
     size_t ncols;
     int time_idx;
     int id_idx;
+    int key_map_idx; /* --key-map's source column; -1: none */
     int unnamed_idx; /* the header's unnamed last column, neither ignored nor mapped; -1 */
     int time_target; /* created_at, given the event time when no input column of that
                         name stores it; -1: none */
@@ -356,6 +359,7 @@ pipeline_map_columns(Pipeline *pl, Err *err)
     pl->ncols = ncols;
     pl->time_idx = -1;
     pl->id_idx = -1;
+    pl->key_map_idx = -1;
     pl->unnamed_idx = -1;
     pl->time_target = -1;
 
@@ -401,6 +405,8 @@ pipeline_map_columns(Pipeline *pl, Err *err)
             pl->cols[i].is_time = true;
             pl->time_idx = (int) i;
         }
+        if (o->key_map_column && pl->key_map_idx < 0 && strcmp(names[i], o->key_map_column) == 0)
+            pl->key_map_idx = (int) i;
         if (o->id_column && strcmp(names[i], o->id_column) == 0)
         {
             pl->cols[i].is_id = true;
@@ -467,6 +473,13 @@ pipeline_map_columns(Pipeline *pl, Err *err)
         err_set(err, EC_USAGE, "%s has no event time column", pl->src_name);
         err_hint(err, "Name it with --time-column (the default is created_at), or give ids "
                       "with --id-column.");
+        goto out;
+    }
+    if (o->key_map_column && pl->key_map_idx < 0)
+    {
+        char pn[256];
+        err_set(err, EC_USAGE, "--key-map %s: %s has no such column",
+                err_printable(o->key_map_column, pn, sizeof pn), pl->src_name);
         goto out;
     }
     if (o->id_column && pl->id_idx < 0)
@@ -739,6 +752,25 @@ format_event_time(Buf *out, int64_t us, DayCache *dc)
 
 /* The old reference of an update whose key changed (Record.old_fields): its
  * lookup key; *has_old = true. */
+/* The key map's key of a record's fields (--key-map): its hash, and its
+ * reference (the integer in decimal) in pl->ref; false: reason says why the
+ * row is rejected. */
+static bool
+pipeline_map_key(Pipeline *pl, const Field *fields, uint8_t hash[REF_HASH_LEN], char *reason,
+                 size_t reason_size)
+{
+    const Field *f = &fields[pl->key_map_idx];
+    char pn[128];
+    int64_t v;
+
+    buf_reset(&pl->ref);
+    if (!lookup_map_key_parse(err_printable(pl->o->key_map_column, pn, sizeof pn), f->data,
+                              f->len, f->is_null, pl->map_bits, &v, hash, reason, reason_size))
+        return false;
+    buf_printf(&pl->ref, "%" PRId64, v);
+    return true;
+}
+
 static bool
 pipeline_old_ref(Pipeline *pl, const Record *rec, uint8_t hash[REF_HASH_LEN], bool *has_old,
                  Err *err)
@@ -926,8 +958,19 @@ pipeline_add_record(Pipeline *pl, const Record *rec, Err *err)
         have_time = true;
         r->time_sent = rec->op == REC_UPDATE;
     }
-    if (rec->op == REC_UPDATE && rec->old_fields &&
-        !pipeline_old_ref(pl, rec, r->old_hash, &r->has_old, err))
+    if (rec->op == REC_UPDATE && rec->old_fields && pl->key_map_idx >= 0)
+    {
+        char reason[200];
+
+        if (!pipeline_map_key(pl, rec->old_fields, r->old_hash, reason, sizeof reason))
+        {
+            pipeline_client_reject(pl, r, NULL, reason);
+            return true;
+        }
+        r->has_old = true;
+    }
+    else if (rec->op == REC_UPDATE && rec->old_fields &&
+             !pipeline_old_ref(pl, rec, r->old_hash, &r->has_old, err))
         return false;
 
     /* Source reference → keyed hash: the lookup key and the id's random bits.
@@ -937,7 +980,21 @@ pipeline_add_record(Pipeline *pl, const Record *rec, Err *err)
      * pieces: a record of 50 MB is not copied twice more. */
     bool ref_prefix = !pl->o->keep_ref_text && pl->st->retention_us == 0;
     buf_reset(&pl->ref);
-    if (ref_prefix && !pl->tmpl && rec->raw_len > REF_STREAM_MIN)
+    if (pl->key_map_idx >= 0)
+    {
+        /* The key map: the key is the integer, the reference its decimal text. */
+        char reason[200];
+
+        if (!pipeline_map_key(pl, rec->fields, r->hash, reason, sizeof reason))
+        {
+            pipeline_client_reject(pl, r, NULL, reason);
+            return true;
+        }
+        if (!id_keyer_hmac(pl->keyer, pl->ref.data, pl->ref.len, mac, err))
+            return false;
+        r->key_ordered = true;
+    }
+    else if (ref_prefix && !pl->tmpl && rec->raw_len > REF_STREAM_MIN)
     {
         RefStream rs = {pl->keyer, &pl->ref};
 
@@ -1282,6 +1339,8 @@ pipeline_reconnect_conn(Pipeline *pl, PgConn *conn, Err *err)
 {
     int delay = 1;
 
+    if (pl->hooks.target_connection)
+        pl->hooks.target_connection(pl->hooks.ctx, true, err->msg);
     for (int attempt = 1; attempt <= pl->o->reconnect_attempts; attempt++)
     {
         Err rerr = {0};
@@ -1304,6 +1363,8 @@ pipeline_reconnect_conn(Pipeline *pl, PgConn *conn, Err *err)
         if (pg_reconnect(conn, &rerr))
         {
             log_info("reconnected; continuing from the last committed batch");
+            if (pl->hooks.target_connection)
+                pl->hooks.target_connection(pl->hooks.ctx, false, NULL);
             return true;
         }
         delay = delay < 16 ? delay * 2 : 30;
@@ -2355,7 +2416,7 @@ pipeline_free(Pipeline *pl)
     for (size_t i = 0; i < pl->nbufs; i++)
         batch_free(&pl->bufs[i]);
     free(pl->bufs);
-    for (size_t l = 0; l < pl->w.nlanes; l++)
+    for (size_t l = 0; l < pl->w.nalloc; l++)
     {
         Lane *lane = &pl->w.lanes[l];
 
@@ -2425,7 +2486,7 @@ pipeline_warn_orphan_lookup(Pipeline *pl, Err *err)
 static bool
 pipeline_check_lookup_keys(const Pipeline *pl, Err *err)
 {
-    bool ordered = pl->lookup_shape == LOOKUP_REF_KEY;
+    bool ordered = pl->lookup_shape == LOOKUP_REF_KEY || pl->lookup_shape == LOOKUP_LEGACY_ID;
     LookupKeys want = pl->o->lookup_keys;
 
     if (want == LOOKUP_KEYS_AS_FOUND || (want == LOOKUP_KEYS_ORDERED) == ordered)
@@ -2473,8 +2534,8 @@ pipeline_plan_key(Pipeline *pl, uint8_t key[ID_KEY_LEN], Err *err)
         }
         PQclear(res);
     }
-    return state_lookup_exists(pl->conn, pl->target->schema, pl->lookup_name, &pl->lookup_exists,
-                               &pl->lookup_shape, err);
+    return state_lookup_inspect(pl->conn, pl->target->schema, pl->lookup_name,
+                                &pl->lookup_exists, &pl->lookup_shape, &pl->map_bits, err);
 }
 
 /* The lanes (--jobs), their buffers and locks; connections come with
@@ -2489,6 +2550,7 @@ pipeline_init_writers(Pipeline *pl)
     pthread_cond_init(&w->cv, NULL);
     pthread_rwlock_init(&pl->catalog_lock, NULL);
     w->nlanes = n;
+    w->nalloc = n;
     w->lanes = xcalloc(n, sizeof *w->lanes);
     w->fail_seq = UINT64_MAX;
     for (size_t l = 0; l < n; l++)
@@ -2554,6 +2616,52 @@ pipeline_check_jobs(Pipeline *pl, Err *err)
     return true;
 }
 
+/* Fewer writers for the next sources (a stream's changes after its parallel
+ * copy): the other lanes' connections are closed.  Never more than opened. */
+void
+pipeline_set_jobs(Pipeline *pl, int jobs)
+{
+    Writer *w = &pl->w;
+    size_t n = jobs < 1 ? 1 : (size_t) jobs;
+
+    if (n >= w->nlanes || w->running)
+        return;
+    for (size_t l = n; l < w->nlanes; l++)
+    {
+        pipeline_free_sink(pl, &w->lanes[l].sink);
+        pg_close(w->lanes[l].conn);
+        w->lanes[l].conn = NULL;
+    }
+    w->nlanes = n;
+}
+
+/* --key-map's options that cannot go together. */
+static bool
+pipeline_check_key_map(const PipelineOptions *o, Err *err)
+{
+    if (!o->key_map_column)
+        return true;
+    if (o->source_ref)
+    {
+        err_set(err, EC_USAGE, "--key-map and --source-ref do not go together: with a key map "
+                               "the row's reference is its key");
+        return false;
+    }
+    if (o->keep_ref_text)
+    {
+        err_set(err, EC_USAGE, "--key-map and --keep-ref-text do not go together: the key map "
+                               "stores the key itself, no reference text");
+        return false;
+    }
+    if (o->key_map_type && lookup_map_type_bits(o->key_map_type) == 0)
+    {
+        err_set(err, EC_USAGE, "key map type \"%s\": smallint, integer or bigint",
+                o->key_map_type);
+        return false;
+    }
+    return true;
+}
+
 bool
 pipeline_open(PgConn *c, const PipelineOptions *o, const PipelineInputs *inputs, ImportStats *st,
               Pipeline **out, Err *err)
@@ -2591,8 +2699,20 @@ pipeline_open(PgConn *c, const PipelineOptions *o, const PipelineInputs *inputs,
                        "partitioned on \"%s\" (not uuid)",
                        pl->target->schema, pl->target->name, pl->target->key_column);
     pl->target_q = pg_qualified(c, pl->target->schema, pl->target->name);
-    if (!state_lookup_name(pl->target->name, o->lookup_table, &pl->lookup_name, err))
+    if (!pipeline_check_key_map(o, err))
         return false;
+    {
+        /* the key map's default name: <table>_id_map */
+        char *map_name = o->key_map_column && !o->lookup_table
+                             ? xasprintf("%s_id_map", pl->target->name)
+                             : NULL;
+        bool named = state_lookup_name(pl->target->name, map_name ? map_name : o->lookup_table,
+                                       &pl->lookup_name, err);
+
+        free(map_name);
+        if (!named)
+            return false;
+    }
     pl->lookup_q = pg_qualified(c, pl->target->schema, pl->lookup_name);
     (void) snprintf(st->lookup_table, sizeof st->lookup_table, "%s.%s", pl->target->schema,
                     pl->lookup_name);
@@ -2629,8 +2749,10 @@ pipeline_setup(Pipeline *pl, Err *err)
     PgConn *c = pl->conn;
     uint8_t key[ID_KEY_LEN];
     /* the shape of a lookup this run would create */
-    LookupShape new_shape =
-        pl->o->lookup_keys == LOOKUP_KEYS_HASHED ? LOOKUP_REF_HASH_UUID : LOOKUP_REF_KEY;
+    bool map = pl->o->key_map_column != NULL;
+    LookupShape new_shape = map                                        ? LOOKUP_LEGACY_ID
+                            : pl->o->lookup_keys == LOOKUP_KEYS_HASHED ? LOOKUP_REF_HASH_UUID
+                                                                       : LOOKUP_REF_KEY;
 
     if (pl->o->plan)
     {
@@ -2639,16 +2761,26 @@ pipeline_setup(Pipeline *pl, Err *err)
     }
     else if (!state_setup(c, err) || !maintain_setup(c, err) ||
              !state_id_key(c, pl->target->schema, pl->target->name, key, err) ||
-             !state_lookup_create(c, pl->target->schema, pl->lookup_name, new_shape,
-                                  &pl->lookup_shape, err) ||
+             !(map ? state_lookup_create_map(c, pl->target->schema, pl->lookup_name,
+                                             pl->o->key_map_type, !pl->target->distributed,
+                                             &pl->lookup_shape, &pl->map_bits, err)
+                   : state_lookup_create(c, pl->target->schema, pl->lookup_name, new_shape,
+                                         &pl->lookup_shape, err)) ||
              !citus_distribute_lookup(c, pl->target, pl->lookup_name,
                                       lookup_key_column(pl->lookup_shape), err))
         return false;
     if (!pl->lookup_exists)
+    {
         pl->lookup_shape = new_shape; /* plan: what would be created */
-    if (!pipeline_check_lookup_keys(pl, err))
+        pl->map_bits = map ? lookup_map_type_bits(pl->o->key_map_type ? pl->o->key_map_type
+                                                                      : "bigint")
+                           : 0;
+    }
+    if (!state_lookup_kind_check(pl->lookup_q, map, pl->lookup_shape, pl->map_bits, err) ||
+        !pipeline_check_lookup_keys(pl, err))
         return false;
-    pl->st->lookup_keys_ordered = pl->lookup_shape == LOOKUP_REF_KEY;
+    pl->st->lookup_keys_ordered =
+        pl->lookup_shape == LOOKUP_REF_KEY || pl->lookup_shape == LOOKUP_LEGACY_ID;
     if (!id_keyer_new(key, sizeof key, &pl->keyer, err))
         return false;
     memset(key, 0, sizeof key);
@@ -2675,7 +2807,7 @@ pipeline_attach(Pipeline *pl, Source *src, bool unnamed_last, const PipelineHook
         SinkConfig sc = {pl->target_q, pl->copy_cols, pl->lookup_q, pl->key_q,
                          pl->o->keep_ref_text, pl->lookup_shape, false,
                          (const char *const *) pl->cols_q, pl->ncols_q,
-                         pl->target->distributed};
+                         pl->target->distributed, pl->map_bits};
         if (!pipeline_may_read_keys(pl, &sc.probe_target, err))
             return false;
         pl->sink = sink_new(pl->conn, &sc);

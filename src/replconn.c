@@ -518,9 +518,9 @@ start_error(ReplConn *r, PGresult *res, const char *slot, Err *err)
         memcpy(sqlstate, err->sqlstate, sizeof sqlstate);
         err_set(err, EC_CONFIG,
                 "replication slot \"%s\" is invalidated (wal_status lost): the source removed "
-                "WAL it still needed; run: SELECT pg_drop_replication_slot('%s'); then start "
-                "again to create it and redo the initial copy",
-                slot, slot);
+                "WAL it still needed; run the stream again with --resnapshot to drop it, "
+                "create it again and redo the initial copy",
+                slot);
         memcpy(err->sqlstate, sqlstate, sizeof sqlstate);
         if (detail)
             err_detail(err, "%s", detail);

@@ -117,7 +117,98 @@ batch_reason(const Batch *b, const BatchRow *r)
 const char *
 lookup_key_column(LookupShape shape)
 {
+    if (shape == LOOKUP_LEGACY_ID)
+        return "legacy_id";
     return shape == LOOKUP_REF_KEY ? "ref_key" : "ref_hash";
+}
+
+void
+lookup_map_key_encode(int64_t v, uint8_t key[REF_HASH_LEN])
+{
+    uint64_t u = (uint64_t) v ^ (UINT64_C(1) << 63);
+
+    memset(key, 0, REF_HASH_LEN);
+    for (int i = 0; i < 8; i++)
+        key[i] = (uint8_t) (u >> (56 - 8 * i));
+}
+
+int64_t
+lookup_map_key_decode(const uint8_t key[REF_HASH_LEN])
+{
+    uint64_t u = 0;
+
+    for (int i = 0; i < 8; i++)
+        u = (u << 8) | key[i];
+    u ^= UINT64_C(1) << 63;
+    /* two's complement back to signed without implementation-defined casts */
+    return u <= (uint64_t) INT64_MAX ? (int64_t) u : -(int64_t) (~u) - 1;
+}
+
+int
+lookup_map_type_bits(const char *type)
+{
+    if (type == NULL)
+        return 0;
+    if (strcmp(type, "smallint") == 0 || strcmp(type, "int2") == 0)
+        return 16;
+    if (strcmp(type, "integer") == 0 || strcmp(type, "int4") == 0 || strcmp(type, "int") == 0)
+        return 32;
+    if (strcmp(type, "bigint") == 0 || strcmp(type, "int8") == 0)
+        return 64;
+    return 0;
+}
+
+const char *
+lookup_map_type_name(int bits)
+{
+    return bits == 16 ? "smallint" : bits == 32 ? "integer" : "bigint";
+}
+
+bool
+lookup_map_key_parse(const char *column, const char *data, size_t len, bool is_null, int bits,
+                     int64_t *v, uint8_t key[REF_HASH_LEN], char *reason, size_t reason_size)
+{
+    /* the magnitude allowed: 2^(bits-1) for a negative value, one less otherwise */
+    uint64_t limit = UINT64_C(1) << (bits - 1);
+    uint64_t mag = 0;
+    bool neg = false;
+    bool range = true;
+    size_t i = 0;
+
+    if (is_null)
+    {
+        (void) snprintf(reason, reason_size, "key column %s: NULL (the key map needs an integer)",
+                        column);
+        return false;
+    }
+    if (i < len && (data[i] == '-' || data[i] == '+'))
+        neg = data[i++] == '-';
+    if (i == len)
+        goto not_integer;
+    for (; i < len; i++)
+    {
+        unsigned d = (unsigned char) data[i] - '0';
+
+        if (d > 9)
+            goto not_integer;
+        if (mag > (UINT64_MAX - d) / 10)
+            range = false;
+        else
+            mag = mag * 10 + d;
+    }
+    if (!range || mag > (neg ? limit : limit - 1))
+    {
+        (void) snprintf(reason, reason_size, "key column %s: out of range for %s: '%.*s'", column,
+                        lookup_map_type_name(bits), len > 64 ? 64 : (int) len, data);
+        return false;
+    }
+    *v = !neg ? (int64_t) mag : mag == limit ? INT64_MIN >> (64 - bits) : -(int64_t) mag;
+    lookup_map_key_encode(*v, key);
+    return true;
+not_integer:
+    (void) snprintf(reason, reason_size, "key column %s: not an integer: '%.*s'", column,
+                    len > 64 ? 64 : (int) len, data);
+    return false;
 }
 
 Sink *
@@ -125,12 +216,17 @@ sink_new(PgConn *c, const SinkConfig *cfg)
 {
     Sink *s = xcalloc(1, sizeof *s);
     const char *key_col = lookup_key_column(cfg->lookup_shape);
-    const char *key_type = cfg->lookup_shape == LOOKUP_REF_HASH_BYTEA ? "bytea" : "uuid";
+    bool map = cfg->lookup_shape == LOOKUP_LEGACY_ID;
+    const char *key_type = cfg->lookup_shape == LOOKUP_REF_HASH_BYTEA ? "bytea"
+                           : map                                      ? "int8"
+                                                                      : "uuid";
 
     s->conn = c;
     s->cfg = *cfg;
-    s->lookup_copy_sql = xasprintf("COPY %s (%s, id, ref) FROM STDIN (FORMAT binary)",
-                                   cfg->lookup_q, key_col);
+    if (map)
+        s->cfg.keep_ref_text = false; /* the key map has no reference text */
+    s->lookup_copy_sql = xasprintf("COPY %s (%s, id%s) FROM STDIN (FORMAT binary)",
+                                   cfg->lookup_q, key_col, map ? "" : ", ref");
     s->target_copy_sql = xasprintf("COPY %s %s FROM STDIN", cfg->target_q, cfg->copy_cols);
     /* One index probe per hash, whatever the statistics say: with the array's
      * values at plan time, "ref_hash = ANY ($1)" was planned as a (parallel)
@@ -169,7 +265,7 @@ sink_new(PgConn *c, const SinkConfig *cfg)
         s->ref_drop_sql = xasprintf("DELETE FROM %s WHERE %s = $1::%s RETURNING id",
                                     cfg->lookup_q, key_col, kt);
         s->ref_move_sql =
-            cfg->keep_ref_text
+            s->cfg.keep_ref_text
                 ? xasprintf("UPDATE %s SET %s = $2::%s, ref = $3::text WHERE %s = $1::%s",
                             cfg->lookup_q, key_col, kt, key_col, kt)
                 : xasprintf("UPDATE %s SET %s = $2::%s WHERE %s = $1::%s", cfg->lookup_q,
@@ -263,24 +359,72 @@ put_be32(Buf *b, uint32_t v)
 
 static const int probe_formats[1] = {1};
 
-/* The hashes travel as one binary uuid[] (or bytea[]) parameter and come back
- * as binary positions: no text to build or parse on either side.  Sorted by
- * hash, the probes walk the index from left to right. */
+/* A key map's key as a binary int8 (its hash with the sign bit flipped back). */
+static void
+map_key_int8(const uint8_t key[REF_HASH_LEN], uint8_t out[8])
+{
+    memcpy(out, key, 8);
+    out[0] ^= 0x80;
+}
+
+/* A lookup key as one binary parameter: the 16 bytes of a hash, or a key
+ * map's int8 (into buf, 8 bytes); *len its length. */
+static const char *
+sink_key_param(const Sink *s, const uint8_t key[REF_HASH_LEN], uint8_t buf[REF_HASH_LEN],
+               int *len)
+{
+    if (s->cfg.lookup_shape != LOOKUP_LEGACY_ID)
+    {
+        *len = REF_HASH_LEN;
+        return (const char *) key;
+    }
+    map_key_int8(key, buf);
+    *len = 8;
+    return (const char *) buf;
+}
+
+/* The hashes travel as one binary uuid[] (or bytea[], or a key map's int8[])
+ * parameter and come back as binary positions: no text to build or parse on
+ * either side.  Sorted by hash, the probes walk the index from left to
+ * right. */
 static void
 sink_probe_param(Sink *s, BatchRow **rows, size_t n)
 {
+    bool map = s->cfg.lookup_shape == LOOKUP_LEGACY_ID;
+
     batch_rows_sort(&s->sort, rows, n, BATCH_BY_HASH);
     buf_reset(&s->param);
     put_be32(&s->param, 1);  /* dimensions */
     put_be32(&s->param, 0);  /* no NULLs */
-    put_be32(&s->param, s->cfg.lookup_shape == LOOKUP_REF_HASH_BYTEA ? 17 : 2950); /* bytea/uuid */
+    put_be32(&s->param, map                                            ? 20   /* int8 */
+                        : s->cfg.lookup_shape == LOOKUP_REF_HASH_BYTEA ? 17   /* bytea */
+                                                                       : 2950); /* uuid */
     put_be32(&s->param, (uint32_t) n);
     put_be32(&s->param, 1);  /* lower bound */
     for (size_t i = 0; i < n; i++)
     {
-        put_be32(&s->param, REF_HASH_LEN);
-        buf_append(&s->param, rows[i]->hash, REF_HASH_LEN);
+        uint8_t k8[REF_HASH_LEN];
+        int len;
+        const char *k = sink_key_param(s, rows[i]->hash, k8, &len);
+
+        put_be32(&s->param, (uint32_t) len);
+        buf_append(&s->param, k, (size_t) len);
     }
+}
+
+/* One key map row in binary COPY: legacy_id in its column's width, the id. */
+static void
+sink_copy_map_row(Sink *s, const BatchRow *r)
+{
+    size_t bytes = s->cfg.map_bits == 16 ? 2 : s->cfg.map_bits == 32 ? 4 : 8;
+    uint8_t k8[8];
+
+    map_key_int8(r->hash, k8);
+    put_be16(&s->copy, 2);
+    put_be32(&s->copy, (uint32_t) bytes);
+    buf_append(&s->copy, k8 + 8 - bytes, bytes); /* in range: checked when read */
+    put_be32(&s->copy, (uint32_t) sizeof r->id.b);
+    buf_append(&s->copy, r->id.b, sizeof r->id.b);
 }
 
 /* Mark the rows whose positions in the probe's array came back as DUPLICATE. */
@@ -469,6 +613,11 @@ sink_copy_lookup(Sink *s, const Batch *b, BatchRow **rows, size_t n, Err *err)
         const BatchRow *r = sorted[i];
         char *p;
 
+        if (s->cfg.lookup_shape == LOOKUP_LEGACY_ID)
+        {
+            sink_copy_map_row(s, r);
+            continue;
+        }
         buf_reserve(&s->copy, 42);
         p = s->copy.data + s->copy.len;
         memcpy(p, head, sizeof head);
@@ -861,10 +1010,12 @@ sink_query_bin(Sink *s, const char *sql, int n, const char *const *values, const
 static bool
 sink_ref_drop(Sink *s, const uint8_t key[REF_HASH_LEN], bool *found, Uuid *id, Err *err)
 {
-    const char *values[1] = {(const char *) key};
-    const int lengths[1] = {REF_HASH_LEN};
+    uint8_t k8[REF_HASH_LEN];
+    const char *values[1];
+    int lengths[1];
     PGresult *res;
 
+    values[0] = sink_key_param(s, key, k8, &lengths[0]);
     if (!sink_query_bin(s, s->ref_drop_sql, 1, values, lengths, &res, err))
         return false;
     *found = PQntuples(res) > 0 && PQgetlength(res, 0, 0) == (int) sizeof id->b;
@@ -878,10 +1029,12 @@ sink_ref_drop(Sink *s, const uint8_t key[REF_HASH_LEN], bool *found, Uuid *id, E
 static bool
 sink_delete_row(Sink *s, BatchRow *r, Err *err)
 {
-    const char *values[1] = {(const char *) r->hash};
-    const int lengths[1] = {REF_HASH_LEN};
+    uint8_t k8[REF_HASH_LEN];
+    const char *values[1];
+    int lengths[1];
     PGresult *res;
 
+    values[0] = sink_key_param(s, r->hash, k8, &lengths[0]);
     if (!sink_query_bin(s, s->row_delete_sql, 1, values, lengths, &res, err))
         return false;
     r->outcome = strtoull(PQcmdTuples(res), NULL, 10) > 0 ? ROW_DELETED : ROW_MISSING;
@@ -914,6 +1067,7 @@ sink_set_row(Sink *s, const Batch *b, const BatchRow *r, const uint8_t key[REF_H
     const char **values = xmalloc((s->cfg.ncols + 1) * sizeof *values);
     int *lengths = xcalloc(s->cfg.ncols + 1, sizeof *lengths);
     int *formats = xcalloc(s->cfg.ncols + 1, sizeof *formats);
+    uint8_t k8[REF_HASH_LEN];
     Buf field;
     PGresult *res;
     bool ok;
@@ -945,8 +1099,7 @@ sink_set_row(Sink *s, const Batch *b, const BatchRow *r, const uint8_t key[REF_H
     }
     buf_printf(&s->update_sql, " WHERE %s = %s%s%s", s->cfg.key_q, s->ref_find_sql,
                nset > 0 ? " RETURNING " : "", nset > 0 ? s->cfg.key_q : "");
-    values[0] = (const char *) key;
-    lengths[0] = REF_HASH_LEN;
+    values[0] = sink_key_param(s, key, k8, &lengths[0]);
     formats[0] = 1;
     for (size_t k = 0; k < nset; k++)
         values[k + 1] = starts[k] == SIZE_MAX ? NULL : s->values.data + starts[k];
@@ -994,10 +1147,15 @@ sink_update_row(Sink *s, Batch *b, BatchRow *r, Err *err)
                                               civil_floor_div(uuid7_us(&id), US_PER_MS);
         if (r->has_old)
         {
-            const char *values[3] = {(const char *) r->old_hash, (const char *) r->hash,
-                                     b->aux.data + r->ref_off};
-            const int lengths[3] = {REF_HASH_LEN, REF_HASH_LEN, (int) r->ref_len};
+            uint8_t old8[REF_HASH_LEN];
+            uint8_t new8[REF_HASH_LEN];
+            const char *values[3];
+            int lengths[3] = {0, 0, (int) r->ref_len};
             PGresult *res;
+
+            values[0] = sink_key_param(s, r->old_hash, old8, &lengths[0]);
+            values[1] = sink_key_param(s, r->hash, new8, &lengths[1]);
+            values[2] = b->aux.data + r->ref_off;
 
             if (!sink_query_bin(s, s->ref_move_sql, s->cfg.keep_ref_text ? 3 : 2, values,
                                 lengths, &res, err))

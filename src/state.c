@@ -170,6 +170,81 @@ state_lookup_name(const char *table, const char *override, char **out, Err *err)
 }
 
 bool
+state_lookup_kind_check(const char *q, bool want_map, LookupShape shape, int map_bits, Err *err)
+{
+    if (want_map == (shape == LOOKUP_LEGACY_ID))
+        return true;
+    if (want_map)
+        err_set(err, EC_CONFIG,
+                "lookup table %s is a source-reference lookup (%s), not a key map (legacy_id)", q,
+                lookup_key_column(shape));
+    else
+        err_set(err, EC_CONFIG,
+                "lookup table %s is a key map (legacy_id %s), not a source-reference lookup", q,
+                lookup_map_type_name(map_bits));
+    err_hint(err, want_map ? "Name another lookup table with --lookup-table, or leave --key-map "
+                             "out."
+                           : "Use it with --key-map COLUMN, or name another lookup table with "
+                             "--lookup-table.");
+    return false;
+}
+
+/* Create the lookup with sql (its CREATE TABLE IF NOT EXISTS) unless it
+ * exists; its shape (and a key map's width) read back. */
+static bool
+lookup_create(PgConn *c, const char *schema, const char *lookup, const char *q, const char *sql,
+              LookupShape *shape, int *map_bits, Err *err)
+{
+    bool exists = false;
+    bool ok;
+
+    ok = state_lookup_inspect(c, schema, lookup, &exists, shape, map_bits, err);
+    if (ok && !exists)
+    {
+        /* Created here, or by whoever got the lock first: its type read back. */
+        ok = pg_exec(c, "BEGIN", err) &&
+             pg_exec(c, "SELECT pg_advisory_xact_lock(" STATE_SETUP_LOCK ")", err) &&
+             pg_exec(c, sql, err) && pg_exec(c, "COMMIT", err) &&
+             state_lookup_inspect(c, schema, lookup, &exists, shape, map_bits, err);
+        if (!ok)
+        {
+            Err ignored;
+            if (!pg_exec(c, "ROLLBACK", &ignored))
+                (void) 0;
+            err_prefix(err, "could not create lookup table %s", q);
+        }
+    }
+    return ok;
+}
+
+bool
+state_lookup_create_map(PgConn *c, const char *schema, const char *lookup, const char *map_type,
+                        bool id_unique, LookupShape *shape, int *map_bits, Err *err)
+{
+    char *q = pg_qualified(c, schema, lookup);
+    int bits = lookup_map_type_bits(map_type ? map_type : "bigint");
+    char *sql;
+    bool ok;
+
+    if (bits == 0)
+    {
+        err_set(err, EC_USAGE, "key map type \"%s\" is not smallint, integer or bigint",
+                map_type);
+        free(q);
+        return false;
+    }
+    /* Written like the hashed lookup (bulk inserts, VACUUMed at the end). */
+    sql = xasprintf("CREATE TABLE IF NOT EXISTS %s (legacy_id %s PRIMARY KEY, "
+                    "id uuid NOT NULL%s) WITH (autovacuum_vacuum_insert_threshold = -1)",
+                    q, lookup_map_type_name(bits), id_unique ? " UNIQUE" : "");
+    ok = lookup_create(c, schema, lookup, q, sql, shape, map_bits, err) &&
+         state_lookup_kind_check(q, true, *shape, *map_bits, err);
+    free(sql);
+    free(q);
+    return ok;
+}
+
+bool
 state_lookup_create(PgConn *c, const char *schema, const char *lookup, LookupShape create_as,
                     LookupShape *shape, Err *err)
 {
@@ -184,25 +259,10 @@ state_lookup_create(PgConn *c, const char *schema, const char *lookup, LookupSha
                           "%s uuid PRIMARY KEY, id uuid NOT NULL, ref text) "
                           "WITH (autovacuum_vacuum_insert_threshold = -1)",
                           q, lookup_key_column(create_as));
-    bool exists = false;
-    bool ok;
+    int map_bits = 0;
+    bool ok = lookup_create(c, schema, lookup, q, sql, shape, &map_bits, err) &&
+              state_lookup_kind_check(q, false, *shape, map_bits, err);
 
-    ok = state_lookup_exists(c, schema, lookup, &exists, shape, err);
-    if (ok && !exists)
-    {
-        /* Created here, or by whoever got the lock first: its type read back. */
-        ok = pg_exec(c, "BEGIN", err) &&
-             pg_exec(c, "SELECT pg_advisory_xact_lock(" STATE_SETUP_LOCK ")", err) &&
-             pg_exec(c, sql, err) && pg_exec(c, "COMMIT", err) &&
-             state_lookup_exists(c, schema, lookup, &exists, shape, err);
-        if (!ok)
-        {
-            Err ignored;
-            if (!pg_exec(c, "ROLLBACK", &ignored))
-                (void) 0;
-            err_prefix(err, "could not create lookup table %s", q);
-        }
-    }
     free(sql);
     free(q);
     return ok;
@@ -212,16 +272,25 @@ bool
 state_lookup_exists(PgConn *c, const char *schema, const char *lookup, bool *exists,
                     LookupShape *shape, Err *err)
 {
+    return state_lookup_inspect(c, schema, lookup, exists, shape, NULL, err);
+}
+
+bool
+state_lookup_inspect(PgConn *c, const char *schema, const char *lookup, bool *exists,
+                     LookupShape *shape, int *map_bits, Err *err)
+{
     const char *params[2] = {schema, lookup};
     PGresult *res;
     const char *col;
     LookupShape found = LOOKUP_REF_KEY;
+    int bits = 0;
 
-    /* 'ref_key' sorts after 'ref_hash': a table with both is a current one. */
+    /* 'ref_key' sorts after 'ref_hash', both after 'legacy_id': a table with
+     * both ref_ columns is a current one. */
     if (!pg_query(c,
                   "SELECT (SELECT a.attname || ' ' || format_type(a.atttypid, NULL) "
                   "FROM pg_attribute a WHERE a.attrelid = k.oid "
-                  "AND a.attname IN ('ref_key', 'ref_hash') AND NOT a.attisdropped "
+                  "AND a.attname IN ('ref_key', 'ref_hash', 'legacy_id') AND NOT a.attisdropped "
                   "ORDER BY a.attname DESC LIMIT 1) "
                   "FROM pg_class k JOIN pg_namespace n ON n.oid = k.relnamespace "
                   "WHERE n.nspname = $1 AND k.relname = $2",
@@ -235,11 +304,23 @@ state_lookup_exists(PgConn *c, const char *schema, const char *lookup, bool *exi
         found = LOOKUP_REF_HASH_UUID;
     else if (strcmp(col, "ref_hash bytea") == 0)
         found = LOOKUP_REF_HASH_BYTEA;
+    else if (strncmp(col, "legacy_id ", 10) == 0 && (bits = lookup_map_type_bits(col + 10)) > 0)
+        found = LOOKUP_LEGACY_ID;
+    else if (strncmp(col, "legacy_id ", 10) == 0)
+    {
+        err_set(err, EC_CONFIG,
+                "key map %s.%s has legacy_id of type %s: a key map's must be smallint, integer "
+                "or bigint",
+                schema, lookup, col + 10);
+        err_hint(err, "Name another lookup table with --lookup-table.");
+        PQclear(res);
+        return false;
+    }
     else
     {
         err_set(err, EC_CONFIG,
-                "table %s.%s is not a v7fill lookup: it has no ref_key uuid (or ref_hash) "
-                "column%s%s",
+                "table %s.%s is not a v7fill lookup: it has no ref_key uuid (or ref_hash) column "
+                "(nor a key map's legacy_id)%s%s",
                 schema, lookup, col[0] ? "; found " : "", col);
         err_hint(err, "Name another lookup table with --lookup-table.");
         PQclear(res);
@@ -248,6 +329,8 @@ state_lookup_exists(PgConn *c, const char *schema, const char *lookup, bool *exi
     PQclear(res);
     if (shape)
         *shape = found;
+    if (map_bits)
+        *map_bits = bits;
     return true;
 }
 

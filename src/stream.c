@@ -70,9 +70,13 @@ typedef struct Streamer
     uint64_t relation_at;
     StreamObserver *ob;  /* metrics, readiness, the slot's WAL */
     PgConn *mon;         /* the source again, for the slot's checks (reader thread) */
-    int64_t clock_offset_us; /* source clock - ours */
+    /* The servers' clocks over ours (µs), measured at start and with the slot's
+     * checks; written and read on the reader's (or, during the copy, the
+     * writer's) thread. */
+    _Atomic int64_t source_offset_us, target_offset_us;
     time_t slot_at;      /* when the slot's WAL was last checked */
     BatchCounts run_base; /* the stored counts when this process started */
+    _Atomic bool target_down; /* the pipeline is reconnecting to the target */
 } Streamer;
 
 void
@@ -253,6 +257,8 @@ hook_save_position(void *ctx, PgConn *c, const SourcePosition *pos, const BatchC
         s->next.end_lsn = pos->lsn;
         s->next.txn_lsn = pos->txn_lsn;
         s->next.txn_changes = pos->txn_changes;
+        if (pos->commit_time_us > 0)
+            s->next.commit_time_us = pos->commit_time_us;
     }
     return stream_state_quarantine(c, s->o->slot, s->o->common.table, s->relation, s->quar,
                                    s->nquar, err) &&
@@ -340,6 +346,25 @@ hook_row_delay(void *ctx, int64_t delay_us, int delay_class)
     stream_observer_delay(((Streamer *) ctx)->ob, delay_us, delay_class);
 }
 
+/* The pipeline retrying its target connection: not ready meanwhile. */
+static void
+hook_target_connection(void *ctx, bool lost, const char *why)
+{
+    Streamer *s = ctx;
+    char reason[300];
+
+    atomic_store(&s->target_down, lost);
+    if (lost)
+    {
+        (void) snprintf(reason, sizeof reason, "reconnecting to the target: %s", why);
+        stream_observer_ready(s->ob, false, reason);
+        return;
+    }
+    s->st->reconnects++;
+    stream_observer_reconnect(s->ob, true);
+    stream_observer_ready(s->ob, s->streaming, s->streaming ? NULL : "initial copy running");
+}
+
 static void
 stream_hooks(Streamer *s, PipelineHooks *h)
 {
@@ -355,6 +380,7 @@ stream_hooks(Streamer *s, PipelineHooks *h)
     h->check_commit = hook_check_commit;
     h->after_commit = hook_after_commit;
     h->row_delay = hook_row_delay;
+    h->target_connection = hook_target_connection;
     h->rejects_where = "v7fill.stream_quarantine";
     h->rejects_hint = "SELECT reason, row FROM v7fill.stream_quarantine ORDER BY id";
 }
@@ -366,22 +392,50 @@ persist_idle(void *ctx, uint64_t lsn, Err *err)
 
     if (pg_is_broken(s->side) && !pg_reconnect(s->side, err))
         return false;
-    return stream_state_put_idle(s->side, s->o->slot, lsn, err);
+    if (stream_state_put_idle(s->side, s->o->slot, lsn, err))
+        return true;
+    /* Found lost by this very statement: once more on a new connection. */
+    if (!pg_err_is_connection(err))
+        return false;
+    err_clear(err);
+    return pg_reconnect(s->side, err) && stream_state_put_idle(s->side, s->o->slot, lsn, err);
 }
 
 static bool ensure_ahead(Streamer *s, Err *err);
 
-/* now − the applied commit's source time, on the source's clock; 0 when idle. */
+/* now − the applied commit's source time, on the target's clock with the
+ * source's offset to it taken out (stream_lag_seconds); 0 when idle. */
 static double
 lag_seconds(Streamer *s, bool idle, const struct timespec *ts)
 {
-    int64_t commit_us = atomic_load(&s->applied_commit_us);
-    double lag_s = 0;
+    if (idle)
+        return 0;
+    return stream_lag_seconds((int64_t) ts->tv_sec * 1000000 + (int64_t) ts->tv_nsec / 1000,
+                              atomic_load(&s->source_offset_us), atomic_load(&s->target_offset_us),
+                              atomic_load(&s->applied_commit_us));
+}
 
-    if (!idle && commit_us > 0)
-        lag_s = ((double) ts->tv_sec * 1e6 + (double) ts->tv_nsec / 1e3 +
-                 (double) s->clock_offset_us - (double) commit_us) / 1e6;
-    return lag_s < 0 ? 0 : lag_s;
+/* Both servers' clocks against ours (the source's on src, the target's on
+ * tgt); the source's offset to the target in the metrics. */
+static bool
+measure_clocks(Streamer *s, PgConn *src, PgConn *tgt, Err *err)
+{
+    int64_t so, to;
+
+    if (!stream_clock_offset(src, &so, err))
+    {
+        err_prefix(err, "could not read the source's clock");
+        return false;
+    }
+    if (!stream_clock_offset(tgt, &to, err))
+    {
+        err_prefix(err, "could not read the target's clock");
+        return false;
+    }
+    atomic_store(&s->source_offset_us, so);
+    atomic_store(&s->target_offset_us, to);
+    stream_observer_clock(s->ob, so - to);
+    return true;
 }
 
 /* The slot's WAL, on the monitor connection to the source (reader thread). */
@@ -400,6 +454,9 @@ watch_slot(Streamer *s, PgConn **conn)
         return;
     }
     stream_observer_slot(s->ob, s->o->slot, &w, s->o->warn_retained);
+    if ((pg_is_broken(s->side) && !pg_reconnect(s->side, &err)) ||
+        !measure_clocks(s, *conn, s->side, &err))
+        log_warn("%s", err.msg);
 }
 
 /* Every second from the reader: the metrics it knows; every minute the slot. */
@@ -416,7 +473,8 @@ tick(void *ctx, uint64_t committed, uint64_t lag_bytes, bool idle)
     stream_observer_progress(s->ob, s->st->transactions + ps.transactions,
                              s->st->bytes_received + ps.bytes, lag_bytes,
                              lag_seconds(s, idle, &ts));
-    stream_observer_ready(s->ob, true, NULL);
+    if (!atomic_load(&s->target_down))
+        stream_observer_ready(s->ob, true, NULL);
     if (ts.tv_sec - s->slot_at >= 60)
         watch_slot(s, &s->mon);
 }
@@ -518,6 +576,45 @@ default_template(Streamer *s, Err *err)
     buf_putc(&b, '\0');
     s->ref_template = b.data;
     return true;
+}
+
+/* --key-map: the map's legacy_id takes the source column's type (smallint,
+ * integer or bigint), and the column must name the rows in their updates and
+ * deletes: a column of the replica identity (or any, with REPLICA IDENTITY
+ * FULL). */
+static bool
+key_map_type(Streamer *s, const char **type, Err *err)
+{
+    const char *col = s->po->key_map_column;
+
+    for (size_t i = 0; i < s->info.ncols; i++)
+    {
+        if (strcmp(s->info.cols[i], col) != 0)
+            continue;
+        if (lookup_map_type_bits(s->info.types[i]) == 0)
+        {
+            err_set(err, EC_CONFIG,
+                    "--key-map %s: column %s of %s is %s; a key map's key is smallint, integer "
+                    "or bigint",
+                    col, col, s->relation, s->info.types[i]);
+            return false;
+        }
+        if (!s->info.key[i] && s->info.replident != 'f')
+        {
+            err_set(err, EC_CONFIG,
+                    "--key-map %s: column %s is not in the replica identity of %s, so its "
+                    "updates and deletes would not carry it",
+                    col, col, s->relation);
+            err_hint(err, "Key the map by the primary key's column, or ALTER TABLE %s REPLICA "
+                          "IDENTITY FULL on the source.",
+                     s->relation);
+            return false;
+        }
+        if (*type == NULL) /* the caller's (migrate) wins */
+            *type = s->info.types[i];
+        return true;
+    }
+    return err_set(err, EC_USAGE, "--key-map %s: %s has no such column", col, s->relation);
 }
 
 /* Now's window and the next --ahead ones exist before the first row needs them. */
@@ -647,12 +744,11 @@ slot_checks_basic(Streamer *s, const ReplSlotInfo *slot, Err *err)
                 "replication slot \"%s\" was invalidated on the source (wal_status = lost): the "
                 "WAL it needed was removed (max_slot_wal_keep_size)",
                 s->o->slot);
-        err_hint(err, "Drop it on the source (SELECT pg_drop_replication_slot('%s');) and the "
-                      "stream's row in the target (DELETE FROM v7fill.stream WHERE slot = "
-                      "'%s';), or both with v7fill stream %s --drop --slot %s, then run the "
-                      "stream again: it copies the table anew and deduplicates through the "
-                      "lookup.",
-                 s->o->slot, s->o->slot, s->o->common.table, s->o->slot);
+        err_hint(err, "Run the stream again with --resnapshot: it drops the slot, creates it "
+                      "again with a fresh snapshot and copies the table anew (rows already in "
+                      "%s count as duplicates; the stream's counts go on).  Or drop both (v7fill "
+                      "stream %s --drop --slot %s) and start a new stream.",
+                 s->o->common.table, s->o->common.table, s->o->slot);
         return false;
     }
     if (strcmp(slot->plugin, "pgoutput") != 0)
@@ -695,13 +791,18 @@ slot_checks(Streamer *s, const ReplSlotInfo *slot, Err *err)
 
 /* A new stream: its row first (phase "new"), then the slot with its exported
  * snapshot, then the row's position: a crash in between leaves a row that
- * says so, never a slot nobody claims. */
+ * says so, never a slot nobody claims.  --resnapshot keeps the row's counts
+ * and batches (the row itself is updated, not replaced). */
 static bool
 create_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
 {
     char at[PGO_LSN_TEXT_SIZE];
+    BatchCounts counts = s->state.found ? s->state.counts : (BatchCounts) {0};
+    uint64_t batches = s->state.found ? s->state.batches : 0;
 
     memset(&s->state, 0, sizeof s->state);
+    s->state.counts = counts;
+    s->state.batches = batches;
     s->state.found = true;
     (void) snprintf(s->state.target, sizeof s->state.target, "%s", s->o->common.table);
     (void) snprintf(s->state.source_table, sizeof s->state.source_table, "%s", s->relation);
@@ -725,6 +826,62 @@ create_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
     return true;
 }
 
+/* The stream's row names the same tables as this run. */
+static bool
+same_tables(Streamer *s, Err *err)
+{
+    if (strcmp(s->state.target, s->o->common.table) != 0 ||
+        strcmp(s->state.source_table, s->relation) != 0)
+        return err_set(err, EC_CONFIG, "slot \"%s\" streams %s into %s, not %s into %s",
+                       s->o->slot, s->state.source_table, s->state.target, s->relation,
+                       s->o->common.table);
+    return true;
+}
+
+/* --resnapshot: the stream's slot, invalidated, is dropped (only a pgoutput
+ * slot of this stream's source cluster, not in use); a valid one is kept. */
+static bool
+resnapshot_drop(Streamer *s, ReplSlotInfo *slot, Err *err)
+{
+    const char *params[1] = {s->o->slot};
+
+    if (!slot->exists)
+    {
+        log_info("--resnapshot: slot \"%s\" is gone from the source; creating it again and "
+                 "copying %s anew",
+                 s->o->slot, s->relation);
+        return true;
+    }
+    if (strcmp(slot->wal_status, "lost") != 0)
+    {
+        log_info("--resnapshot: slot \"%s\" is valid (wal_status %s): kept, nothing to redo",
+                 s->o->slot, slot->wal_status[0] ? slot->wal_status : "unknown");
+        return true;
+    }
+    if (strcmp(slot->plugin, "pgoutput") != 0 ||
+        (s->state.system_id[0] && strcmp(s->state.system_id, s->sys.systemid) != 0))
+        return err_set(err, EC_CONFIG,
+                       "--resnapshot: replication slot \"%s\" on the source is not this "
+                       "stream's (plugin %s, source cluster %s, the stream's %s): not dropped",
+                       s->o->slot, slot->plugin, s->sys.systemid, s->state.system_id);
+    if (slot->active)
+        return err_set(err, EC_CONFIG,
+                       "--resnapshot: replication slot \"%s\" is in use by process %d on the "
+                       "source: not dropped (is another v7fill stream running with it?)",
+                       s->o->slot, slot->active_pid);
+    if (!pg_exec_params(s->src_sql, "SELECT pg_catalog.pg_drop_replication_slot($1)", 1, params,
+                        err))
+    {
+        err_prefix(err, "--resnapshot: could not drop the invalidated slot \"%s\"", s->o->slot);
+        return false;
+    }
+    log_info("--resnapshot: dropped the invalidated slot \"%s\" (wal_status lost); creating it "
+             "again and copying %s anew (rows already in %s count as duplicates)",
+             s->o->slot, s->relation, s->o->common.table);
+    slot->exists = false;
+    return true;
+}
+
 /* The slot and the stream's row: created together, or both found. */
 static bool
 setup_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
@@ -737,6 +894,15 @@ setup_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
     if (!stream_state_get(s->conn, s->o->slot, &s->state, err) ||
         !replconn_slot_info(s->repl, s->o->slot, &slot, err))
         return false;
+    if (s->o->resnapshot && s->state.found && strcmp(s->state.phase, "new") != 0)
+    {
+        if (!same_tables(s, err))
+            return false;
+        if (!resnapshot_drop(s, &slot, err))
+            return false;
+        if (!slot.exists)
+            return create_slot(s, snapshot, snapsize, copy, err);
+    }
     /* A run that died between recording the stream and creating its slot
      * (phase "new"): no slot yet, create it now; the slot there, its start
      * is its confirmed position and the copy runs under a fresh view. */
@@ -759,10 +925,9 @@ setup_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
                 "replication slot \"%s\" does not exist on the source, but the target holds "
                 "this stream's position (%s): the changes made since are not available any more",
                 s->o->slot, at);
-        err_hint(err, "To start over (the table copied anew; rows already there are kept, "
-                      "changed ones are not updated by the copy): DELETE FROM v7fill.stream "
-                      "WHERE slot = '%s'; then run the stream again.",
-                 s->o->slot);
+        err_hint(err, "Run the stream again with --resnapshot: it creates the slot again and "
+                      "copies the table anew (rows already there count as duplicates and are "
+                      "kept as they are; the stream's counts go on).");
         return false;
     }
     if (slot.exists && !s->state.found)
@@ -780,12 +945,8 @@ setup_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
     {
         if (!slot_checks(s, &slot, err))
             return false;
-        if (strcmp(s->state.target, s->o->common.table) != 0 ||
-            strcmp(s->state.source_table, s->relation) != 0)
-            return err_set(err, EC_CONFIG,
-                           "slot \"%s\" streams %s into %s, not %s into %s", s->o->slot,
-                           s->state.source_table, s->state.target, s->relation,
-                           s->o->common.table);
+        if (!same_tables(s, err))
+            return false;
         *copy = strcmp(s->state.phase, "copy") == 0;
         if (*copy)
             log_info("the initial copy of %s did not finish: copying again under a fresh "
@@ -814,13 +975,15 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
     source_close(src);
     if (!ok)
         return false;
-    s->st->copied = s->state.counts.read;
-    stream_observer_copy(s->ob, false, s->state.counts.read - s->run_base.read);
+    s->st->copied = s->state.counts.read - s->run_base.read;
+    stream_observer_copy(s->ob, false, s->st->copied);
     (void) snprintf(s->state.phase, sizeof s->state.phase, "stream");
     if (!stream_state_put(s->conn, s->o->slot, &s->state, err))
         return false;
-    log_info("initial copy of %s done: %" PRIu64 " rows; streaming changes from the slot",
-             s->relation, s->state.counts.read);
+    log_info("initial copy of %s done: %" PRIu64 " rows on %d writer connection%s; streaming "
+             "changes from the slot (on one)",
+             s->relation, s->st->copied, s->po->jobs > 1 ? s->po->jobs : 1,
+             s->po->jobs > 1 ? "s" : "");
     return true;
 }
 
@@ -828,14 +991,16 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
 static bool
 start_watch(Streamer *s, Err *err)
 {
+    int64_t off;
+
     s->run_base = s->state.counts;
-    if (!stream_clock_offset(s->src_sql, &s->clock_offset_us, err) ||
+    if (!measure_clocks(s, s->src_sql, s->conn, err) ||
         !stream_admin_remember_source(s->conn, s->o->slot, s->o->source_conninfo, err))
         return false;
-    if (s->clock_offset_us > 1000000 || s->clock_offset_us < -1000000)
-        log_warn("the source's clock is %.1f s %s this host's: lag in seconds is corrected for it",
-                 (double) (s->clock_offset_us < 0 ? -s->clock_offset_us : s->clock_offset_us) / 1e6,
-                 s->clock_offset_us < 0 ? "behind" : "ahead of");
+    off = atomic_load(&s->source_offset_us) - atomic_load(&s->target_offset_us);
+    if (off > 1000000 || off < -1000000)
+        log_warn("the source's clock is %.1f s %s the target's: lag in seconds is corrected for it",
+                 (double) (off < 0 ? -off : off) / 1e6, off < 0 ? "behind" : "ahead of");
     watch_slot(s, &s->src_sql);
     return true;
 }
@@ -880,6 +1045,7 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     if (!source_pgoutput_open(&cfg, &s->src, err))
         return false;
     s->streaming = true;
+    atomic_store(&s->target_down, false);
     stream_observer_ready(s->ob, true, NULL);
     stream_hooks(s, &h);
     s->st->start_lsn = s->state.end_lsn;
@@ -962,7 +1128,8 @@ stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
         {
             char why_ready[300];
 
-            (void) snprintf(why_ready, sizeof why_ready, "reconnecting: %s", why.msg);
+            (void) snprintf(why_ready, sizeof why_ready, "reconnecting to the %s: %s",
+                            pg_is_broken(s->conn) ? "target" : "source", why.msg);
             stream_observer_ready(s->ob, false, why_ready);
         }
         for (;;)
@@ -1038,7 +1205,12 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         goto out;
     po = o->common;
     s.po = &po;
-    if (po.source_ref == NULL)
+    if (po.key_map_column)
+    {
+        if (!key_map_type(&s, &po.key_map_type, err))
+            goto out;
+    }
+    else if (po.source_ref == NULL)
     {
         if (!default_template(&s, err))
             goto out;
@@ -1058,6 +1230,9 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         goto out;
     if (copy && !run_copy(&s, snapshot, err))
         goto out;
+    /* The copy's rows are independent; a change may touch a row the batch
+     * before it wrote: changes are applied on one connection, in order. */
+    pipeline_set_jobs(s.pl, 1);
     po.progress = false; /* pipeline_open keeps a pointer to po */
     /* The exported snapshot is no longer needed: the replication connection
      * may take commands again. */

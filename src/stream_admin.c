@@ -7,12 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
 #include "v7fill/pgoutput.h"
 #include "v7fill/state.h"
+#include "v7fill/stream_observe.h"
 
 char *
 stream_conninfo_without_password(const char *conninfo)
@@ -125,7 +127,8 @@ status_source(const char *given, const char *stored, const char *slot, StreamSta
         return;
     }
     if (!pg_connect(given ? given : stored, src, &serr) ||
-        !stream_slot_wal(*src, slot, &out->slot, &serr))
+        !stream_slot_wal(*src, slot, &out->slot, &serr) ||
+        !stream_clock_offset(*src, &out->source_offset_us, &serr))
     {
         (void) snprintf(out->source_error, sizeof out->source_error, "%s", serr.msg);
         pg_close(*src);
@@ -159,6 +162,15 @@ stream_admin_status(PgConn *target, const char *slot, const char *source_conninf
                              ? out->slot.current_lsn - out->state.end_lsn
                              : 0;
         out->lag_s = out->lag_bytes > 0 ? out->since_update_s : 0;
+        if (out->lag_bytes > 0 && out->state.commit_time_us > 0)
+        {
+            struct timespec ts;
+
+            clock_gettime(CLOCK_REALTIME, &ts);
+            out->lag_s = stream_lag_seconds((int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000,
+                                            out->source_offset_us, 0, out->state.commit_time_us);
+            out->lag_s_exact = true;
+        }
     }
     return true;
 }

@@ -66,6 +66,10 @@ static const MetricDef defs[SM_COUNT] = {
     [SM_INITIAL_COPY_ROWS] = {METRIC_COUNTER, "v7fill_stream_initial_copy_rows_total",
                               "Rows copied into the target by the initial copy.", METRIC_UNIT_NONE,
                               L1("table")},
+    [SM_CLOCK_OFFSET] = {METRIC_GAUGE, "v7fill_stream_clock_offset_seconds",
+                         "The source server's clock minus the target server's, each read at the "
+                         "middle of a round trip from this host.",
+                         METRIC_UNIT_SECONDS},
 };
 
 /* The wal_status values of PostgreSQL 13 to 17, shown at 0 from the start. */

@@ -37,7 +37,7 @@ struct StreamObserver
     MetricSeries *applied[OP_COUNT];
     MetricSeries *duplicates, *quar_rejected, *quar_late, *txns, *commits, *bytes;
     MetricSeries *lag_bytes, *lag_s, *retained, *safe, *delay, *late, *near;
-    MetricSeries *reconnects[2], *last_lsn, *copy_running, *copy_rows;
+    MetricSeries *reconnects[2], *last_lsn, *copy_running, *copy_rows, *clock;
     _Atomic bool keep_warned;
 };
 
@@ -76,7 +76,8 @@ observer_series(StreamObserver *ob, const char *t, Err *err)
            series(ob, SM_RECONNECTS, "target", NULL, &ob->reconnects[1], err) &&
            series(ob, SM_LAST_APPLIED_LSN, NULL, NULL, &ob->last_lsn, err) &&
            series(ob, SM_INITIAL_COPY_RUNNING, NULL, NULL, &ob->copy_running, err) &&
-           series(ob, SM_INITIAL_COPY_ROWS, t, NULL, &ob->copy_rows, err);
+           series(ob, SM_INITIAL_COPY_ROWS, t, NULL, &ob->copy_rows, err) &&
+           series(ob, SM_CLOCK_OFFSET, NULL, NULL, &ob->clock, err);
 }
 
 bool
@@ -279,21 +280,56 @@ stream_observer_slot(StreamObserver *ob, const char *slot, const SlotWal *w, uin
     }
 }
 
+void
+stream_observer_clock(StreamObserver *ob, int64_t source_to_target_us)
+{
+    if (ob)
+        metrics_gauge_set(ob->clock, (double) source_to_target_us / 1e6);
+}
+
+int64_t
+stream_clock_offset_at(int64_t server_us, int64_t before_us, int64_t after_us)
+{
+    /* the middle without overflow: before + (after - before) / 2 */
+    return server_us - (before_us + (after_us - before_us) / 2);
+}
+
+double
+stream_lag_seconds(int64_t host_now_us, int64_t source_offset_us, int64_t target_offset_us,
+                   int64_t commit_us)
+{
+    int64_t source_to_target = source_offset_us - target_offset_us;
+    int64_t target_now = host_now_us + target_offset_us;
+    int64_t commit_on_target = commit_us - source_to_target;
+    double lag_s;
+
+    if (commit_us <= 0)
+        return 0;
+    lag_s = (double) (target_now - commit_on_target) / 1e6;
+    return lag_s > 0 ? lag_s : 0;
+}
+
+static int64_t
+realtime_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t) ts.tv_sec * 1000000 + (int64_t) ts.tv_nsec / 1000;
+}
+
 bool
-stream_clock_offset(PgConn *src, int64_t *offset_us, Err *err)
+stream_clock_offset(PgConn *c, int64_t *offset_us, Err *err)
 {
     PGresult *res;
-    struct timespec before, after;
-    int64_t mid_us;
+    int64_t before, after;
 
-    clock_gettime(CLOCK_REALTIME, &before);
-    if (!pg_query(src, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8", 0, NULL,
+    before = realtime_us();
+    if (!pg_query(c, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8", 0, NULL,
                   &res, err))
         return false;
-    clock_gettime(CLOCK_REALTIME, &after);
-    mid_us = ((int64_t) before.tv_sec + (int64_t) after.tv_sec) * 500000 +
-             ((int64_t) before.tv_nsec + (int64_t) after.tv_nsec) / 2000;
-    *offset_us = strtoll(PQgetvalue(res, 0, 0), NULL, 10) - mid_us;
+    after = realtime_us();
+    *offset_us = stream_clock_offset_at(strtoll(PQgetvalue(res, 0, 0), NULL, 10), before, after);
     PQclear(res);
     return true;
 }

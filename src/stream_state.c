@@ -39,7 +39,15 @@ stream_state_setup(PgConn *c, Err *err)
     return state_create_once(c,
                              "SELECT to_regclass('v7fill.stream') IS NOT NULL AND "
                              "to_regclass('v7fill.stream_quarantine') IS NOT NULL",
-                             create_sql, "the stream's tables (v7fill.stream)", err);
+                             create_sql, "the stream's tables (v7fill.stream)", err) &&
+           /* Added after the first streams: the applied commit's source time. */
+           state_create_once(c,
+                             "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
+                             "'v7fill.stream'::regclass AND attname = 'commit_time' AND NOT "
+                             "attisdropped)",
+                             "ALTER TABLE v7fill.stream ADD COLUMN IF NOT EXISTS commit_time "
+                             "timestamptz",
+                             "the applied commit's time (v7fill.stream.commit_time)", err);
 }
 
 static uint64_t
@@ -73,8 +81,9 @@ stream_state_get(PgConn *c, const char *slot, StreamState *out, Err *err)
     if (!pg_query(c,
                   "SELECT target, source_table, publication, system_id, phase, end_lsn::text, "
                   "txn_lsn::text, txn_changes, batches, read, inserted, duplicates, rejected, "
-                  "expired, updated, deleted, missing, missing_deletes, time_changed, truncates "
-                  "FROM v7fill.stream WHERE slot = $1",
+                  "expired, updated, deleted, missing, missing_deletes, time_changed, truncates, "
+                  "(extract(epoch FROM (to_jsonb(s) ->> 'commit_time')::timestamptz) * 1e6)::int8 "
+                  "FROM v7fill.stream s WHERE slot = $1",
                   1, params, &res, err))
     {
         err_prefix(err, "could not read the stream's position (v7fill.stream)");
@@ -103,6 +112,7 @@ stream_state_get(PgConn *c, const char *slot, StreamState *out, Err *err)
         out->counts.missing_deletes = u64(res, 17);
         out->counts.time_changed = u64(res, 18);
         out->counts.truncates = u64(res, 19);
+        out->commit_time_us = PQgetisnull(res, 0, 20) ? 0 : strtoll(PQgetvalue(res, 0, 20), NULL, 10);
     }
     PQclear(res);
     return true;
@@ -138,6 +148,7 @@ stream_state_put(PgConn *c, const char *slot, const StreamState *s, Err *err)
 {
     char lsn[PGO_LSN_TEXT_SIZE], txn[PGO_LSN_TEXT_SIZE];
     char nums[14][24];
+    char commit[24];
     const char *params[18];
     const uint64_t v[14] = {
         s->txn_changes,          s->batches,          s->counts.read,
@@ -158,14 +169,17 @@ stream_state_put(PgConn *c, const char *slot, const StreamState *s, Err *err)
         (void) snprintf(nums[i], sizeof nums[i], "%" PRIu64, v[i]);
         params[4 + i] = nums[i];
     }
+    (void) snprintf(commit, sizeof commit, "%" PRId64, s->commit_time_us);
+    params[17] = s->commit_time_us > 0 ? commit : NULL;
     return pg_exec_params(c,
                           "UPDATE v7fill.stream SET phase = $2, end_lsn = $3::pg_lsn, "
                           "txn_lsn = $4::pg_lsn, txn_changes = $5, batches = $6, read = $7, "
                           "inserted = $8, duplicates = $9, rejected = $10, expired = $11, "
                           "updated = $12, deleted = $13, missing = $14, missing_deletes = $15, "
-                          "time_changed = $16, truncates = $17, updated_at = now() "
+                          "time_changed = $16, truncates = $17, updated_at = now(), "
+                          "commit_time = coalesce(to_timestamp($18::float8 / 1e6), commit_time) "
                           "WHERE slot = $1",
-                          17, params, err);
+                          18, params, err);
 }
 
 bool

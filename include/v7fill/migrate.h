@@ -30,7 +30,10 @@
 
 #include "v7fill/err.h"
 #include "v7fill/pg.h"
+#include "v7fill/mem.h"
 #include "v7fill/pipeline.h"
+#include "v7fill/stream.h"
+#include "v7fill/stream_admin.h"
 
 typedef enum MigrateChildMode
 {
@@ -102,5 +105,86 @@ typedef struct MigrateOptions
 } MigrateOptions;
 
 void migrate_options_default(MigrateOptions *o);
+
+/* What a run did (migrate_run), for the CLI to print. */
+typedef struct MigrateResult
+{
+    MigrateSpec spec;          /* as stored after the run */
+    bool target_created;       /* this run created <into> */
+    bool publication_created;  /* ... and the publication on the source */
+    bool copied;               /* the initial copy is finished (phase follow) */
+    StreamStats copy;          /* the stream's run up to caught up */
+    StreamStats follow;        /* --follow: the run after it (until interrupted) */
+    uint64_t rejected;         /* rows of this migration in v7fill.stream_quarantine */
+    Buf rejects;               /* one line per reason: count, reason, first row */
+    Buf notes;                 /* what the target's DDL could not keep, one a line */
+    Buf plan;                  /* --dry-run: the DDL and the plan, nothing done */
+    struct ChildStats *children; /* per spec.children (expand mode): the fill's counts */
+    size_t nchildren;
+} MigrateResult;
+
+void migrate_result_free(MigrateResult *r);
+
+/* <prefix><into>: lowercase [a-z0-9_] (a slot's alphabet), at most 63 bytes
+ * (longer names end in a hash of schema.table, so they stay unique). */
+void migrate_object_name(const char *into_schema, const char *into_table, char out[64]);
+
+/* The setup (idempotent: the target, the publication, the state row; each
+ * expand-mode child's <fk>_uuid and its trigger), then the copy and capture
+ * (stream_run) until caught up (phase follow), each child filled from the map
+ * and its foreign key added (same database), then with o->follow the changes
+ * until interrupted.  o->dry_run: r->plan holds the DDL and the plan; nothing
+ * is created anywhere.  Children given before are taken from the stored spec
+ * when o->nchildren is 0. */
+V7FILL_MUST_CHECK bool migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r,
+                                   Err *err);
+
+/* The migration into `into` ([SCHEMA.]TABLE; unqualified: the one migration
+ * of that table name) from v7fill.migration; EC_CONFIG when there is none. */
+V7FILL_MUST_CHECK bool migrate_find(PgConn *target, const char *into, MigrateSpec *out,
+                                    Err *err);
+
+/* The source's conninfo of a stored migration: override (--source), else the
+ * stored one, else (stored "": the target's database) target_conninfo. */
+const char *migrate_source_conninfo(const MigrateSpec *spec, const char *override,
+                                    const char *target_conninfo);
+
+struct VerifyReport;
+struct SwitchStats;
+struct ReverseStats;
+
+/* --verify: migrate_verify (migrate_verify.h) on the source and the target
+ * (one connection when they are one database). */
+V7FILL_MUST_CHECK bool migrate_verify_spec(PgConn *target, const char *target_conninfo,
+                                           const MigrateSpec *spec, const char *source_conninfo,
+                                           struct VerifyReport *out, Err *err);
+/* --switch: migrate_switch (migrate_switch.h) with the capture caught up by
+ * the stream on its own connection; the spec stored after it. */
+V7FILL_MUST_CHECK bool migrate_switch_spec(PgConn *target, const char *target_conninfo,
+                                           MigrateSpec *spec, const MigrateOptions *o,
+                                           struct SwitchStats *st, Err *err);
+/* --reverse [--follow]: migrate_reverse; the spec stored after it. */
+V7FILL_MUST_CHECK bool migrate_reverse_spec(PgConn *target, MigrateSpec *spec, bool follow,
+                                            struct ReverseStats *st, Err *err);
+
+typedef struct MigrateStatus
+{
+    MigrateSpec spec;
+    StreamStatus stream;       /* the slot, its position and lag (stream_admin_status) */
+    bool stream_ok;            /* else stream_error */
+    char stream_error[512];
+    int64_t source_rows;       /* -1: the source was not reached */
+    int64_t target_rows;
+    int64_t map_rows;          /* rows of the lookup (the map) */
+    char map_table[64];        /* the lookup counted */
+    uint64_t rejected;         /* in the stream's quarantine */
+} MigrateStatus;
+
+/* --status: where the migration into `into` stands.  source_conninfo
+ * overrides the stored one (NULL: stored; a stored "" is the target's
+ * database: target_conninfo, the -d given, NULL for the libpq environment). */
+V7FILL_MUST_CHECK bool migrate_status(PgConn *target, const char *target_conninfo,
+                                      const char *into, const char *source_conninfo,
+                                      MigrateStatus *out, Err *err);
 
 #endif /* V7FILL_MIGRATE_H */

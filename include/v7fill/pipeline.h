@@ -76,7 +76,15 @@ typedef struct PipelineOptions
     uint64_t max_rejects;     /* UINT64_MAX = unlimited */
     double max_rejects_pct;   /* < 0 = unused */
     int64_t max_future_us;    /* allowed clock skew ahead of now */
-    const char *lookup_table; /* NULL → <table>_source_ref */
+    const char *lookup_table; /* NULL → <table>_source_ref (<table>_id_map with key_map_column) */
+    /* The typed key map as the lookup (LOOKUP_LEGACY_ID): the source column (its
+     * name in the source, before --map) holding a signed 64-bit integer key.  The
+     * row's reference is that integer in decimal (ids minted from it and the time
+     * as from any reference); source_ref must be NULL (EC_USAGE otherwise), and
+     * so keep_ref_text false.  A NULL, non-integer or out-of-range value rejects
+     * the row ("key column id: not an integer: 'abc'"). */
+    const char *key_map_column;
+    const char *key_map_type; /* legacy_id of a new map: smallint, integer, bigint (NULL) */
     bool keep_ref_text;       /* store the reference text in the lookup table */
     LookupKeys lookup_keys;   /* a new lookup's keys; an existing one's must match */
     bool plan;                /* read and classify only: no writes at all */
@@ -238,6 +246,10 @@ typedef struct PipelineHooks
     /* Each row of a committed batch the tracker counts (inserted, or expired):
      * its id → insert delay in µs and its DelayClass, for live metrics. */
     void (*row_delay)(void *ctx, int64_t delay_us, int delay_class);
+    /* A writer's connection to the target lost (lost true, why: the error),
+     * then, once the pipeline's own retries got it back, found again (lost
+     * false, why NULL): readiness while it retries.  From the writer's thread. */
+    void (*target_connection)(void *ctx, bool lost, const char *why);
     /* Where the rejects go and what to do, for the --max-rejects error. */
     const char *rejects_where;
     const char *rejects_hint;
@@ -280,6 +292,11 @@ V7FILL_MUST_CHECK bool pipeline_attach(Pipeline *p, Source *src, bool unnamed_la
 V7FILL_MUST_CHECK bool pipeline_run(Pipeline *p, Err *err);
 /* Plan: compute the DDL of the windows that would be created.  Warnings. */
 V7FILL_MUST_CHECK bool pipeline_finish(Pipeline *p, Err *err);
+/* Between sources: write the next ones with at most `jobs` connections (the
+ * others are closed; never more than --jobs opened).  A stream copies with
+ * --jobs lanes, then applies its changes with one: a change may touch a row
+ * the batch before it wrote. */
+void pipeline_set_jobs(Pipeline *p, int jobs);
 /* After a lost connection: reconnect with backoff (interruptible). */
 V7FILL_MUST_CHECK bool pipeline_reconnect(Pipeline *p, Err *err);
 const TargetTable *pipeline_target(const Pipeline *p);
@@ -318,14 +335,17 @@ void pipeline_free(Pipeline *p);
  *   rows before it in the batch are truncated too, rows after it land.
  * - BOUNDARY: ends the current batch if it holds anything.
  *
- * Designed, not implemented yet:
+ * The typed key map (PipelineOptions.key_map_column: --key-map, migrate): the
+ * lookup is <table>_id_map (legacy_id smallint|integer|bigint PRIMARY KEY, id
+ * uuid NOT NULL UNIQUE), LookupShape LOOKUP_LEGACY_ID.  The row's reference
+ * is its integer key in decimal; BatchRow.hash (and old_hash) is that integer
+ * encoded by lookup_map_key_encode, so dedup, repeats, updates (a key change
+ * moves the map row), deletes and truncates are the same operations as with
+ * the hashed lookup; probes and the lookup COPY go by legacy_id.
  *
- * - A typed key map as the lookup (migrate: legacy_id bigint -> id), chosen by
- *   PipelineOptions; probes and COPY by that key instead of the reference hash.
- * - Batch boundaries: Record.batch_end ends the batch after the record (and
- *   Record.batch_hold keeps it open past the size limits: a stream never ends
- *   a batch inside one source transaction) -- these two are implemented; the
- *   file import sets neither.
+ * Batch boundaries: Record.batch_end ends the batch after the record (and
+ * Record.batch_hold keeps it open past the size limits: a stream never ends a
+ * batch inside one source transaction); the file import sets neither.
  */
 
 #endif /* V7FILL_PIPELINE_H */

@@ -69,7 +69,8 @@ V7FILL_MUST_CHECK bool replconn_drop_slot(ReplConn *r, const char *slot, Err *er
 /* START_REPLICATION SLOT s LOGICAL X/X (proto_version 'N', publication_names
  * '<literal>'[, streaming 'on']).  True once in CopyBoth.  A slot active for
  * another PID: EC_PG_QUERY with the pid in the message; an invalidated slot:
- * a message naming wal_status lost and the SQL to drop and recreate it. */
+ * EC_CONFIG naming wal_status lost and the stream's --resnapshot, which drops
+ * and re-creates it. */
 V7FILL_MUST_CHECK bool replconn_start(ReplConn *r, const char *slot, uint64_t start_lsn,
                                       const char *publications, int proto_version,
                                       bool streaming, Err *err);

@@ -148,10 +148,34 @@ typedef enum LookupShape
     LOOKUP_REF_KEY = 0,    /* ref_key uuid: the key of srcref.h (ordered when it can be) */
     LOOKUP_REF_HASH_UUID,  /* ref_hash uuid: the hash's first 16 bytes, never ordered */
     LOOKUP_REF_HASH_BYTEA, /* ref_hash bytea: the same bytes, the oldest shape */
+    LOOKUP_LEGACY_ID,      /* the typed key map (--key-map, migrate): legacy_id smallint,
+                            * integer or bigint PRIMARY KEY, id uuid NOT NULL UNIQUE; no
+                            * hash, no reference text (lookup_map_key_*) */
 } LookupShape;
 
 /* The name of the key column in a lookup of this shape. */
 const char *lookup_key_column(LookupShape shape);
+
+/*
+ * The typed key map's key.  A row's BatchRow.hash is its integer key with the
+ * sign bit flipped, big-endian, in bytes 0..7, zeros after: hash order is key
+ * order (the lookup COPY and the probes stay sorted, the map's index fills at
+ * its right edge).  bits: 16, 32 or 64, the width of legacy_id (smallint,
+ * integer, bigint).
+ */
+void lookup_map_key_encode(int64_t v, uint8_t key[REF_HASH_LEN]);
+int64_t lookup_map_key_decode(const uint8_t key[REF_HASH_LEN]);
+/* Parse a key value (optional sign, decimal digits, nothing else) into *v and
+ * its key; false: reason says why, naming the column ("key column id: not an
+ * integer: 'abc'", "... is NULL", "... out of range for smallint: '70000'"). */
+bool lookup_map_key_parse(const char *column, const char *data, size_t len, bool is_null,
+                          int bits, int64_t *v, uint8_t key[REF_HASH_LEN], char *reason,
+                          size_t reason_size);
+/* The width of a legacy_id type ("smallint", "integer", "bigint" and their
+ * aliases int2, int4, int, int8); 0 for any other. */
+int lookup_map_type_bits(const char *type);
+/* The SQL name of a width: "smallint", "integer", "bigint". */
+const char *lookup_map_type_name(int bits);
 
 /* What a lookup's keys are made of (--lookup-keys): chosen when it is created. */
 typedef enum LookupKeys
@@ -176,6 +200,7 @@ typedef struct SinkConfig
     const char *const *cols_q;
     size_t ncols;
     bool distributed;       /* a Citus target: the lookup probe in a form Citus plans */
+    int map_bits;           /* LOOKUP_LEGACY_ID: legacy_id's width (16, 32, 64) */
 } SinkConfig;
 
 typedef bool (*SinkHook)(void *ctx, Batch *b, Err *err);

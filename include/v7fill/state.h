@@ -8,6 +8,7 @@
  *   v7fill.run         one row per run: counts, elapsed time, statistics (JSON)
  *   <table>_source_ref the lookup of imported source references (in the
  *                      target's schema, name overridable)
+ *   <table>_id_map     or, with --key-map, the typed key map legacy_id -> id
  *
  * All created on first use under an advisory lock, so concurrent first runs
  * do not race.
@@ -49,6 +50,26 @@ V7FILL_MUST_CHECK bool state_lookup_name(const char *table, const char *override
  * this one has. */
 V7FILL_MUST_CHECK bool state_lookup_create(PgConn *c, const char *schema, const char *lookup,
                                            LookupShape create_as, LookupShape *shape, Err *err);
+/* The lookup q (quoted, for the message) of this shape is the kind asked for:
+ * a key map (want_map) or a source-reference lookup; else an EC_CONFIG error
+ * saying which it is. */
+V7FILL_MUST_CHECK bool state_lookup_kind_check(const char *q, bool want_map, LookupShape shape,
+                                               int map_bits, Err *err);
+/* Create the typed key map if missing: legacy_id map_type (smallint, integer
+ * or bigint; NULL = bigint) PRIMARY KEY, id uuid NOT NULL [UNIQUE] (id_unique:
+ * false for Citus, which cannot enforce a unique id on a map distributed by
+ * legacy_id).  *map_bits: the width of the existing (or created) legacy_id.
+ * An existing source-reference lookup of that name is an EC_CONFIG error
+ * (and the reverse, in state_lookup_create). */
+V7FILL_MUST_CHECK bool state_lookup_create_map(PgConn *c, const char *schema, const char *lookup,
+                                               const char *map_type, bool id_unique,
+                                               LookupShape *shape, int *map_bits, Err *err);
+/* state_lookup_exists, with the width of a key map's legacy_id (16, 32, 64;
+ * 0 for other shapes) in *map_bits (may be NULL).  A legacy_id of another
+ * type is an EC_CONFIG error. */
+V7FILL_MUST_CHECK bool state_lookup_inspect(PgConn *c, const char *schema, const char *lookup,
+                                            bool *exists, LookupShape *shape, int *map_bits,
+                                            Err *err);
 /* Does the lookup table exist, and with which shape?  A missing table counts
  * as LOOKUP_REF_KEY (what would be created); a table of that name without a
  * ref_key uuid or ref_hash column is an EC_CONFIG error.  shape may be NULL. */

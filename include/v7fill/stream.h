@@ -47,6 +47,8 @@ typedef struct StreamOptions
     size_t group_rows;          /* a target transaction ends after this many rows ... */
     int group_ms;               /* ... or this long after its first (default 10000, 200) */
     bool no_snapshot;           /* no initial copy: stream from the slot's start */
+    bool resnapshot;            /* the stream's slot invalidated (lost) or gone: drop it,
+                                   create it again and copy anew, keeping the counts */
     bool until_caught_up;       /* exit once what the source committed before the start is applied */
     int status_interval_s;      /* the one-line status on stderr (default 10; 0 = never) */
     const char *metrics_listen; /* ADDR:PORT of the metrics endpoint, or NULL */

@@ -38,7 +38,12 @@ typedef struct StreamStatus
     char source_error[512];
     SlotWal slot;             /* valid when source_ok */
     uint64_t lag_bytes;       /* source end of WAL - stored position */
-    double lag_s;             /* 0 when caught up, else the time since the position was stored */
+    double lag_s;             /* 0 when caught up; else now - the applied commit's source time,
+                                 the source's clock offset taken out (lag_s_exact), or, for a
+                                 row written before commit times were stored, the time since
+                                 the position was stored (an upper bound) */
+    bool lag_s_exact;
+    int64_t source_offset_us; /* the source's clock - this host's (when source_ok) */
 } StreamStatus;
 
 /* What --status shows.  A slot with neither a row in the target nor a slot

@@ -24,6 +24,8 @@
  *   last_applied_lsn (gauge)                            the last applied commit's end LSN, as a number
  *   initial_copy_running (gauge)                        1 while the initial copy runs, else 0
  *   initial_copy_rows_total (counter; table)            rows copied by the initial copy
+ *   clock_offset_seconds (gauge, seconds)               the source server's clock minus the
+ *                                                       target server's (stream_clock_offset)
  */
 #ifndef V7FILL_STREAM_METRICS_H
 #define V7FILL_STREAM_METRICS_H
@@ -54,6 +56,7 @@ typedef enum StreamMetric
     SM_LAST_APPLIED_LSN,
     SM_INITIAL_COPY_RUNNING,
     SM_INITIAL_COPY_ROWS,
+    SM_CLOCK_OFFSET,
     SM_COUNT,
 } StreamMetric;
 

@@ -69,8 +69,23 @@ V7FILL_MUST_CHECK bool stream_slot_wal(PgConn *src, const char *slot, SlotWal *o
 void stream_observer_slot(StreamObserver *ob, const char *slot, const SlotWal *w,
                           uint64_t warn_bytes);
 
-/* The offset of the source's clock over the local one, in µs (source now -
- * local now, at the middle of the round trip). */
-V7FILL_MUST_CHECK bool stream_clock_offset(PgConn *src, int64_t *offset_us, Err *err);
+/* The offset of a server's clock over this host's, in µs: its
+ * clock_timestamp() minus this host's clock at the middle of the round trip
+ * (stream_clock_offset_at). */
+V7FILL_MUST_CHECK bool stream_clock_offset(PgConn *c, int64_t *offset_us, Err *err);
+
+/* The clocks' arithmetic (pure).  A server's clock read as server_us between
+ * before_us and after_us on this host's clock: its offset over this host,
+ * server_us minus the middle of the round trip. */
+int64_t stream_clock_offset_at(int64_t server_us, int64_t before_us, int64_t after_us);
+/* Apply lag in seconds, on the target's clock: now there (host_now_us +
+ * target_offset_us) minus the applied commit's source time moved to the
+ * target's clock (commit_us minus the source's offset to the target,
+ * source_offset_us - target_offset_us).  Offsets are over this host's clock.
+ * 0 when commit_us <= 0 (nothing applied yet) or the result is negative. */
+double stream_lag_seconds(int64_t host_now_us, int64_t source_offset_us, int64_t target_offset_us,
+                          int64_t commit_us);
+/* clock_offset_seconds: the source's clock minus the target's, in µs. */
+void stream_observer_clock(StreamObserver *ob, int64_t source_to_target_us);
 
 #endif /* V7FILL_STREAM_OBSERVE_H */

@@ -26,6 +26,8 @@ typedef struct StreamState
     uint64_t txn_lsn;         /* the one in progress (its commit LSN), 0: none */
     uint64_t txn_changes;     /* of it, changes applied */
     uint64_t batches;         /* target transactions committed (a reconnect asks it) */
+    int64_t commit_time_us;   /* the source commit time of the last transaction applied
+                                 (0: unknown; kept when a batch does not say) */
     BatchCounts counts;       /* cumulative, both phases */
 } StreamState;
 

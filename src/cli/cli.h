@@ -54,6 +54,7 @@ int cmd_report(int argc, char **argv, GlobalOpts *g, Err *err);
 int cmd_retention(int argc, char **argv, GlobalOpts *g, Err *err);
 int cmd_maintain(int argc, char **argv, GlobalOpts *g, Err *err);
 int cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err);
+int cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err);
 /* Hidden: the tables TABLE may name, one a line, for shell completion. */
 int cmd_complete_tables(int argc, char **argv, GlobalOpts *g, Err *err);
 

@@ -67,6 +67,11 @@ import_usage(FILE *out, const char *cmd)
             "      --lookup-keys=K        a new lookup's keys: ordered (default; led by the\n"
             "                             integer a reference ends in, kept in the clear) or\n"
             "                             hashed (the keyed hash alone)\n"
+            "      --key-map=COL          the lookup is a typed key map TABLE_id_map (legacy_id\n"
+            "                             bigint PRIMARY KEY, id uuid UNIQUE): COL (its name in\n"
+            "                             the file) holds each row's integer key; a row whose\n"
+            "                             key is in the map is a duplicate (not with\n"
+            "                             --source-ref)\n"
             "      --granularity=G        window size for new partitions: day, week, month,\n"
             "                             quarter, year (default: as the existing partitions)\n"
             "      --window-tz=TZ         new windows start at local midnight of TZ, as made\n"
@@ -130,6 +135,7 @@ enum
     OPT_LOOKUP,
     OPT_KEEP_REF,
     OPT_LOOKUP_KEYS,
+    OPT_KEY_MAP,
     OPT_GRANULARITY,
     OPT_WINDOW_TZ,
     OPT_LOCK_TIMEOUT,
@@ -198,7 +204,8 @@ may_repeat(const ImportOptions *o, const char *name)
     size_t len = strlen(name);
 
     if (strcmp(name, time_column) == 0 ||
-        (o->common.id_column && strcmp(name, o->common.id_column) == 0))
+        (o->common.id_column && strcmp(name, o->common.id_column) == 0) ||
+        (o->common.key_map_column && strcmp(name, o->common.key_map_column) == 0))
         return false;
     for (const char *p = o->common.source_ref; p && (p = strchr(p, '{')) != NULL; p++)
         if (strncmp(p + 1, name, len) == 0 && p[1 + len] == '}')
@@ -269,6 +276,7 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
         {"lookup-table", required_argument, NULL, OPT_LOOKUP},
         {"keep-ref-text", no_argument, NULL, OPT_KEEP_REF},
         {"lookup-keys", required_argument, NULL, OPT_LOOKUP_KEYS},
+        {"key-map", required_argument, NULL, OPT_KEY_MAP},
         {"granularity", required_argument, NULL, OPT_GRANULARITY},
         {"window-tz", required_argument, NULL, OPT_WINDOW_TZ},
         {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
@@ -426,6 +434,9 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                 break;
             case OPT_KEEP_REF:
                 o.common.keep_ref_text = true;
+                break;
+            case OPT_KEY_MAP:
+                o.common.key_map_column = optarg;
                 break;
             case OPT_LOOKUP_KEYS:
                 if (strcmp(optarg, "ordered") == 0)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -36,11 +37,14 @@ enum
     OPT_GROUP_ROWS,
     OPT_GROUP_MS,
     OPT_NO_SNAPSHOT,
+    OPT_RESNAPSHOT,
     OPT_UNTIL_CAUGHT_UP,
     OPT_LOOKUP,
+    OPT_KEY_MAP,
     OPT_RETENTION,
     OPT_MAX_FUTURE,
     OPT_BATCH_ROWS,
+    OPT_JOBS,
     OPT_METRICS_LISTEN,
     OPT_WARN_RETAINED,
     OPT_STATUS,
@@ -48,6 +52,19 @@ enum
     OPT_DROP,
     OPT_YES,
 };
+
+/* A source commit time (µs since the epoch) as UTC text, to the millisecond. */
+static void
+format_commit_time(int64_t us, char *out, size_t size)
+{
+    time_t secs = (time_t) (us / 1000000);
+    struct tm tm;
+    char day[32];
+
+    gmtime_r(&secs, &tm);
+    (void) strftime(day, sizeof day, "%Y-%m-%d %H:%M:%S", &tm);
+    (void) snprintf(out, size, "%s.%03d+00", day, (int) (us % 1000000 / 1000));
+}
 
 static void
 stream_usage(FILE *out)
@@ -72,6 +89,9 @@ stream_usage(FILE *out)
           "  --slot SLOT            the replication slot: created with the stream (then the\n"
           "                         table is copied first); found again on later runs\n"
           "  --no-snapshot          no initial copy: only changes from the slot's creation on\n"
+          "  --resnapshot           the stream's slot was invalidated (wal_status lost) or is\n"
+          "                         gone: drop it, create it again and copy the table anew\n"
+          "                         (rows already there count as duplicates); the counts go on\n"
           "\n"
           "Rows:\n"
           "  --time-column COL      the event time each id carries (default created_at)\n"
@@ -81,6 +101,10 @@ stream_usage(FILE *out)
           "  --map SRC=TARGET       source column SRC goes to target column TARGET\n"
           "  --ignore-column COL    do not write source column COL\n"
           "  --lookup-table NAME    the reference lookup (default <table>_source_ref)\n"
+          "  --key-map COL          the lookup is a typed key map <table>_id_map (legacy_id of\n"
+          "                         COL's type PRIMARY KEY, id uuid UNIQUE): COL, a replica\n"
+          "                         identity column (smallint/integer/bigint), finds the rows\n"
+          "                         of updates and deletes (not with --source-ref)\n"
           "  --retention DURATION   as for import (default: stored, pg_partman's, none)\n"
           "  --max-future DURATION  clock skew allowed ahead of now (default 5min)\n"
           "\n"
@@ -93,6 +117,8 @@ stream_usage(FILE *out)
           "  --group-ms MS          ... or what arrived within MS ms (default 200); always\n"
           "                         whole source transactions\n"
           "  --batch-rows N         rows per batch of the initial copy (default 10000)\n"
+          "  --jobs N               writer connections for the initial copy (default 1);\n"
+          "                         the changes are applied on one, in source order\n"
           "  --ahead N              windows ensured after now's at start (default 2)\n"
           "  --until-caught-up      exit 0 once what the source committed before the start\n"
           "                         is applied (else: run until SIGINT/SIGTERM, exit 0)\n"
@@ -204,7 +230,17 @@ status_json(const char *slot, const StreamStatus *s)
                             s->slot.safe_known ? json_integer(s->slot.safe_wal_size) : json_null());
         json_object_set_new(o, "lag_bytes", json_integer((json_int_t) s->lag_bytes));
         json_object_set_new(o, "lag_seconds", json_real(s->lag_s));
+        json_object_set_new(o, "lag_seconds_exact", json_boolean(s->lag_s_exact || s->lag_bytes == 0));
     }
+    if (t->commit_time_us > 0)
+    {
+        char when[40];
+
+        format_commit_time(t->commit_time_us, when, sizeof when);
+        json_object_set_new(o, "last_commit_time", json_string(when));
+    }
+    else
+        json_object_set_new(o, "last_commit_time", json_null());
     json_object_set_new(o, "rows_read", json_integer((json_int_t) t->counts.read));
     json_object_set_new(o, "inserted", json_integer((json_int_t) t->counts.inserted));
     json_object_set_new(o, "updated", json_integer((json_int_t) t->counts.updated));
@@ -227,7 +263,16 @@ status_text(const char *slot, const StreamStatus *s)
         printf("  %-22s %s -> %s (publication %s, phase %s)\n", "tables", t->source_table,
                t->target, t->publication, t->phase);
         print_lsn("stored position", t->end_lsn);
-        printf("  %-22s %s\n", "last commit applied", s->updated_at);
+        if (t->commit_time_us > 0)
+        {
+            char when[40];
+
+            format_commit_time(t->commit_time_us, when, sizeof when);
+            printf("  %-22s %s (its source commit: %s)\n", "last commit applied", s->updated_at,
+                   when);
+        }
+        else
+            printf("  %-22s %s\n", "last commit applied", s->updated_at);
         printf("  %-22s read=%" PRIu64 " inserted=%" PRIu64 " updated=%" PRIu64
                " deleted=%" PRIu64 " duplicates=%" PRIu64 "\n",
                "rows", t->counts.read, t->counts.inserted, t->counts.updated, t->counts.deleted,
@@ -255,7 +300,10 @@ status_text(const char *slot, const StreamStatus *s)
                s->slot.wal_status[0] ? s->slot.wal_status : "-");
     print_lsn("confirmed_flush_lsn", s->slot.confirmed_lsn);
     print_lsn("restart_lsn", s->slot.restart_lsn);
-    printf("  %-22s %" PRIu64 " bytes, %.1f s\n", "lag", s->lag_bytes, s->lag_s);
+    printf("  %-22s %" PRIu64 " bytes, %.1f s%s\n", "lag", s->lag_bytes, s->lag_s,
+           s->lag_bytes == 0 || s->lag_s_exact
+               ? ""
+               : " at most (the row predates stored commit times: since the position was stored)");
     printf("  %-22s %" PRIu64 " bytes", "retained WAL", s->slot.retained);
     if (s->slot.safe_known)
         printf(" (%" PRId64 " bytes more before the slot is lost)\n", s->slot.safe_wal_size);
@@ -363,11 +411,14 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
         {"group-rows", required_argument, NULL, OPT_GROUP_ROWS},
         {"group-ms", required_argument, NULL, OPT_GROUP_MS},
         {"no-snapshot", no_argument, NULL, OPT_NO_SNAPSHOT},
+        {"resnapshot", no_argument, NULL, OPT_RESNAPSHOT},
         {"until-caught-up", no_argument, NULL, OPT_UNTIL_CAUGHT_UP},
         {"lookup-table", required_argument, NULL, OPT_LOOKUP},
+        {"key-map", required_argument, NULL, OPT_KEY_MAP},
         {"retention", required_argument, NULL, OPT_RETENTION},
         {"max-future", required_argument, NULL, OPT_MAX_FUTURE},
         {"batch-rows", required_argument, NULL, OPT_BATCH_ROWS},
+        {"jobs", required_argument, NULL, OPT_JOBS},
         {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
         {"warn-retained", required_argument, NULL, OPT_WARN_RETAINED},
         {"status", no_argument, NULL, OPT_STATUS},
@@ -481,8 +532,19 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
                 }
                 o.common.batch_rows = (size_t) n;
                 break;
+            case OPT_JOBS:
+                if (!cli_parse_long("stream", "--jobs", optarg, 1, 1024, &n, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                o.common.jobs = (int) n;
+                break;
             case OPT_NO_SNAPSHOT:
                 o.no_snapshot = true;
+                break;
+            case OPT_RESNAPSHOT:
+                o.resnapshot = true;
                 break;
             case OPT_METRICS_LISTEN:
                 o.metrics_listen = optarg;
@@ -515,6 +577,9 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
                 break;
             case OPT_LOOKUP:
                 o.common.lookup_table = optarg;
+                break;
+            case OPT_KEY_MAP:
+                o.common.key_map_column = optarg;
                 break;
             case OPT_RETENTION:
                 o.common.retention = optarg;
@@ -562,6 +627,12 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
     {
         status = cli_usage_error(err, "stream",
                                  "\"stream\" needs --source, --from, --publication and --slot");
+        goto out;
+    }
+    if (o.resnapshot && o.no_snapshot)
+    {
+        status = cli_usage_error(err, "stream",
+                                 "--resnapshot copies the table anew: not with --no-snapshot");
         goto out;
     }
     o.common.table = argv[optind];

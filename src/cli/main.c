@@ -29,6 +29,7 @@ static const Command commands[] = {
     {"report", cmd_report, "windows against the retention, delay of late rows, verdict"},
     {"retention", cmd_retention, "set, show or clear the retention v7fill keeps for a table"},
     {"stream", cmd_stream, "copy a live table, then follow its changes (logical replication)"},
+    {"migrate", cmd_migrate, "move an integer-keyed table onto UUIDv7, online (copy + capture)"},
     {"maintain", cmd_maintain, "create windows ahead, retire windows past the retention"},
     {"__complete-tables", cmd_complete_tables, NULL}, /* hidden: for the bash completion */
 };

@@ -47,3 +47,22 @@ wait_ready() {
     done
     fail "the cluster did not accept connections again"
 }
+
+# A stream test's source: the database $SRC (PGDATABASE_src) of the same cluster; qs SQL runs
+# a query there (unaligned tuples only); source_db_fresh makes it afresh; stream_source_db also
+# names the slot $SLOT and drops the test's slots now and when the test exits.
+SRC="${PGDATABASE}_src"
+qs() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$SRC" -c "$1"; }
+drop_slots() {
+    psql -X -q -At -d postgres -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE 's_${T_NAME}%'" >/dev/null
+}
+source_db_fresh() {
+    psql -X -q -d postgres -c "DROP DATABASE IF EXISTS \"$SRC\"" >/dev/null
+    psql -X -q -d postgres -c "CREATE DATABASE \"$SRC\"" >/dev/null
+}
+stream_source_db() {
+    SLOT="s_${T_NAME}"
+    drop_slots
+    source_db_fresh
+    trap 'drop_slots; rm -rf "$T_TMP"' EXIT
+}

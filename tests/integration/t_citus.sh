@@ -4,7 +4,8 @@
 # nothing; the lookup is distributed on its key, colocated with the target; kill -9 five times
 # then rerun loses and doubles nothing; report counts the rows on the shards; maintain retires
 # a window on every shard; a one-month id range prunes to that month on every shard; a refused
-# partition (a worker down) fails with a hint and leaves nothing half-created.
+# partition (a worker down) fails with a hint and leaves nothing half-created; import --jobs 2
+# survives the kills; a stream copies (--jobs 2) and applies inserts, updates and deletes.
 source "$(dirname "$0")/lib.sh"
 if ! "$V7FILL_ROOT/tests/citus.sh" installed; then
     echo "skipped: Citus not installed"
@@ -75,6 +76,17 @@ assert_eq "t|0|3" "$(cq "SELECT EXISTS (SELECT FROM pg_dist_partition WHERE logi
                         pg_relation_size('m_source_ref'), sum(result::int8)
                         FROM run_command_on_shards('m_source_ref', 'SELECT count(*) FROM %s')")" \
     "the lookup moved to the shards, the coordinator's copy emptied"
+# the key map (--key-map): distributed on legacy_id, not colocated with the uuid target
+printf 'created_at,account_id,kind,note\n2025-03-04 10:00:00+00,11,a,x\n2025-03-05 10:00:00+00,-12,b,y\n2025-03-06 10:00:00+00,13,c,z\n' >km.csv
+run_expect 0 c "$V7FILL" import m km.csv --key-map account_id --no-progress
+assert_contains "$OUT" "inserted=3 duplicates=0" "key map: the rows land"
+assert_eq "h|legacy_id|f|3" "$(cq "SELECT d.partmethod, column_to_column_name(d.logicalrelid, d.partkey),
+                                 d.colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'm'::regclass),
+                                 (SELECT count(*) FROM m_id_map)
+                            FROM pg_dist_partition d WHERE d.logicalrelid = 'm_id_map'::regclass")" \
+    "key map: hash-distributed on legacy_id, in a colocation group of its own"
+run_expect 0 c "$V7FILL" import m km.csv --key-map account_id --no-progress
+assert_contains "$OUT" "inserted=0 duplicates=3" "key map: a rerun finds every key"
 
 echo "$(date +%T) ---"
 # --- plan and partitions --list on the distributed target
@@ -135,7 +147,7 @@ assert_eq 4 "$(echo "$plan" | grep -Ec 'Scan.* on big__2025_03_[0-9]+')" "March'
 assert_eq 0 "$(echo "$plan" | grep -E 'Scan.* on big__' | grep -vc 'big__2025_03_')" "no other month scanned"
 
 echo "$(date +%T) ---"
-# --- kill -9 five times (mid-import: after a random number of further batches), then rerun
+# --- kill -9 five times with --jobs 2 (mid-import: after a random number of further batches), then rerun
 python3 - <<'PY'
 with open("k.csv", "w") as f:
     f.write("n,created_at,note\n")
@@ -147,7 +159,7 @@ kread() { cq "SELECT coalesce(max(rows_read), 0) FROM v7fill.checkpoint WHERE ta
 kills=0
 for attempt in $(seq 1 5); do
     target=$(($(kread) + 500 + RANDOM % 2500))
-    c "$V7FILL" import k k.csv --batch-rows 500 --no-progress --no-analyze >run.out 2>&1 &
+    c "$V7FILL" import k k.csv --batch-rows 500 --jobs 2 --no-progress --no-analyze >run.out 2>&1 &
     pid=$!
     while kill -0 "$pid" 2>/dev/null && [ "$(kread)" -lt "$target" ]; do sleep 0.02; done
     sleep "0.0$((RANDOM % 10))"
@@ -156,11 +168,47 @@ for attempt in $(seq 1 5); do
 done
 echo "killed $kills times; $(cq "SELECT count(*) FROM k") rows in before the rerun"
 [ "$kills" -ge 5 ] || fail "only $kills kills landed"
-run_expect 0 c "$V7FILL" import k k.csv --batch-rows 500 --no-progress
+run_expect 0 c "$V7FILL" import k k.csv --batch-rows 500 --jobs 2 --no-progress
 assert_eq "30000|30000" "$(cq "SELECT count(*), count(DISTINCT n) FROM k")" "every row once after kills"
 assert_eq "30000|30000|0|t" "$(cq "SELECT rows_read, inserted + duplicates, rejected, finished
                                    FROM v7fill.checkpoint WHERE target_table = 'k'")" \
     "checkpoint balances across the kills"
+
+echo "$(date +%T) ---"
+# --- stream into a distributed target (the source: a database of the plain cluster): the copy
+# on two writers, then inserts, updates and deletes found through the distributed lookup
+SRCDB="${PGDATABASE}_src"
+psql -X -q -d postgres -c "DROP DATABASE IF EXISTS \"$SRCDB\"" >/dev/null
+psql -X -q -d postgres -c "CREATE DATABASE \"$SRCDB\"" >/dev/null
+qs() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$SRCDB" -c "$1"; }
+qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, amount numeric(12,2), note text);
+    INSERT INTO orders SELECT g, timestamptz '2025-01-01' + g * interval '1 hour', g, 'n' || g
+      FROM generate_series(1, 3000) g;
+    CREATE PUBLICATION pub FOR TABLE orders;"
+cq "CREATE TABLE orders_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
+                            created_at timestamptz NOT NULL, amount numeric(12,2), note text)
+    PARTITION BY RANGE (id)" 
+cq "SELECT create_distributed_table('orders_v7', 'id')" >/dev/null
+src="dbname=$SRCDB host=$PGHOST port=$PGPORT"
+cstream() { c "$V7FILL" stream orders_v7 --source "$src" --from public.orders --publication pub \
+                --slot s_citus --map id=legacy_id --until-caught-up "$@"; }
+sdigest="SELECT count(*), md5(string_agg(concat_ws('|', id, created_at, amount, note), ',' ORDER BY id)) FROM orders"
+tdigest="SELECT count(*), md5(string_agg(concat_ws('|', legacy_id, created_at, amount, note), ',' ORDER BY legacy_id)) FROM orders_v7"
+run_expect 0 cstream --jobs 2 --batch-rows 500
+assert_eq "$(qs "$sdigest")" "$(cq "$tdigest")" "stream: the copy into the distributed target equals the source"
+qs "INSERT INTO orders SELECT g, timestamptz '2025-06-01' + g * interval '1 minute', g, 'new'
+      FROM generate_series(3001, 3200) g;
+    UPDATE orders SET amount = -amount, note = 'upd' WHERE id % 10 = 0;
+    DELETE FROM orders WHERE id % 7 = 0"
+run_expect 0 cstream
+assert_contains "$OUT" "updated=" "stream: updates applied"
+assert_eq "$(qs "$sdigest")" "$(cq "$tdigest")" "stream: inserts, updates, deletes applied on the shards"
+assert_eq "$(cq "SELECT count(*) FROM orders_v7")" \
+    "$(cq "SELECT sum(result::int8) FROM run_command_on_shards('orders_v7_source_ref', 'SELECT count(*) FROM %s')")" \
+    "stream: the distributed lookup holds one row per target row"
+run_expect 0 cstream
+assert_eq "$(qs "$sdigest")" "$(cq "$tdigest")" "stream: a rerun changes nothing"
+psql -X -q -d postgres -c "SELECT pg_drop_replication_slot('s_citus')" >/dev/null
 
 echo "$(date +%T) ---"
 # --- maintain retires a window on every shard

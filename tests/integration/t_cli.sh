@@ -70,6 +70,8 @@ assert_eq "--quiet --quiet-period " "$(complete_words v7fill partitions events -
 assert_eq "month " "$(complete_words v7fill partitions events --granularity mo)" "--granularity values"
 assert_eq "epoch-ms epoch-s epoch-us " "$(complete_words v7fill import --time-format = epo)" "--time-format=VALUE"
 assert_eq "clear set show " "$(complete_words v7fill retention events '')" "retention actions"
+assert_eq "migrate " "$(complete_words v7fill mig)" "migrate is a command"
+assert_eq "expand migrate " "$(complete_words v7fill migrate --child-mode '')" "--child-mode values"
 printf 'x\n' >events-2026.csv
 assert_eq "events-2026.csv " "$(complete_words v7fill import events events-)" "import: files after TABLE"
 # TABLE from the database through the hidden `v7fill __complete-tables` (no
@@ -89,7 +91,7 @@ assert_eq "" "$(PGDATABASE=no_such_db complete_words "$V7FILL" maintain e)" "con
 run_expect 0 "$V7FILL" --help
 assert_not_contains "$OUT" "__complete" "the helper command is hidden from --help"
 # every long option a command's getopt table has is offered, and only those
-for src in import:cmd_import maintain:cmd_maintain partitions:cmd_partitions report:cmd_report; do
+for src in import:cmd_import maintain:cmd_maintain partitions:cmd_partitions report:cmd_report migrate:cmd_migrate; do
     want=$( (grep -oE '\{"[a-z-]+", (no|required)_argument' "$V7FILL_ROOT/src/cli/${src#*:}.c" \
         | sed -E 's/\{"([a-z-]+)".*/--\1/'; printf '%s\n' --dbname --verbose --quiet --version) | grep -vx -- --help | sort -u | tr '\n' ' ')
     [ "${src%%:*}" = partitions ] && want=$(printf '%s\n' $want --maintain | sort -u | tr '\n' ' ')

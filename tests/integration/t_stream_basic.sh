@@ -46,14 +46,16 @@ run_expect 3 "$V7FILL" stream orders_v7 --source "dbname=$SRC" --from public.oth
 assert_contains "$OUT" "ALTER PUBLICATION" "a table outside the publication says what to run"
 assert_eq 0 "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$SLOT'")" "no slot left by a refused start"
 
-# ---- initial copy, with a writer inserting meanwhile
+# ---- initial copy (--jobs 2), with a writer inserting meanwhile
 ( for i in $(seq 1 40); do
       qs "INSERT INTO orders SELECT g, now() - interval '1 hour', 1, 'w' FROM generate_series(100000 + $i * 10, 100000 + $i * 10 + 9) g" || exit 1
       sleep 0.05
   done ) &
 writer=$!
-run_expect 0 stream
+# The copy on two writer connections (batches of 300: seven batches), the changes on one.
+run_expect 0 stream --jobs 2 --batch-rows 300
 echo "$OUT"
+assert_contains "$OUT" "on 2 writer connections" "the copy ran on two writers"
 wait $writer
 run_expect 0 stream
 assert_eq "$(digest_src)" "$(digest_dst)" "after the copy and catch-up the target equals the source"

@@ -1,8 +1,9 @@
 # Operating a stream (issue 20): --metrics-listen refused at start before any slot is
 # touched (bad address: exit 2, port in use: exit 1); /metrics scraped during a run passes
-# the exposition-format checker and its counters equal the rows applied; /readyz; the slot's
-# WAL warnings; --status (running and stopped, text and JSON) with the conninfo stored
-# without its password; --drop (asks, refuses without a terminal, stops the walsender).
+# the exposition-format checker and its counters equal the rows applied; /readyz (503
+# while the source or the target is reconnected); the slot's WAL warnings; --status
+# (running and stopped, text and JSON) with the conninfo stored without its password;
+# --drop (asks, refuses without a terminal, stops the walsender).
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 SRC="${PGDATABASE}_src"
@@ -63,7 +64,9 @@ assert_eq 200 "$(curl -s "http://127.0.0.1:$PORT/readyz" -o /dev/null -w '%{http
 qs "INSERT INTO orders SELECT g, now(), g FROM generate_series(1001, 1100) g;
     UPDATE orders SET amount = -amount WHERE id <= 30;
     DELETE FROM orders WHERE id BETWEEN 31 AND 40;"
+before=$(qs "SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")
 qs "INSERT INTO orders VALUES (2000, now(), 1)"
+after=$(qs "SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")
 for _ in $(seq 1 100); do
     [ "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 2000")" = 1 ] && break
     sleep 0.2
@@ -86,8 +89,16 @@ assert_eq +Inf "$(metric v7fill_stream_slot_safe_wal_size_bytes)" "safe_wal_size
 assert_eq 2 "$(metric v7fill_stream_source_transactions_total)" "two source transactions (one psql -c each)"
 [ "$(metric v7fill_stream_received_bytes_total)" -gt 0 ] || fail "bytes received counted"
 assert_eq 0 "$(metric v7fill_stream_apply_lag_seconds)" "caught up: no lag in seconds"
+off=$(metric v7fill_stream_clock_offset_seconds)
+awk -v v="$off" 'BEGIN { exit !(v != "" && v > -0.5 && v < 0.5) }' \
+    || fail "the source's clock offset to the target's (one machine): [$off] not within 0.5 s of 0"
+# The last applied LSN is the end of the last source commit; the stored position is that, or
+# an idle position the stream stored after it (every 10 s: a slow run gets there).
+applied=$(metric v7fill_stream_last_applied_lsn)
 stored=$(q "SELECT end_lsn - '0/0'::pg_lsn FROM v7fill.stream WHERE slot = '$SLOT'")
-assert_eq "$stored" "$(metric v7fill_stream_last_applied_lsn)" "last applied LSN = the position stored in the target"
+[ "$applied" -gt "$before" ] && [ "$applied" -le "$after" ] \
+    || fail "last applied LSN $applied is not the last source commit's end (in $before..$after]"
+[ "$applied" -le "$stored" ] || fail "last applied LSN $applied is ahead of the stored position $stored"
 assert_contains "$(cat run.err)" "max_slot_wal_keep_size is unlimited" "the unlimited keep size is said"
 assert_contains "$(cat run.err)" "above --warn-retained" "retained WAL above the threshold is said"
 
@@ -128,16 +139,33 @@ assert_contains "$OUT" '"quarantined": 1' "--status counts the quarantined row"
 
 # ---- the source's walsender killed: not ready while reconnecting, then ready again
 readyz() { curl -s "http://127.0.0.1:$PORT/readyz" -o readyz.txt -w '%{http_code}'; }
+# not_ready_then_ready SIDE: /readyz 503 saying it reconnects to SIDE, then 200 again
+not_ready_then_ready() {
+    local code=
+    for _ in $(seq 1 100); do code=$(readyz); [ "$code" = 503 ] && break; sleep 0.05; done
+    assert_eq 503 "$code" "not ready while the $1 is reconnected"
+    assert_contains "$(cat readyz.txt)" "not ready: reconnecting to the $1" "/readyz says why"
+    for _ in $(seq 1 100); do code=$(readyz); [ "$code" = 200 ] && break; sleep 0.2; done
+    assert_eq 200 "$code" "ready again once the $1 is back"
+}
 qs "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '$SLOT'" >/dev/null
-code=
-for _ in $(seq 1 50); do code=$(readyz); [ "$code" = 503 ] && break; sleep 0.1; done
-assert_eq 503 "$code" "not ready while the source is lost"
-assert_contains "$(cat readyz.txt)" "not ready: reconnecting" "/readyz says why"
-for _ in $(seq 1 100); do code=$(readyz); [ "$code" = 200 ] && break; sleep 0.2; done
-assert_eq 200 "$code" "ready again after the reconnect"
+not_ready_then_ready source
 scrape
 assert_eq 1 "$(metric 'v7fill_stream_reconnects_total{side="source"}')" "the reconnect counted on the source side"
 assert_eq 0 "$(metric 'v7fill_stream_reconnects_total{side="target"}')" "none on the target side"
+
+# ---- the target's connections killed (the writer's is retried by the pipeline itself): not
+# ready while it reconnects, then ready again; the change made meanwhile is applied once
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'" >/dev/null
+qs "INSERT INTO orders VALUES (4000, now(), 4)"
+not_ready_then_ready target
+for _ in $(seq 1 100); do
+    [ "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 4000")" = 1 ] && break
+    sleep 0.2
+done
+assert_eq 1 "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 4000")" "the row written across the target reconnect"
+scrape
+assert_eq 1 "$(metric 'v7fill_stream_reconnects_total{side="target"}')" "the reconnect counted on the target side"
 
 # ---- stopped (SIGTERM: exit 0), then --status still answers
 kill -TERM "$pid"
@@ -145,8 +173,24 @@ wait "$pid" || fail "the stream did not stop with status 0: $(tail -n 5 run.err)
 pid=
 run_expect 0 "$V7FILL" stream orders_v7 --status --slot "$SLOT"
 assert_contains "$OUT" "inactive (the stream is stopped)" "stopped: inactive"
+assert_contains "$OUT" "its source commit: " "the applied commit's source time is shown"
 run_expect 3 "$V7FILL" stream other_table --status --slot "$SLOT"
 assert_contains "$OUT" "streams into orders_v7" "--status checks the table"
+# A commit on the source while stopped: the lag in seconds is now - the applied commit's source
+# time (stored with the position), not a bound.
+sleep 1.2
+qs "CREATE TABLE lagtick (x int); INSERT INTO lagtick VALUES (1)"  # WAL the stream has not applied
+run_expect 0 "$V7FILL" stream orders_v7 --status --json --slot "$SLOT"
+echo "$OUT" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["lag_bytes"] > 0, d
+assert d["lag_seconds_exact"] is True, d
+assert 1.0 <= d["lag_seconds"] < 300, d
+assert d["last_commit_time"], d
+' || fail "--status --json lag while stopped: $OUT"
+run_expect 0 "$V7FILL" stream orders_v7 --status --slot "$SLOT"
+assert_not_contains "$OUT" "at most" "the lag in seconds is not a bound"
 
 # ---- --drop: refuses without a terminal, drops with --yes while running
 "$V7FILL" stream "${args[@]}" >run2.out 2>run2.err &
@@ -163,7 +207,7 @@ assert_contains "$OUT" "terminate its walsender" "it says it stops the walsender
 assert_contains "$OUT" "Kept: the rows of orders_v7" "it says what stays"
 assert_eq 0 "$(slot_count)" "the slot is gone"
 assert_eq 0 "$(q "SELECT count(*) FROM v7fill.stream WHERE slot = '$SLOT'")" "the stream's row is gone"
-assert_eq 602 "$(q "SELECT count(*) + 10 FROM orders_v7")" "the target's rows stay"
+assert_eq 603 "$(q "SELECT count(*) + 10 FROM orders_v7")" "the target's rows stay"
 set +e; wait "$pid"; rc=$?; set -e
 pid=
 [ "$rc" != 0 ] || fail "the stream whose slot was dropped stops with an error"

@@ -149,7 +149,7 @@ for ci in "host=$PGHOST port=1 user=postgres password=secret" \
 done
 q "DROP ROLE norepl" >/dev/null
 
-# --- an invalidated slot: wal_status lost, and the SQL to drop it -------------------------------
+# --- an invalidated slot: wal_status lost, and the option that re-creates it --------------------
 # max_slot_wal_keep_size is the cluster's: set for these few statements only.
 trap '{ q "ALTER SYSTEM RESET max_slot_wal_keep_size"; q "SELECT pg_reload_conf()"; cleanup_slots; } >/dev/null 2>&1 || true; rm -rf "$T_TMP"' EXIT
 q "SELECT pg_create_logical_replication_slot('s_lost', 'pgoutput')" >/dev/null
@@ -165,7 +165,7 @@ q "SELECT pg_reload_conf()" >/dev/null
 assert_eq lost "$(slotq s_lost wal_status)" "test setup: the slot is invalidated"
 hx 3 start s_lost pub
 assert_contains "$OUT" 'replication slot "s_lost" is invalidated (wal_status lost)' "invalidated slot"
-assert_contains "$OUT" "run: SELECT pg_drop_replication_slot('s_lost');" "says how to drop it"
+assert_contains "$OUT" "run the stream again with --resnapshot" "names the option that re-creates it"
 # --- a source with wal_level replica and a pg_hba.conf without this database: its own cluster ---
 src2=$(PGTMP_PORT=$((PGPORT + 11)) "$V7FILL_ROOT/tests/pgtmp.sh" start)
 src2dir=$(eval "$src2"; echo "$PGTMP_DIR")

@@ -1,0 +1,100 @@
+/*
+ * `v7fill migrate --switch` and `--reverse`: the cut-over of a migration
+ * (migrate.h) and its way back.
+ *
+ * Switch (same database): one short transaction on the source with SET
+ * LOCAL lock_timeout, retried with backoff on 55P03/40P01: the parent (and
+ * its children) locked IN SHARE ROW EXCLUSIVE MODE (writers wait, readers go
+ * on), the final LSN read, the capture caught up to it (the caller's
+ * catch_up, on its own connection), then ACCESS EXCLUSIVE on both tables for
+ * the renames only: <from> -> <from>_legacy, <into> -> <from>; the new
+ * table's legacy_id gets DEFAULT nextval(<the old key's sequence>).  The
+ * reverse publication and slot (on the new table) are made before the lock,
+ * and the reverse position (the switch's own WAL position) is stored in
+ * v7fill.migrate_reverse inside the switch transaction: the way back misses
+ * no write made after the switch.  Two databases: the source table is renamed
+ * <from>_legacy (writes to the old name fail instead of being lost), nothing
+ * is renamed on the target.
+ *
+ * Reverse: the new table's changes (pgoutput, publish_via_partition_root)
+ * applied into the legacy table by legacy key, translated through the map,
+ * one target transaction per group of source transactions with the position
+ * in the same transaction; the slot is acknowledged only after the commit.
+ * `--switch` in phase reverse switches back (the same lock dance, the legacy
+ * table caught up under the lock, child rows written after the switch with
+ * only <fk>_uuid given their <fk> from the map, names restored).
+ *
+ * Both functions update *spec (phase, switch_lsn, legacy_table); the caller
+ * stores it in v7fill.migration.  A rerun finds the state from the catalog
+ * (which table holds which name), so a kill between the commit and the
+ * caller's store is harmless.
+ */
+#ifndef V7FILL_MIGRATE_SWITCH_H
+#define V7FILL_MIGRATE_SWITCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "v7fill/err.h"
+#include "v7fill/migrate.h"
+#include "v7fill/pg.h"
+
+/* The switch refuses when the capture's slot is further behind the source's
+ * WAL than this (the caller catches up first: the lock is held while
+ * catch_up applies the rest). */
+#define MIGRATE_SWITCH_MAX_LAG ((uint64_t) 16 << 20)
+
+typedef struct SwitchStats
+{
+    int attempts;                /* lock attempts made (1 = the first one held) */
+    int64_t lock_held_ms;        /* from the lock granted to the commit */
+    uint64_t final_lsn;          /* the capture was applied up to here */
+    uint64_t applied_at_switch;  /* switching back: rows the reverse applied under the lock */
+    uint64_t children_filled;    /* switching back: child rows written with only <fk>_uuid
+                                    that got <fk> from the map */
+    bool already;                /* nothing to do: the names were already switched */
+    bool back;                   /* this was a switch back (phase reverse) */
+} SwitchStats;
+
+/* Applies the capture up to final_lsn (on its own connection) and returns. */
+typedef bool (*MigrateCatchUp)(void *ctx, uint64_t final_lsn, Err *err);
+
+/* lock_timeout_ms <= 0: 1000; attempts <= 0: 10.  Prints what the
+ * application must change on stdout.  Phase reverse: switches back. */
+V7FILL_MUST_CHECK bool migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec,
+                                      int lock_timeout_ms, int attempts, MigrateCatchUp catch_up,
+                                      void *ctx, SwitchStats *st, Err *err);
+
+typedef struct ReverseStats
+{
+    uint64_t transactions;       /* source transactions applied */
+    uint64_t inserted, updated, deleted;
+    uint64_t missing;            /* an update or delete whose legacy row was not there */
+    uint64_t start_lsn;          /* where this run started */
+    uint64_t applied_lsn;        /* the last position committed in the legacy table */
+    bool caught_up;              /* ended at the stop position (not interrupted) */
+} ReverseStats;
+
+/* Keep the legacy table current from the new one (same database only):
+ * until caught up with what was committed when it started, or with follow
+ * until SIGINT/SIGTERM (the open group committed, true).  Sets spec->phase
+ * to reverse. */
+V7FILL_MUST_CHECK bool migrate_reverse(PgConn *db, MigrateSpec *spec, bool follow,
+                                       ReverseStats *st, Err *err);
+
+/* The reverse publication and slot of a migration: "<spec->slot>_rev"
+ * (the slot name cut to 59 bytes first). */
+void migrate_reverse_name(const MigrateSpec *spec, char *out, size_t size);
+
+/* Internal to the switch back: apply until stop_lsn on apply_conn (not the
+ * connection holding the lock).  stop_lsn 0 with follow: until interrupted. */
+V7FILL_MUST_CHECK bool migrate_reverse_apply(PgConn *apply_conn, const MigrateSpec *spec,
+                                             uint64_t stop_lsn, bool follow, ReverseStats *st,
+                                             Err *err);
+
+/* The reverse state: v7fill.migrate_reverse (into_table PRIMARY KEY, slot,
+ * publication, switch_lsn, end_lsn, applied).  Created when missing. */
+V7FILL_MUST_CHECK bool migrate_reverse_setup(PgConn *db, Err *err);
+
+#endif /* V7FILL_MIGRATE_SWITCH_H */

@@ -1,0 +1,828 @@
+/*
+ * migrate.c: `v7fill migrate`, the setup and the copy + capture of a
+ * migration, and its status (see migrate.h).
+ *
+ *   describe the source (migrate_ddl.c); a stored migration of the same
+ *     --into must be of the same table, key and time column
+ *   --dry-run: the target's and the map's DDL, the publication and slot, the
+ *     rows and their time range, the rows that would be rejected; nothing made
+ *   the target: created in one transaction (or an existing one checked)
+ *   the publication v7fill_<into> FOR TABLE the source (checked when there:
+ *     it must hold the source and, in the same database, not the target or
+ *     its map)
+ *   the state row in v7fill.migration (phase copy)
+ *   stream_run: the slot with its exported snapshot, the copy under it, the
+ *     changes since, keyed through the map; phase follow once the stream's
+ *     copy is finished; --follow: the changes until interrupted
+ * Each step finds what an earlier (killed) run made and goes on from there.
+ */
+#include "v7fill/migrate.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "v7fill/interrupt.h"
+#include "v7fill/log.h"
+#include "v7fill/migrate_child.h"
+#include "v7fill/migrate_ddl.h"
+#include "v7fill/migrate_state.h"
+#include "v7fill/migrate_switch.h"
+#include "v7fill/migrate_verify.h"
+#include "v7fill/stream_state.h"
+
+void
+migrate_result_free(MigrateResult *r)
+{
+    if (r == NULL)
+        return;
+    migrate_spec_free(&r->spec);
+    import_stats_free(&r->copy.rows);
+    import_stats_free(&r->follow.rows);
+    buf_free(&r->rejects);
+    buf_free(&r->notes);
+    buf_free(&r->plan);
+    free(r->children);
+    r->children = NULL;
+}
+
+void
+migrate_object_name(const char *into_schema, const char *into_table, char out[64])
+{
+    char name[256];
+    size_t n = 0;
+    bool changed = false;
+
+    n = (size_t) snprintf(name, sizeof name, "v7fill_");
+    for (const char *p = into_table; *p && n < sizeof name - 1; p++)
+    {
+        unsigned char ch = (unsigned char) *p;
+
+        if (isalnum(ch) && ch < 128)
+            name[n++] = (char) tolower(ch);
+        else
+            name[n++] = '_';
+        changed = changed || name[n - 1] != (char) ch;
+    }
+    name[n] = '\0';
+    if (changed || n > 63)
+    {
+        char full[160];
+        int len = snprintf(full, sizeof full, "%s.%s", into_schema, into_table);
+
+        (void) snprintf(name + (n > 54 ? 54 : n), sizeof name - 54, "_%08x",
+                        (unsigned) XXH3_64bits(full, (size_t) len));
+    }
+    (void) snprintf(out, 64, "%s", name);
+}
+
+/* "[SCHEMA.]TABLE" into its parts; an unqualified name takes dflt ("" when none). */
+static bool
+split_name(const char *opt, const char *text, const char *dflt, char schema[64], char table[64],
+           Err *err)
+{
+    const char *dot = strchr(text, '.');
+    const char *name = dot ? dot + 1 : text;
+    size_t slen = dot ? (size_t) (dot - text) : strlen(dflt);
+
+    if ((dot && slen == 0) || *name == '\0' || strchr(name, '.') || slen > 63 ||
+        strlen(name) > 63)
+        return err_set(err, EC_USAGE, "%s takes [SCHEMA.]TABLE, got \"%s\"", opt, text);
+    (void) snprintf(schema, 64, "%.*s", (int) slen, dot ? text : dflt);
+    (void) snprintf(table, 64, "%s", name);
+    return true;
+}
+
+/* The spec this run stands for, from the options and the source's description. */
+static bool
+spec_from_options(const MigrateOptions *o, MigrateSpec *s, Err *err)
+{
+    memset(s, 0, sizeof *s);
+    if (!split_name("--from", o->from, "public", s->from_schema, s->from_table, err) ||
+        !split_name("--into", o->into, s->from_schema, s->into_schema, s->into_table, err))
+        return false;
+    if (strlen(o->key) > 63 || strlen(o->time_column) > 63)
+        return err_set(err, EC_USAGE, "--key and --time-column take a column name");
+    (void) snprintf(s->source_conninfo, sizeof s->source_conninfo, "%s",
+                    o->source_conninfo ? o->source_conninfo : "");
+    (void) snprintf(s->key, sizeof s->key, "%s", o->key);
+    (void) snprintf(s->time_column, sizeof s->time_column, "%s", o->time_column);
+    if (strlen(s->into_table) > 63 - strlen("_id_map"))
+        return err_set(err, EC_USAGE, "--into %s: the name is too long for its map (%s_id_map)",
+                       o->into, s->into_table);
+    (void) snprintf(s->map_table, sizeof s->map_table, "%s_id_map", s->into_table);
+    migrate_object_name(s->into_schema, s->into_table, s->publication);
+    (void) snprintf(s->slot, sizeof s->slot, "%s", s->publication);
+    s->child_mode = o->child_mode;
+    s->phase = MIGRATE_PHASE_COPY;
+    if (o->nchildren)
+    {
+        s->children = xcalloc(o->nchildren, sizeof *s->children);
+        memcpy(s->children, o->children, o->nchildren * sizeof *s->children);
+        s->nchildren = o->nchildren;
+    }
+    return true;
+}
+
+/* A stored migration into the same table must be of the same source. */
+static bool
+same_migration(const MigrateSpec *stored, const MigrateSpec *now, Err *err)
+{
+    if (strcmp(stored->from_schema, now->from_schema) == 0 &&
+        strcmp(stored->from_table, now->from_table) == 0 && strcmp(stored->key, now->key) == 0 &&
+        strcmp(stored->time_column, now->time_column) == 0)
+        return true;
+    err_set(err, EC_CONFIG,
+            "%s.%s is the target of another migration: from %s.%s (key %s, time column %s)",
+            now->into_schema, now->into_table, stored->from_schema, stored->from_table,
+            stored->key, stored->time_column);
+    err_hint(err, "Choose another --into, or run this migration's later steps with "
+                  "`v7fill migrate --into %s.%s --status`.",
+             now->into_schema, now->into_table);
+    return false;
+}
+
+static bool
+table_exists(PgConn *c, const char *schema, const char *table, bool *out, Err *err)
+{
+    const char *params[2] = {schema, table};
+    PGresult *res;
+
+    if (!pg_query(c,
+                  "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = "
+                  "c.relnamespace WHERE n.nspname = $1 AND c.relname = $2)",
+                  2, params, &res, err))
+        return false;
+    *out = PQgetvalue(res, 0, 0)[0] == 't';
+    PQclear(res);
+    return true;
+}
+
+/* Rows, time range, rows the pipeline will reject (NULL or pre-1970 time). */
+static bool
+plan_rows(PgConn *src, const MigrateSpec *s, Buf *out, Err *err)
+{
+    char *t = pg_qualified(src, s->from_schema, s->from_table);
+    char *tc = pg_ident(src, s->time_column);
+    char *sql = xasprintf("SELECT count(*), min(%s)::text, max(%s)::text, count(*) FILTER (WHERE "
+                          "%s IS NULL), count(*) FILTER (WHERE %s < '1970-01-01'::date) FROM %s",
+                          tc, tc, tc, tc, t);
+    PGresult *res;
+    bool ok = pg_query(src, sql, 0, NULL, &res, err);
+
+    free(sql);
+    free(tc);
+    free(t);
+    if (!ok)
+        return false;
+    buf_printf(out,
+               "-- rows: %s, %s from %s to %s\n"
+               "-- rows that would be rejected (kept in v7fill.stream_quarantine with the "
+               "reason): %s with a NULL %s, %s before 1970-01-01\n",
+               PQgetvalue(res, 0, 0), s->time_column,
+               PQgetisnull(res, 0, 1) ? "-" : PQgetvalue(res, 0, 1),
+               PQgetisnull(res, 0, 2) ? "-" : PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3),
+               s->time_column, PQgetvalue(res, 0, 4));
+    PQclear(res);
+    return true;
+}
+
+static bool
+dry_run(PgConn *target, PgConn *src, const MigrateSpec *s, const MigrateSource *d,
+        bool target_exists, Buf *out, Err *err)
+{
+    char *from = pg_qualified(src, s->from_schema, s->from_table);
+    char *pub = pg_ident(src, s->publication);
+
+    buf_printf(out, "-- migrate %s.%s (key %s %s, time column %s) into %s.%s\n", s->from_schema,
+               s->from_table, s->key, d->key_type, s->time_column, s->into_schema, s->into_table);
+    if (target_exists)
+        buf_printf(out, "-- the target exists and has the columns it needs: used as it is\n");
+    else
+        migrate_ddl_target(target, d, s->into_schema, s->into_table, out);
+    buf_printf(out, "-- the map (created by the copy; never dropped by v7fill):\n");
+    migrate_ddl_map(target, d, s->into_schema, s->map_table, out);
+    buf_printf(out, "-- on the source:\nCREATE PUBLICATION %s FOR TABLE %s;\n", pub, from);
+    buf_printf(out, "SELECT pg_create_logical_replication_slot('%s', 'pgoutput');  -- with an "
+                    "exported snapshot: the copy runs under it\n",
+               s->slot);
+    free(pub);
+    free(from);
+    if (d->notes.len)
+    {
+        buf_puts(out, "-- not kept as on the source:\n");
+        for (const char *p = d->notes.data; *p;)
+        {
+            const char *nl = strchr(p, '\n');
+
+            buf_printf(out, "--   %.*s\n", (int) (nl - p), p);
+            p = nl + 1;
+        }
+    }
+    if (d->nchildren_fk)
+        buf_printf(out, "-- tables referencing %s.%s (give them as --child):\n--   %s",
+                   s->from_schema, s->from_table, d->children_fk.data);
+    return plan_rows(src, s, out, err);
+}
+
+static bool
+create_target(PgConn *target, const MigrateSpec *s, const MigrateSource *d, Err *err)
+{
+    Buf ddl;
+    bool ok;
+
+    buf_init(&ddl);
+    buf_puts(&ddl, "BEGIN;\n");
+    migrate_ddl_target(target, d, s->into_schema, s->into_table, &ddl);
+    buf_puts(&ddl, "COMMIT;\n");
+    ok = pg_exec(target, ddl.data, err);
+    if (!ok)
+    {
+        Err rb = {0};
+
+        if (!pg_exec(target, "ROLLBACK", &rb))
+            log_debug("rollback: %s", rb.msg);
+        err_prefix(err, "could not create the target %s.%s", s->into_schema, s->into_table);
+    }
+    else
+        log_info("created the target %s.%s (partitioned by RANGE (id))", s->into_schema,
+                 s->into_table);
+    buf_free(&ddl);
+    return ok;
+}
+
+/* Same server and database? Then the target and the map must stay out of the publication. */
+static bool
+same_database(PgConn *a, PgConn *b, bool *out, Err *err)
+{
+    const char *sql = "SELECT system_identifier::text || '/' || current_database() FROM "
+                      "pg_control_system()";
+    PGresult *ra, *rb;
+
+    if (!pg_query(a, sql, 0, NULL, &ra, err))
+        return false;
+    if (!pg_query(b, sql, 0, NULL, &rb, err))
+    {
+        PQclear(ra);
+        return false;
+    }
+    *out = strcmp(PQgetvalue(ra, 0, 0), PQgetvalue(rb, 0, 0)) == 0;
+    PQclear(ra);
+    PQclear(rb);
+    return true;
+}
+
+static bool
+ensure_publication(PgConn *src, const MigrateSpec *s, bool same_db, bool *created, Err *err)
+{
+    const char *params[6] = {s->publication, s->from_schema, s->from_table, s->into_schema,
+                             s->into_table, s->map_table};
+    char *pub = pg_ident(src, s->publication);
+    char *from = pg_qualified(src, s->from_schema, s->from_table);
+    PGresult *res;
+    bool ok = true;
+    char *sql = NULL;
+
+    *created = false;
+    if (!pg_query(src,
+                  "SELECT (SELECT puballtables FROM pg_publication WHERE pubname = $1),"
+                  "  EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND "
+                  "schemaname = $2 AND tablename = $3),"
+                  "  EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND "
+                  "schemaname = $4 AND tablename IN ($5, $6))",
+                  6, params, &res, err))
+        goto out;
+    if (PQgetisnull(res, 0, 0))
+    {
+        sql = xasprintf("CREATE PUBLICATION %s FOR TABLE %s", pub, from);
+        ok = pg_exec(src, sql, err);
+        *created = ok;
+        if (ok)
+            log_info("created publication %s on the source", s->publication);
+    }
+    else if (same_db && (PQgetvalue(res, 0, 0)[0] == 't' || PQgetvalue(res, 0, 2)[0] == 't'))
+    {
+        ok = err_set(err, EC_CONFIG,
+                     "publication %s holds the target %s.%s or its map: in the same database "
+                     "the migration would apply its own writes again",
+                     s->publication, s->into_schema, s->into_table);
+        err_hint(err, "Publish only the source: ALTER PUBLICATION %s SET TABLE %s;", pub, from);
+    }
+    else if (PQgetvalue(res, 0, 1)[0] != 't')
+    {
+        sql = xasprintf("ALTER PUBLICATION %s ADD TABLE %s", pub, from);
+        ok = pg_exec(src, sql, err);
+    }
+    PQclear(res);
+    if (!ok)
+        err_prefix(err, "the source's publication %s", s->publication);
+out:
+    free(sql);
+    free(from);
+    free(pub);
+    return ok && err->code == EC_OK;
+}
+
+static void
+stream_options_for(const MigrateSpec *s, const MigrateOptions *o, const char *source,
+                   const char *table, const ColumnMap *map, char *from, size_t fromsize,
+                   StreamOptions *so)
+{
+    stream_options_default(so);
+    so->common = o->common;
+    so->common.table = table;
+    so->common.time_column = s->time_column;
+    so->common.maps = map;
+    so->common.nmaps = 1;
+    so->common.key_map_column = s->key;
+    so->common.key_map_type = s->key_type;
+    so->common.lookup_table = s->map_table;
+    (void) snprintf(from, fromsize, "%s.%s", s->from_schema, s->from_table);
+    so->source_conninfo = source;
+    so->from = from;
+    so->publication = s->publication;
+    so->slot = s->slot;
+    so->until_caught_up = !o->follow;
+}
+
+/* The rows this migration's stream quarantined, by reason. */
+static bool
+collect_rejects(PgConn *target, const MigrateSpec *s, uint64_t *count, Buf *out, Err *err)
+{
+    const char *params[1] = {s->slot};
+    PGresult *res;
+
+    *count = 0;
+    if (!pg_query(target,
+                  "SELECT count(*), split_part(reason, ':', 1), (array_agg(reason || ': ' || "
+                  "row::text ORDER BY id))[1] FROM v7fill.stream_quarantine WHERE slot = $1 "
+                  "GROUP BY 2 ORDER BY 1 DESC, 2",
+                  1, params, &res, err))
+        return false;
+    for (int i = 0; i < PQntuples(res); i++)
+    {
+        *count += strtoull(PQgetvalue(res, i, 0), NULL, 10);
+        buf_printf(out, "%s  %s  (first: %s)\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+                   PQgetvalue(res, i, 2));
+    }
+    PQclear(res);
+    return true;
+}
+
+/* The counts of a second run added to the first's (what the summary shows). */
+static void
+stream_stats_add(StreamStats *a, const StreamStats *b)
+{
+    ImportStats *x = &a->rows;
+    const ImportStats *y = &b->rows;
+
+    x->read += y->read;
+    x->inserted += y->inserted;
+    x->duplicates += y->duplicates;
+    x->rejected += y->rejected;
+    x->expired += y->expired;
+    x->updated += y->updated;
+    x->deleted += y->deleted;
+    x->missing += y->missing;
+    x->elapsed_s += y->elapsed_s;
+    a->transactions += b->transactions;
+    a->skipped_transactions += b->skipped_transactions;
+    a->quarantined += b->quarantined;
+    a->applied_lsn = b->applied_lsn;
+}
+
+/* The stream's copy finished: v7fill.stream says phase "stream". */
+static bool
+copy_finished(PgConn *target, const MigrateSpec *s, bool *out, Err *err)
+{
+    StreamState st;
+
+    if (!stream_state_get(target, s->slot, &st, err))
+        return false;
+    *out = st.found && strcmp(st.phase, "stream") == 0;
+    return true;
+}
+
+/* Expand mode: each child's <fk>_uuid and (same database) its trigger, before
+ * the copy, so that child rows written during it are kept current. */
+static bool
+children_prepare(PgConn *src, const MigrateSpec *s, Err *err)
+{
+    for (size_t i = 0; i < s->nchildren; i++)
+        if (!migrate_child_prepare(src, s, &s->children[i], err))
+        {
+            err_prefix(err, "child %s.%s", s->children[i].schema, s->children[i].table);
+            return false;
+        }
+    return true;
+}
+
+/* Once the parent is copied: each child filled from the map, then (same
+ * database) its foreign key to the target added NOT VALID and validated. */
+static bool
+children_fill(PgConn *src, PgConn *target, const MigrateSpec *s, const MigrateOptions *o,
+              MigrateResult *r, Err *err)
+{
+    if (s->nchildren == 0)
+        return true;
+    r->children = xcalloc(s->nchildren, sizeof *r->children);
+    r->nchildren = s->nchildren;
+    for (size_t i = 0; i < s->nchildren; i++)
+    {
+        const MigrateChild *ch = &s->children[i];
+
+        if (!migrate_child_fill(src, target, s, ch, o->lock_timeout_ms, &r->children[i], err) ||
+            (migrate_child_same_database(s) &&
+             !migrate_child_constrain(src, s, ch, o->lock_timeout_ms, &r->children[i], err)))
+        {
+            err_prefix(err, "child %s.%s", ch->schema, ch->table);
+            return false;
+        }
+        log_info("child %s.%s: %s_uuid filled (%" PRIu64 " rows, %" PRIu64 " orphans, %" PRIu64
+                 " NULL keys)",
+                 ch->schema, ch->table, ch->fk_column, r->children[i].rows,
+                 r->children[i].orphans, r->children[i].null_keys);
+    }
+    return true;
+}
+
+static bool
+setup(PgConn *target, PgConn *src, const MigrateOptions *o, MigrateSpec *s,
+      const MigrateSource *d, MigrateResult *r, Err *err)
+{
+    bool exists, same_db;
+
+    (void) o;
+    if (!table_exists(target, s->into_schema, s->into_table, &exists, err))
+        return false;
+    if (exists && !migrate_ddl_check_target(target, d, s->into_schema, s->into_table, err))
+        return false;
+    if (!same_database(target, src, &same_db, err) ||
+        !ensure_publication(src, s, same_db, &r->publication_created, err))
+        return false;
+    if (!exists && !create_target(target, s, d, err))
+        return false;
+    r->target_created = !exists;
+    return migrate_state_setup(target, err) && migrate_state_put(target, s, err);
+}
+
+bool
+migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
+{
+    MigrateSpec *s = &r->spec;
+    MigrateSpec stored;
+    MigrateSource d;
+    PgConn *src = NULL;
+    const char *source = o->source_conninfo ? o->source_conninfo : o->target_conninfo;
+    bool found = false, exists = false, ok = false, done = false;
+    char *table = NULL;
+    char from[160];
+    ColumnMap map;
+    StreamOptions so;
+
+    memset(r, 0, sizeof *r);
+    memset(&d, 0, sizeof d);
+    buf_init(&r->rejects);
+    buf_init(&r->notes);
+    buf_init(&r->plan);
+    if (!spec_from_options(o, s, err) ||
+        !migrate_state_get(target, s->into_schema, s->into_table, &stored, &found, err))
+        return false;
+    if (found)
+    {
+        ok = same_migration(&stored, s, err);
+        s->phase = stored.phase;
+        s->switch_lsn = stored.switch_lsn;
+        (void) snprintf(s->legacy_table, sizeof s->legacy_table, "%s", stored.legacy_table);
+        /* Without --source a rerun reaches the source the migration was made with. */
+        if (!o->source_conninfo && stored.source_conninfo[0])
+        {
+            (void) snprintf(s->source_conninfo, sizeof s->source_conninfo, "%s",
+                            stored.source_conninfo);
+            source = s->source_conninfo;
+        }
+        if (o->nchildren == 0 && stored.nchildren > 0)
+        {
+            s->children = stored.children; /* taken over */
+            s->nchildren = stored.nchildren;
+            s->child_mode = stored.child_mode;
+            stored.children = NULL;
+            stored.nchildren = 0;
+        }
+        migrate_spec_free(&stored);
+        if (!ok)
+            return false;
+        ok = false;
+        if (s->phase >= MIGRATE_PHASE_SWITCHED)
+            return err_set(err, EC_CONFIG,
+                           "the migration into %s.%s is %s: the copy and capture are over",
+                           s->into_schema, s->into_table, migrate_phase_name(s->phase));
+    }
+    if (s->nchildren > 0 && s->child_mode == MIGRATE_CHILD_MIGRATE)
+        return err_set(err, EC_CONFIG,
+                       "--child-mode migrate is not available in this version: use --child-mode "
+                       "expand (<fk>_uuid added to the child)");
+    if (!pg_connect(source, &src, err))
+    {
+        err_prefix(err, "the source");
+        return false;
+    }
+    if (!migrate_ddl_describe(src, s->from_schema, s->from_table, s->key, s->time_column, &d,
+                              err))
+        goto out;
+    (void) snprintf(s->key_type, sizeof s->key_type, "%s", d.key_type);
+    buf_puts(&r->notes, d.notes.data ? d.notes.data : "");
+    if (o->dry_run)
+    {
+        ok = table_exists(target, s->into_schema, s->into_table, &exists, err) &&
+             (!exists || migrate_ddl_check_target(target, &d, s->into_schema, s->into_table,
+                                                  err)) &&
+             dry_run(target, src, s, &d, exists, &r->plan, err);
+        goto out;
+    }
+    if (!setup(target, src, o, s, &d, r, err) || !children_prepare(src, s, err))
+        goto out;
+    table = pg_qualified(target, s->into_schema, s->into_table);
+    map.from = s->key;
+    map.to = "legacy_id";
+    stream_options_for(s, o, source, table, &map, from, sizeof from, &so);
+    so.until_caught_up = true;
+    ok = stream_run(target, &so, &r->copy, err);
+    /* A run that copied stopped at what the source had committed before the
+     * slot: once more for the changes made during the copy. */
+    if (ok && r->copy.copied > 0 && interrupt_signal() == 0)
+    {
+        StreamStats more;
+
+        ok = stream_run(target, &so, &more, err);
+        stream_stats_add(&r->copy, &more);
+        import_stats_free(&more.rows);
+    }
+    if (ok && !(ok = copy_finished(target, s, &done, err)))
+        goto out;
+    if (done && s->phase == MIGRATE_PHASE_COPY)
+    {
+        if (!migrate_state_set_phase(target, s, MIGRATE_PHASE_FOLLOW, err))
+        {
+            ok = false;
+            goto out;
+        }
+        s->phase = MIGRATE_PHASE_FOLLOW;
+        log_info("the copy of %s.%s is done: phase follow", s->from_schema, s->from_table);
+    }
+    r->copied = done;
+    if (ok && done && interrupt_signal() == 0)
+        ok = children_fill(src, target, s, o, r, err);
+    if (ok && o->follow && interrupt_signal() == 0)
+    {
+        so.until_caught_up = false;
+        ok = stream_run(target, &so, &r->follow, err);
+    }
+    {
+        Err rerr = {0};
+
+        if (!collect_rejects(target, s, &r->rejected, &r->rejects, ok ? err : &rerr))
+            ok = false;
+    }
+out:
+    free(table);
+    migrate_source_free(&d);
+    pg_close(src);
+    return ok;
+}
+
+bool
+migrate_find(PgConn *target, const char *into, MigrateSpec *out, Err *err)
+{
+    char schema[64], table[64];
+    bool found = false;
+    PGresult *res;
+    const char *params[1];
+
+    memset(out, 0, sizeof *out);
+    if (!split_name("--into", into, "", schema, table, err))
+        return false;
+    if (schema[0] == '\0')
+    {
+        params[0] = table;
+        if (!pg_query(target, "SELECT to_regclass('v7fill.migration') IS NOT NULL", 0, NULL,
+                      &res, err))
+            return false;
+        found = PQgetvalue(res, 0, 0)[0] == 't';
+        PQclear(res);
+        if (found)
+        {
+            if (!pg_query(target, "SELECT into_schema FROM v7fill.migration WHERE into_table = $1",
+                          1, params, &res, err))
+                return false;
+            if (PQntuples(res) > 1)
+            {
+                PQclear(res);
+                return err_set(err, EC_USAGE,
+                               "--into %s: several migrations into a table of that name; give "
+                               "SCHEMA.TABLE",
+                               table);
+            }
+            if (PQntuples(res) == 1)
+                (void) snprintf(schema, sizeof schema, "%s", PQgetvalue(res, 0, 0));
+            PQclear(res);
+        }
+        found = false;
+    }
+    if (!migrate_state_get(target, schema, table, out, &found, err))
+        return false;
+    if (!found)
+        return err_set(err, EC_CONFIG, "no migration into %s%s%s (v7fill.migration)", schema,
+                       schema[0] ? "." : "", table);
+    return true;
+}
+
+static int64_t
+count_rows(PgConn *c, const char *schema, const char *table)
+{
+    char *t = pg_qualified(c, schema, table);
+    char *sql = xasprintf("SELECT count(*) FROM %s", t);
+    PGresult *res;
+    Err e = {0};
+    int64_t n = -1;
+
+    if (pg_query(c, sql, 0, NULL, &res, &e))
+    {
+        n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        PQclear(res);
+    }
+    free(sql);
+    free(t);
+    return n;
+}
+
+bool
+migrate_status(PgConn *target, const char *target_conninfo, const char *into,
+               const char *source_conninfo, MigrateStatus *out, Err *err)
+{
+    MigrateSpec *s = &out->spec;
+    const char *source;
+    PgConn *src = NULL;
+    Err serr = {0};
+    bool exists = false, ok;
+
+    memset(out, 0, sizeof *out);
+    if (!migrate_find(target, into, s, err))
+        return false;
+    source = source_conninfo ? source_conninfo : s->source_conninfo;
+    if (source[0] == '\0')
+        source = target_conninfo ? target_conninfo : "";
+    out->stream_ok = stream_admin_status(target, s->slot, source, &out->stream, &serr);
+    if (!out->stream_ok)
+        (void) snprintf(out->stream_error, sizeof out->stream_error, "%s", serr.msg);
+    out->source_rows = -1;
+    if (pg_connect(source, &src, &serr))
+        out->source_rows = count_rows(src, s->from_schema, s->from_table);
+    pg_close(src);
+    out->target_rows = count_rows(target, s->into_schema, s->into_table);
+    (void) snprintf(out->map_table, sizeof out->map_table, "%s", s->map_table);
+    ok = table_exists(target, s->into_schema, s->map_table, &exists, err);
+    if (!ok)
+    {
+        migrate_spec_free(s);
+        return false;
+    }
+    if (!exists)
+        (void) snprintf(out->map_table, sizeof out->map_table, "%s_source_ref", s->into_table);
+    out->map_rows = count_rows(target, s->into_schema, out->map_table);
+    out->rejected = out->stream.quarantined;
+    return true;
+}
+
+const char *
+migrate_source_conninfo(const MigrateSpec *spec, const char *override,
+                        const char *target_conninfo)
+{
+    if (override)
+        return override;
+    if (spec->source_conninfo[0])
+        return spec->source_conninfo;
+    return target_conninfo;
+}
+
+/* The source's connection: the target's own when they are one database. */
+static bool
+source_conn(PgConn *target, const char *target_conninfo, const MigrateSpec *spec,
+            const char *override, PgConn **src, bool *own, Err *err)
+{
+    *own = false;
+    *src = target;
+    if (!override && spec->source_conninfo[0] == '\0')
+        return true;
+    if (!pg_connect(migrate_source_conninfo(spec, override, target_conninfo), src, err))
+    {
+        err_prefix(err, "the source");
+        return false;
+    }
+    *own = true;
+    return true;
+}
+
+bool
+migrate_verify_spec(PgConn *target, const char *target_conninfo, const MigrateSpec *spec,
+                    const char *source_conninfo, VerifyReport *out, Err *err)
+{
+    PgConn *src;
+    bool own, ok;
+
+    memset(out, 0, sizeof *out);
+    if (!source_conn(target, target_conninfo, spec, source_conninfo, &src, &own, err))
+        return false;
+    ok = migrate_verify(src, target, spec, out, err);
+    if (own)
+        pg_close(src);
+    return ok;
+}
+
+typedef struct CatchUp
+{
+    PgConn *target;
+    const MigrateSpec *spec;
+    const MigrateOptions *o;
+    const char *source;
+} CatchUp;
+
+/* The switch's catch_up: the stream, on its own connection to the target,
+ * until what the source committed when it starts (after final_lsn) is applied. */
+static bool
+switch_catch_up(void *ctx, uint64_t final_lsn, Err *err)
+{
+    CatchUp *c = ctx;
+    PgConn *side = NULL;
+    char *table = pg_qualified(c->target, c->spec->into_schema, c->spec->into_table);
+    char from[160];
+    ColumnMap map = {c->spec->key, "legacy_id"};
+    StreamOptions so;
+    StreamStats st;
+    bool ok;
+
+    (void) final_lsn;
+    memset(&st, 0, sizeof st);
+    stream_options_for(c->spec, c->o, c->source, table, &map, from, sizeof from, &so);
+    so.until_caught_up = true;
+    so.status_interval_s = 0;
+    ok = pg_connect_again(c->target, &side, err) && stream_run(side, &so, &st, err);
+    if (ok)
+        log_info("switch: the capture applied %" PRIu64 " rows up to the final position",
+                 st.rows.read);
+    import_stats_free(&st.rows);
+    pg_close(side);
+    free(table);
+    return ok;
+}
+
+bool
+migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *spec,
+                    const MigrateOptions *o, SwitchStats *st, Err *err)
+{
+    CatchUp cu = {target, spec, o, migrate_source_conninfo(spec, o->source_conninfo,
+                                                           target_conninfo)};
+    PgConn *src;
+    bool own, ok;
+
+    memset(st, 0, sizeof *st);
+    if (spec->phase < MIGRATE_PHASE_FOLLOW)
+        return err_set(err, EC_CONFIG,
+                       "the migration into %s.%s is in phase %s: the copy must finish first "
+                       "(run migrate with --from ... again)",
+                       spec->into_schema, spec->into_table, migrate_phase_name(spec->phase));
+    if (!source_conn(target, target_conninfo, spec, o->source_conninfo, &src, &own, err))
+        return false;
+    ok = migrate_switch(src, target, spec, o->lock_timeout_ms, o->switch_attempts,
+                        switch_catch_up, &cu, st, err) &&
+         migrate_state_put(target, spec, err);
+    if (own)
+        pg_close(src);
+    return ok;
+}
+
+bool
+migrate_reverse_spec(PgConn *target, MigrateSpec *spec, bool follow, ReverseStats *st,
+                     Err *err)
+{
+    bool ok;
+
+    memset(st, 0, sizeof *st);
+    if (spec->phase < MIGRATE_PHASE_SWITCHED)
+        return err_set(err, EC_CONFIG,
+                       "the migration into %s.%s is in phase %s: --reverse follows --switch",
+                       spec->into_schema, spec->into_table, migrate_phase_name(spec->phase));
+    ok = migrate_reverse(target, spec, follow, st, err);
+    /* Stored also after an interrupted or failed run: the phase it reached. */
+    {
+        Err e2 = {0};
+
+        if (!migrate_state_put(target, spec, ok ? err : &e2))
+            ok = false;
+    }
+    return ok;
+}

@@ -1,0 +1,615 @@
+/*
+ * The way back of a migration (migrate_switch.h): after the switch, the new
+ * table's changes, read from the reverse slot with the stream's pgoutput
+ * source, applied into the legacy table by legacy key (the map translates a
+ * uuid back), exactly once: a group of source transactions and the position
+ * commit together, and the slot is acknowledged only over what committed.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "v7fill/interrupt.h"
+#include "v7fill/log.h"
+#include "v7fill/mem.h"
+#include "v7fill/migrate_switch.h"
+#include "v7fill/pgoutput.h"
+#include "v7fill/replconn.h"
+#include "v7fill/source_pgoutput.h"
+
+typedef struct Rev
+{
+    PgConn *c;
+    const MigrateSpec *spec;
+    ReverseStats *st;
+    char into_key[160];          /* the state row: "<into_schema>.<into_table>" */
+    char *legacy_q, *map_q, *key_q;
+    ReplTableInfo newt, oldt;
+    int f_legacy_id, f_id;
+    size_t ncommon;
+    int *common_field;           /* per common column: its field in the record */
+    char **common_q;             /* its quoted name */
+    bool in_txn;
+    uint64_t group_rows;
+    Source *src;
+    char **vals;                 /* the record's fields as strings (NULL: SQL NULL) */
+    Buf sql;
+} Rev;
+
+void
+migrate_reverse_name(const MigrateSpec *spec, char *out, size_t size)
+{
+    (void) snprintf(out, size, "%.59s_rev", spec->slot);
+}
+
+bool
+migrate_reverse_setup(PgConn *db, Err *err)
+{
+    if (!pg_exec(db,
+                 "CREATE SCHEMA IF NOT EXISTS v7fill; "
+                 "CREATE TABLE IF NOT EXISTS v7fill.migrate_reverse ("
+                 " into_table text PRIMARY KEY, slot text NOT NULL, publication text NOT NULL,"
+                 " switch_lsn pg_lsn, end_lsn pg_lsn NOT NULL, applied bigint NOT NULL DEFAULT 0,"
+                 " updated_at timestamptz NOT NULL DEFAULT now())",
+                 err))
+    {
+        err_prefix(err, "could not create v7fill.migrate_reverse");
+        return false;
+    }
+    return true;
+}
+
+/* A conninfo for the replication connection: the ordinary connection's own
+ * parameters (its session options are set again by replconn_open). */
+static char *
+conninfo_of(PgConn *c)
+{
+    PQconninfoOption *opts = PQconninfo(pg_raw(c));
+    Buf b;
+
+    buf_init(&b);
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+    {
+        if (o->val == NULL || o->val[0] == '\0' || strcmp(o->keyword, "replication") == 0 ||
+            strcmp(o->keyword, "options") == 0)
+            continue;
+        buf_printf(&b, "%s%s='", b.len ? " " : "", o->keyword);
+        for (const char *p = o->val; *p;)
+        {
+            size_t k = strcspn(p, "'\\"); /* quote and backslash are escaped */
+
+            buf_append(&b, p, k);
+            p += k;
+            if (*p)
+            {
+                buf_putc(&b, '\\');
+                buf_putc(&b, *p++);
+            }
+        }
+        buf_putc(&b, '\'');
+    }
+    PQconninfoFree(opts);
+    return b.data ? b.data : xstrdup("");
+}
+
+static int
+column_index(const ReplTableInfo *t, const char *name)
+{
+    for (size_t i = 0; i < t->ncols; i++)
+        if (strcmp(t->cols[i], name) == 0)
+            return (int) i;
+    return -1;
+}
+
+static bool
+rev_columns(Rev *r, Err *err)
+{
+    const MigrateSpec *sp = r->spec;
+    ReplTable nt = {{0}}, ot = {{0}};
+
+    (void) snprintf(nt.schema, sizeof nt.schema, "%s", sp->from_schema);
+    (void) snprintf(nt.name, sizeof nt.name, "%s", sp->from_table);
+    (void) snprintf(ot.schema, sizeof ot.schema, "%s", sp->from_schema);
+    (void) snprintf(ot.name, sizeof ot.name, "%s", sp->legacy_table);
+    if (!replconn_table_info(r->c, &nt, &r->newt, err) ||
+        !replconn_table_info(r->c, &ot, &r->oldt, err))
+        return false;
+    r->f_legacy_id = column_index(&r->newt, "legacy_id");
+    r->f_id = column_index(&r->newt, "id");
+    if (r->f_legacy_id < 0 || r->f_id < 0)
+        return err_set(err, EC_CONFIG,
+                       "%s.%s has no legacy_id or no id column: it is not the migrated table",
+                       sp->from_schema, sp->from_table);
+    if (column_index(&r->oldt, sp->key) < 0)
+        return err_set(err, EC_CONFIG, "the legacy table %s.%s has no column %s",
+                       sp->from_schema, sp->legacy_table, sp->key);
+    r->common_field = xcalloc(r->oldt.ncols + 1, sizeof *r->common_field);
+    r->common_q = xcalloc(r->oldt.ncols + 1, sizeof *r->common_q);
+    for (size_t i = 0; i < r->oldt.ncols; i++)
+    {
+        int f;
+
+        if (strcmp(r->oldt.cols[i], sp->key) == 0)
+            continue;
+        f = column_index(&r->newt, r->oldt.cols[i]);
+        if (f < 0)
+        {
+            log_warn("the legacy table's column %s is not in %s.%s: the way back leaves it to "
+                     "its default",
+                     r->oldt.cols[i], sp->from_schema, sp->from_table);
+            continue;
+        }
+        r->common_field[r->ncommon] = f;
+        r->common_q[r->ncommon++] = pg_ident(r->c, r->oldt.cols[i]);
+    }
+    r->vals = xcalloc(r->newt.ncols + 1, sizeof *r->vals);
+    r->legacy_q = pg_qualified(r->c, sp->from_schema, sp->legacy_table);
+    r->map_q = pg_qualified(r->c, sp->into_schema, sp->map_table);
+    r->key_q = pg_ident(r->c, sp->key);
+    return true;
+}
+
+static void
+rev_free(Rev *r)
+{
+    for (size_t i = 0; i < r->ncommon; i++)
+        free(r->common_q[i]);
+    free(r->common_q);
+    free(r->common_field);
+    if (r->vals)
+        for (size_t i = 0; i < r->newt.ncols; i++)
+            free(r->vals[i]);
+    free(r->vals);
+    free(r->legacy_q);
+    free(r->map_q);
+    free(r->key_q);
+    replconn_table_free(&r->newt);
+    replconn_table_free(&r->oldt);
+    buf_free(&r->sql);
+}
+
+static void
+take_fields(Rev *r, const Field *fields)
+{
+    for (size_t i = 0; i < r->newt.ncols; i++)
+    {
+        free(r->vals[i]);
+        r->vals[i] = NULL;
+        if (fields && !fields[i].is_null && !fields[i].unchanged && fields[i].data)
+            r->vals[i] = xstrndup(fields[i].data, fields[i].len);
+    }
+}
+
+/* The legacy key of the row with this uuid, through the map (*found false:
+ * no map row). */
+static bool
+map_lookup(Rev *r, const char *id, char *out, size_t size, bool *found, Err *err)
+{
+    PGresult *res;
+    char *sql = xasprintf("SELECT legacy_id::text FROM %s WHERE id = $1", r->map_q);
+    bool ok = pg_query(r->c, sql, 1, &id, &res, err);
+
+    free(sql);
+    if (!ok)
+        return false;
+    *found = PQntuples(res) == 1;
+    if (*found)
+        (void) snprintf(out, size, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return true;
+}
+
+static bool
+apply_insert(Rev *r, Err *err)
+{
+    const char *lk = r->vals[r->f_legacy_id];
+    const char **params = xcalloc(r->ncommon + 2, sizeof *params);
+    const char *mp[2];
+    bool ok;
+
+    if (lk == NULL)
+    {
+        free(params);
+        return err_set(err, EC_CONFIG,
+                       "a row inserted into %s.%s (id %s) has no legacy_id: the way back cannot "
+                       "give it a legacy key",
+                       r->spec->from_schema, r->spec->from_table,
+                       r->vals[r->f_id] ? r->vals[r->f_id] : "NULL");
+    }
+    buf_reset(&r->sql);
+    buf_printf(&r->sql, "INSERT INTO %s (%s", r->legacy_q, r->key_q);
+    for (size_t i = 0; i < r->ncommon; i++)
+        buf_printf(&r->sql, ", %s", r->common_q[i]);
+    buf_puts(&r->sql, ") VALUES ($1");
+    params[0] = lk;
+    for (size_t i = 0; i < r->ncommon; i++)
+    {
+        buf_printf(&r->sql, ", $%zu", i + 2);
+        params[i + 1] = r->vals[r->common_field[i]];
+    }
+    buf_printf(&r->sql, ") ON CONFLICT (%s) DO ", r->key_q);
+    if (r->ncommon == 0)
+        buf_puts(&r->sql, "NOTHING");
+    else
+    {
+        buf_puts(&r->sql, "UPDATE SET ");
+        for (size_t i = 0; i < r->ncommon; i++)
+            buf_printf(&r->sql, "%s%s = EXCLUDED.%s", i ? ", " : "", r->common_q[i],
+                       r->common_q[i]);
+    }
+    ok = pg_exec_params(r->c, r->sql.data, (int) r->ncommon + 1, params, err);
+    free(params);
+    if (!ok)
+        return false;
+    mp[0] = lk;
+    mp[1] = r->vals[r->f_id];
+    buf_reset(&r->sql);
+    buf_printf(&r->sql, "INSERT INTO %s (legacy_id, id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+               r->map_q);
+    if (!pg_exec_params(r->c, r->sql.data, 2, mp, err))
+        return false;
+    r->st->inserted++;
+    return true;
+}
+
+static bool
+affected(PgConn *c, const char *sql, int n, const char *const *params, uint64_t *rows, Err *err)
+{
+    PGresult *res;
+
+    if (!pg_query(c, sql, n, params, &res, err))
+        return false;
+    *rows = strtoull(PQcmdTuples(res), NULL, 10);
+    PQclear(res);
+    return true;
+}
+
+/* The legacy key of the row a change names: the map by its (old) id, else
+ * the legacy_id it carries. */
+static bool
+legacy_key(Rev *r, const Record *rec, char *lk, size_t size, bool *found, Err *err)
+{
+    const Field *idf = rec->old_fields ? &rec->old_fields[r->f_id] : &rec->fields[r->f_id];
+    char *id;
+    bool ok;
+
+    *found = false;
+    if (idf->is_null || idf->data == NULL)
+        return err_set(err, EC_FORMAT, "a change of %s.%s without its id", r->spec->from_schema,
+                       r->spec->from_table);
+    id = xstrndup(idf->data, idf->len);
+    ok = map_lookup(r, id, lk, size, found, err);
+    free(id);
+    if (ok && !*found && r->vals[r->f_legacy_id])
+    {
+        (void) snprintf(lk, size, "%s", r->vals[r->f_legacy_id]);
+        *found = true;
+    }
+    return ok;
+}
+
+/* One statement: the legacy row found through the map by the (old) id,
+ * else by the legacy_id the change carries; 0 rows: missing. */
+static bool
+apply_update(Rev *r, const Record *rec, Err *err)
+{
+    const Field *idf = rec->old_fields ? &rec->old_fields[r->f_id] : &rec->fields[r->f_id];
+    const char **params = xcalloc(r->ncommon + 3, sizeof *params);
+    char *id = idf->is_null || idf->data == NULL ? NULL : xstrndup(idf->data, idf->len);
+    int n = 2;
+    uint64_t rows = 0;
+    bool ok;
+
+    params[0] = id;
+    params[1] = r->vals[r->f_legacy_id];
+    buf_reset(&r->sql);
+    buf_printf(&r->sql, "UPDATE %s SET %s = COALESCE($2, %s)", r->legacy_q, r->key_q, r->key_q);
+    for (size_t i = 0; i < r->ncommon; i++)
+    {
+        if (rec->fields[r->common_field[i]].unchanged)
+            continue;
+        params[n++] = r->vals[r->common_field[i]];
+        buf_printf(&r->sql, ", %s = $%d", r->common_q[i], n);
+    }
+    buf_printf(&r->sql, " WHERE %s = COALESCE((SELECT legacy_id FROM %s WHERE id = $1), $2)",
+               r->key_q, r->map_q);
+    ok = affected(r->c, r->sql.data, n, params, &rows, err);
+    free(params);
+    if (ok && rows == 0)
+    {
+        r->st->missing++;
+        log_warn("an update of %s.%s at %" PRIX64 " (id %s) found no row in %s.%s",
+                 r->spec->from_schema, r->spec->from_table, rec->line, id ? id : "NULL",
+                 r->spec->from_schema, r->spec->legacy_table);
+    }
+    else if (ok)
+        r->st->updated++;
+    free(id);
+    return ok;
+}
+
+static bool
+apply_delete(Rev *r, const Record *rec, Err *err)
+{
+    char lk[64];
+    bool found;
+    uint64_t rows = 0;
+    const char *p[1];
+
+    if (!legacy_key(r, rec, lk, sizeof lk, &found, err))
+        return false;
+    if (found)
+    {
+        p[0] = lk;
+        buf_reset(&r->sql);
+        buf_printf(&r->sql, "DELETE FROM %s WHERE %s = $1", r->legacy_q, r->key_q);
+        if (!affected(r->c, r->sql.data, 1, p, &rows, err))
+            return false;
+        buf_reset(&r->sql);
+        buf_printf(&r->sql, "DELETE FROM %s WHERE legacy_id = $1", r->map_q);
+        if (!pg_exec_params(r->c, r->sql.data, 1, p, err))
+            return false;
+    }
+    if (rows == 0)
+    {
+        r->st->missing++;
+        log_warn("a delete of %s.%s at %" PRIX64 " found no row in %s.%s", r->spec->from_schema,
+                 r->spec->from_table, rec->line, r->spec->from_schema, r->spec->legacy_table);
+        return true;
+    }
+    r->st->deleted++;
+    return true;
+}
+
+static bool
+store_position(PgConn *c, const char *into_key, uint64_t lsn, uint64_t rows, bool greatest,
+               Err *err)
+{
+    char at[PGO_LSN_TEXT_SIZE], n[32];
+    const char *p[3] = {into_key, at, n};
+
+    pgo_lsn_format(lsn, at);
+    (void) snprintf(n, sizeof n, "%" PRIu64, rows);
+    return pg_exec_params(c,
+                          greatest ? "UPDATE v7fill.migrate_reverse SET end_lsn = "
+                                     "GREATEST(end_lsn, $2::pg_lsn), applied = applied + $3, "
+                                     "updated_at = now() WHERE into_table = $1"
+                                   : "UPDATE v7fill.migrate_reverse SET end_lsn = $2::pg_lsn, "
+                                     "applied = applied + $3, updated_at = now() "
+                                     "WHERE into_table = $1",
+                          3, p, err);
+}
+
+static bool
+persist_idle(void *ctx, uint64_t lsn, Err *err)
+{
+    Rev *r = ctx;
+
+    return store_position(r->c, r->into_key, lsn, 0, true, err);
+}
+
+static bool
+commit_group(Rev *r, Err *err)
+{
+    SourcePosition pos;
+
+    r->src->ops->position(r->src, &pos);
+    if (!store_position(r->c, r->into_key, pos.lsn, r->group_rows, false, err) ||
+        !pg_exec(r->c, "COMMIT", err))
+        return false;
+    r->in_txn = false;
+    r->group_rows = 0;
+    source_pgoutput_committed(r->src, pos.lsn);
+    r->st->applied_lsn = pos.lsn;
+    return true;
+}
+
+static bool
+apply_record(Rev *r, const Record *rec, Err *err)
+{
+    if (rec->op == REC_BOUNDARY)
+        return !r->in_txn || commit_group(r, err);
+    if (!r->in_txn)
+    {
+        if (!pg_exec(r->c, "BEGIN", err))
+            return false;
+        r->in_txn = true;
+    }
+    take_fields(r, rec->fields);
+    r->group_rows++;
+    switch (rec->op)
+    {
+        case REC_INSERT:
+            return apply_insert(r, err);
+        case REC_UPDATE:
+            return apply_update(r, rec, err);
+        case REC_DELETE:
+            return apply_delete(r, rec, err);
+        default:
+            return err_set(err, EC_INTERNAL, "the way back got a record of kind %d", rec->op);
+    }
+}
+
+static bool
+read_state(Rev *r, char *slot, char *pub, uint64_t *end_lsn, Err *err)
+{
+    PGresult *res;
+    const char *p[1] = {r->into_key};
+    bool ok;
+
+    if (!pg_query(r->c,
+                  "SELECT slot, publication, end_lsn::text FROM v7fill.migrate_reverse "
+                  "WHERE into_table = $1",
+                  1, p, &res, err))
+        return false;
+    if (PQntuples(res) != 1)
+    {
+        PQclear(res);
+        return err_set(err, EC_CONFIG,
+                       "%s has no way back recorded (v7fill.migrate_reverse): run --switch first",
+                       r->into_key);
+    }
+    (void) snprintf(slot, 64, "%s", PQgetvalue(res, 0, 0));
+    (void) snprintf(pub, 64, "%s", PQgetvalue(res, 0, 1));
+    ok = pgo_lsn_parse(PQgetvalue(res, 0, 2), end_lsn);
+    PQclear(res);
+    return ok ? true : err_set(err, EC_INTERNAL, "v7fill.migrate_reverse holds a bad LSN");
+}
+
+static bool
+run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
+{
+    PgoSourceConfig cfg;
+    bool ok = true;
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.repl = repl;
+    cfg.schema = r->spec->from_schema;
+    cfg.table = r->spec->from_table;
+    cfg.columns = (const char *const *) r->newt.cols;
+    cfg.ncolumns = r->newt.ncols;
+    cfg.resume_lsn = start;
+    cfg.stop_lsn = stop_lsn;
+    cfg.group_rows = 1000;
+    cfg.group_ms = 200;
+    cfg.hold_max = SIZE_MAX; /* a source transaction never spans two target ones */
+    cfg.on_truncate = PGO_TRUNCATE_STOP;
+    cfg.persist_idle = persist_idle;
+    cfg.ctx = r;
+    if (!source_pgoutput_open(&cfg, &r->src, err))
+        return false;
+    for (;;)
+    {
+        Record rec;
+        bool eof = false;
+
+        if (!source_next(r->src, &rec, &eof, err) || (!eof && !apply_record(r, &rec, err)))
+        {
+            ok = false;
+            break;
+        }
+        if (eof)
+            break;
+    }
+    if (ok && r->in_txn)
+        ok = commit_group(r, err);
+    if (r->in_txn)
+    {
+        Err rerr = {0};
+
+        if (!pg_exec(r->c, "ROLLBACK", &rerr))
+            log_debug("rollback: %s", rerr.msg);
+        r->in_txn = false;
+    }
+    if (ok)
+    {
+        Err ferr = {0};
+        PgoSourceStats ps;
+
+        if (!source_pgoutput_feedback(r->src, &ferr) || !replconn_stop(repl, &ferr))
+            log_debug("closing the replication connection: %s", ferr.msg);
+        source_pgoutput_stats(r->src, &ps);
+        r->st->transactions += ps.transactions;
+        r->st->caught_up = ps.stopped_at_stop_lsn;
+    }
+    source_close(r->src);
+    r->src = NULL;
+    return ok;
+}
+
+bool
+migrate_reverse_apply(PgConn *c, const MigrateSpec *spec, uint64_t stop_lsn, bool follow,
+                      ReverseStats *st, Err *err)
+{
+    Rev r;
+    ReplConn *repl = NULL;
+    char slot[64], pub[64];
+    uint64_t start = 0;
+    char *conninfo = NULL;
+    bool ok = false;
+
+    memset(&r, 0, sizeof r);
+    buf_init(&r.sql);
+    r.c = c;
+    r.spec = spec;
+    r.st = st;
+    (void) snprintf(r.into_key, sizeof r.into_key, "%s.%s", spec->into_schema, spec->into_table);
+    if (!follow && stop_lsn == 0)
+        return err_set(err, EC_INTERNAL, "the way back without --follow needs a stop position");
+    if (!read_state(&r, slot, pub, &start, err) || !rev_columns(&r, err))
+        goto out;
+    st->start_lsn = start;
+    st->applied_lsn = start;
+    conninfo = conninfo_of(c);
+    /* A killed run's walsender may hold the slot a moment longer (55006). */
+    for (int attempt = 1;; attempt++)
+    {
+        if (!replconn_open(conninfo, &repl, err))
+            goto out;
+        if (replconn_start(repl, slot, start, pub, 1, false, err))
+            break;
+        replconn_close(repl);
+        repl = NULL;
+        if (strcmp(err->sqlstate, "55006") != 0 || attempt >= 20 || interrupt_signal() != 0)
+            goto out;
+        (void) usleep(500000);
+    }
+    ok = run_source(&r, repl, follow ? 0 : stop_lsn, start, err);
+out:
+    replconn_close(repl);
+    free(conninfo);
+    rev_free(&r);
+    return ok;
+}
+
+/* What the database committed so far: a transactional logical message
+ * committed synchronously flushes every commit before it (stream.c does the
+ * same for --until-caught-up). */
+static bool
+flushed_lsn(PgConn *c, uint64_t *out, Err *err)
+{
+    PGresult *res;
+    bool ok;
+
+    if (!pg_exec(c,
+                 "BEGIN; SET LOCAL synchronous_commit = on; "
+                 "SELECT pg_catalog.pg_logical_emit_message(true, 'v7fill', ''); COMMIT",
+                 err) ||
+        !pg_query(c, "SELECT pg_catalog.pg_current_wal_flush_lsn()::text", 0, NULL, &res, err))
+        return false;
+    ok = pgo_lsn_parse(PQgetvalue(res, 0, 0), out);
+    PQclear(res);
+    return ok ? true : err_set(err, EC_PG_QUERY, "the WAL position is not an LSN");
+}
+
+bool
+migrate_reverse(PgConn *db, MigrateSpec *spec, bool follow, ReverseStats *st, Err *err)
+{
+    uint64_t stop = 0;
+    char at[PGO_LSN_TEXT_SIZE];
+
+    memset(st, 0, sizeof *st);
+    if (spec->source_conninfo[0] != '\0')
+        return err_set(err, EC_CONFIG,
+                       "the way back (--reverse) needs the legacy table and the new one in the "
+                       "same database; this migration has a separate source");
+    if (spec->legacy_table[0] == '\0')
+        (void) snprintf(spec->legacy_table, sizeof spec->legacy_table, "%.56s_legacy",
+                        spec->from_table);
+    if (!follow && !flushed_lsn(db, &stop, err))
+        return false;
+    if (!migrate_reverse_apply(db, spec, stop, follow, st, err))
+    {
+        err_prefix(err, "the way back into %s.%s", spec->from_schema, spec->legacy_table);
+        return false;
+    }
+    spec->phase = MIGRATE_PHASE_REVERSE;
+    pgo_lsn_format(st->applied_lsn, at);
+    log_info("%s.%s is current with %s.%s up to %s: %" PRIu64 " inserted, %" PRIu64
+             " updated, %" PRIu64 " deleted, %" PRIu64 " missing",
+             spec->from_schema, spec->legacy_table, spec->from_schema, spec->from_table, at,
+             st->inserted, st->updated, st->deleted, st->missing);
+    return true;
+}

@@ -1,0 +1,701 @@
+/*
+ * `v7fill migrate --switch` (migrate_switch.h): the cut-over from the legacy
+ * table to the UUIDv7 one, and back, in one short transaction whose locks
+ * are bounded by lock_timeout and retried.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "v7fill/log.h"
+#include "v7fill/mem.h"
+#include "v7fill/migrate_switch.h"
+#include "v7fill/pgoutput.h"
+
+typedef struct Names
+{
+    char *old_q;      /* the table holding <from> before this switch */
+    char *new_q;      /* the table getting <from> (forward) or <into> (back) */
+    char *legacy_q;   /* "<from_schema>"."<legacy_table>" */
+    char *into_q;     /* "<into_schema>"."<into_table>" */
+    char *from_q;     /* "<from_schema>"."<from_table>" */
+    char into_key[160];
+    char rev[64];
+} Names;
+
+static void
+names_init(PgConn *c, const MigrateSpec *sp, Names *n)
+{
+    memset(n, 0, sizeof *n);
+    n->legacy_q = pg_qualified(c, sp->from_schema, sp->legacy_table);
+    n->into_q = pg_qualified(c, sp->into_schema, sp->into_table);
+    n->from_q = pg_qualified(c, sp->from_schema, sp->from_table);
+    (void) snprintf(n->into_key, sizeof n->into_key, "%s.%s", sp->into_schema, sp->into_table);
+    migrate_reverse_name(sp, n->rev, sizeof n->rev);
+}
+
+static void
+names_free(Names *n)
+{
+    free(n->legacy_q);
+    free(n->into_q);
+    free(n->from_q);
+}
+
+static int64_t
+mono_ms(void)
+{
+    struct timespec ts;
+
+    (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool
+lock_failed(const Err *e)
+{
+    return strcmp(e->sqlstate, "55P03") == 0 || strcmp(e->sqlstate, "40P01") == 0;
+}
+
+static void
+rollback(PgConn *c)
+{
+    Err e = {0};
+
+    if (!pg_exec(c, "ROLLBACK", &e))
+        log_debug("rollback: %s", e.msg);
+}
+
+/* One text value of a one-row query ("" when NULL or no row). */
+static bool
+query_text(PgConn *c, const char *sql, int n, const char *const *params, char *out, size_t size,
+           Err *err)
+{
+    PGresult *res;
+
+    if (!pg_query(c, sql, n, params, &res, err))
+        return false;
+    (void) snprintf(out, size, "%s",
+                    PQntuples(res) > 0 && !PQgetisnull(res, 0, 0) ? PQgetvalue(res, 0, 0) : "");
+    PQclear(res);
+    return true;
+}
+
+static bool
+rel_exists(PgConn *c, const char *qualified, bool *exists, Err *err)
+{
+    char v[8];
+    const char *p[1] = {qualified};
+
+    if (!query_text(c, "SELECT pg_catalog.to_regclass($1) IS NOT NULL", 1, p, v, sizeof v, err))
+        return false;
+    *exists = strcmp(v, "t") == 0;
+    return true;
+}
+
+static bool
+current_lsn(PgConn *c, uint64_t *out, Err *err)
+{
+    char v[PGO_LSN_TEXT_SIZE + 8];
+
+    if (!query_text(c, "SELECT pg_catalog.pg_current_wal_insert_lsn()::text", 0, NULL, v,
+                    sizeof v, err))
+        return false;
+    return pgo_lsn_parse(v, out) ? true : err_set(err, EC_PG_QUERY, "the WAL position is not an LSN");
+}
+
+static void
+backoff(int attempt)
+{
+    int ms = 50 << (attempt < 6 ? attempt : 6);
+
+    if (ms > 2000)
+        ms = 2000;
+    ms += rand() % 50;
+    (void) usleep((useconds_t) ms * 1000);
+}
+
+/* BEGIN; SET LOCAL lock_timeout; LOCK <main> and the children IN mode. */
+static bool
+begin_locked(PgConn *c, const MigrateSpec *sp, const char *main_q, const char *mode,
+             int lock_timeout_ms, Err *err)
+{
+    Buf b;
+    bool ok;
+
+    buf_init(&b);
+    buf_printf(&b, "BEGIN; SET LOCAL lock_timeout = '%d ms'; LOCK TABLE %s", lock_timeout_ms,
+               main_q);
+    for (size_t i = 0; i < sp->nchildren; i++)
+    {
+        char *q = pg_qualified(c, sp->children[i].schema, sp->children[i].table);
+
+        buf_printf(&b, ", %s", q);
+        free(q);
+    }
+    buf_printf(&b, " IN %s MODE", mode);
+    ok = pg_exec(c, b.data, err);
+    buf_free(&b);
+    return ok;
+}
+
+static bool
+exec_fmt(PgConn *c, Err *err, const char *fmt, ...) V7FILL_PRINTF(3, 4);
+
+static bool
+exec_fmt(PgConn *c, Err *err, const char *fmt, ...)
+{
+    va_list ap;
+    char *sql;
+    int n;
+    bool ok;
+
+    va_start(ap, fmt);
+    n = vasprintf(&sql, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return err_set(err, EC_INTERNAL, "out of memory");
+    ok = pg_exec(c, sql, err);
+    free(sql);
+    return ok;
+}
+
+/* Rename "<schema>"."<name>" (quoted q) to new_name in new_schema. */
+static bool
+move_table(PgConn *c, const char *q, const char *schema, const char *name, const char *new_schema,
+           const char *new_name, Err *err)
+{
+    char *ns = pg_ident(c, new_schema), *nn = pg_ident(c, new_name);
+    char *mid = NULL;
+    bool ok = true;
+
+    if (strcmp(schema, new_schema) != 0)
+    {
+        ok = exec_fmt(c, err, "ALTER TABLE %s SET SCHEMA %s", q, ns);
+        mid = pg_qualified(c, new_schema, name);
+    }
+    ok = ok && (strcmp(name, new_name) == 0 ||
+                exec_fmt(c, err, "ALTER TABLE %s RENAME TO %s", mid ? mid : q, nn));
+    free(ns);
+    free(nn);
+    free(mid);
+    return ok;
+}
+
+/* The capture's slot on the source: there, and not far behind. */
+static bool
+check_caught_up(PgConn *source, const MigrateSpec *sp, Err *err)
+{
+    char v[32];
+    const char *p[1] = {sp->slot};
+    PGresult *res;
+    int64_t lag;
+
+    if (!pg_query(source,
+                  "SELECT (pg_catalog.pg_current_wal_lsn() - confirmed_flush_lsn)::bigint "
+                  "FROM pg_catalog.pg_replication_slots WHERE slot_name = $1",
+                  1, p, &res, err))
+        return false;
+    if (PQntuples(res) != 1)
+    {
+        PQclear(res);
+        return err_set(err, EC_CONFIG,
+                       "the capture's slot \"%s\" does not exist on the source: nothing can "
+                       "apply the last changes of %s.%s, so the switch would lose them",
+                       sp->slot, sp->from_schema, sp->from_table);
+    }
+    (void) snprintf(v, sizeof v, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    lag = strtoll(v, NULL, 10);
+    if (lag > (int64_t) MIGRATE_SWITCH_MAX_LAG)
+    {
+        err_set(err, EC_CONFIG,
+                "the capture is %" PRId64 " MB behind the source (more than %" PRIu64
+                " MB): the switch would hold its lock while catching up",
+                lag >> 20, MIGRATE_SWITCH_MAX_LAG >> 20);
+        err_hint(err, "Run v7fill migrate --into %s.%s until it is caught up, then switch.",
+                 sp->into_schema, sp->into_table);
+        return false;
+    }
+    return true;
+}
+
+/* Before the lock: the reverse publication and slot on the new table, so
+ * the way back misses nothing written after the switch. */
+static bool
+prepare_reverse(PgConn *t, const Names *n, Err *err)
+{
+    char v[8];
+    const char *p[1] = {n->rev};
+    char *pub = pg_ident(t, n->rev);
+    bool ok = migrate_reverse_setup(t, err) &&
+              query_text(t, "SELECT count(*) FROM pg_catalog.pg_publication WHERE pubname = $1",
+                         1, p, v, sizeof v, err);
+
+    if (ok && strcmp(v, "0") == 0)
+        ok = exec_fmt(t, err,
+                      "CREATE PUBLICATION %s FOR TABLE %s WITH (publish_via_partition_root = "
+                      "true)",
+                      pub, n->into_q);
+    free(pub);
+    if (ok)
+        ok = query_text(t,
+                        "SELECT count(*) FROM pg_catalog.pg_replication_slots WHERE slot_name = $1",
+                        1, p, v, sizeof v, err);
+    if (ok && strcmp(v, "0") == 0)
+    {
+        log_info("creating the way back's slot \"%s\" (waits for running transactions)", n->rev);
+        ok = query_text(t, "SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')",
+                        1, p, v, sizeof v, err);
+    }
+    if (!ok)
+        err_prefix(err, "the way back's publication and slot \"%s\"", n->rev);
+    return ok;
+}
+
+static void
+print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const char *seq,
+            const SwitchStats *st)
+{
+    char at[PGO_LSN_TEXT_SIZE];
+
+    pgo_lsn_format(st->final_lsn, at);
+    if (!same)
+    {
+        printf("switched %s.%s: the source table is now %s.%s (renamed so that no write goes "
+               "there unnoticed; nothing dropped); the capture applied up to %s\n",
+               sp->from_schema, sp->from_table, sp->from_schema, sp->legacy_table, at);
+        printf("  lock held %" PRId64 " ms (attempt %d)\n", st->lock_held_ms, st->attempts);
+        printf("the application must change:\n");
+        printf("  connect to the target database and use %s.%s: id is uuid (a UUIDv7 the "
+               "application mints), the old key is its legacy_id\n",
+               sp->into_schema, sp->into_table);
+        return;
+    }
+    printf("switched %s.%s: it is the UUIDv7 table now (was %s.%s); the old table is %s.%s "
+           "(kept, nothing dropped)\n",
+           sp->from_schema, sp->from_table, sp->into_schema, sp->into_table, sp->from_schema,
+           sp->legacy_table);
+    printf("  lock held %" PRId64 " ms (attempt %d), the capture applied up to %s\n",
+           st->lock_held_ms, st->attempts, at);
+    printf("the application must change:\n");
+    printf("  %s.%s.id is uuid now (was %s %s): new rows need a UUIDv7 id from the application\n",
+           sp->from_schema, sp->from_table, sp->key_type, sp->key);
+    if (seq[0])
+        printf("  the old key is legacy_id, filled for new rows by DEFAULT nextval('%s'); that "
+               "sequence numbers legacy_id only\n",
+               seq);
+    else
+        printf("  the old key is legacy_id; %s had no sequence: new rows get no legacy key, and "
+               "the way back cannot copy them\n",
+               sp->key);
+    for (size_t i = 0; i < sp->nchildren; i++)
+        printf("  child %s.%s: reference the parent through %s_uuid (uuid); %s keeps the legacy "
+               "key\n",
+               sp->children[i].schema, sp->children[i].table, sp->children[i].fk_column,
+               sp->children[i].fk_column);
+    {
+        PGresult *res;
+        Err e = {0};
+        const char *p[1] = {n->legacy_q};
+
+        if (pg_query(t,
+                     "SELECT conrelid::regclass::text, conname FROM pg_catalog.pg_constraint "
+                     "WHERE contype = 'f' AND confrelid = $1::regclass ORDER BY 1, 2",
+                     1, p, &res, &e))
+        {
+            for (int r = 0; r < PQntuples(res); r++)
+                printf("  foreign key %s of %s now references %s.%s: a child row naming a "
+                       "parent created after the switch by its legacy key fails it unless the "
+                       "way back (--reverse --follow) copied that parent first; drop it when "
+                       "you contract\n",
+                       PQgetvalue(res, r, 1), PQgetvalue(res, r, 0), sp->from_schema,
+                       sp->legacy_table);
+            PQclear(res);
+        }
+    }
+    printf("way back: v7fill migrate --into %s.%s --reverse [--follow] keeps %s.%s current (slot "
+           "\"%s\" keeps the WAL since the switch); if no way back is wanted: SELECT "
+           "pg_drop_replication_slot('%s'); DROP PUBLICATION \"%s\";\n",
+           sp->into_schema, sp->into_table, sp->from_schema, sp->legacy_table, n->rev, n->rev,
+           n->rev);
+    (void) fflush(stdout);
+}
+
+/* The switch transaction, forward, one attempt.  *retry: the lock was not
+ * granted in time (or a deadlock); rolled back. */
+static bool
+switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int lock_timeout_ms,
+            MigrateCatchUp catch_up, void *ctx, SwitchStats *st, char *seq, size_t seqsize,
+            bool *retry, Err *err)
+{
+    int64_t t0 = 0;
+    char seqoid[16] = "";
+    const char *p[2] = {n->from_q, sp->key};
+
+    *retry = false;
+    if (!begin_locked(s, sp, n->from_q, "SHARE ROW EXCLUSIVE", lock_timeout_ms, err))
+        goto fail;
+    t0 = mono_ms();
+    if (!current_lsn(s, &st->final_lsn, err))
+        goto fail;
+    if (!catch_up(ctx, st->final_lsn, err))
+    {
+        err_prefix(err, "catching up to the switch");
+        goto fail;
+    }
+    if (!query_text(s, "SELECT pg_catalog.pg_get_serial_sequence($1, $2)", 2, p, seq, seqsize,
+                    err) ||
+        (seq[0] && !query_text(s, "SELECT pg_catalog.pg_get_serial_sequence($1, $2)::regclass::oid",
+                               2, p, seqoid, sizeof seqoid, err)))
+        goto fail;
+    if (!same)
+    {
+        if (!exec_fmt(s, err, "LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", n->from_q) ||
+            !move_table(s, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
+                        sp->legacy_table, err))
+            goto fail;
+    }
+    else
+    {
+        char at[PGO_LSN_TEXT_SIZE];
+        const char *sp3[4] = {n->into_key, n->rev, at, NULL};
+        char *newname = pg_qualified(s, sp->from_schema, sp->from_table);
+        bool ok;
+
+        pgo_lsn_format(st->final_lsn, at);
+        ok = exec_fmt(s, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", n->into_q,
+                      n->from_q) &&
+             move_table(s, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
+                        sp->legacy_table, err) &&
+             move_table(s, n->into_q, sp->into_schema, sp->into_table, sp->from_schema,
+                        sp->from_table, err) &&
+             (seqoid[0] == '\0' ||
+              exec_fmt(s, err, "ALTER TABLE %s ALTER COLUMN legacy_id SET DEFAULT nextval('%s'::regclass)",
+                       newname, seqoid)) &&
+             /* The way back starts here: every later write to the new table
+              * commits after this transaction. */
+             pg_exec_params(s,
+                            "INSERT INTO v7fill.migrate_reverse (into_table, slot, publication, "
+                            "switch_lsn, end_lsn) VALUES ($1, $2, $2, $3::pg_lsn, "
+                            "pg_catalog.pg_current_wal_insert_lsn()) ON CONFLICT (into_table) DO "
+                            "UPDATE SET slot = EXCLUDED.slot, publication = EXCLUDED.publication, "
+                            "switch_lsn = EXCLUDED.switch_lsn, end_lsn = EXCLUDED.end_lsn, "
+                            "applied = 0, updated_at = now()",
+                            3, sp3, err);
+        free(newname);
+        if (!ok)
+            goto fail;
+    }
+    if (!pg_exec(s, "COMMIT", err))
+        goto fail;
+    st->lock_held_ms = mono_ms() - t0;
+    return true;
+fail:
+    rollback(s);
+    *retry = lock_failed(err);
+    return false;
+}
+
+/* Child rows the application wrote after the switch with only <fk>_uuid:
+ * their legacy key from the map, so the legacy application finds them
+ * (expand mode; a child without <fk>_uuid is passed over). */
+static bool
+fill_child_keys(PgConn *c, const MigrateSpec *sp, const char *legacy_q, uint64_t *rows, Err *err)
+{
+    char *key = pg_ident(c, sp->key);
+    bool ok = true;
+
+    for (size_t i = 0; i < sp->nchildren; i++)
+    {
+        const MigrateChild *ch = &sp->children[i];
+        char uuidcol[80], v[32];
+        char *cq = pg_qualified(c, ch->schema, ch->table);
+        char *fk = pg_ident(c, ch->fk_column), *fku;
+        char *map = pg_qualified(c, sp->into_schema, sp->map_table);
+        const char *p[2] = {cq, uuidcol};
+
+        (void) snprintf(uuidcol, sizeof uuidcol, "%s_uuid", ch->fk_column);
+        fku = pg_ident(c, uuidcol);
+        ok = query_text(c,
+                        "SELECT count(*) FROM pg_catalog.pg_attribute WHERE attrelid = "
+                        "$1::regclass AND attname = $2 AND NOT attisdropped",
+                        2, p, v, sizeof v, err);
+        if (ok && strcmp(v, "1") == 0)
+        {
+            /* Only parents the legacy table holds (its foreign key): the
+             * others come with the way back, under the lock. */
+            char *sql = xasprintf("WITH u AS (UPDATE %s c SET %s = m.legacy_id FROM %s m WHERE "
+                                  "c.%s IS NULL AND c.%s = m.id AND EXISTS (SELECT 1 FROM %s l "
+                                  "WHERE l.%s = m.legacy_id) RETURNING 1) "
+                                  "SELECT count(*) FROM u",
+                                  cq, fk, map, fk, fku, legacy_q, key);
+
+            ok = query_text(c, sql, 0, NULL, v, sizeof v, err);
+            free(sql);
+            if (ok)
+                *rows += strtoull(v, NULL, 10);
+        }
+        free(cq);
+        free(fk);
+        free(fku);
+        free(map);
+        if (!ok)
+        {
+            err_prefix(err, "the legacy keys of %s.%s", ch->schema, ch->table);
+            break;
+        }
+    }
+    free(key);
+    return ok;
+}
+
+/* Switching back (phase reverse, same database): the new table locked
+ * against writes, the legacy table caught up on a second connection, the
+ * names restored. */
+static bool
+back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int lock_timeout_ms,
+          SwitchStats *st, bool *retry, Err *err)
+{
+    int64_t t0 = 0;
+    ReverseStats rst;
+    const char *p[1] = {n->into_key};
+    char *newq = pg_qualified(t, sp->from_schema, sp->into_table);
+    bool ok = false;
+
+    memset(&rst, 0, sizeof rst);
+    *retry = false;
+    if (!begin_locked(t, sp, n->from_q, "SHARE ROW EXCLUSIVE", lock_timeout_ms, err))
+        goto out;
+    t0 = mono_ms();
+    if (!current_lsn(t, &st->final_lsn, err))
+        goto out;
+    if (!migrate_reverse_apply(apply, sp, st->final_lsn, false, &rst, err))
+    {
+        err_prefix(err, "catching the legacy table up");
+        goto out;
+    }
+    if (!rst.caught_up)
+    {
+        /* Renaming now would leave writes behind in the new table. */
+        err_set(err, EC_INTERRUPTED, "interrupted while catching the legacy table up: not "
+                                     "switched back");
+        goto out;
+    }
+    st->applied_at_switch = rst.inserted + rst.updated + rst.deleted;
+    ok = fill_child_keys(t, sp, n->legacy_q, &st->children_filled, err) &&
+         exec_fmt(t, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", n->legacy_q, n->from_q) &&
+         move_table(t, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
+                    sp->into_table, err) &&
+         move_table(t, newq, sp->from_schema, sp->into_table, sp->into_schema, sp->into_table,
+                    err) &&
+         move_table(t, n->legacy_q, sp->from_schema, sp->legacy_table, sp->from_schema,
+                    sp->from_table, err) &&
+         exec_fmt(t, err, "ALTER TABLE %s ALTER COLUMN legacy_id DROP DEFAULT", n->into_q) &&
+         pg_exec_params(t, "DELETE FROM v7fill.migrate_reverse WHERE into_table = $1", 1, p,
+                        err) &&
+         pg_exec(t, "COMMIT", err);
+    if (ok)
+        st->lock_held_ms = mono_ms() - t0;
+out:
+    free(newq);
+    if (!ok)
+    {
+        rollback(t);
+        *retry = lock_failed(err);
+    }
+    return ok;
+}
+
+/* After switching back: the reverse slot and publication are not needed
+ * (a next switch makes them anew); a failure only warns. */
+static void
+drop_reverse(PgConn *t, const Names *n)
+{
+    Err e = {0};
+    const char *p[1] = {n->rev};
+    char v[8];
+    char *pub = pg_ident(t, n->rev);
+
+    if (!query_text(t,
+                    "SELECT pg_catalog.pg_drop_replication_slot(slot_name) FROM "
+                    "pg_catalog.pg_replication_slots WHERE slot_name = $1",
+                    1, p, v, sizeof v, &e) ||
+        !exec_fmt(t, &e, "DROP PUBLICATION IF EXISTS %s", pub))
+        log_warn("could not drop the way back's slot or publication \"%s\" (%s): drop them by "
+                 "hand, SELECT pg_drop_replication_slot('%s'); DROP PUBLICATION \"%s\";",
+                 n->rev, e.msg, n->rev, n->rev);
+    free(pub);
+}
+
+typedef enum Where
+{
+    AT_BEFORE, /* <from> is the legacy table, <into> exists */
+    AT_SWITCHED,
+} Where;
+
+/* Which way the names stand, from the catalog (a kill between the commit
+ * and the caller storing the phase is harmless). */
+static bool
+names_stand(PgConn *c, const Names *n, bool same, Where *w, Err *err)
+{
+    bool legacy, into;
+
+    if (!rel_exists(c, n->legacy_q, &legacy, err) ||
+        (same && !rel_exists(c, n->into_q, &into, err)))
+        return false;
+    *w = legacy && (!same || !into) ? AT_SWITCHED : AT_BEFORE;
+    return true;
+}
+
+static bool
+switch_retried(PgConn *s, PgConn *apply, MigrateSpec *sp, const Names *n, bool same,
+               bool back, int lock_timeout_ms, int attempts, MigrateCatchUp catch_up, void *ctx,
+               SwitchStats *st, char *seq, size_t seqsize, Err *err)
+{
+    for (int a = 1; a <= attempts; a++)
+    {
+        bool retry = false;
+
+        st->attempts = a;
+        if (back ? back_once(s, apply, sp, n, lock_timeout_ms, st, &retry, err)
+                 : switch_once(s, sp, n, same, lock_timeout_ms, catch_up, ctx, st, seq, seqsize,
+                               &retry, err))
+            return true;
+        if (!retry)
+            return false;
+        log_warn("switch attempt %d of %d: %s; retrying", a, attempts, err->msg);
+        if (a < attempts)
+            backoff(a);
+    }
+    err_prefix(err, "the switch could not take its lock in %d attempts of %d ms", attempts,
+               lock_timeout_ms);
+    err_hint(err, "A long transaction holds %s.%s; retry later or with a larger lock timeout.",
+             sp->from_schema, sp->from_table);
+    return false;
+}
+
+bool
+migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeout_ms,
+               int attempts, MigrateCatchUp catch_up, void *ctx, SwitchStats *st, Err *err)
+{
+    bool same = source == target || spec->source_conninfo[0] == '\0';
+    bool back = spec->phase == MIGRATE_PHASE_REVERSE;
+    PgConn *c = same ? target : source;
+    PgConn *apply = NULL;
+    char seq[256] = "";
+    Names n;
+    Where w;
+    bool ok = false;
+
+    memset(st, 0, sizeof *st);
+    st->back = back;
+    if (lock_timeout_ms <= 0)
+        lock_timeout_ms = 1000;
+    if (attempts <= 0)
+        attempts = 10;
+    if (spec->legacy_table[0] == '\0')
+        (void) snprintf(spec->legacy_table, sizeof spec->legacy_table, "%.56s_legacy",
+                        spec->from_table);
+    names_init(c, spec, &n);
+    if (back && !same)
+    {
+        err_set(err, EC_CONFIG, "switching back needs both tables in one database");
+        goto out;
+    }
+    if (!names_stand(c, &n, same, &w, err))
+        goto out;
+    if ((back && w == AT_BEFORE) || (!back && w == AT_SWITCHED))
+    {
+        st->already = true;
+        if (back)
+        {
+            spec->phase = MIGRATE_PHASE_FOLLOW;
+            printf("%s.%s is the legacy table again: already switched back\n", spec->from_schema,
+                   spec->from_table);
+        }
+        else
+        {
+            const char *p[1] = {n.into_key};
+            char v[PGO_LSN_TEXT_SIZE + 8] = "";
+
+            if (same && !query_text(c,
+                                    "SELECT switch_lsn::text FROM v7fill.migrate_reverse WHERE "
+                                    "into_table = $1",
+                                    1, p, v, sizeof v, err))
+                goto out;
+            if (v[0] && !pgo_lsn_parse(v, &spec->switch_lsn))
+                spec->switch_lsn = 0;
+            if (spec->phase != MIGRATE_PHASE_REVERSE)
+                spec->phase = MIGRATE_PHASE_SWITCHED;
+            printf("%s.%s is already switched: the UUIDv7 table has its name, the old one is "
+                   "%s.%s\n",
+                   spec->from_schema, spec->from_table, spec->from_schema, spec->legacy_table);
+        }
+        ok = true;
+        goto out;
+    }
+    if (!back && catch_up == NULL)
+    {
+        err_set(err, EC_INTERNAL, "the switch needs a catch-up function");
+        goto out;
+    }
+    if (back)
+    {
+        ReverseStats pre;
+        uint64_t now_lsn = 0;
+
+        /* Most of the way back and the child keys before the lock; what was
+         * written since, under it. */
+        if (!pg_connect_again(target, &apply, err))
+            goto out;
+        /* Again while a pass found much to do: writers go on meanwhile. */
+        for (int pass = 0; pass < 5; pass++)
+        {
+            memset(&pre, 0, sizeof pre);
+            if (!current_lsn(target, &now_lsn, err) ||
+                !migrate_reverse_apply(apply, spec, now_lsn, false, &pre, err))
+                goto out;
+            if (pre.inserted + pre.updated + pre.deleted < 100)
+                break;
+        }
+        if (!fill_child_keys(target, spec, n.legacy_q, &st->children_filled, err))
+            goto out;
+    }
+    else if (!check_caught_up(source, spec, err) || (same && !prepare_reverse(target, &n, err)))
+        goto out;
+    if (!switch_retried(c, apply, spec, &n, same, back, lock_timeout_ms, attempts, catch_up, ctx,
+                        st, seq, sizeof seq, err))
+        goto out;
+    spec->switch_lsn = st->final_lsn;
+    if (back)
+    {
+        drop_reverse(target, &n);
+        spec->phase = MIGRATE_PHASE_FOLLOW;
+        spec->legacy_table[0] = '\0';
+        printf("switched back: %s.%s is the legacy table again and %s.%s the UUIDv7 one; lock "
+               "held %" PRId64 " ms (attempt %d), %" PRIu64 " changes applied under it; %" PRIu64
+               " child rows got their legacy key from the map\n",
+               spec->from_schema, spec->from_table, spec->into_schema, spec->into_table,
+               st->lock_held_ms, st->attempts, st->applied_at_switch, st->children_filled);
+        printf("the application must change: back to %s.%s with its %s %s key; resume the "
+               "capture (v7fill migrate --into %s.%s) to keep the UUIDv7 table current\n",
+               spec->from_schema, spec->from_table, spec->key_type, spec->key, spec->into_schema,
+               spec->into_table);
+        (void) fflush(stdout);
+    }
+    else
+    {
+        spec->phase = MIGRATE_PHASE_SWITCHED;
+        print_notes(target, spec, &n, same, seq, st);
+    }
+    ok = true;
+out:
+    pg_close(apply);
+    names_free(&n);
+    return ok;
+}

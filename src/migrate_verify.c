@@ -1,0 +1,1203 @@
+/*
+ * migrate_verify.c: the checks of `v7fill migrate --verify` (see
+ * migrate_verify.h).  Only reads.
+ *
+ * The row-by-row comparison walks the source's keys in ranges [lo, hi) of
+ * range_keys keys (the boundaries found on the key's index first); the map
+ * and the target are reached through the map's primary key (legacy_id) and
+ * the target's (id), so no statement reads more than a range of rows.
+ */
+#include "v7fill/migrate_verify.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "v7fill/interrupt.h"
+#include "v7fill/mem.h"
+#include "v7fill/textwidth.h"
+
+#define KEY_MIN_TEXT "-9223372036854775808"
+
+/* The first keys of one kind of difference, and how many there were. */
+typedef struct Keys
+{
+    uint64_t n;       /* rows */
+    size_t listed;    /* distinct keys in key[] */
+    bool more;        /* more keys than listed */
+    char key[VERIFY_DETAIL_KEYS][48];
+} Keys;
+
+typedef struct Ctx
+{
+    PgConn *src;
+    PgConn *dst;
+    bool same;                /* one connection: compare in the server */
+    const MigrateSpec *spec;
+    size_t range_keys;
+    VerifyReport *rep;
+    char table[130];          /* the parent's checks are named after the target */
+    char relation[130];       /* schema.table of the source, as the quarantine names it */
+    char *S, *T, *M, *K, *TC; /* source, target, map, key, time column (quoted) */
+    Buf srow, trow;           /* ROW(s."a", ...) and ROW(t."a", ...): the non-key columns */
+    int64_t *bounds;          /* ranges [b0, b1 - 1], ... [bn-1, INT64_MAX] */
+    size_t nbounds;
+    int64_t *qkeys;           /* keys the quarantine names that the source still has */
+    size_t nqkeys;
+    Buf qarray;               /* the same as an array literal "{1,2}" */
+    uint64_t q_unidentified;  /* quarantined rows that name no key (the copy's lines) */
+    VerifyCheck rejected;     /* the "rejected" check, reported after "rows" */
+    uint64_t source_rows;     /* the source's row count (the "rows" check) */
+} Ctx;
+
+/* ---- the report -------------------------------------------------------------------------- */
+
+static VerifyCheck *
+add_check(Ctx *x, const char *table, const char *check)
+{
+    VerifyReport *r = x->rep;
+    VerifyCheck *c;
+
+    r->checks = xrealloc(r->checks, (r->n + 1) * sizeof *r->checks);
+    c = &r->checks[r->n++];
+    memset(c, 0, sizeof *c);
+    (void) snprintf(c->table, sizeof c->table, "%s", table);
+    (void) snprintf(c->check, sizeof c->check, "%s", check);
+    c->ok = true;
+    return c;
+}
+
+static void detail_add(VerifyCheck *c, const char *fmt, ...) V7FILL_PRINTF(2, 3);
+
+/* Append to the detail, "; " between parts (truncated at its size). */
+static void
+detail_add(VerifyCheck *c, const char *fmt, ...)
+{
+    size_t len = strlen(c->detail);
+    va_list ap;
+
+    if (len && len + 2 < sizeof c->detail)
+    {
+        memcpy(c->detail + len, "; ", 3);
+        len += 2;
+    }
+    if (len + 1 >= sizeof c->detail)
+        return;
+    va_start(ap, fmt);
+    (void) vsnprintf(c->detail + len, sizeof c->detail - len, fmt, ap);
+    va_end(ap);
+}
+
+/* Count one more; list the key unless it is the last one listed (rows come
+ * ordered by key: a key with several rows is named once). */
+static void
+keys_add(Keys *k, const char *key)
+{
+    k->n++;
+    if (k->listed && strcmp(k->key[k->listed - 1], key) == 0)
+        return;
+    if (k->listed < VERIFY_DETAIL_KEYS)
+        (void) snprintf(k->key[k->listed++], sizeof k->key[0], "%s", key);
+    else
+        k->more = true;
+}
+
+/* "<what> N (legacy keys a, b, c, ...)"; nothing when there are none. */
+static void
+keys_detail(VerifyCheck *c, const char *what, const char *noun, const Keys *k)
+{
+    char list[VERIFY_DETAIL_KEYS * 50] = "";
+    size_t len = 0;
+
+    if (k->n == 0)
+        return;
+    for (size_t i = 0; i < k->listed; i++)
+        len += (size_t) snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", k->key[i]);
+    detail_add(c, "%s %" PRIu64 " (%s %s%s)", what, k->n, noun, list, k->more ? ", ..." : "");
+}
+
+/* ---- small query helpers ------------------------------------------------------------------- */
+
+static bool
+query(PgConn *c, const char *what, const char *sql, int n, const char *const *params,
+      PGresult **res, Err *err)
+{
+    if (pg_query(c, sql, n, params, res, err))
+        return true;
+    err_prefix(err, "verify: %s", what);
+    return false;
+}
+
+static bool
+query_u64(PgConn *c, const char *what, const char *sql, int n, const char *const *params,
+          uint64_t *out, Err *err)
+{
+    PGresult *res;
+
+    if (!query(c, what, sql, n, params, &res, err))
+        return false;
+    *out = PQntuples(res) ? strtoull(PQgetvalue(res, 0, 0), NULL, 10) : 0;
+    PQclear(res);
+    return true;
+}
+
+/* A check over the target listing "legacy key, count(*) OVER ()" of its
+ * first offenders: *n the count, keys the first of them. */
+static bool
+query_keys(PgConn *c, const char *what, const char *sql, int n, const char *const *params,
+           Keys *keys, Err *err)
+{
+    PGresult *res;
+
+    if (!query(c, what, sql, n, params, &res, err))
+        return false;
+    memset(keys, 0, sizeof *keys);
+    for (int i = 0; i < PQntuples(res); i++)
+        keys_add(keys, PQgetisnull(res, i, 0) ? "NULL" : PQgetvalue(res, i, 0));
+    if (PQntuples(res))
+        keys->n = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
+    keys->more = keys->n > keys->listed;
+    PQclear(res);
+    return true;
+}
+
+static bool
+count_rows(PgConn *c, const char *qualified, uint64_t *out, Err *err)
+{
+    char *sql = xasprintf("SELECT count(*) FROM %s", qualified);
+    bool ok = query_u64(c, "counting rows", sql, 0, NULL, out, err);
+
+    free(sql);
+    return ok;
+}
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *) a;
+    int64_t y = *(const int64_t *) b;
+
+    return (x > y) - (x < y);
+}
+
+static bool
+quarantined(const Ctx *x, const char *key)
+{
+    int64_t k = strtoll(key, NULL, 10);
+
+    return x->nqkeys && bsearch(&k, x->qkeys, x->nqkeys, sizeof k, cmp_i64) != NULL;
+}
+
+/* ---- setup: names, columns, ranges, the quarantine ---------------------------------------- */
+
+/* Does `table` (quoted, qualified) exist on c?  err names it when not. */
+static bool
+table_exists(PgConn *c, const char *side, const char *schema, const char *name, Err *err)
+{
+    char qual[140];
+    const char *params[1] = {qual};
+    PGresult *res;
+    bool found;
+    char *q = pg_qualified(c, schema, name);
+
+    (void) snprintf(qual, sizeof qual, "%s", q);
+    free(q);
+    if (!query(c, "looking up a table", "SELECT to_regclass($1) IS NOT NULL", 1, params, &res, err))
+        return false;
+    found = PQgetvalue(res, 0, 0)[0] == 't';
+    PQclear(res);
+    if (!found)
+        return err_set(err, EC_CONFIG, "verify: the %s table %s.%s does not exist", side, schema,
+                       name);
+    return true;
+}
+
+/* The columns of a table in order (attnum > 0, not dropped); caller PQclears. */
+static bool
+columns_of(PgConn *c, const char *qualified, PGresult **res, Err *err)
+{
+    const char *params[1] = {qualified};
+
+    return query(c, "reading the columns",
+                 "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+                 "WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped "
+                 "ORDER BY a.attnum",
+                 1, params, res, err);
+}
+
+static int
+column_index(const PGresult *res, const char *name)
+{
+    for (int i = 0; i < PQntuples(res); i++)
+        if (strcmp(PQgetvalue(res, i, 0), name) == 0)
+            return i;
+    return -1;
+}
+
+/* srow/trow from the source's non-key columns the target also has; a
+ * column the target lacks or types differently is a "columns" mismatch. */
+static bool
+load_columns(Ctx *x, Err *err)
+{
+    PGresult *sc = NULL;
+    PGresult *tc = NULL;
+    Keys missing = {0};
+    Keys retyped = {0};
+    size_t n = 0;
+    bool ok = false;
+
+    if (!columns_of(x->src, x->S, &sc, err) || !columns_of(x->dst, x->T, &tc, err))
+        goto out;
+    if (column_index(sc, x->spec->key) < 0)
+    {
+        err_set(err, EC_CONFIG, "verify: the source table %s has no column %s", x->relation,
+                x->spec->key);
+        goto out;
+    }
+    if (column_index(tc, "legacy_id") < 0 || column_index(tc, "id") < 0 ||
+        column_index(tc, x->spec->time_column) < 0)
+    {
+        err_set(err, EC_CONFIG, "verify: the target table %s lacks legacy_id, id or %s",
+                x->table, x->spec->time_column);
+        goto out;
+    }
+    buf_puts(&x->srow, "ROW(");
+    buf_puts(&x->trow, "ROW(");
+    for (int i = 0; i < PQntuples(sc); i++)
+    {
+        const char *name = PQgetvalue(sc, i, 0);
+        int t = column_index(tc, name);
+        char *qs;
+
+        if (strcmp(name, x->spec->key) == 0)
+            continue;
+        if (t < 0)
+        {
+            keys_add(&missing, name);
+            continue;
+        }
+        if (strcmp(PQgetvalue(sc, i, 1), PQgetvalue(tc, t, 1)) != 0)
+            keys_add(&retyped, name);
+        qs = pg_ident(x->src, name);
+        buf_printf(&x->srow, "%ss.%s", n ? ", " : "", qs);
+        buf_printf(&x->trow, "%st.%s", n ? ", " : "", qs);
+        free(qs);
+        n++;
+    }
+    buf_putc(&x->srow, ')');
+    buf_putc(&x->trow, ')');
+    if (missing.n || retyped.n)
+    {
+        VerifyCheck *c = add_check(x, x->table, "columns");
+
+        c->source = (uint64_t) PQntuples(sc) - 1;
+        c->target = n;
+        c->ok = false;
+        keys_detail(c, "not in the target:", "columns", &missing);
+        keys_detail(c, "another type in the target:", "columns", &retyped);
+    }
+    ok = true;
+out:
+    PQclear(sc);
+    PQclear(tc);
+    return ok;
+}
+
+/* The range boundaries: after every range_keys-th source key. */
+static bool
+load_bounds(Ctx *x, Err *err)
+{
+    char *sql = xasprintf("SELECT s.%s FROM %s s WHERE s.%s > $1::bigint ORDER BY s.%s "
+                          "OFFSET $2::bigint - 1 LIMIT 1",
+                          x->K, x->S, x->K, x->K);
+    char step[24];
+    char last[24];
+    bool ok = true;
+
+    (void) snprintf(step, sizeof step, "%zu", x->range_keys);
+    (void) snprintf(last, sizeof last, "%" PRId64, INT64_MIN);
+    x->bounds = xmalloc(sizeof *x->bounds);
+    x->bounds[x->nbounds++] = INT64_MIN;
+    for (;;)
+    {
+        const char *params[2] = {last, step};
+        PGresult *res;
+        int64_t key;
+
+        if (!(ok = query(x->src, "finding the key ranges", sql, 2, params, &res, err)))
+            break;
+        if (PQntuples(res) == 0)
+        {
+            PQclear(res);
+            break;
+        }
+        key = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        (void) snprintf(last, sizeof last, "%s", PQgetvalue(res, 0, 0));
+        PQclear(res);
+        if (key == INT64_MAX)
+            break;
+        x->bounds = xrealloc(x->bounds, (x->nbounds + 1) * sizeof *x->bounds);
+        x->bounds[x->nbounds++] = key + 1;
+    }
+    free(sql);
+    return ok;
+}
+
+/* Between two ranges: a SIGINT or SIGTERM stops the verify (it only reads). */
+static bool
+stop_requested(Err *err)
+{
+    if (interrupt_signal() == 0)
+        return false;
+    err_set(err, EC_INTERRUPTED, "verify interrupted by %s", interrupt_name());
+    return true;
+}
+
+/* A statement run once per range, prepared once on its connection (SQL
+ * PREPARE name (bigint, bigint), $1 and $2 the range's first and last key):
+ * planned for all ranges rather than for each (a target of many partitions
+ * costs its planning every time).  Always closed with range_close. */
+typedef struct RangeStmt
+{
+    PgConn *c;
+    char name[48];
+    bool prepared;
+} RangeStmt;
+
+#define RANGE_WHERE(col) col " BETWEEN $1 AND $2"
+
+static bool
+range_prepare(RangeStmt *st, PgConn *c, const char *name, const char *sql, Err *err)
+{
+    char *prep = xasprintf("PREPARE %s (bigint, bigint) AS %s", name, sql);
+    bool ok = pg_exec(c, prep, err);
+
+    free(prep);
+    st->c = c;
+    (void) snprintf(st->name, sizeof st->name, "%s", name);
+    st->prepared = ok;
+    if (!ok)
+        err_prefix(err, "verify: preparing %s", name);
+    return ok;
+}
+
+/* Range i's rows (stops first on SIGINT / SIGTERM); caller PQclears. */
+static bool
+range_exec(const Ctx *x, const RangeStmt *st, size_t i, const char *what, PGresult **res,
+           Err *err)
+{
+    char sql[128];
+
+    if (stop_requested(err))
+        return false;
+    (void) snprintf(sql, sizeof sql, "EXECUTE %s (%" PRId64 ", %" PRId64 ")", st->name,
+                    x->bounds[i], i + 1 < x->nbounds ? x->bounds[i + 1] - 1 : INT64_MAX);
+    return query(st->c, what, sql, 0, NULL, res, err);
+}
+
+static void
+range_close(RangeStmt *st)
+{
+    Err ignored = {0};
+    char sql[80];
+
+    if (!st->prepared)
+        return;
+    st->prepared = false;
+    (void) snprintf(sql, sizeof sql, "DEALLOCATE %s", st->name);
+    if (!pg_exec(st->c, sql, &ignored))
+        return; /* a broken connection: nothing left to free */
+}
+
+/* The quarantine of the slot: keys it names (still in the source, not in
+ * the target) and the rows that name none; the "rejected" check lists them. */
+static bool
+load_quarantine(Ctx *x, uint64_t *rejected, Err *err)
+{
+    const char *params[3] = {x->spec->slot, x->relation, x->spec->key};
+    PGresult *res;
+    uint64_t total = 0;
+    VerifyCheck *c;
+    char sql[1024];
+    bool have;
+
+    *rejected = 0;
+    if (!query(x->dst, "looking up the quarantine",
+               "SELECT to_regclass('v7fill.stream_quarantine') IS NOT NULL", 0, NULL, &res, err))
+        return false;
+    have = PQgetvalue(res, 0, 0)[0] == 't';
+    PQclear(res);
+    c = &x->rejected;
+    (void) snprintf(c->table, sizeof c->table, "%s", x->table);
+    (void) snprintf(c->check, sizeof c->check, "rejected");
+    c->ok = true;
+    buf_puts(&x->qarray, "{}");
+    if (!have)
+    {
+        detail_add(c, "no quarantine (v7fill.stream_quarantine)");
+        return true;
+    }
+    /* Rows the stream quarantined are JSON objects naming the key; the copy's
+     * are its text line. */
+    if (!query(x->dst, "reading the quarantine",
+               "SELECT DISTINCT (row ->> $3)::bigint FROM v7fill.stream_quarantine WHERE slot = "
+               "$1 AND relation = $2 AND jsonb_typeof(row) = 'object' AND row ->> $3 ~ "
+               "'^-?[0-9]{1,18}$' ORDER BY 1",
+               3, params, &res, err))
+        return false;
+    buf_reset(&x->qarray);
+    buf_putc(&x->qarray, '{');
+    for (int i = 0; i < PQntuples(res); i++)
+        buf_printf(&x->qarray, "%s%s", i ? "," : "", PQgetvalue(res, i, 0));
+    buf_putc(&x->qarray, '}');
+    PQclear(res);
+    /* Only the keys the source still has and the target lacks are rejected rows. */
+    {
+        const char *p1[1] = {x->qarray.data};
+
+        (void) snprintf(sql, sizeof sql,
+                        "SELECT k FROM unnest($1::bigint[]) k WHERE EXISTS (SELECT 1 FROM %s s "
+                        "WHERE s.%s = k) ORDER BY k",
+                        x->S, x->K);
+        if (!query(x->src, "reading the quarantine", sql, 1, p1, &res, err))
+            return false;
+        buf_reset(&x->qarray);
+        buf_putc(&x->qarray, '{');
+        x->qkeys = xmalloc(((size_t) PQntuples(res) + 1) * sizeof *x->qkeys);
+        for (int i = 0; i < PQntuples(res); i++)
+        {
+            buf_printf(&x->qarray, "%s%s", i ? "," : "", PQgetvalue(res, i, 0));
+            x->qkeys[x->nqkeys++] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+        }
+        buf_putc(&x->qarray, '}');
+        PQclear(res);
+        (void) snprintf(sql, sizeof sql,
+                        "SELECT count(*) FROM unnest($1::bigint[]) k WHERE NOT EXISTS (SELECT 1 "
+                        "FROM %s m JOIN %s t ON t.id = m.id AND t.legacy_id = m.legacy_id WHERE "
+                        "m.legacy_id = k)",
+                        x->M, x->T);
+        if (!query_u64(x->dst, "reading the quarantine", sql, 1, p1, rejected, err))
+            return false;
+    }
+    if (!query(x->dst, "reading the quarantine",
+               "SELECT count(*), count(*) FILTER (WHERE jsonb_typeof(row) <> 'object' OR NOT "
+               "coalesce(row ->> $3 ~ '^-?[0-9]{1,18}$', false)) FROM "
+               "v7fill.stream_quarantine WHERE slot = $1 AND relation = $2",
+               3, params, &res, err))
+        return false;
+    total = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    x->q_unidentified = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
+    PQclear(res);
+    *rejected += x->q_unidentified;
+    c->source = total;
+    c->target = 0;
+    if (total == 0)
+        return true;
+    detail_add(c, "%" PRIu64 " rows in v7fill.stream_quarantine (slot %s)", total, x->spec->slot);
+    if (!query(x->dst, "reading the quarantine",
+               "SELECT coalesce(CASE WHEN jsonb_typeof(row) = 'object' THEN 'key ' || (row ->> "
+               "$3) END, left(row #>> '{}', 40)), left(reason, 80) FROM v7fill.stream_quarantine "
+               "WHERE slot = $1 AND relation = $2 ORDER BY id LIMIT 5",
+               3, params, &res, err))
+        return false;
+    for (int i = 0; i < PQntuples(res); i++)
+        detail_add(c, "%s: %s", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+    PQclear(res);
+    return true;
+}
+
+/* ---- rows and values -------------------------------------------------------------------- */
+
+static bool
+check_rows(Ctx *x, uint64_t rejected, Err *err)
+{
+    VerifyCheck *c = add_check(x, x->table, "rows");
+
+    if (!count_rows(x->src, x->S, &c->source, err) || !count_rows(x->dst, x->T, &c->target, err))
+        return false;
+    x->source_rows = c->source;
+    c->ok = c->source == c->target + rejected;
+    detail_add(c, "%" PRIu64 " rejected with a reason", rejected);
+    if (!c->ok)
+        detail_add(c, "source - target - rejected = %" PRId64,
+                   (int64_t) (c->source - c->target - rejected));
+    *add_check(x, x->table, "rejected") = x->rejected;
+    return true;
+}
+
+/* Differences found in the value ranges. */
+typedef struct ValueDiffs
+{
+    Keys changed, missing, extra, excused;
+    uint64_t unexcused_missing;
+} ValueDiffs;
+
+/* One differing key: kind 'c'hanged, 'm'issing (source only), 'e'xtra. */
+static void
+value_diff(const Ctx *x, ValueDiffs *d, char kind, const char *key)
+{
+    if (kind == 'e')
+        keys_add(&d->extra, key);
+    else if (quarantined(x, key))
+        keys_add(&d->excused, key);
+    else if (kind == 'c')
+        keys_add(&d->changed, key);
+    else
+    {
+        keys_add(&d->missing, key);
+        d->unexcused_missing++;
+    }
+}
+
+/* The per-range row hashes of each side, as sub-selects (k, h) over
+ * RANGE_WHERE: the target's h is "no target row" or "legacy_id N" when the
+ * map's id leads nowhere or to another row.  The target is reached row by row
+ * through LATERAL ... LIMIT 1 (kept from being flattened into a join): an
+ * index probe of the one partition the id falls in, where a plain join lets
+ * the planner hash the whole target for every range. */
+static char *
+source_side(const Ctx *x)
+{
+    return xasprintf("SELECT s.%s AS k, md5(%s::text) AS h FROM %s s WHERE s.%s BETWEEN $1 AND "
+                     "$2",
+                     x->K, x->srow.data, x->S, x->K);
+}
+
+static char *
+target_side(const Ctx *x)
+{
+    return xasprintf("SELECT m.legacy_id AS k, CASE WHEN t.id IS NULL THEN 'no target row' WHEN "
+                     "t.legacy_id IS DISTINCT FROM m.legacy_id THEN 'legacy_id ' || "
+                     "coalesce(t.legacy_id::text, 'NULL') ELSE t.h END AS h FROM %s m LEFT JOIN "
+                     "LATERAL (SELECT t.id, t.legacy_id, md5(%s::text) AS h FROM %s t WHERE t.id = "
+                     "m.id LIMIT 1) t ON true WHERE " RANGE_WHERE("m.legacy_id"),
+                     x->M, x->trow.data, x->T);
+}
+
+/* One database: each range one join, the differing keys back. */
+static bool
+values_same(Ctx *x, ValueDiffs *d, Err *err)
+{
+    char *ss = source_side(x);
+    char *ts = target_side(x);
+    char *sql = xasprintf("SELECT coalesce(s.k, t.k)::text, CASE WHEN s.k IS NULL THEN 'e' WHEN "
+                          "t.k IS NULL OR t.h = 'no target row' THEN 'm' ELSE 'c' END FROM (%s) "
+                          "s FULL JOIN (%s) t ON s.k = t.k WHERE s.h IS DISTINCT FROM t.h ORDER "
+                          "BY coalesce(s.k, t.k)",
+                          ss, ts);
+    RangeStmt st = {0};
+    bool ok = range_prepare(&st, x->src, "v7fill_verify_values", sql, err);
+
+    for (size_t i = 0; ok && i < x->nbounds; i++)
+    {
+        PGresult *res;
+
+        if (!(ok = range_exec(x, &st, i, "comparing rows", &res, err)))
+            break;
+        for (int r = 0; r < PQntuples(res); r++)
+            value_diff(x, d, PQgetvalue(res, r, 1)[0], PQgetvalue(res, r, 0));
+        PQclear(res);
+    }
+    range_close(&st);
+    free(sql);
+    free(ss);
+    free(ts);
+    return ok;
+}
+
+/* Range i of two statements (the source's, the target's); both results or none. */
+static bool
+range_pair(const Ctx *x, const RangeStmt *a, const RangeStmt *b, size_t i, const char *what,
+           PGresult **ra, PGresult **rb, Err *err)
+{
+    if (!range_exec(x, a, i, what, ra, err))
+        return false;
+    if (range_exec(x, b, i, what, rb, err))
+        return true;
+    PQclear(*ra);
+    return false;
+}
+
+/* Merge a range's (key, hash) rows of the source (a) and the target (b). */
+static void
+values_merge(const Ctx *x, PGresult *a, PGresult *b, ValueDiffs *d)
+{
+    int p = 0;
+    int q = 0;
+
+    while (p < PQntuples(a) || q < PQntuples(b))
+    {
+        int64_t ka = p < PQntuples(a) ? strtoll(PQgetvalue(a, p, 0), NULL, 10) : INT64_MAX;
+        int64_t kb = q < PQntuples(b) ? strtoll(PQgetvalue(b, q, 0), NULL, 10) : INT64_MAX;
+
+        if (p < PQntuples(a) && (q >= PQntuples(b) || ka < kb))
+            value_diff(x, d, 'm', PQgetvalue(a, p++, 0));
+        else if (p >= PQntuples(a) || kb < ka)
+            value_diff(x, d, 'e', PQgetvalue(b, q++, 0));
+        else
+        {
+            if (strcmp(PQgetvalue(b, q, 1), "no target row") == 0)
+                value_diff(x, d, 'm', PQgetvalue(a, p, 0));
+            else if (strcmp(PQgetvalue(a, p, 1), PQgetvalue(b, q, 1)) != 0)
+                value_diff(x, d, 'c', PQgetvalue(a, p, 0));
+            p++;
+            q++;
+        }
+    }
+}
+
+/* Two databases: a range's aggregate hash on each side; a range that
+ * differs is fetched from both, ordered by key, and merged here. */
+static bool
+values_two(Ctx *x, ValueDiffs *d, Err *err)
+{
+    char *ss = source_side(x);
+    char *ts = target_side(x);
+    char *sagg = xasprintf("SELECT count(*), md5(coalesce(string_agg(k::text || ':' || h, ',' "
+                           "ORDER BY k), '')) FROM (%s) x", ss);
+    char *tagg = xasprintf("SELECT count(*), md5(coalesce(string_agg(k::text || ':' || h, ',' "
+                           "ORDER BY k), '')) FROM (%s) x", ts);
+    char *srows = xasprintf("SELECT k::text, h FROM (%s) x ORDER BY k", ss);
+    char *trows = xasprintf("SELECT k::text, h FROM (%s) x ORDER BY k", ts);
+    RangeStmt sa = {0};
+    RangeStmt ta = {0};
+    RangeStmt sr = {0};
+    RangeStmt tr = {0};
+    bool ok = range_prepare(&sa, x->src, "v7fill_verify_source_hash", sagg, err) &&
+              range_prepare(&ta, x->dst, "v7fill_verify_target_hash", tagg, err) &&
+              range_prepare(&sr, x->src, "v7fill_verify_source_rows", srows, err) &&
+              range_prepare(&tr, x->dst, "v7fill_verify_target_rows", trows, err);
+
+    for (size_t i = 0; ok && i < x->nbounds; i++)
+    {
+        PGresult *a;
+        PGresult *b;
+        bool same;
+
+        if (!(ok = range_pair(x, &sa, &ta, i, "hashing a range", &a, &b, err)))
+            break;
+        same = strcmp(PQgetvalue(a, 0, 0), PQgetvalue(b, 0, 0)) == 0 &&
+               strcmp(PQgetvalue(a, 0, 1), PQgetvalue(b, 0, 1)) == 0;
+        PQclear(a);
+        PQclear(b);
+        if (same)
+            continue;
+        if (!(ok = range_pair(x, &sr, &tr, i, "reading a range", &a, &b, err)))
+            break;
+        values_merge(x, a, b, d);
+        PQclear(a);
+        PQclear(b);
+    }
+    range_close(&sa);
+    range_close(&ta);
+    range_close(&sr);
+    range_close(&tr);
+    free(sagg);
+    free(tagg);
+    free(srows);
+    free(trows);
+    free(ss);
+    free(ts);
+    return ok;
+}
+
+static bool
+check_values(Ctx *x, Err *err)
+{
+    ValueDiffs d;
+    VerifyCheck *c;
+
+    memset(&d, 0, sizeof d);
+    if (!(x->same ? values_same(x, &d, err) : values_two(x, &d, err)))
+        return false;
+    c = add_check(x, x->table, "values");
+    /* Source: its rows compared; target: those whose target row is equal. */
+    c->source = x->source_rows;
+    c->target = x->source_rows - d.changed.n - d.missing.n - d.excused.n;
+    c->ok = d.changed.n == 0 && d.extra.n == 0 && d.unexcused_missing <= x->q_unidentified;
+    keys_detail(c, "changed", "legacy keys", &d.changed);
+    keys_detail(c, "missing", "legacy keys", &d.missing);
+    keys_detail(c, "not in the source", "legacy keys", &d.extra);
+    keys_detail(c, "quarantined", "legacy keys", &d.excused);
+    if (c->ok && d.missing.n)
+        detail_add(c, "the missing rows are the quarantined lines of the copy");
+    if (c->ok)
+        detail_add(c, "every other non-key column equal (%zu ranges)", x->nbounds);
+    return true;
+}
+
+/* ---- map and id times ----------------------------------------------------------------------- */
+
+static bool
+check_map(Ctx *x, Err *err)
+{
+    VerifyCheck *c = add_check(x, x->table, "map");
+    Keys unmapped;
+    Keys orphaned;
+    char *sql;
+    bool ok;
+
+    if (!count_rows(x->dst, x->M, &c->source, err) || !count_rows(x->dst, x->T, &c->target, err))
+        return false;
+    sql = xasprintf("SELECT t.legacy_id::text, count(*) OVER () FROM %s t WHERE NOT EXISTS "
+                    "(SELECT 1 FROM %s m WHERE m.id = t.id AND m.legacy_id = t.legacy_id) ORDER "
+                    "BY t.legacy_id LIMIT %d",
+                    x->T, x->M, VERIFY_DETAIL_KEYS);
+    ok = query_keys(x->dst, "checking the map", sql, 0, NULL, &unmapped, err);
+    free(sql);
+    if (!ok)
+        return false;
+    sql = xasprintf("SELECT m.legacy_id::text, count(*) OVER () FROM %s m WHERE NOT EXISTS "
+                    "(SELECT 1 FROM %s t WHERE t.id = m.id AND t.legacy_id = m.legacy_id) ORDER "
+                    "BY m.legacy_id LIMIT %d",
+                    x->M, x->T, VERIFY_DETAIL_KEYS);
+    ok = query_keys(x->dst, "checking the map", sql, 0, NULL, &orphaned, err);
+    free(sql);
+    if (!ok)
+        return false;
+    c->ok = unmapped.n == 0 && orphaned.n == 0;
+    keys_detail(c, "target rows not in the map:", "legacy keys", &unmapped);
+    keys_detail(c, "map rows without their target row:", "legacy keys", &orphaned);
+    return true;
+}
+
+static bool
+check_times(Ctx *x, Err *err)
+{
+    VerifyCheck *c = add_check(x, x->table, "id time");
+    Keys off;
+    char *sql;
+    bool ok;
+
+    if (!count_rows(x->dst, x->T, &c->source, err))
+        return false;
+    sql = xasprintf("SELECT t.legacy_id::text, count(*) OVER () FROM %s t WHERE "
+                    "('x' || substr(replace(t.id::text, '-', ''), 1, 12))::bit(48)::bigint IS "
+                    "DISTINCT FROM floor(extract(epoch FROM t.%s) * 1000)::bigint ORDER BY "
+                    "t.legacy_id LIMIT %d",
+                    x->T, x->TC, VERIFY_DETAIL_KEYS);
+    ok = query_keys(x->dst, "checking the ids' times", sql, 0, NULL, &off, err);
+    free(sql);
+    if (!ok)
+        return false;
+    c->target = c->source - off.n;
+    c->ok = off.n == 0;
+    keys_detail(c, "id's milliseconds are not the time column's:", "legacy keys", &off);
+    return true;
+}
+
+/* ---- children (expand mode) ----------------------------------------------------------- */
+
+typedef struct Child
+{
+    char name[130];
+    char *C, *FK, *FKU; /* child, key, <key>_uuid (quoted) */
+    char *PK;           /* the row's identity: its primary key as text (an expression) */
+} Child;
+
+typedef struct ChildTally
+{
+    uint64_t keys, resolved, nulls, nulls_with_uuid;
+    Keys orphans, wrong;
+    uint64_t old_pairs, new_pairs, old_hash, new_hash; /* two databases: pairs hashed here */
+} ChildTally;
+
+/* The child's primary key as one text expression over c (its ctid when it has none). */
+static bool
+child_identity(Ctx *x, const MigrateChild *mc, Child *ch, Err *err)
+{
+    char *qual = pg_qualified(x->src, mc->schema, mc->table);
+    const char *params[1] = {qual};
+    PGresult *res;
+    Buf b;
+
+    if (!query(x->src, "reading the child's primary key",
+               "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+               "AND a.attnum = ANY (i.indkey) WHERE i.indrelid = $1::regclass AND i.indisprimary "
+               "ORDER BY array_position(i.indkey::int2[], a.attnum)",
+               1, params, &res, err))
+    {
+        free(qual);
+        return false;
+    }
+    free(qual);
+    buf_init(&b);
+    if (PQntuples(res) == 0)
+        buf_puts(&b, "c.ctid::text");
+    else
+    {
+        buf_puts(&b, "ROW(");
+        for (int i = 0; i < PQntuples(res); i++)
+        {
+            char *q = pg_ident(x->src, PQgetvalue(res, i, 0));
+
+            buf_printf(&b, "%sc.%s", i ? ", " : "", q);
+            free(q);
+        }
+        buf_puts(&b, ")::text");
+    }
+    PQclear(res);
+    ch->PK = b.data;
+    return true;
+}
+
+static void
+pair_add(uint64_t *count, uint64_t *hash, const char *pk, const char *key)
+{
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "%s\x1f%s", pk, key);
+
+    (*count)++;
+    *hash += XXH3_64bits(buf, n < 0 ? 0 : (size_t) n < sizeof buf ? (size_t) n : sizeof buf - 1);
+}
+
+/* One range of child rows (ordered by key) against the same range of the map. */
+static void
+child_merge(const Ctx *x, PGresult *cr, PGresult *mr, ChildTally *t)
+{
+    int m = 0;
+
+    for (int r = 0; r < PQntuples(cr); r++)
+    {
+        const char *key = PQgetvalue(cr, r, 0);
+        int64_t k = strtoll(key, NULL, 10);
+        const char *uuid = PQgetisnull(cr, r, 1) ? NULL : PQgetvalue(cr, r, 1);
+        const char *pk = PQgetvalue(cr, r, 2);
+        bool parent = PQgetvalue(cr, r, 3)[0] == 't';
+
+        while (m < PQntuples(mr) && strtoll(PQgetvalue(mr, m, 0), NULL, 10) < k)
+            m++;
+        t->keys++;
+        if (parent && !quarantined(x, key))
+            pair_add(&t->old_pairs, &t->old_hash, pk, key);
+        if (m < PQntuples(mr) && strtoll(PQgetvalue(mr, m, 0), NULL, 10) == k)
+        {
+            bool target_row = PQgetvalue(mr, m, 2)[0] == 't';
+
+            if (uuid && strcmp(uuid, PQgetvalue(mr, m, 1)) == 0)
+            {
+                t->resolved++;
+                if (target_row)
+                    pair_add(&t->new_pairs, &t->new_hash, pk, key);
+            }
+            else
+            {
+                keys_add(&t->wrong, key);
+                if (uuid) /* it leads to another parent, or none: not this pair */
+                    pair_add(&t->new_pairs, &t->new_hash, pk, uuid);
+            }
+        }
+        else
+        {
+            keys_add(&t->orphans, key);
+            if (uuid)
+            {
+                keys_add(&t->wrong, key);
+                pair_add(&t->new_pairs, &t->new_hash, pk, uuid);
+            }
+        }
+    }
+}
+
+static bool
+child_keys(Ctx *x, const Child *ch, ChildTally *t, Err *err)
+{
+    char *csql = xasprintf("SELECT c.%s::text, c.%s::text, %s, p.k IS NOT NULL FROM %s c LEFT "
+                           "JOIN LATERAL (SELECT p.%s AS k FROM %s p WHERE p.%s = c.%s LIMIT 1) p "
+                           "ON true WHERE c.%s BETWEEN $1 AND $2 ORDER BY c.%s",
+                           ch->FK, ch->FKU, ch->PK, ch->C, x->K, x->S, x->K, ch->FK, ch->FK,
+                           ch->FK);
+    char *msql = xasprintf("SELECT m.legacy_id::text, m.id::text, t.id IS NOT NULL FROM %s m "
+                           "LEFT JOIN LATERAL (SELECT t.id FROM %s t WHERE t.id = m.id AND "
+                           "t.legacy_id = m.legacy_id LIMIT 1) t ON true WHERE "
+                           RANGE_WHERE("m.legacy_id") " ORDER BY m.legacy_id",
+                           x->M, x->T);
+    char *nsql = xasprintf("SELECT count(*), count(*) FILTER (WHERE c.%s IS NOT NULL) FROM %s c "
+                           "WHERE c.%s IS NULL",
+                           ch->FKU, ch->C, ch->FK);
+    RangeStmt cs = {0};
+    RangeStmt ms = {0};
+    bool ok = range_prepare(&cs, x->src, "v7fill_verify_child", csql, err) &&
+              range_prepare(&ms, x->dst, "v7fill_verify_map", msql, err);
+    PGresult *res;
+
+    for (size_t i = 0; ok && i < x->nbounds; i++)
+    {
+        PGresult *cr;
+        PGresult *mr;
+
+        if (!(ok = range_pair(x, &cs, &ms, i, "reading the child's keys and the map", &cr, &mr,
+                              err)))
+            break;
+        child_merge(x, cr, mr, t);
+        PQclear(cr);
+        PQclear(mr);
+    }
+    range_close(&cs);
+    range_close(&ms);
+    if (ok && (ok = query(x->src, "counting the child's NULL keys", nsql, 0, NULL, &res, err)))
+    {
+        t->nulls = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+        t->nulls_with_uuid = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
+        PQclear(res);
+    }
+    free(csql);
+    free(msql);
+    free(nsql);
+    return ok;
+}
+
+/* One database: the two joins themselves, counted and hashed in the server. */
+static bool
+child_pairs_same(Ctx *x, const Child *ch, ChildTally *t, Err *err)
+{
+    const char *params[1] = {x->qarray.data};
+    /* Pairs hashed with the server's own 64-bit text hash (both joins run in
+     * the one server), summed: independent of the order the rows come in. */
+    char *old_sql = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(%s || ',' || "
+                              "p.%s::text, 0)), 0)::text FROM %s c JOIN %s p ON p.%s = c.%s "
+                              "WHERE p.%s <> ALL ($1::bigint[])",
+                              ch->PK, x->K, ch->C, x->S, x->K, ch->FK, x->K);
+    char *new_sql = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(%s || ',' || "
+                              "t.legacy_id::text, 0)), 0)::text FROM %s c JOIN %s t ON t.id = "
+                              "c.%s",
+                              ch->PK, ch->C, x->T, ch->FKU);
+    PGresult *a = NULL;
+    PGresult *b = NULL;
+    bool ok;
+
+    ok = query(x->src, "joining the child through its old key", old_sql, 1, params, &a, err) &&
+         query(x->src, "joining the child through its uuid", new_sql, 0, NULL, &b, err);
+    if (ok)
+    {
+        t->old_pairs = strtoull(PQgetvalue(a, 0, 0), NULL, 10);
+        t->new_pairs = strtoull(PQgetvalue(b, 0, 0), NULL, 10);
+        /* The sums are numeric; equal text, equal hash.  Folded to 64 bits for the tally. */
+        t->old_hash = XXH3_64bits(PQgetvalue(a, 0, 1), strlen(PQgetvalue(a, 0, 1)));
+        t->new_hash = XXH3_64bits(PQgetvalue(b, 0, 1), strlen(PQgetvalue(b, 0, 1)));
+    }
+    PQclear(a);
+    PQclear(b);
+    free(old_sql);
+    free(new_sql);
+    return ok;
+}
+
+static bool
+check_child(Ctx *x, const MigrateChild *mc, Err *err)
+{
+    Child ch;
+    ChildTally t;
+    VerifyCheck *c;
+    char fku[80];
+    bool ok = false;
+
+    memset(&ch, 0, sizeof ch);
+    memset(&t, 0, sizeof t);
+    (void) snprintf(ch.name, sizeof ch.name, "%s.%s", mc->schema, mc->table);
+    if (x->spec->child_mode != MIGRATE_CHILD_EXPAND)
+    {
+        c = add_check(x, ch.name, "child keys");
+        detail_add(c, "not checked: child mode migrate");
+        return true;
+    }
+    (void) snprintf(fku, sizeof fku, "%s_uuid", mc->fk_column);
+    if (!table_exists(x->src, "child", mc->schema, mc->table, err))
+        return false;
+    ch.C = pg_qualified(x->src, mc->schema, mc->table);
+    {
+        PGresult *cols;
+        bool have;
+
+        if (!columns_of(x->src, ch.C, &cols, err))
+            goto out;
+        have = column_index(cols, mc->fk_column) >= 0 && column_index(cols, fku) >= 0;
+        PQclear(cols);
+        if (!have)
+        {
+            err_set(err, EC_CONFIG, "verify: the child %s has no column %s or %s", ch.name,
+                    mc->fk_column, fku);
+            goto out;
+        }
+    }
+    ch.FK = pg_ident(x->src, mc->fk_column);
+    ch.FKU = pg_ident(x->src, fku);
+    if (!child_identity(x, mc, &ch, err) || !child_keys(x, &ch, &t, err) ||
+        (x->same && !child_pairs_same(x, &ch, &t, err)))
+        goto out;
+
+    c = add_check(x, ch.name, "child keys");
+    c->source = t.keys;
+    c->target = t.resolved;
+    c->ok = t.wrong.n == 0;
+    if (c->ok)
+        detail_add(c, "every key with a parent has its %s", fku);
+    keys_detail(c, "wrong or missing uuid:", "keys", &t.wrong);
+
+    c = add_check(x, ch.name, "orphans");
+    c->source = t.orphans.n;
+    keys_detail(c, "keys without a parent:", "keys", &t.orphans);
+
+    c = add_check(x, ch.name, "NULL keys");
+    c->source = t.nulls;
+    c->target = t.nulls - t.nulls_with_uuid;
+    c->ok = t.nulls_with_uuid == 0;
+    if (t.nulls_with_uuid)
+        detail_add(c, "%" PRIu64 " rows with a NULL key have a %s", t.nulls_with_uuid, fku);
+
+    c = add_check(x, ch.name, "join pairs");
+    c->source = t.old_pairs;
+    c->target = t.new_pairs;
+    c->ok = t.old_pairs == t.new_pairs && t.old_hash == t.new_hash;
+    detail_add(c, "%s through %s", x->same ? "joined" : "derived from the key merge", fku);
+    if (t.old_pairs == t.new_pairs && t.old_hash != t.new_hash)
+        detail_add(c, "the same count, other pairs");
+    ok = true;
+out:
+    free(ch.C);
+    free(ch.FK);
+    free(ch.FKU);
+    free(ch.PK);
+    return ok;
+}
+
+/* ---- the whole ------------------------------------------------------------------------------- */
+
+static void
+ctx_free(Ctx *x)
+{
+    free(x->S);
+    free(x->T);
+    free(x->M);
+    free(x->K);
+    free(x->TC);
+    buf_free(&x->srow);
+    buf_free(&x->trow);
+    buf_free(&x->qarray);
+    free(x->bounds);
+    free(x->qkeys);
+}
+
+bool
+migrate_verify_ex(PgConn *source, PgConn *target, const MigrateSpec *spec, size_t range_keys,
+                  VerifyReport *out, Err *err)
+{
+    Ctx x;
+    uint64_t rejected = 0;
+    bool ok = false;
+
+    memset(out, 0, sizeof *out);
+    memset(&x, 0, sizeof x);
+    x.src = source;
+    x.dst = target;
+    x.same = source == target;
+    x.spec = spec;
+    x.range_keys = range_keys ? range_keys : VERIFY_RANGE_KEYS;
+    x.rep = out;
+    buf_init(&x.srow);
+    buf_init(&x.trow);
+    buf_init(&x.qarray);
+    (void) snprintf(x.table, sizeof x.table, "%s.%s", spec->into_schema, spec->into_table);
+    (void) snprintf(x.relation, sizeof x.relation, "%s.%s", spec->from_schema, spec->from_table);
+    if (!table_exists(source, "source", spec->from_schema, spec->from_table, err) ||
+        !table_exists(target, "target", spec->into_schema, spec->into_table, err) ||
+        !table_exists(target, "map", spec->into_schema, spec->map_table, err))
+        goto out;
+    x.S = pg_qualified(source, spec->from_schema, spec->from_table);
+    x.T = pg_qualified(target, spec->into_schema, spec->into_table);
+    x.M = pg_qualified(target, spec->into_schema, spec->map_table);
+    x.K = pg_ident(source, spec->key);
+    x.TC = pg_ident(target, spec->time_column);
+    if (!load_columns(&x, err) || !load_bounds(&x, err) || !load_quarantine(&x, &rejected, err) ||
+        !check_rows(&x, rejected, err) || !check_values(&x, err) || !check_map(&x, err) ||
+        !check_times(&x, err))
+        goto out;
+    for (size_t i = 0; i < spec->nchildren; i++)
+        if (!check_child(&x, &spec->children[i], err))
+            goto out;
+    ok = true;
+out:
+    out->ok = ok;
+    for (size_t i = 0; i < out->n; i++)
+        out->ok = out->ok && out->checks[i].ok;
+    ctx_free(&x);
+    return ok;
+}
+
+bool
+migrate_verify(PgConn *source, PgConn *target, const MigrateSpec *spec, VerifyReport *out,
+               Err *err)
+{
+    return migrate_verify_ex(source, target, spec, 0, out, err);
+}
+
+/* ---- output -------------------------------------------------------------------------------- */
+
+void
+verify_report_print(FILE *f, const VerifyReport *r)
+{
+    int wt = text_width("TABLE");
+    int wc = text_width("CHECK");
+    size_t bad = 0;
+
+    for (size_t i = 0; i < r->n; i++)
+    {
+        int a = text_width(r->checks[i].table);
+        int b = text_width(r->checks[i].check);
+
+        wt = a > wt ? a : wt;
+        wc = b > wc ? b : wc;
+        bad += !r->checks[i].ok;
+    }
+    text_pad(f, "TABLE", wt + 2, -1);
+    text_pad(f, "CHECK", wc + 2, -1);
+    fprintf(f, "%12s  %12s  %-8s  %s\n", "SOURCE", "TARGET", "VERDICT", "DETAIL");
+    for (size_t i = 0; i < r->n; i++)
+    {
+        const VerifyCheck *c = &r->checks[i];
+
+        text_pad(f, c->table, wt + 2, -1);
+        text_pad(f, c->check, wc + 2, -1);
+        fprintf(f, "%12" PRIu64 "  %12" PRIu64 "  %-8s  ", c->source, c->target,
+                c->ok ? "OK" : "MISMATCH");
+        /* One line per check: a reason or a quarantined line may hold a newline. */
+        for (const char *p = c->detail; *p; p++)
+            fputc((unsigned char) *p < 0x20 || *p == 0x7f ? ' ' : *p, f);
+        fputc('\n', f);
+    }
+    if (r->ok)
+        fprintf(f, "verdict: OK\n");
+    else
+        fprintf(f, "verdict: MISMATCH (%zu of %zu checks)\n", bad, r->n);
+}
+
+bool
+verify_report_json(const VerifyReport *r, Buf *out)
+{
+    buf_printf(out, "{\"ok\":%s,\"checks\":[", r->ok ? "true" : "false");
+    for (size_t i = 0; i < r->n; i++)
+    {
+        const VerifyCheck *c = &r->checks[i];
+
+        buf_puts(out, i ? ",{\"table\":" : "{\"table\":");
+        buf_put_json_string(out, c->table, strlen(c->table));
+        buf_puts(out, ",\"check\":");
+        buf_put_json_string(out, c->check, strlen(c->check));
+        buf_printf(out, ",\"source\":%" PRIu64 ",\"target\":%" PRIu64 ",\"ok\":%s,\"detail\":",
+                   c->source, c->target, c->ok ? "true" : "false");
+        buf_put_json_string(out, c->detail, strlen(c->detail));
+        buf_putc(out, '}');
+    }
+    buf_puts(out, "]}");
+    return true;
+}
+
+void
+verify_report_free(VerifyReport *r)
+{
+    free(r->checks);
+    r->checks = NULL;
+    r->n = 0;
+}

@@ -1,0 +1,143 @@
+# v7fill migrate in one database (the usual case): a 100,000-row parent keyed
+# by bigint with gaps, created_at over 3 years, 3 NULL and 5 pre-1970 times;
+# usage and configuration errors; --dry-run changes nothing; the setup, the
+# copy and the capture while a writer inserts, updates and deletes; then the
+# target equals the source through legacy_id (count and md5 of every non-key
+# column), each id carries its created_at to the ms, the rejected rows are
+# listed with their reason, a rerun changes nothing, --status tells it all.
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+INTO=orders_mig
+SLOT=v7fill_orders_mig
+drop_slot() {
+    psql -X -q -At -d postgres -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$SLOT' AND NOT active" >/dev/null || true
+}
+drop_slot
+writer=
+trap '[ -z "$writer" ] || kill "$writer" 2>/dev/null || true; drop_slot; rm -rf "$T_TMP"' EXIT
+
+q "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz, amount numeric(12,2) NOT NULL DEFAULT 0
+                        CHECK (amount >= 0), status text, note text, CHECK (id > 0));
+   CREATE UNIQUE INDEX orders_note ON orders (note);
+   CREATE INDEX orders_recent ON orders (created_at DESC) WHERE status = 'open';
+   INSERT INTO orders SELECT g * 3 + (g % 2), timestamptz '2023-01-01' + g * interval '946 seconds' + (g % 997) * interval '1.001 ms',
+                             g % 1000, CASE WHEN g % 4 = 0 THEN 'open' ELSE 'done' END, 'n' || g
+     FROM generate_series(1, 100000) g;
+   UPDATE orders SET created_at = NULL WHERE id IN (30, 34, 60);
+   UPDATE orders SET created_at = timestamptz '1969-12-31 23:59:59.999' - (id || ' days')::interval WHERE id IN (SELECT g * 3 + g % 2 FROM generate_series(30, 34) g);
+   CREATE TABLE items (id serial PRIMARY KEY, order_id bigint REFERENCES orders (id))"
+mig() { "$V7FILL" migrate --from public.orders --key id --time-column created_at --into "$INTO" "$@"; }
+# The source's rows that must reach the target (not rejected), and the target's, by legacy key.
+digest_src() { q "SELECT count(*), md5(string_agg(id||'|'||created_at||'|'||amount||'|'||status||'|'||note, ',' ORDER BY id))
+                  FROM orders WHERE created_at >= '1970-01-01'"; }
+digest_dst() { q "SELECT count(*), md5(string_agg(legacy_id||'|'||created_at||'|'||amount||'|'||status||'|'||note, ',' ORDER BY legacy_id))
+                  FROM $INTO"; }
+
+# ---- usage and configuration errors name the flag / the problem
+run_expect 2 "$V7FILL" migrate --from public.orders --time-column created_at --into "$INTO"
+assert_contains "$OUT" "--key" "a missing --key is named"
+run_expect 2 mig --child 'items(order_id)'
+assert_contains "$OUT" "--child takes" "a malformed --child is named"
+run_expect 2 mig --child-mode sideways
+assert_contains "$OUT" "--child-mode" "a bad --child-mode is named"
+run_expect 2 "$V7FILL" migrate --into "$INTO" --json
+assert_contains "$OUT" "--json goes with --status" "--json alone"
+run_expect 2 "$V7FILL" migrate --into "$INTO" --status --from public.orders
+assert_contains "$OUT" "take only" "--status with the run's flags"
+run_expect 3 "$V7FILL" migrate --from public.orders --key amount --time-column created_at --into "$INTO"
+assert_contains "$OUT" "not the primary key" "the key must be the primary key"
+run_expect 3 "$V7FILL" migrate --from public.orders --key id --time-column note --into "$INTO"
+assert_contains "$OUT" "timestamptz, timestamp or date" "the time column's type"
+run_expect 3 "$V7FILL" migrate --from public.nosuch --key id --time-column created_at --into "$INTO"
+assert_contains "$OUT" "no such table" "a missing source table"
+run_expect 3 "$V7FILL" migrate --into "$INTO" --status
+assert_contains "$OUT" "no migration into" "--status before any run"
+
+# ---- --dry-run: the DDL and the plan, nothing made
+run_expect 0 mig --dry-run
+echo "$OUT"
+assert_contains "$OUT" "legacy_id bigint NOT NULL" "the key kept as legacy_id"
+assert_contains "$OUT" ") PARTITION BY RANGE (id);" "partitioned by the uuid"
+assert_contains "$OUT" "PRIMARY KEY (id)" "id is the primary key"
+assert_contains "$OUT" "(legacy_id bigint PRIMARY KEY, id uuid NOT NULL UNIQUE)" "the map's DDL"
+assert_contains "$OUT" "CREATE PUBLICATION \"$SLOT\"" "the publication to create"
+assert_contains "$OUT" "pg_create_logical_replication_slot('$SLOT'" "the slot to create"
+assert_contains "$OUT" "index orders_note is UNIQUE" "a unique index that cannot stay unique is named"
+assert_contains "$OUT" "check orders_id_check not copied" "a CHECK on the key is named"
+assert_contains "$OUT" "ADD CONSTRAINT \"orders_amount_check\" CHECK (amount >= 0::numeric)" "other CHECKs copied"
+assert_contains "$OUT" "WHERE status = 'open'::text" "a partial index keeps its predicate"
+assert_contains "$OUT" "items(order_id)" "the tables referencing the source are listed"
+assert_contains "$OUT" "rows: 100000, created_at from 1969-" "row count and time range"
+assert_contains "$OUT" "3 with a NULL created_at, 5 before 1970-01-01" "rows that would be rejected"
+assert_eq "" "$(q "SELECT to_regclass('$INTO')")" "--dry-run creates no table"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$SLOT'")" "--dry-run creates no slot"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_publication WHERE pubname = '$SLOT'")" "--dry-run creates no publication"
+
+# ---- the migration, with a writer inserting, updating and deleting meanwhile
+cat >writer.sql <<'SQL'
+\set k random(1, 100000)
+BEGIN;
+INSERT INTO orders VALUES (1000000 + :k * 10 + (random() * 9)::int, now() - interval '1 minute', 1, 'open', 'w' || :k || '-' || (random() * 1e9)::bigint) ON CONFLICT DO NOTHING;
+UPDATE orders SET amount = amount + 1, status = 'upd' WHERE id = :k * 3 + (:k % 2);
+DELETE FROM orders WHERE id = (:k + 7) * 3 + ((:k + 7) % 2);
+COMMIT;
+SQL
+"$PGBIN/pgbench" -n -c 2 -R 200 -T 600 -f writer.sql "$PGDATABASE" >writer.log 2>&1 &
+writer=$!
+sleep 1
+run_expect 0 mig
+echo "$OUT"
+assert_contains "$OUT" "phase follow" "the copy finished: phase follow"
+assert_contains "$OUT" "rejected: 8 rows" "the NULL and pre-1970 times are rejected"
+assert_contains "$OUT" "missing event time" "the NULL time's reason"
+assert_contains "$OUT" "before 1970-01-01" "the pre-1970 time's reason"
+sleep 2
+kill $writer; wait $writer 2>/dev/null || true
+[ "$(grep -c 'number of transactions actually processed' writer.log)" = 1 ] || true
+run_expect 0 mig
+echo "$OUT"
+assert_eq "$(digest_src)" "$(digest_dst)" "the target equals the source through legacy_id (every non-key column)"
+assert_eq 0 "$(q "SELECT count(*) FROM (SELECT legacy_id FROM $INTO GROUP BY 1 HAVING count(*) > 1) d")" "no row twice"
+assert_eq 0 "$(q "SELECT count(*) FROM $INTO WHERE ('x' || substr(replace(id::text, '-', ''), 1, 12))::bit(48)::bigint
+                   <> floor(extract(epoch FROM created_at) * 1000)::bigint")" "each id carries its created_at to the ms"
+assert_eq 8 "$(q "SELECT count(*) FROM v7fill.stream_quarantine WHERE slot = '$SLOT'")" "8 rows quarantined with a reason"
+assert_eq follow "$(q "SELECT phase FROM v7fill.migration WHERE into_table = '$INTO'")" "the stored phase"
+assert_eq "" "$(q "SELECT source_conninfo FROM v7fill.migration WHERE into_table = '$INTO'")" "the source is the target's database"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_publication_tables WHERE pubname = '$SLOT' AND tablename LIKE '$INTO%'")" "the target and its map are not published"
+nt=$(q "SELECT count(*) FROM $INTO")
+assert_eq "$nt" "$(q "SELECT count(*) FROM ${INTO}_id_map m JOIN $INTO t USING (legacy_id, id)" 2>/dev/null ||
+                  q "SELECT count(*) FROM ${INTO}_source_ref")" "one map row per target row"
+
+# ---- a rerun does nothing
+before=$(digest_dst)
+run_expect 0 mig
+assert_contains "$OUT" "read=0 " "a rerun reads nothing"
+assert_contains "$OUT" "inserted=0 " "a rerun inserts nothing"
+assert_not_contains "$OUT" "created the target" "a rerun creates nothing"
+assert_eq "$before" "$(digest_dst)" "a rerun leaves the target as it was"
+
+# ---- --status
+run_expect 0 "$V7FILL" migrate --into "$INTO" --status
+echo "$OUT"
+assert_contains "$OUT" "phase              follow" "--status: the phase"
+assert_contains "$OUT" "rows in source     $(q "SELECT count(*) FROM orders")" "--status: source rows"
+assert_contains "$OUT" "rows in target     $nt" "--status: target rows"
+assert_contains "$OUT" "rejected           8" "--status: rejected rows"
+assert_contains "$OUT" "slot state         inactive" "--status: the slot"
+run_expect 0 "$V7FILL" migrate --into "public.$INTO" --status --json
+assert_eq "follow $nt 8" "$(echo "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["phase"], d["target_rows"], d["rejected"])')" "--status --json"
+
+# ---- an existing target is checked; another migration into it is refused
+q "CREATE TABLE wrong_v7 (id uuid NOT NULL, legacy_id int NOT NULL, created_at timestamptz) PARTITION BY RANGE (id)"
+run_expect 3 "$V7FILL" migrate --from public.orders --key id --time-column created_at --into wrong_v7 --dry-run
+assert_contains "$OUT" "its column legacy_id is integer, not bigint" "an existing target's column types are checked"
+q "CREATE TABLE other (k int PRIMARY KEY, t date)"
+run_expect 3 "$V7FILL" migrate --from public.other --key k --time-column t --into "$INTO"
+assert_contains "$OUT" "target of another migration" "one migration per target"
+# in the same database a publication that holds the target is refused, before anything is made
+q "CREATE PUBLICATION v7fill_pub_v7 FOR ALL TABLES"
+run_expect 3 "$V7FILL" migrate --from public.orders --key id --time-column created_at --into pub_v7
+assert_contains "$OUT" "holds the target public.pub_v7 or its map" "a publication of the target is refused"
+assert_eq "" "$(q "SELECT to_regclass('pub_v7')")" "nothing made before the refusal"
+q "DROP PUBLICATION v7fill_pub_v7"
+drop_slot
