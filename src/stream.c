@@ -520,6 +520,45 @@ default_template(Streamer *s, Err *err)
     return true;
 }
 
+/* --key-map: the map's legacy_id takes the source column's type (smallint,
+ * integer or bigint), and the column must name the rows in their updates and
+ * deletes: a column of the replica identity (or any, with REPLICA IDENTITY
+ * FULL). */
+static bool
+key_map_type(Streamer *s, const char **type, Err *err)
+{
+    const char *col = s->po->key_map_column;
+
+    for (size_t i = 0; i < s->info.ncols; i++)
+    {
+        if (strcmp(s->info.cols[i], col) != 0)
+            continue;
+        if (lookup_map_type_bits(s->info.types[i]) == 0)
+        {
+            err_set(err, EC_CONFIG,
+                    "--key-map %s: column %s of %s is %s; a key map's key is smallint, integer "
+                    "or bigint",
+                    col, col, s->relation, s->info.types[i]);
+            return false;
+        }
+        if (!s->info.key[i] && s->info.replident != 'f')
+        {
+            err_set(err, EC_CONFIG,
+                    "--key-map %s: column %s is not in the replica identity of %s, so its "
+                    "updates and deletes would not carry it",
+                    col, col, s->relation);
+            err_hint(err, "Key the map by the primary key's column, or ALTER TABLE %s REPLICA "
+                          "IDENTITY FULL on the source.",
+                     s->relation);
+            return false;
+        }
+        if (*type == NULL) /* the caller's (migrate) wins */
+            *type = s->info.types[i];
+        return true;
+    }
+    return err_set(err, EC_USAGE, "--key-map %s: %s has no such column", col, s->relation);
+}
+
 /* Now's window and the next --ahead ones exist before the first row needs them. */
 static bool
 ensure_ahead(Streamer *s, Err *err)
@@ -1038,8 +1077,12 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         goto out;
     po = o->common;
     s.po = &po;
-    /* The typed key map (migrate) names rows by their key: no template. */
-    if (po.source_ref == NULL && po.key_map_column == NULL)
+    if (po.key_map_column)
+    {
+        if (!key_map_type(&s, &po.key_map_type, err))
+            goto out;
+    }
+    else if (po.source_ref == NULL)
     {
         if (!default_template(&s, err))
             goto out;

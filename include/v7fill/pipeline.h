@@ -326,14 +326,17 @@ void pipeline_free(Pipeline *p);
  *   rows before it in the batch are truncated too, rows after it land.
  * - BOUNDARY: ends the current batch if it holds anything.
  *
- * Designed, not implemented yet:
+ * The typed key map (PipelineOptions.key_map_column: --key-map, migrate): the
+ * lookup is <table>_id_map (legacy_id smallint|integer|bigint PRIMARY KEY, id
+ * uuid NOT NULL UNIQUE), LookupShape LOOKUP_LEGACY_ID.  The row's reference
+ * is its integer key in decimal; BatchRow.hash (and old_hash) is that integer
+ * encoded by lookup_map_key_encode, so dedup, repeats, updates (a key change
+ * moves the map row), deletes and truncates are the same operations as with
+ * the hashed lookup; probes and the lookup COPY go by legacy_id.
  *
- * - A typed key map as the lookup (migrate: legacy_id bigint -> id), chosen by
- *   PipelineOptions; probes and COPY by that key instead of the reference hash.
- * - Batch boundaries: Record.batch_end ends the batch after the record (and
- *   Record.batch_hold keeps it open past the size limits: a stream never ends
- *   a batch inside one source transaction) -- these two are implemented; the
- *   file import sets neither.
+ * Batch boundaries: Record.batch_end ends the batch after the record (and
+ * Record.batch_hold keeps it open past the size limits: a stream never ends a
+ * batch inside one source transaction); the file import sets neither.
  */
 
 #endif /* V7FILL_PIPELINE_H */

@@ -8,6 +8,7 @@
  *   v7fill.run         one row per run: counts, elapsed time, statistics (JSON)
  *   <table>_source_ref the lookup of imported source references (in the
  *                      target's schema, name overridable)
+ *   <table>_id_map     or, with --key-map, the typed key map legacy_id -> id
  *
  * All created on first use under an advisory lock, so concurrent first runs
  * do not race.

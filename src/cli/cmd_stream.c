@@ -38,6 +38,7 @@ enum
     OPT_NO_SNAPSHOT,
     OPT_UNTIL_CAUGHT_UP,
     OPT_LOOKUP,
+    OPT_KEY_MAP,
     OPT_RETENTION,
     OPT_MAX_FUTURE,
     OPT_BATCH_ROWS,
@@ -81,6 +82,10 @@ stream_usage(FILE *out)
           "  --map SRC=TARGET       source column SRC goes to target column TARGET\n"
           "  --ignore-column COL    do not write source column COL\n"
           "  --lookup-table NAME    the reference lookup (default <table>_source_ref)\n"
+          "  --key-map COL          the lookup is a typed key map <table>_id_map (legacy_id of\n"
+          "                         COL's type PRIMARY KEY, id uuid UNIQUE): COL, a replica\n"
+          "                         identity column (smallint/integer/bigint), finds the rows\n"
+          "                         of updates and deletes (not with --source-ref)\n"
           "  --retention DURATION   as for import (default: stored, pg_partman's, none)\n"
           "  --max-future DURATION  clock skew allowed ahead of now (default 5min)\n"
           "\n"
@@ -365,6 +370,7 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
         {"no-snapshot", no_argument, NULL, OPT_NO_SNAPSHOT},
         {"until-caught-up", no_argument, NULL, OPT_UNTIL_CAUGHT_UP},
         {"lookup-table", required_argument, NULL, OPT_LOOKUP},
+        {"key-map", required_argument, NULL, OPT_KEY_MAP},
         {"retention", required_argument, NULL, OPT_RETENTION},
         {"max-future", required_argument, NULL, OPT_MAX_FUTURE},
         {"batch-rows", required_argument, NULL, OPT_BATCH_ROWS},
@@ -515,6 +521,9 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
                 break;
             case OPT_LOOKUP:
                 o.common.lookup_table = optarg;
+                break;
+            case OPT_KEY_MAP:
+                o.common.key_map_column = optarg;
                 break;
             case OPT_RETENTION:
                 o.common.retention = optarg;

@@ -47,3 +47,18 @@ wait_ready() {
     done
     fail "the cluster did not accept connections again"
 }
+
+# A stream test's source: the database $SRC (made afresh), the slot name $SLOT,
+# qs SQL (on the source), drop_slots; the slots go when the test exits.
+drop_slots() {
+    psql -X -q -At -d postgres -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE 's_${T_NAME}%'" >/dev/null
+}
+qs() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$SRC" -c "$1"; }
+stream_source_db() {
+    SRC="${PGDATABASE}_src"
+    SLOT="s_${T_NAME}"
+    drop_slots
+    psql -X -q -d postgres -c "DROP DATABASE IF EXISTS \"$SRC\"" >/dev/null
+    psql -X -q -d postgres -c "CREATE DATABASE \"$SRC\"" >/dev/null
+    trap 'drop_slots; rm -rf "$T_TMP"' EXIT
+}

@@ -75,6 +75,17 @@ assert_eq "t|0|3" "$(cq "SELECT EXISTS (SELECT FROM pg_dist_partition WHERE logi
                         pg_relation_size('m_source_ref'), sum(result::int8)
                         FROM run_command_on_shards('m_source_ref', 'SELECT count(*) FROM %s')")" \
     "the lookup moved to the shards, the coordinator's copy emptied"
+# the key map (--key-map): distributed on legacy_id, not colocated with the uuid target
+printf 'created_at,account_id,kind,note\n2025-03-04 10:00:00+00,11,a,x\n2025-03-05 10:00:00+00,-12,b,y\n2025-03-06 10:00:00+00,13,c,z\n' >km.csv
+run_expect 0 c "$V7FILL" import m km.csv --key-map account_id --no-progress
+assert_contains "$OUT" "inserted=3 duplicates=0" "key map: the rows land"
+assert_eq "h|legacy_id|f|3" "$(cq "SELECT d.partmethod, column_to_column_name(d.logicalrelid, d.partkey),
+                                 d.colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'm'::regclass),
+                                 (SELECT count(*) FROM m_id_map)
+                            FROM pg_dist_partition d WHERE d.logicalrelid = 'm_id_map'::regclass")" \
+    "key map: hash-distributed on legacy_id, in a colocation group of its own"
+run_expect 0 c "$V7FILL" import m km.csv --key-map account_id --no-progress
+assert_contains "$OUT" "inserted=0 duplicates=3" "key map: a rerun finds every key"
 
 echo "$(date +%T) ---"
 # --- plan and partitions --list on the distributed target
