@@ -249,13 +249,12 @@ tx_retry(PgConn *conn, int lock_ms, const char *what, const char *sql, int np,
 
 /* The trigger's name on the child: v7fill_<fk>_uuid, or by attnum when too long. */
 static void
-trigger_name(const MigrateChild *ch, const Child *c, char *out, size_t size)
+trigger_name(const Child *c, char *out, size_t size)
 {
     if (strlen(c->uuid_col) + 7 <= 63)
         (void) snprintf(out, size, "v7fill_%s", c->uuid_col);
     else
         (void) snprintf(out, size, "v7fill_uuid_%s", c->fk_attnum);
-    (void) ch;
 }
 
 bool
@@ -272,19 +271,34 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
 
     if (!child_describe(conn, spec, ch, &c, err))
         goto out;
-    trigger_name(ch, &c, tname, sizeof tname);
+    trigger_name(&c, tname, sizeof tname);
     (void) snprintf(fname, sizeof fname, "child_uuid_%s_%s", c.oid, c.fk_attnum);
     if (same)
     {
-        const char *params[2] = {c.oid, tname};
+        /* The trigger reads the map: without it every write of the child
+         * would fail. */
+        const char *params[4] = {c.oid, tname, spec->into_schema, spec->map_table};
         PGresult *res;
 
         if (!pg_query(conn,
-                      "SELECT count(*) FROM pg_catalog.pg_trigger "
-                      " WHERE tgrelid = $1::oid AND tgname = $2 AND NOT tgisinternal",
-                      2, params, &res, err))
+                      "SELECT (SELECT count(*) FROM pg_catalog.pg_trigger "
+                      "         WHERE tgrelid = $1::oid AND tgname = $2 AND NOT tgisinternal), "
+                      "       (SELECT count(*) FROM pg_catalog.pg_class r "
+                      "          JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace "
+                      "         WHERE n.nspname = $3 AND r.relname = $4)",
+                      4, params, &res, err))
             goto out;
         has_trigger = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
+        if (strcmp(PQgetvalue(res, 0, 1), "0") == 0)
+        {
+            PQclear(res);
+            err_set(err, EC_CONFIG, "the map %s.%s does not exist", spec->into_schema,
+                    spec->map_table);
+            err_detail(err, "The trigger on %s.%s reads it; the migration's setup creates it "
+                            "before the children are prepared.",
+                       ch->schema, ch->table);
+            goto out;
+        }
         PQclear(res);
     }
     if (c.uuid_type[0] && (!same || has_trigger))
@@ -633,7 +647,7 @@ fill_batch(Fill *f, bool *more, Err *err)
         took = now_ms() - t0;
         if (took > f->lock_ms / 4 && f->batch_rows > 100)
             f->batch_rows /= 2;
-        else if (took < f->lock_ms / 16 && f->batch_rows < MIGRATE_CHILD_BATCH_ROWS)
+        else if (took < f->lock_ms / 8 && f->batch_rows < MIGRATE_CHILD_BATCH_ROWS)
             f->batch_rows = f->batch_rows * 2 < MIGRATE_CHILD_BATCH_ROWS ? f->batch_rows * 2
                                                                          : MIGRATE_CHILD_BATCH_ROWS;
         for (int i = 0; i < npk + 2; i++)
@@ -714,7 +728,7 @@ migrate_child_fill(PgConn *conn, PgConn *map, const MigrateSpec *spec, const Mig
     memset(st, 0, sizeof *st);
     f.same = migrate_child_same_database(spec);
     f.lock_ms = lock_timeout_ms > 0 ? lock_timeout_ms : 1000;
-    f.batch_rows = MIGRATE_CHILD_BATCH_ROWS;
+    f.batch_rows = MIGRATE_CHILD_FIRST_BATCH_ROWS;
     if (!child_describe(conn, spec, ch, &f.c, err))
         goto out;
     if (!f.c.uuid_type[0])

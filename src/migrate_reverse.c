@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
@@ -289,31 +290,22 @@ legacy_key(Rev *r, const Record *rec, char *lk, size_t size, bool *found, Err *e
     return ok;
 }
 
+/* One statement: the legacy row found through the map by the (old) id,
+ * else by the legacy_id the change carries; 0 rows: missing. */
 static bool
 apply_update(Rev *r, const Record *rec, Err *err)
 {
-    char lk[64];
-    bool found;
+    const Field *idf = rec->old_fields ? &rec->old_fields[r->f_id] : &rec->fields[r->f_id];
     const char **params = xcalloc(r->ncommon + 3, sizeof *params);
-    int n = 0;
+    char *id = idf->is_null || idf->data == NULL ? NULL : xstrndup(idf->data, idf->len);
+    int n = 2;
     uint64_t rows = 0;
     bool ok;
 
-    if (!legacy_key(r, rec, lk, sizeof lk, &found, err))
-    {
-        free(params);
-        return false;
-    }
+    params[0] = id;
+    params[1] = r->vals[r->f_legacy_id];
     buf_reset(&r->sql);
-    buf_printf(&r->sql, "UPDATE %s SET ", r->legacy_q);
-    params[n++] = lk;
-    if (r->vals[r->f_legacy_id])
-    {
-        params[n++] = r->vals[r->f_legacy_id];
-        buf_printf(&r->sql, "%s = $%d", r->key_q, n);
-    }
-    else
-        buf_printf(&r->sql, "%s = %s", r->key_q, r->key_q);
+    buf_printf(&r->sql, "UPDATE %s SET %s = COALESCE($2, %s)", r->legacy_q, r->key_q, r->key_q);
     for (size_t i = 0; i < r->ncommon; i++)
     {
         if (rec->fields[r->common_field[i]].unchanged)
@@ -321,21 +313,21 @@ apply_update(Rev *r, const Record *rec, Err *err)
         params[n++] = r->vals[r->common_field[i]];
         buf_printf(&r->sql, ", %s = $%d", r->common_q[i], n);
     }
-    buf_printf(&r->sql, " WHERE %s = $1", r->key_q);
-    ok = found && affected(r->c, r->sql.data, n, params, &rows, err);
+    buf_printf(&r->sql, " WHERE %s = COALESCE((SELECT legacy_id FROM %s WHERE id = $1), $2)",
+               r->key_q, r->map_q);
+    ok = affected(r->c, r->sql.data, n, params, &rows, err);
     free(params);
-    if (found && !ok)
-        return false;
-    if (rows == 0)
+    if (ok && rows == 0)
     {
         r->st->missing++;
-        log_warn("an update of %s.%s at %" PRIX64 " found no row in %s.%s (legacy key %s)",
-                 r->spec->from_schema, r->spec->from_table, rec->line, r->spec->from_schema,
-                 r->spec->legacy_table, found ? lk : "unknown");
-        return true;
+        log_warn("an update of %s.%s at %" PRIX64 " (id %s) found no row in %s.%s",
+                 r->spec->from_schema, r->spec->from_table, rec->line, id ? id : "NULL",
+                 r->spec->from_schema, r->spec->legacy_table);
     }
-    r->st->updated++;
-    return true;
+    else if (ok)
+        r->st->updated++;
+    free(id);
+    return ok;
 }
 
 static bool
@@ -520,6 +512,7 @@ run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
             log_debug("closing the replication connection: %s", ferr.msg);
         source_pgoutput_stats(r->src, &ps);
         r->st->transactions += ps.transactions;
+        r->st->caught_up = ps.stopped_at_stop_lsn;
     }
     source_close(r->src);
     r->src = NULL;
@@ -550,9 +543,19 @@ migrate_reverse_apply(PgConn *c, const MigrateSpec *spec, uint64_t stop_lsn, boo
     st->start_lsn = start;
     st->applied_lsn = start;
     conninfo = conninfo_of(c);
-    if (!replconn_open(conninfo, &repl, err) ||
-        !replconn_start(repl, slot, start, pub, 1, false, err))
-        goto out;
+    /* A killed run's walsender may hold the slot a moment longer (55006). */
+    for (int attempt = 1;; attempt++)
+    {
+        if (!replconn_open(conninfo, &repl, err))
+            goto out;
+        if (replconn_start(repl, slot, start, pub, 1, false, err))
+            break;
+        replconn_close(repl);
+        repl = NULL;
+        if (strcmp(err->sqlstate, "55006") != 0 || attempt >= 20 || interrupt_signal() != 0)
+            goto out;
+        (void) usleep(500000);
+    }
     ok = run_source(&r, repl, follow ? 0 : stop_lsn, start, err);
 out:
     replconn_close(repl);

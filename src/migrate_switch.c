@@ -401,6 +401,59 @@ fail:
     return false;
 }
 
+/* Child rows the application wrote after the switch with only <fk>_uuid:
+ * their legacy key from the map, so the legacy application finds them
+ * (expand mode; a child without <fk>_uuid is passed over). */
+static bool
+fill_child_keys(PgConn *c, const MigrateSpec *sp, const char *legacy_q, uint64_t *rows, Err *err)
+{
+    char *key = pg_ident(c, sp->key);
+    bool ok = true;
+
+    for (size_t i = 0; i < sp->nchildren; i++)
+    {
+        const MigrateChild *ch = &sp->children[i];
+        char uuidcol[80], v[32];
+        char *cq = pg_qualified(c, ch->schema, ch->table);
+        char *fk = pg_ident(c, ch->fk_column), *fku;
+        char *map = pg_qualified(c, sp->into_schema, sp->map_table);
+        const char *p[2] = {cq, uuidcol};
+
+        (void) snprintf(uuidcol, sizeof uuidcol, "%s_uuid", ch->fk_column);
+        fku = pg_ident(c, uuidcol);
+        ok = query_text(c,
+                        "SELECT count(*) FROM pg_catalog.pg_attribute WHERE attrelid = "
+                        "$1::regclass AND attname = $2 AND NOT attisdropped",
+                        2, p, v, sizeof v, err);
+        if (ok && strcmp(v, "1") == 0)
+        {
+            /* Only parents the legacy table holds (its foreign key): the
+             * others come with the way back, under the lock. */
+            char *sql = xasprintf("WITH u AS (UPDATE %s c SET %s = m.legacy_id FROM %s m WHERE "
+                                  "c.%s IS NULL AND c.%s = m.id AND EXISTS (SELECT 1 FROM %s l "
+                                  "WHERE l.%s = m.legacy_id) RETURNING 1) "
+                                  "SELECT count(*) FROM u",
+                                  cq, fk, map, fk, fku, legacy_q, key);
+
+            ok = query_text(c, sql, 0, NULL, v, sizeof v, err);
+            free(sql);
+            if (ok)
+                *rows += strtoull(v, NULL, 10);
+        }
+        free(cq);
+        free(fk);
+        free(fku);
+        free(map);
+        if (!ok)
+        {
+            err_prefix(err, "the legacy keys of %s.%s", ch->schema, ch->table);
+            break;
+        }
+    }
+    free(key);
+    return ok;
+}
+
 /* Switching back (phase reverse, same database): the new table locked
  * against writes, the legacy table caught up on a second connection, the
  * names restored. */
@@ -426,8 +479,16 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
         err_prefix(err, "catching the legacy table up");
         goto out;
     }
+    if (!rst.caught_up)
+    {
+        /* Renaming now would leave writes behind in the new table. */
+        err_set(err, EC_INTERRUPTED, "interrupted while catching the legacy table up: not "
+                                     "switched back");
+        goto out;
+    }
     st->applied_at_switch = rst.inserted + rst.updated + rst.deleted;
-    ok = exec_fmt(t, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", n->legacy_q, n->from_q) &&
+    ok = fill_child_keys(t, sp, n->legacy_q, &st->children_filled, err) &&
+         exec_fmt(t, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", n->legacy_q, n->from_q) &&
          move_table(t, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
                     sp->into_table, err) &&
          move_table(t, newq, sp->from_schema, sp->into_table, sp->into_schema, sp->into_table,
@@ -585,7 +646,24 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
     }
     if (back)
     {
+        ReverseStats pre;
+        uint64_t now_lsn = 0;
+
+        /* Most of the way back and the child keys before the lock; what was
+         * written since, under it. */
         if (!pg_connect_again(target, &apply, err))
+            goto out;
+        /* Again while a pass found much to do: writers go on meanwhile. */
+        for (int pass = 0; pass < 5; pass++)
+        {
+            memset(&pre, 0, sizeof pre);
+            if (!current_lsn(target, &now_lsn, err) ||
+                !migrate_reverse_apply(apply, spec, now_lsn, false, &pre, err))
+                goto out;
+            if (pre.inserted + pre.updated + pre.deleted < 100)
+                break;
+        }
+        if (!fill_child_keys(target, spec, n.legacy_q, &st->children_filled, err))
             goto out;
     }
     else if (!check_caught_up(source, spec, err) || (same && !prepare_reverse(target, &n, err)))
@@ -600,9 +678,10 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         spec->phase = MIGRATE_PHASE_FOLLOW;
         spec->legacy_table[0] = '\0';
         printf("switched back: %s.%s is the legacy table again and %s.%s the UUIDv7 one; lock "
-               "held %" PRId64 " ms (attempt %d), %" PRIu64 " changes applied under it\n",
+               "held %" PRId64 " ms (attempt %d), %" PRIu64 " changes applied under it; %" PRIu64
+               " child rows got their legacy key from the map\n",
                spec->from_schema, spec->from_table, spec->into_schema, spec->into_table,
-               st->lock_held_ms, st->attempts, st->applied_at_switch);
+               st->lock_held_ms, st->attempts, st->applied_at_switch, st->children_filled);
         printf("the application must change: back to %s.%s with its %s %s key; resume the "
                "capture (v7fill migrate --into %s.%s) to keep the UUIDv7 table current\n",
                spec->from_schema, spec->from_table, spec->key_type, spec->key, spec->into_schema,

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "v7fill/interrupt.h"
 #include "v7fill/mem.h"
 #include "v7fill/textwidth.h"
 
@@ -41,13 +42,14 @@ typedef struct Ctx
     char relation[130];       /* schema.table of the source, as the quarantine names it */
     char *S, *T, *M, *K, *TC; /* source, target, map, key, time column (quoted) */
     Buf srow, trow;           /* ROW(s."a", ...) and ROW(t."a", ...): the non-key columns */
-    char **bounds;            /* range boundaries (key text): [b0, b1), ... [bn-1, +inf) */
+    int64_t *bounds;          /* ranges [b0, b1 - 1], ... [bn-1, INT64_MAX] */
     size_t nbounds;
-    int64_t *qkeys;           /* quarantined keys still in the source, not in the target */
+    int64_t *qkeys;           /* keys the quarantine names that the source still has */
     size_t nqkeys;
     Buf qarray;               /* the same as an array literal "{1,2}" */
     uint64_t q_unidentified;  /* quarantined rows that name no key (the copy's lines) */
     VerifyCheck rejected;     /* the "rejected" check, reported after "rows" */
+    uint64_t source_rows;     /* the source's row count (the "rows" check) */
 } Ctx;
 
 /* ---- the report -------------------------------------------------------------------------- */
@@ -303,64 +305,111 @@ out:
     return ok;
 }
 
-/* The range boundaries: every range_keys-th source key from the smallest
- * possible one. */
+/* The range boundaries: after every range_keys-th source key. */
 static bool
 load_bounds(Ctx *x, Err *err)
 {
-    char sql[512];
+    char *sql = xasprintf("SELECT s.%s FROM %s s WHERE s.%s > $1::bigint ORDER BY s.%s "
+                          "OFFSET $2::bigint - 1 LIMIT 1",
+                          x->K, x->S, x->K, x->K);
     char step[24];
-    char *lo = xstrdup(KEY_MIN_TEXT);
+    char last[24];
+    bool ok = true;
 
     (void) snprintf(step, sizeof step, "%zu", x->range_keys);
-    (void) snprintf(sql, sizeof sql,
-                    "SELECT s.%s::text FROM %s s WHERE s.%s > $1::bigint ORDER BY s.%s "
-                    "OFFSET $2::bigint - 1 LIMIT 1",
-                    x->K, x->S, x->K, x->K);
+    (void) snprintf(last, sizeof last, "%" PRId64, INT64_MIN);
     x->bounds = xmalloc(sizeof *x->bounds);
-    x->bounds[x->nbounds++] = xstrdup(KEY_MIN_TEXT);
+    x->bounds[x->nbounds++] = INT64_MIN;
     for (;;)
     {
-        const char *params[2] = {lo, step};
+        const char *params[2] = {last, step};
         PGresult *res;
+        int64_t key;
 
-        if (!query(x->src, "finding the key ranges", sql, 2, params, &res, err))
-        {
-            free(lo);
-            return false;
-        }
+        if (!(ok = query(x->src, "finding the key ranges", sql, 2, params, &res, err)))
+            break;
         if (PQntuples(res) == 0)
         {
             PQclear(res);
             break;
         }
-        free(lo);
-        lo = xstrdup(PQgetvalue(res, 0, 0));
+        key = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        (void) snprintf(last, sizeof last, "%s", PQgetvalue(res, 0, 0));
         PQclear(res);
-        if (strtoll(lo, NULL, 10) == INT64_MAX)
+        if (key == INT64_MAX)
             break;
-        /* The boundary starts the next range: ranges are [b_i, b_i+1). */
-        {
-            char next[32];
-
-            (void) snprintf(next, sizeof next, "%" PRId64, (int64_t) strtoll(lo, NULL, 10) + 1);
-            x->bounds = xrealloc(x->bounds, (x->nbounds + 1) * sizeof *x->bounds);
-            x->bounds[x->nbounds++] = xstrdup(next);
-        }
+        x->bounds = xrealloc(x->bounds, (x->nbounds + 1) * sizeof *x->bounds);
+        x->bounds[x->nbounds++] = key + 1;
     }
-    free(lo);
+    free(sql);
+    return ok;
+}
+
+/* Between two ranges: a SIGINT or SIGTERM stops the verify (it only reads). */
+static bool
+stop_requested(Err *err)
+{
+    if (interrupt_signal() == 0)
+        return false;
+    err_set(err, EC_INTERRUPTED, "verify interrupted by %s", interrupt_name());
     return true;
 }
 
-/* Range i's parameters: [bounds[i], bounds[i+1]) or [bounds[i], +inf). */
-static void
-range_params(const Ctx *x, size_t i, const char *params[2])
+/* A statement run once per range, prepared once on its connection (SQL
+ * PREPARE name (bigint, bigint), $1 and $2 the range's first and last key):
+ * planned for all ranges rather than for each (a target of many partitions
+ * costs its planning every time).  Always closed with range_close. */
+typedef struct RangeStmt
 {
-    params[0] = x->bounds[i];
-    params[1] = i + 1 < x->nbounds ? x->bounds[i + 1] : NULL;
+    PgConn *c;
+    char name[48];
+    bool prepared;
+} RangeStmt;
+
+#define RANGE_WHERE(col) col " BETWEEN $1 AND $2"
+
+static bool
+range_prepare(RangeStmt *st, PgConn *c, const char *name, const char *sql, Err *err)
+{
+    char *prep = xasprintf("PREPARE %s (bigint, bigint) AS %s", name, sql);
+    bool ok = pg_exec(c, prep, err);
+
+    free(prep);
+    st->c = c;
+    (void) snprintf(st->name, sizeof st->name, "%s", name);
+    st->prepared = ok;
+    if (!ok)
+        err_prefix(err, "verify: preparing %s", name);
+    return ok;
 }
 
-#define RANGE_WHERE(col) col " >= $1::bigint AND ($2::bigint IS NULL OR " col " < $2::bigint)"
+/* Range i's rows (stops first on SIGINT / SIGTERM); caller PQclears. */
+static bool
+range_exec(const Ctx *x, const RangeStmt *st, size_t i, const char *what, PGresult **res,
+           Err *err)
+{
+    char sql[128];
+
+    if (stop_requested(err))
+        return false;
+    (void) snprintf(sql, sizeof sql, "EXECUTE %s (%" PRId64 ", %" PRId64 ")", st->name,
+                    x->bounds[i], i + 1 < x->nbounds ? x->bounds[i + 1] - 1 : INT64_MAX);
+    return query(st->c, what, sql, 0, NULL, res, err);
+}
+
+static void
+range_close(RangeStmt *st)
+{
+    Err ignored = {0};
+    char sql[80];
+
+    if (!st->prepared)
+        return;
+    st->prepared = false;
+    (void) snprintf(sql, sizeof sql, "DEALLOCATE %s", st->name);
+    if (!pg_exec(st->c, sql, &ignored))
+        return; /* a broken connection: nothing left to free */
+}
 
 /* The quarantine of the slot: keys it names (still in the source, not in
  * the target) and the rows that name none; the "rejected" check lists them. */
@@ -468,6 +517,7 @@ check_rows(Ctx *x, uint64_t rejected, Err *err)
 
     if (!count_rows(x->src, x->S, &c->source, err) || !count_rows(x->dst, x->T, &c->target, err))
         return false;
+    x->source_rows = c->source;
     c->ok = c->source == c->target + rejected;
     detail_add(c, "%" PRIu64 " rejected with a reason", rejected);
     if (!c->ok)
@@ -503,13 +553,16 @@ value_diff(const Ctx *x, ValueDiffs *d, char kind, const char *key)
 
 /* The per-range row hashes of each side, as sub-selects (k, h) over
  * RANGE_WHERE: the target's h is "no target row" or "legacy_id N" when the
- * map's id leads nowhere or to another row. */
+ * map's id leads nowhere or to another row.  The target is reached row by row
+ * through LATERAL ... LIMIT 1 (kept from being flattened into a join): an
+ * index probe of the one partition the id falls in, where a plain join lets
+ * the planner hash the whole target for every range. */
 static char *
 source_side(const Ctx *x)
 {
-    return xasprintf("SELECT s.%s AS k, md5(%s::text) AS h FROM %s s WHERE s.%s >= $1::bigint "
-                     "AND ($2::bigint IS NULL OR s.%s < $2::bigint)",
-                     x->K, x->srow.data, x->S, x->K, x->K);
+    return xasprintf("SELECT s.%s AS k, md5(%s::text) AS h FROM %s s WHERE s.%s BETWEEN $1 AND "
+                     "$2",
+                     x->K, x->srow.data, x->S, x->K);
 }
 
 static char *
@@ -517,9 +570,10 @@ target_side(const Ctx *x)
 {
     return xasprintf("SELECT m.legacy_id AS k, CASE WHEN t.id IS NULL THEN 'no target row' WHEN "
                      "t.legacy_id IS DISTINCT FROM m.legacy_id THEN 'legacy_id ' || "
-                     "coalesce(t.legacy_id::text, 'NULL') ELSE md5(%s::text) END AS h FROM %s m "
-                     "LEFT JOIN %s t ON t.id = m.id WHERE " RANGE_WHERE("m.legacy_id"),
-                     x->trow.data, x->M, x->T);
+                     "coalesce(t.legacy_id::text, 'NULL') ELSE t.h END AS h FROM %s m LEFT JOIN "
+                     "LATERAL (SELECT t.id, t.legacy_id, md5(%s::text) AS h FROM %s t WHERE t.id = "
+                     "m.id LIMIT 1) t ON true WHERE " RANGE_WHERE("m.legacy_id"),
+                     x->M, x->trow.data, x->T);
 }
 
 /* One database: each range one join, the differing keys back. */
@@ -533,24 +587,65 @@ values_same(Ctx *x, ValueDiffs *d, Err *err)
                           "s FULL JOIN (%s) t ON s.k = t.k WHERE s.h IS DISTINCT FROM t.h ORDER "
                           "BY coalesce(s.k, t.k)",
                           ss, ts);
-    bool ok = true;
+    RangeStmt st = {0};
+    bool ok = range_prepare(&st, x->src, "v7fill_verify_values", sql, err);
 
     for (size_t i = 0; ok && i < x->nbounds; i++)
     {
-        const char *params[2];
         PGresult *res;
 
-        range_params(x, i, params);
-        if (!(ok = query(x->src, "comparing rows", sql, 2, params, &res, err)))
+        if (!(ok = range_exec(x, &st, i, "comparing rows", &res, err)))
             break;
         for (int r = 0; r < PQntuples(res); r++)
             value_diff(x, d, PQgetvalue(res, r, 1)[0], PQgetvalue(res, r, 0));
         PQclear(res);
     }
+    range_close(&st);
     free(sql);
     free(ss);
     free(ts);
     return ok;
+}
+
+/* Range i of two statements (the source's, the target's); both results or none. */
+static bool
+range_pair(const Ctx *x, const RangeStmt *a, const RangeStmt *b, size_t i, const char *what,
+           PGresult **ra, PGresult **rb, Err *err)
+{
+    if (!range_exec(x, a, i, what, ra, err))
+        return false;
+    if (range_exec(x, b, i, what, rb, err))
+        return true;
+    PQclear(*ra);
+    return false;
+}
+
+/* Merge a range's (key, hash) rows of the source (a) and the target (b). */
+static void
+values_merge(const Ctx *x, PGresult *a, PGresult *b, ValueDiffs *d)
+{
+    int p = 0;
+    int q = 0;
+
+    while (p < PQntuples(a) || q < PQntuples(b))
+    {
+        int64_t ka = p < PQntuples(a) ? strtoll(PQgetvalue(a, p, 0), NULL, 10) : INT64_MAX;
+        int64_t kb = q < PQntuples(b) ? strtoll(PQgetvalue(b, q, 0), NULL, 10) : INT64_MAX;
+
+        if (p < PQntuples(a) && (q >= PQntuples(b) || ka < kb))
+            value_diff(x, d, 'm', PQgetvalue(a, p++, 0));
+        else if (p >= PQntuples(a) || kb < ka)
+            value_diff(x, d, 'e', PQgetvalue(b, q++, 0));
+        else
+        {
+            if (strcmp(PQgetvalue(b, q, 1), "no target row") == 0)
+                value_diff(x, d, 'm', PQgetvalue(a, p, 0));
+            else if (strcmp(PQgetvalue(a, p, 1), PQgetvalue(b, q, 1)) != 0)
+                value_diff(x, d, 'c', PQgetvalue(a, p, 0));
+            p++;
+            q++;
+        }
+    }
 }
 
 /* Two databases: a range's aggregate hash on each side; a range that
@@ -566,60 +661,39 @@ values_two(Ctx *x, ValueDiffs *d, Err *err)
                            "ORDER BY k), '')) FROM (%s) x", ts);
     char *srows = xasprintf("SELECT k::text, h FROM (%s) x ORDER BY k", ss);
     char *trows = xasprintf("SELECT k::text, h FROM (%s) x ORDER BY k", ts);
-    bool ok = true;
+    RangeStmt sa = {0};
+    RangeStmt ta = {0};
+    RangeStmt sr = {0};
+    RangeStmt tr = {0};
+    bool ok = range_prepare(&sa, x->src, "v7fill_verify_source_hash", sagg, err) &&
+              range_prepare(&ta, x->dst, "v7fill_verify_target_hash", tagg, err) &&
+              range_prepare(&sr, x->src, "v7fill_verify_source_rows", srows, err) &&
+              range_prepare(&tr, x->dst, "v7fill_verify_target_rows", trows, err);
 
     for (size_t i = 0; ok && i < x->nbounds; i++)
     {
-        const char *params[2];
-        PGresult *a = NULL;
-        PGresult *b = NULL;
+        PGresult *a;
+        PGresult *b;
         bool same;
-        int p = 0;
-        int q = 0;
 
-        range_params(x, i, params);
-        if (!(ok = query(x->src, "hashing a range of the source", sagg, 2, params, &a, err)))
+        if (!(ok = range_pair(x, &sa, &ta, i, "hashing a range", &a, &b, err)))
             break;
-        if (!(ok = query(x->dst, "hashing a range of the target", tagg, 2, params, &b, err)))
-        {
-            PQclear(a);
-            break;
-        }
         same = strcmp(PQgetvalue(a, 0, 0), PQgetvalue(b, 0, 0)) == 0 &&
                strcmp(PQgetvalue(a, 0, 1), PQgetvalue(b, 0, 1)) == 0;
         PQclear(a);
         PQclear(b);
         if (same)
             continue;
-        if (!(ok = query(x->src, "reading a range of the source", srows, 2, params, &a, err)))
+        if (!(ok = range_pair(x, &sr, &tr, i, "reading a range", &a, &b, err)))
             break;
-        if (!(ok = query(x->dst, "reading a range of the target", trows, 2, params, &b, err)))
-        {
-            PQclear(a);
-            break;
-        }
-        while (p < PQntuples(a) || q < PQntuples(b))
-        {
-            int64_t ka = p < PQntuples(a) ? strtoll(PQgetvalue(a, p, 0), NULL, 10) : INT64_MAX;
-            int64_t kb = q < PQntuples(b) ? strtoll(PQgetvalue(b, q, 0), NULL, 10) : INT64_MAX;
-
-            if (p < PQntuples(a) && (q >= PQntuples(b) || ka < kb))
-                value_diff(x, d, 'm', PQgetvalue(a, p++, 0));
-            else if (p >= PQntuples(a) || kb < ka)
-                value_diff(x, d, 'e', PQgetvalue(b, q++, 0));
-            else
-            {
-                if (strcmp(PQgetvalue(b, q, 1), "no target row") == 0)
-                    value_diff(x, d, 'm', PQgetvalue(a, p, 0));
-                else if (strcmp(PQgetvalue(a, p, 1), PQgetvalue(b, q, 1)) != 0)
-                    value_diff(x, d, 'c', PQgetvalue(a, p, 0));
-                p++;
-                q++;
-            }
-        }
+        values_merge(x, a, b, d);
         PQclear(a);
         PQclear(b);
     }
+    range_close(&sa);
+    range_close(&ta);
+    range_close(&sr);
+    range_close(&tr);
     free(sagg);
     free(tagg);
     free(srows);
@@ -639,9 +713,9 @@ check_values(Ctx *x, Err *err)
     if (!(x->same ? values_same(x, &d, err) : values_two(x, &d, err)))
         return false;
     c = add_check(x, x->table, "values");
-    /* Source and target: the rows of each side that differ (0 and 0 when equal). */
-    c->source = d.changed.n + d.missing.n + d.excused.n;
-    c->target = d.changed.n + d.extra.n;
+    /* Source: its rows compared; target: those whose target row is equal. */
+    c->source = x->source_rows;
+    c->target = x->source_rows - d.changed.n - d.missing.n - d.excused.n;
     c->ok = d.changed.n == 0 && d.extra.n == 0 && d.unexcused_missing <= x->q_unidentified;
     keys_detail(c, "changed", "legacy keys", &d.changed);
     keys_detail(c, "missing", "legacy keys", &d.missing);
@@ -714,12 +788,13 @@ check_times(Ctx *x, Err *err)
     return true;
 }
 
-/* ---- children (expand mode) ------------------------------------------------------------------ */
+/* ---- children (expand mode) ----------------------------------------------------------- */
 
 typedef struct Child
 {
     char name[130];
-    char *C, *FK, *FKU, *PK; /* child, key, <key>_uuid (quoted), its row's identity (an expression) */
+    char *C, *FK, *FKU; /* child, key, <key>_uuid (quoted) */
+    char *PK;           /* the row's identity: its primary key as text (an expression) */
 } Child;
 
 typedef struct ChildTally
@@ -829,39 +904,39 @@ child_merge(const Ctx *x, PGresult *cr, PGresult *mr, ChildTally *t)
 static bool
 child_keys(Ctx *x, const Child *ch, ChildTally *t, Err *err)
 {
-    char *csql = xasprintf("SELECT c.%s::text, c.%s::text, %s, p.%s IS NOT NULL FROM %s c LEFT "
-                           "JOIN %s p ON p.%s = c.%s WHERE c.%s >= $1::bigint AND ($2::bigint IS "
-                           "NULL OR c.%s < $2::bigint) ORDER BY c.%s",
-                           ch->FK, ch->FKU, ch->PK, x->K, ch->C, x->S, x->K, ch->FK, ch->FK,
-                           ch->FK, ch->FK);
-    char *msql = xasprintf("SELECT m.legacy_id::text, m.id::text, EXISTS (SELECT 1 FROM %s t "
-                           "WHERE t.id = m.id AND t.legacy_id = m.legacy_id) FROM %s m WHERE "
+    char *csql = xasprintf("SELECT c.%s::text, c.%s::text, %s, p.k IS NOT NULL FROM %s c LEFT "
+                           "JOIN LATERAL (SELECT p.%s AS k FROM %s p WHERE p.%s = c.%s LIMIT 1) p "
+                           "ON true WHERE c.%s BETWEEN $1 AND $2 ORDER BY c.%s",
+                           ch->FK, ch->FKU, ch->PK, ch->C, x->K, x->S, x->K, ch->FK, ch->FK,
+                           ch->FK);
+    char *msql = xasprintf("SELECT m.legacy_id::text, m.id::text, t.id IS NOT NULL FROM %s m "
+                           "LEFT JOIN LATERAL (SELECT t.id FROM %s t WHERE t.id = m.id AND "
+                           "t.legacy_id = m.legacy_id LIMIT 1) t ON true WHERE "
                            RANGE_WHERE("m.legacy_id") " ORDER BY m.legacy_id",
-                           x->T, x->M);
+                           x->M, x->T);
     char *nsql = xasprintf("SELECT count(*), count(*) FILTER (WHERE c.%s IS NOT NULL) FROM %s c "
                            "WHERE c.%s IS NULL",
                            ch->FKU, ch->C, ch->FK);
-    bool ok = true;
+    RangeStmt cs = {0};
+    RangeStmt ms = {0};
+    bool ok = range_prepare(&cs, x->src, "v7fill_verify_child", csql, err) &&
+              range_prepare(&ms, x->dst, "v7fill_verify_map", msql, err);
     PGresult *res;
 
     for (size_t i = 0; ok && i < x->nbounds; i++)
     {
-        const char *params[2];
         PGresult *cr;
         PGresult *mr;
 
-        range_params(x, i, params);
-        if (!(ok = query(x->src, "reading the child's keys", csql, 2, params, &cr, err)))
+        if (!(ok = range_pair(x, &cs, &ms, i, "reading the child's keys and the map", &cr, &mr,
+                              err)))
             break;
-        if (!(ok = query(x->dst, "reading the map", msql, 2, params, &mr, err)))
-        {
-            PQclear(cr);
-            break;
-        }
         child_merge(x, cr, mr, t);
         PQclear(cr);
         PQclear(mr);
     }
+    range_close(&cs);
+    range_close(&ms);
     if (ok && (ok = query(x->src, "counting the child's NULL keys", nsql, 0, NULL, &res, err)))
     {
         t->nulls = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
@@ -879,13 +954,15 @@ static bool
 child_pairs_same(Ctx *x, const Child *ch, ChildTally *t, Err *err)
 {
     const char *params[1] = {x->qarray.data};
-    char *old_sql = xasprintf("SELECT count(*), coalesce(sum(('x' || substr(md5(%s || ',' || "
-                              "p.%s::text), 1, 15))::bit(60)::bigint), 0)::text FROM %s c JOIN "
-                              "%s p ON p.%s = c.%s WHERE p.%s <> ALL ($1::bigint[])",
+    /* Pairs hashed with the server's own 64-bit text hash (both joins run in
+     * the one server), summed: independent of the order the rows come in. */
+    char *old_sql = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(%s || ',' || "
+                              "p.%s::text, 0)), 0)::text FROM %s c JOIN %s p ON p.%s = c.%s "
+                              "WHERE p.%s <> ALL ($1::bigint[])",
                               ch->PK, x->K, ch->C, x->S, x->K, ch->FK, x->K);
-    char *new_sql = xasprintf("SELECT count(*), coalesce(sum(('x' || substr(md5(%s || ',' || "
-                              "t.legacy_id::text), 1, 15))::bit(60)::bigint), 0)::text FROM %s c "
-                              "JOIN %s t ON t.id = c.%s",
+    char *new_sql = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(%s || ',' || "
+                              "t.legacy_id::text, 0)), 0)::text FROM %s c JOIN %s t ON t.id = "
+                              "c.%s",
                               ch->PK, ch->C, x->T, ch->FKU);
     PGresult *a = NULL;
     PGresult *b = NULL;
@@ -930,6 +1007,21 @@ check_child(Ctx *x, const MigrateChild *mc, Err *err)
     if (!table_exists(x->src, "child", mc->schema, mc->table, err))
         return false;
     ch.C = pg_qualified(x->src, mc->schema, mc->table);
+    {
+        PGresult *cols;
+        bool have;
+
+        if (!columns_of(x->src, ch.C, &cols, err))
+            goto out;
+        have = column_index(cols, mc->fk_column) >= 0 && column_index(cols, fku) >= 0;
+        PQclear(cols);
+        if (!have)
+        {
+            err_set(err, EC_CONFIG, "verify: the child %s has no column %s or %s", ch.name,
+                    mc->fk_column, fku);
+            goto out;
+        }
+    }
     ch.FK = pg_ident(x->src, mc->fk_column);
     ch.FKU = pg_ident(x->src, fku);
     if (!child_identity(x, mc, &ch, err) || !child_keys(x, &ch, &t, err) ||
@@ -984,8 +1076,6 @@ ctx_free(Ctx *x)
     buf_free(&x->srow);
     buf_free(&x->trow);
     buf_free(&x->qarray);
-    for (size_t i = 0; i < x->nbounds; i++)
-        free(x->bounds[i]);
     free(x->bounds);
     free(x->qkeys);
 }

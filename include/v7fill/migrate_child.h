@@ -29,8 +29,10 @@
 #include "v7fill/migrate.h"
 #include "v7fill/pg.h"
 
-/* Rows per fill batch (one read, one write transaction) at most: halved while a write
- * takes over a quarter of the lock timeout, doubled back while it is quick. */
+/* Rows per fill batch (one read, one write transaction): the first batch's, then at most
+ * the second; halved while a write takes over a quarter of the lock timeout, doubled
+ * while it takes under an eighth. */
+#define MIGRATE_CHILD_FIRST_BATCH_ROWS 1000
 #define MIGRATE_CHILD_BATCH_ROWS 5000
 /* lock_timeout of prepare's DDL (ADD COLUMN, CREATE TRIGGER): a writer queued
  * behind it waits at most this long per attempt. */
@@ -76,9 +78,13 @@ V7FILL_MUST_CHECK bool migrate_child_fill(PgConn *conn, PgConn *map, const Migra
 
 /* The foreign key <child>_<fk>_uuid_fkey added NOT VALID, then validated in
  * a separate transaction; an existing one (any name, same column and
- * referenced table) is used.  Rows with <fk>_uuid NULL do not violate it; the
- * orphans are counted into st->orphans.  Two databases: EC_CONFIG (a foreign
- * key cannot cross databases). */
+ * referenced table) is used.  Rows with <fk>_uuid NULL (orphans, NULL keys)
+ * do not violate it.  Sets st->fk_added, st->fk_validated and (the ADD's
+ * transaction) st->longest_wait_ms; the rest of *st is left as fill set it.
+ * A failed validation (23503) names the first offending key and leaves the key
+ * NOT VALID.  Run it once the parent is copied: a set <fk>_uuid must find its
+ * row in <into>.  Two databases, or a partitioned child (PostgreSQL 15 has no
+ * NOT VALID foreign key on it): EC_CONFIG, with the reason. */
 V7FILL_MUST_CHECK bool migrate_child_constrain(PgConn *conn, const MigrateSpec *spec,
                                                const MigrateChild *ch, int lock_timeout_ms,
                                                ChildStats *st, Err *err);

@@ -21,7 +21,8 @@
  * one target transaction per group of source transactions with the position
  * in the same transaction; the slot is acknowledged only after the commit.
  * `--switch` in phase reverse switches back (the same lock dance, the legacy
- * table caught up under the lock, names restored).
+ * table caught up under the lock, child rows written after the switch with
+ * only <fk>_uuid given their <fk> from the map, names restored).
  *
  * Both functions update *spec (phase, switch_lsn, legacy_table); the caller
  * stores it in v7fill.migration.  A rerun finds the state from the catalog
@@ -50,6 +51,8 @@ typedef struct SwitchStats
     int64_t lock_held_ms;        /* from the lock granted to the commit */
     uint64_t final_lsn;          /* the capture was applied up to here */
     uint64_t applied_at_switch;  /* switching back: rows the reverse applied under the lock */
+    uint64_t children_filled;    /* switching back: child rows written with only <fk>_uuid
+                                    that got <fk> from the map */
     bool already;                /* nothing to do: the names were already switched */
     bool back;                   /* this was a switch back (phase reverse) */
 } SwitchStats;
@@ -70,6 +73,7 @@ typedef struct ReverseStats
     uint64_t missing;            /* an update or delete whose legacy row was not there */
     uint64_t start_lsn;          /* where this run started */
     uint64_t applied_lsn;        /* the last position committed in the legacy table */
+    bool caught_up;              /* ended at the stop position (not interrupted) */
 } ReverseStats;
 
 /* Keep the legacy table current from the new one (same database only):

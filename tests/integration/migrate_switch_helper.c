@@ -8,15 +8,21 @@
  *   helper reverse CONNINFO [follow]
  *   helper hammer CONNINFO SECONDS SQL      the statement in a loop: longest wait
  *
- * The switch's catch_up is trivial: the new table's columns set from the old
- * one by SQL on a second connection, then the capture's slot advanced to
- * the final LSN (what the stream would have applied).
+ * MSW_SOURCE=CONNINFO: two databases, the source there (CONNINFO above is the
+ * target).
+ *
+ * The switch's catch_up is trivial: the capture's slot advanced to the final
+ * LSN on a second connection (the only write during the test is the
+ * writer's row, which the test leaves out of the comparisons until the way
+ * back copies it); CATCHUP_MS: it first sleeps that long (a slow capture:
+ * writers wait for it, readers must not).
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "v7fill/err.h"
 #include "v7fill/interrupt.h"
@@ -71,12 +77,9 @@ catch_up(void *ctx, uint64_t final_lsn, Err *err)
     const char *p[1] = {at};
 
     pgo_lsn_format(final_lsn, at);
-    return pg_exec(side,
-                   "UPDATE public.orders_v7 n SET note = o.note, created_at = o.created_at "
-                   "FROM public.orders o WHERE n.legacy_id = o.id AND "
-                   "(n.note, n.created_at) IS DISTINCT FROM (o.note, o.created_at)",
-                   err) &&
-           pg_exec_params(side,
+    if (getenv("CATCHUP_MS"))
+        (void) usleep((useconds_t) atoi(getenv("CATCHUP_MS")) * 1000);
+    return pg_exec_params(side,
                           "SELECT pg_replication_slot_advance('v7fill_orders_v7', $1::pg_lsn)",
                           1, p, err);
 }
@@ -132,9 +135,11 @@ hammer(const char *conninfo, double seconds, const char *sql)
 int
 main(int argc, char **argv)
 {
-    PgConn *c = NULL, *side = NULL;
+    PgConn *c = NULL, *side = NULL, *src = NULL;
+    const char *source = getenv("MSW_SOURCE"); /* two databases: the source's conninfo */
     MigrateSpec spec;
     Err e = {0};
+    int rc = 0;
 
     if (argc >= 5 && strcmp(argv[1], "hammer") == 0)
         return hammer(argv[2], atof(argv[3]), argv[4]);
@@ -152,31 +157,41 @@ main(int argc, char **argv)
         char at[PGO_LSN_TEXT_SIZE];
 
         spec_init(&spec, argv[3]);
-        if (!pg_connect(argv[2], &side, &e) ||
-            !migrate_switch(c, c, &spec, argc >= 5 ? atoi(argv[4]) : 1000, 10, catch_up, side,
+        if (source)
+            (void) snprintf(spec.source_conninfo, sizeof spec.source_conninfo, "%s", source);
+        if ((source && !pg_connect(source, &src, &e)) ||
+            !pg_connect(source ? source : argv[2], &side, &e) ||
+            !migrate_switch(src ? src : c, c, &spec, argc >= 5 ? atoi(argv[4]) : 1000, 10, catch_up, side,
                             &st, &e))
-            return fail(&e);
-        pgo_lsn_format(spec.switch_lsn, at);
-        printf("attempts=%d lock_held_ms=%" PRId64 " already=%d back=%d applied=%" PRIu64
-               " phase=%s legacy=%s switch_lsn=%s\n",
-               st.attempts, st.lock_held_ms, st.already, st.back, st.applied_at_switch,
-               phase_text(spec.phase), spec.legacy_table, at);
+            rc = fail(&e);
+        else
+        {
+            pgo_lsn_format(spec.switch_lsn, at);
+            printf("attempts=%d lock_held_ms=%" PRId64 " already=%d back=%d applied=%" PRIu64
+                   " phase=%s legacy=%s switch_lsn=%s\n",
+                   st.attempts, st.lock_held_ms, st.already, st.back, st.applied_at_switch,
+                   phase_text(spec.phase), spec.legacy_table, at);
+        }
     }
     else if (strcmp(argv[1], "reverse") == 0)
     {
         ReverseStats st;
 
         spec_init(&spec, "switched");
+        if (source)
+            (void) snprintf(spec.source_conninfo, sizeof spec.source_conninfo, "%s", source);
         if (!migrate_reverse(c, &spec, argc >= 4 && strcmp(argv[3], "follow") == 0, &st, &e))
-            return fail(&e);
-        printf("transactions=%" PRIu64 " inserted=%" PRIu64 " updated=%" PRIu64
-               " deleted=%" PRIu64 " missing=%" PRIu64 " phase=%s\n",
-               st.transactions, st.inserted, st.updated, st.deleted, st.missing,
-               phase_text(spec.phase));
+            rc = fail(&e);
+        else
+            printf("transactions=%" PRIu64 " inserted=%" PRIu64 " updated=%" PRIu64
+                   " deleted=%" PRIu64 " missing=%" PRIu64 " phase=%s\n",
+                   st.transactions, st.inserted, st.updated, st.deleted, st.missing,
+                   phase_text(spec.phase));
     }
     else
-        return 2;
+        rc = 2;
     pg_close(side);
+    pg_close(src);
     pg_close(c);
-    return 0;
+    return rc;
 }

@@ -3,10 +3,12 @@
 # built by SQL (public.orders bigserial -> public.orders_v7 RANGE (id) with legacy_id, the map, a
 # child with order_id_uuid, the capture's publication and slot).  The switch refuses a capture far
 # behind; renames old -> orders_legacy, new -> orders; gives legacy_id the old sequence as default;
-# a concurrent writer and reader never wait longer than the lock timeout (+ margin); a rerun says it
-# is switched.  The way back copies inserts, updates and deletes of the new table into the legacy
-# one exactly once (a rerun applies nothing), --follow until SIGINT; switching back restores the
-# names with both tables equal.
+# a concurrent writer and reader never wait longer than the lock timeout (+ margin), and during a
+# slow catch-up the writer waits and the reader does not; a rerun says it is switched.  The way
+# back copies inserts, updates and deletes of the new table into the legacy one exactly once (a
+# rerun applies nothing, nor after kill -9), --follow until SIGINT; switching back restores the
+# names with both tables equal and fills order_id of child rows written after the switch with
+# only order_id_uuid.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 
@@ -21,9 +23,12 @@ hx() { local want=$1; shift; run_expect "$want" ./helper "$@"; }
 cleanup_slots() { q "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database() AND NOT active" >/dev/null; }
 trap 'cleanup_slots >/dev/null 2>&1 || true; rm -rf "$T_TMP"' EXIT
 # differ: rows of the new table (by legacy_id) and of the legacy table (by id) that differ
+# (WHERE $3 on both sides when given)
 differ() {
-    q "SELECT count(*) FROM ((SELECT legacy_id, created_at, note FROM $1 EXCEPT SELECT id, created_at, note FROM $2)
-       UNION ALL (SELECT id, created_at, note FROM $2 EXCEPT SELECT legacy_id, created_at, note FROM $1)) d"
+    local w=${3:-true}
+    q "SELECT count(*) FROM ((SELECT legacy_id, created_at, note FROM $1 WHERE $w
+                              EXCEPT SELECT id, created_at, note FROM $2 WHERE $w)
+       UNION ALL (SELECT id, created_at, note FROM $2 WHERE $w EXCEPT SELECT legacy_id, created_at, note FROM $1 WHERE $w)) d"
 }
 margin=1500  # lock timeout 1000 ms + 500 ms
 # waited_less FILE WHAT: the hammer in FILE never waited $margin ms and no statement failed
@@ -84,7 +89,11 @@ under_load() {
     hx 0 switch "" "$1"
     wait "${pids[@]}"
 }
+# A catch-up of 1 s: the writer waits for it (no write slips past the final LSN), the reader does
+# not (the parent is locked IN SHARE ROW EXCLUSIVE MODE until the renames).
+export CATCHUP_MS=1000
 under_load follow sw "$wsql"
+unset CATCHUP_MS
 sw_out=$OUT
 echo "switch: $(grep -o 'attempts=[0-9]* lock_held_ms=[0-9]*' <<<"$sw_out"); writer $(cat sw_w.out), reader $(cat sw_r.out)"
 assert_contains "$sw_out" "phase=switched legacy=orders_legacy" "the spec says switched"
@@ -93,8 +102,10 @@ assert_contains "$sw_out" "public.orders.id is uuid now (was bigint id)" "the id
 assert_contains "$sw_out" "order_id_uuid" "the child's uuid column named"
 assert_contains "$sw_out" "order_items_order_id_fkey of order_items now references public.orders_legacy" \
     "the child's old foreign key named"
-waited_less sw_w.out "the writer during the switch"
-waited_less sw_r.out "the reader during the switch"
+margin=2500 waited_less sw_w.out "the writer during the switch (1 s catch-up + lock timeout + 0.5 s)"
+wmax=$(sed -n 's/.*max_ms=\([0-9]*\).*/\1/p' sw_w.out)
+[ "$wmax" -ge 1000 ] || fail "the writer never waited for the 1 s catch-up (longest ${wmax} ms): writes went on"
+margin=1000 waited_less sw_r.out "the reader during the switch (not blocked by the 1 s catch-up)"
 assert_eq "uuid|bigint" "$(q "SELECT (SELECT format_type(atttypid, atttypmod) FROM pg_attribute
     WHERE attrelid = 'orders'::regclass AND attname = 'id'), (SELECT format_type(atttypid, atttypmod)
     FROM pg_attribute WHERE attrelid = 'orders_legacy'::regclass AND attname = 'id')")" \
@@ -151,19 +162,54 @@ kill -INT $fpid
 set +e; wait $fpid; st=$?; set -e
 assert_eq "0" "$st" "--follow stops on SIGINT with status 0 ($(cat follow.out))"
 
+# --- kill -9 in the middle of the way back, then again: every change applied exactly once -----
+applied() { q "SELECT applied FROM v7fill.migrate_reverse WHERE into_table = 'public.orders_v7'"; }
+before=$(applied)
+for i in $(seq 1 200); do
+    echo "INSERT INTO orders (id, created_at, note) VALUES (gen_random_uuid(), '2025-02-02', 'k$i');"
+    echo "UPDATE orders SET note = 'k$i-u' WHERE note = 'k$i';"
+done >changes.sql
+./helper reverse "" follow >kill.out 2>&1 &
+fpid=$!
+psql -X -q -v ON_ERROR_STOP=1 -f changes.sql >/dev/null &
+cpid=$!
+for _ in $(seq 1 200); do
+    [ "$(applied)" -gt $((before + 40)) ] && break
+    sleep 0.05
+done
+kill -9 $fpid
+wait $cpid
+set +e; wait $fpid; set -e
+got=$(applied)
+echo "kill -9 after $((got - before)) of 400 changes applied"
+[ "$got" -lt $((before + 400)) ] || echo "note: the way back had applied all changes before kill -9 ($got)"
+hx 0 reverse ""
+assert_eq "$((before + 400))" "$(applied)" "400 changes applied exactly once across kill -9"
+assert_contains "$OUT" "missing=0" "nothing applied twice or lost"
+assert_eq "0" "$(differ orders orders_legacy)" "both tables equal after kill -9 and a rerun"
+
 # --- switching back: changes not yet applied are applied under the lock ----------------------
 q "UPDATE orders SET note = 'last' WHERE legacy_id = 4;
-   INSERT INTO orders (id, created_at, note) VALUES (gen_random_uuid(), '2025-03-01', 'late')" >/dev/null
-under_load reverse back
+   INSERT INTO orders (id, created_at, note) VALUES (gen_random_uuid(), '2025-03-01', 'late');
+   INSERT INTO order_items (order_id_uuid, qty) SELECT id, 7 FROM orders WHERE note IN ('after3', 'late')" >/dev/null
+under_load reverse back "$wsql"
 back_out=$OUT
-echo "switch back: $(grep -o 'lock held [0-9]* ms' <<<"$back_out"); reader $(cat back_r.out)"
-assert_contains "$back_out" "back=1 applied=2" "the two pending changes applied under the lock"
+echo "switch back: $(grep -o 'lock held [0-9]* ms.*under it' <<<"$back_out"); writer $(cat back_w.out), reader $(cat back_r.out)"
+assert_contains "$back_out" "back=1" "switched back"
+assert_eq "1|1" "$(q "SELECT (SELECT count(*) FROM orders WHERE note = 'late'),
+    (SELECT count(*) FROM orders WHERE id = 4 AND note = 'last')")" "the two pending changes reached the legacy table"
 assert_contains "$back_out" "phase=follow" "phase follow again"
+assert_contains "$back_out" "2 child rows got their legacy key" "child rows written with only order_id_uuid"
+assert_eq "2" "$(q "SELECT count(*) FROM order_items i JOIN orders_v7_id_map m ON m.id = i.order_id_uuid
+    WHERE i.qty = 7 AND i.order_id = m.legacy_id")" "their order_id is the parent's legacy key"
 waited_less back_r.out "the reader during the switch back"
+waited_less back_w.out "the writer during the switch back"
 assert_eq "bigint|uuid" "$(q "SELECT (SELECT format_type(atttypid, atttypmod) FROM pg_attribute
     WHERE attrelid = 'orders'::regclass AND attname = 'id'), (SELECT format_type(atttypid, atttypmod)
     FROM pg_attribute WHERE attrelid = 'orders_v7'::regclass AND attname = 'id')")" "the names are back"
-assert_eq "0" "$(differ orders_v7 orders)" "both tables equal after switching back"
+# (the writer's statements after the switch back went to the legacy table: the capture's part)
+assert_eq "0" "$(differ orders_v7 orders "created_at <> '2024-01-01 05:00:00+00'")" \
+    "both tables equal after switching back"
 assert_eq "" "$(q "SELECT to_regclass('orders_legacy')")" "no orders_legacy any more"
 assert_eq "0" "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'v7fill_orders_v7_rev'")" \
     "the way back's slot dropped"
@@ -173,4 +219,26 @@ assert_eq "" "$(q "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef d
 q "INSERT INTO orders (created_at, note) VALUES ('2025-04-01', 'legacy again')" >/dev/null
 hx 0 switch "" reverse
 assert_contains "$OUT" "already switched back" "a rerun of the switch back"
+# --- two databases: the source table renamed <from>_legacy there, nothing renamed on the target --
+srcdb="${PGDATABASE}_src"
+psql -q -X -d postgres -c "DROP DATABASE IF EXISTS \"$srcdb\"" >/dev/null
+psql -q -X -d postgres -c "CREATE DATABASE \"$srcdb\"" >/dev/null
+qs() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$srcdb" -c "$1"; }
+qs "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL, note text);
+    CREATE TABLE order_items (item_id serial PRIMARY KEY, order_id bigint REFERENCES orders (id));
+    INSERT INTO orders (created_at, note) VALUES ('2024-01-01', 'a');
+    CREATE PUBLICATION v7fill_orders_v7 FOR TABLE orders, order_items;" >/dev/null
+q "SELECT pg_drop_replication_slot('v7fill_orders_v7')" >/dev/null  # slot names are per cluster
+qs "SELECT pg_create_logical_replication_slot('v7fill_orders_v7', 'pgoutput')" >/dev/null
+trap 'qs "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE NOT active" >/dev/null 2>&1 || true; cleanup_slots >/dev/null 2>&1 || true; rm -rf "$T_TMP"' EXIT
+MSW_SOURCE="dbname=$srcdb" hx 0 switch "" follow
+assert_contains "$OUT" "connect to the target database and use public.orders_v7" "two databases: what to change"
+assert_eq "|orders_legacy" "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy')")" \
+    "two databases: the source table renamed"
+assert_eq "orders_v7|orders" "$(q "SELECT to_regclass('orders_v7'), to_regclass('orders')")" \
+    "two databases: nothing renamed on the target"
+MSW_SOURCE="dbname=$srcdb" hx 0 switch "" follow
+assert_contains "$OUT" "already switched" "two databases: a rerun"
+MSW_SOURCE="dbname=$srcdb" hx 3 reverse ""
+assert_contains "$OUT" "same database" "two databases: the way back is refused"
 echo "ok"
