@@ -81,7 +81,7 @@ cat >writer.sql <<'SQL'
 BEGIN;
 INSERT INTO orders VALUES (1000000 + :k * 10 + (random() * 9)::int, now() - interval '1 minute', 1, 'open', 'w' || :k || '-' || (random() * 1e9)::bigint) ON CONFLICT DO NOTHING;
 UPDATE orders SET amount = amount + 1, status = 'upd' WHERE id = :k * 3 + (:k % 2) AND created_at >= '1970-01-01';
-DELETE FROM orders WHERE id = (:k + 7) * 3 + ((:k + 7) % 2);
+DELETE FROM orders WHERE id = (:k + 7) * 3 + ((:k + 7) % 2) AND created_at >= '1970-01-01';
 COMMIT;
 SQL
 "$PGBIN/pgbench" -n -c 2 -R 60 -T 600 -f writer.sql "$PGDATABASE" >writer.log 2>&1 &
