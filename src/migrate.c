@@ -803,6 +803,14 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
                        spec->into_schema, spec->into_table, migrate_phase_name(spec->phase));
     if (!source_conn(target, target_conninfo, spec, o->source_conninfo, &src, &own, err))
         return false;
+    /* Catch up without the lock first (an already switched migration has nothing to
+     * apply): under the lock only what was written meanwhile is left. */
+    if (spec->phase == MIGRATE_PHASE_FOLLOW && !switch_catch_up(&cu, 0, err))
+    {
+        if (own)
+            pg_close(src);
+        return false;
+    }
     ok = migrate_switch(src, target, spec, o->lock_timeout_ms, o->switch_attempts,
                         switch_catch_up, &cu, st, err) &&
          migrate_state_put(target, spec, err);
