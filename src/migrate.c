@@ -28,6 +28,7 @@
 
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
+#include "v7fill/state.h"
 #include "v7fill/migrate_child.h"
 #include "v7fill/migrate_ddl.h"
 #include "v7fill/migrate_state.h"
@@ -204,7 +205,7 @@ dry_run(PgConn *target, PgConn *src, const MigrateSpec *s, const MigrateSource *
         buf_printf(out, "-- the target exists and has the columns it needs: used as it is\n");
     else
         migrate_ddl_target(target, d, s->into_schema, s->into_table, out);
-    buf_printf(out, "-- the map (created by the copy; never dropped by v7fill):\n");
+    buf_printf(out, "-- the map (created at setup; never dropped by v7fill):\n");
     migrate_ddl_map(target, d, s->into_schema, s->map_table, out);
     buf_printf(out, "-- on the source:\nCREATE PUBLICATION %s FOR TABLE %s;\n", pub, from);
     buf_printf(out, "SELECT pg_create_logical_replication_slot('%s', 'pgoutput');  -- with an "
@@ -455,6 +456,8 @@ setup(PgConn *target, PgConn *src, const MigrateOptions *o, MigrateSpec *s,
       const MigrateSource *d, MigrateResult *r, Err *err)
 {
     bool exists, same_db;
+    LookupShape shape;
+    int map_bits;
 
     (void) o;
     if (!table_exists(target, s->into_schema, s->into_table, &exists, err))
@@ -467,7 +470,10 @@ setup(PgConn *target, PgConn *src, const MigrateOptions *o, MigrateSpec *s,
     if (!exists && !create_target(target, s, d, err))
         return false;
     r->target_created = !exists;
-    return migrate_state_setup(target, err) && migrate_state_put(target, s, err);
+    /* The map now (not first at the copy's start): a child's trigger reads it. */
+    return state_lookup_create_map(target, s->into_schema, s->map_table, s->key_type, true,
+                                   &shape, &map_bits, err) &&
+           migrate_state_setup(target, err) && migrate_state_put(target, s, err);
 }
 
 bool
@@ -797,6 +803,14 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
                        spec->into_schema, spec->into_table, migrate_phase_name(spec->phase));
     if (!source_conn(target, target_conninfo, spec, o->source_conninfo, &src, &own, err))
         return false;
+    /* Catch up without the lock first (an already switched migration has nothing to
+     * apply): under the lock only what was written meanwhile is left. */
+    if (spec->phase == MIGRATE_PHASE_FOLLOW && !switch_catch_up(&cu, 0, err))
+    {
+        if (own)
+            pg_close(src);
+        return false;
+    }
     ok = migrate_switch(src, target, spec, o->lock_timeout_ms, o->switch_attempts,
                         switch_catch_up, &cu, st, err) &&
          migrate_state_put(target, spec, err);
