@@ -66,3 +66,15 @@ stream_source_db() {
     source_db_fresh
     trap 'drop_slots; rm -rf "$T_TMP"' EXIT
 }
+
+# build_helper OUT FILE.c: compile a test's helper program against the libv7fill.a next to the
+# binary under test (with the sanitizers when that library was built with them).
+build_helper() {
+    local lib=$(dirname "$V7FILL")/libv7fill.a san=()
+    case "$lib" in *build-san*) san=(-fsanitize=address,undefined) ;; esac
+    # shellcheck disable=SC2046
+    cc -std=c11 -D_GNU_SOURCE "${san[@]}" -I"$V7FILL_ROOT/include" $(pkg-config --cflags libpq) \
+        -o "$1" "$2" "$lib" \
+        $(pkg-config --libs libpq libzstd libcrypto jansson libxxhash) -lcsv -lm -pthread 2>cc.log \
+        || fail "could not compile the helper $2: $(head -n 5 cc.log)"
+}

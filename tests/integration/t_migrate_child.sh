@@ -19,14 +19,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-lib=$(dirname "$V7FILL")/libv7fill.a
-san=()
-case "$lib" in *build-san*) san=(-fsanitize=address,undefined) ;; esac
-# shellcheck disable=SC2046
-cc -std=c11 -D_GNU_SOURCE "${san[@]}" -I"$V7FILL_ROOT/include" $(pkg-config --cflags libpq) \
-    -o helper "$V7FILL_ROOT/tests/integration/migrate_child_helper.c" "$lib" \
-    $(pkg-config --libs libpq libzstd libcrypto jansson libxxhash) -lcsv -lm -pthread 2>cc.log \
-    || fail "could not compile the helper: $(head -n 5 cc.log)"
+build_helper helper "$V7FILL_ROOT/tests/integration/migrate_child_helper.c"
 # child STATUS STEP [TABLE] [MAP_CONNINFO]: the helper on public.TABLE(order_id) -> orders_v7
 child() {
     local want=$1 step=$2 table=${3:-order_items}; shift 3 || shift $#

@@ -12,13 +12,7 @@
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 
-lib=$(dirname "$V7FILL")/libv7fill.a
-libs="$(pkg-config --libs libpq libzstd libcrypto jansson libxxhash) -lcsv -lm -pthread"
-cflags="-std=c11 -D_GNU_SOURCE -I$V7FILL_ROOT/include $(pkg-config --cflags libpq)"
-src=$V7FILL_ROOT/tests/integration/migrate_switch_helper.c
-cc $cflags -o helper "$src" "$lib" $libs 2>cc.log \
-    || cc $cflags -fsanitize=address,undefined -o helper "$src" "$lib" $libs -fsanitize=address,undefined 2>cc.log \
-    || fail "could not compile the helper: $(head -n 5 cc.log)"
+build_helper helper "$V7FILL_ROOT/tests/integration/migrate_switch_helper.c"
 hx() { local want=$1; shift; run_expect "$want" ./helper "$@"; }
 cleanup_slots() { q "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database() AND NOT active" >/dev/null; }
 trap 'cleanup_slots >/dev/null 2>&1 || true; rm -rf "$T_TMP"' EXIT

@@ -10,13 +10,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 export PGTZ=UTC
 
-lib=$(dirname "$V7FILL")/libv7fill.a
-libs="$(pkg-config --libs libpq libzstd libcrypto jansson libxxhash) -lcsv -lm -pthread"
-cflags="-std=c11 -D_GNU_SOURCE -I$V7FILL_ROOT/include $(pkg-config --cflags libpq)"
-src=$V7FILL_ROOT/tests/integration/migrate_verify_main.c
-cc $cflags -o verify "$src" "$lib" $libs 2>cc.log \
-    || cc $cflags -fsanitize=address,undefined -o verify "$src" "$lib" $libs -fsanitize=address,undefined 2>cc.log \
-    || fail "could not compile the helper: $(head -n 5 cc.log)"
+build_helper verify "$V7FILL_ROOT/tests/integration/migrate_verify_main.c"
 
 SRC_DB="${PGDATABASE}_src"
 psql -q -X -d postgres -c "DROP DATABASE IF EXISTS \"$SRC_DB\"" >/dev/null

@@ -11,13 +11,7 @@ cd "$T_TMP"
 export PGTZ=UTC
 
 # The helper, against the library the tool under test was built from.
-lib=$(dirname "$V7FILL")/libv7fill.a
-san=()
-case "$lib" in *build-san*) san=(-fsanitize=address,undefined) ;; esac
-# shellcheck disable=SC2046
-cc -std=c11 -D_GNU_SOURCE "${san[@]}" -I"$V7FILL_ROOT/include" $(pkg-config --cflags libpq) \
-    -o ops_source "$V7FILL_ROOT/tests/integration/ops_source.c" "$lib" \
-    $(pkg-config --libs libpq libzstd libcrypto jansson libxxhash) -lcsv -lm -pthread
+build_helper ops_source "$V7FILL_ROOT/tests/integration/ops_source.c"
 
 day=$(date -u +%Y-%m-01)
 t1="${day}T10:00:00.000Z"
