@@ -36,6 +36,7 @@ enum
     OPT_SWITCH,
     OPT_REVERSE,
     OPT_BATCH_ROWS,
+    OPT_JOBS,
 };
 
 static void
@@ -70,6 +71,8 @@ migrate_usage(FILE *out)
           "  --follow               keep applying changes until SIGINT/SIGTERM (default:\n"
           "                         stop once caught up)\n"
           "  --batch-rows N         rows per batch of the copy (default 10000)\n"
+          "  --jobs N               writer connections for the copy (default 1); the changes\n"
+          "                         are applied on one, in source order\n"
           "  --dry-run              print the DDL, the publication and slot, the rows, their\n"
           "                         time range and the rows that would be rejected; change\n"
           "                         nothing\n"
@@ -374,6 +377,7 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
         {"switch", no_argument, NULL, OPT_SWITCH},
         {"reverse", no_argument, NULL, OPT_REVERSE},
         {"batch-rows", required_argument, NULL, OPT_BATCH_ROWS},
+        {"jobs", required_argument, NULL, OPT_JOBS},
         CLI_GLOBAL_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -461,6 +465,14 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
                     goto out;
                 }
                 o.common.batch_rows = (size_t) n;
+                break;
+            case OPT_JOBS:
+                if (!cli_parse_long("migrate", "--jobs", optarg, 1, 1024, &n, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                o.common.jobs = (int) n;
                 break;
             CLI_GLOBAL_CASES(c, g, goto out);
             case 'h':

@@ -91,7 +91,7 @@ assert_eq "" "$(PGDATABASE=no_such_db complete_words "$V7FILL" maintain e)" "con
 run_expect 0 "$V7FILL" --help
 assert_not_contains "$OUT" "__complete" "the helper command is hidden from --help"
 # every long option a command's getopt table has is offered, and only those
-for src in import:cmd_import maintain:cmd_maintain partitions:cmd_partitions report:cmd_report migrate:cmd_migrate; do
+for src in import:cmd_import maintain:cmd_maintain partitions:cmd_partitions report:cmd_report migrate:cmd_migrate stream:cmd_stream; do
     want=$( (grep -oE '\{"[a-z-]+", (no|required)_argument' "$V7FILL_ROOT/src/cli/${src#*:}.c" \
         | sed -E 's/\{"([a-z-]+)".*/--\1/'; printf '%s\n' --dbname --verbose --quiet --version) | grep -vx -- --help | sort -u | tr '\n' ' ')
     [ "${src%%:*}" = partitions ] && want=$(printf '%s\n' $want --maintain | sort -u | tr '\n' ' ')

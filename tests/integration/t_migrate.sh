@@ -87,8 +87,10 @@ SQL
 "$PGBIN/pgbench" -n -c 2 -R 60 -T 600 -f writer.sql "$PGDATABASE" >writer.log 2>&1 &
 writer=$!
 sleep 1
-run_expect 0 mig --child 'public.items(order_id)'
+# The copy on two writer connections (batches of 20,000 rows), the changes on one.
+run_expect 0 mig --child 'public.items(order_id)' --jobs 2 --batch-rows 20000
 echo "$OUT"
+assert_contains "$OUT" "on 2 writer connections" "the copy ran on two writers"
 assert_contains "$OUT" "phase follow" "the copy finished: phase follow"
 assert_contains "$OUT" "child public.items(order_id): rows=" "the child is filled"
 assert_contains "$OUT" "null_keys=40 orphans=0" "the child's NULL keys counted apart"
