@@ -804,13 +804,17 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
     if (!source_conn(target, target_conninfo, spec, o->source_conninfo, &src, &own, err))
         return false;
     /* Catch up without the lock first (an already switched migration has nothing to
-     * apply): under the lock only what was written meanwhile is left. */
-    if (spec->phase == MIGRATE_PHASE_FOLLOW && !switch_catch_up(&cu, 0, err))
-    {
-        if (own)
-            pg_close(src);
-        return false;
-    }
+     * apply): under the lock only what was written meanwhile is left.  Twice: in one
+     * database the first pass's own writes (rows, map) are WAL past its stop position,
+     * which the slot passes over only in a second pass; the switch measures the slot's
+     * lag. */
+    for (int pass = 0; pass < 2 && spec->phase == MIGRATE_PHASE_FOLLOW; pass++)
+        if (!switch_catch_up(&cu, 0, err))
+        {
+            if (own)
+                pg_close(src);
+            return false;
+        }
     ok = migrate_switch(src, target, spec, o->lock_timeout_ms, o->switch_attempts,
                         switch_catch_up, &cu, st, err) &&
          migrate_state_put(target, spec, err);

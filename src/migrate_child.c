@@ -816,6 +816,59 @@ find_fk(PgConn *conn, const MigrateSpec *spec, const Child *c, char *name, size_
     return true;
 }
 
+/* The child's index on <fk>_uuid: without one, every delete in the new table
+ * (the capture applies the source's) scans the whole child for the foreign key.
+ * Built CONCURRENTLY (writers go on); one left invalid by an interrupted build is
+ * dropped and built again. */
+static bool
+ensure_uuid_index(PgConn *conn, const MigrateChild *ch, const Child *c, Err *err)
+{
+    const char *params[2] = {c->oid, c->uuid_attnum};
+    char name[128];
+    char *qname = NULL, *sql = NULL;
+    PGresult *res;
+    bool have, invalid, ok;
+
+    if (!pg_query(conn,
+                  "SELECT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = $1::oid AND indisvalid "
+                  "AND indkey[0] = $2::int2), EXISTS (SELECT 1 FROM pg_index WHERE indrelid = "
+                  "$1::oid AND NOT indisvalid AND indkey[0] = $2::int2)",
+                  2, params, &res, err))
+        return false;
+    have = PQgetvalue(res, 0, 0)[0] == 't';
+    invalid = PQgetvalue(res, 0, 1)[0] == 't';
+    PQclear(res);
+    if (have)
+        return true;
+    (void) snprintf(name, sizeof name, "%s_%s_idx", ch->table, c->uuid_col);
+    qname = pg_qualified(conn, ch->schema, name);
+    ok = true;
+    if (invalid)
+    {
+        sql = xasprintf("DROP INDEX CONCURRENTLY IF EXISTS %s", qname);
+        ok = pg_exec(conn, sql, err);
+        free(sql);
+    }
+    if (ok)
+    {
+        char *qbare = pg_ident(conn, name); /* an index is made in its table's schema */
+
+        sql = xasprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s)", qbare,
+                        c->qchild, c->quuid);
+        free(qbare);
+        ok = pg_exec(conn, sql, err);
+        free(sql);
+    }
+    if (ok)
+        log_info("child %s.%s: index %s on %s built (the foreign key's deletes use it)",
+                 ch->schema, ch->table, name, c->uuid_col);
+    else
+        err_prefix(err, "could not build the index on %s.%s.%s", ch->schema, ch->table,
+                   c->uuid_col);
+    free(qname);
+    return ok;
+}
+
 bool
 migrate_child_constrain(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch,
                         int lock_timeout_ms, ChildStats *st, Err *err)
@@ -848,6 +901,8 @@ migrate_child_constrain(PgConn *conn, const MigrateSpec *spec, const MigrateChil
         goto out;
     }
     if (!find_fk(conn, spec, &c, name, sizeof name, &validated, &into_exists, err))
+        goto out;
+    if (into_exists && c.relkind != 'p' && !ensure_uuid_index(conn, ch, &c, err))
         goto out;
     if (!into_exists)
     {

@@ -186,7 +186,14 @@ assert_eq 1 "$(stat fk_validated)" "foreign key validated"
 fks() { q "SELECT string_agg(conname || ':' || convalidated, ' ') FROM pg_constraint
            WHERE conrelid = 'order_items'::regclass AND contype = 'f' AND conparentid = 0"; }
 assert_eq "order_items_order_id_uuid_fkey:true" "$(fks)" "one validated foreign key"
+uuid_idx() { q "SELECT string_agg(c.relname || ':' || i.indisvalid, ' ') FROM pg_index i
+               JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_attribute a
+                 ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+               WHERE i.indrelid = 'order_items'::regclass AND a.attname = 'order_id_uuid'"; }
+assert_eq "order_items_order_id_uuid_idx:true" "$(uuid_idx)" \
+    "an index on order_id_uuid (a delete in the new table finds its children by it)"
 child 0 constrain
+assert_eq "order_items_order_id_uuid_idx:true" "$(uuid_idx)" "constrain rerun builds no second index"
 assert_eq "order_items_order_id_uuid_fkey:true" "$(fks)" "constrain rerun adds nothing"
 run_expect 1 psql -X -q -v ON_ERROR_STOP=1 -c "UPDATE order_items SET order_id_uuid = gen_random_uuid() WHERE id = 1"
 assert_contains "$OUT" "order_items_order_id_uuid_fkey" "the foreign key is enforced"
