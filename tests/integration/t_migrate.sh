@@ -10,7 +10,7 @@ cd "$T_TMP"
 INTO=orders_mig
 SLOT=v7fill_orders_mig
 drop_slot() {
-    psql -X -q -At -d postgres -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$SLOT' AND NOT active" >/dev/null || true
+    psql -X -q -At -d postgres -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name IN ('$SLOT', '${SLOT}_rev') AND NOT active" >/dev/null || true
 }
 drop_slot
 writer=
@@ -25,7 +25,9 @@ q "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz, amount nu
      FROM generate_series(1, 100000) g;
    UPDATE orders SET created_at = NULL WHERE id IN (30, 34, 60);
    UPDATE orders SET created_at = timestamptz '1969-12-31 23:59:59.999' - (id || ' days')::interval WHERE id IN (SELECT g * 3 + g % 2 FROM generate_series(30, 34) g);
-   CREATE TABLE items (id serial PRIMARY KEY, order_id bigint REFERENCES orders (id))"
+   CREATE TABLE items (id serial PRIMARY KEY, order_id bigint REFERENCES orders (id) ON DELETE CASCADE, qty int);
+   INSERT INTO items (order_id, qty) SELECT CASE WHEN g % 500 = 0 THEN NULL ELSE (g + 100) * 3 + ((g + 100) % 2) END, g
+     FROM generate_series(1, 20000) g"
 mig() { "$V7FILL" migrate --from public.orders --key id --time-column created_at --into "$INTO" "$@"; }
 # The source's rows that must reach the target (not rejected), and the target's, by legacy key.
 digest_src() { q "SELECT count(*), md5(string_agg(id||'|'||created_at||'|'||amount||'|'||status||'|'||note, ',' ORDER BY id))
@@ -78,16 +80,19 @@ cat >writer.sql <<'SQL'
 \set k random(1, 100000)
 BEGIN;
 INSERT INTO orders VALUES (1000000 + :k * 10 + (random() * 9)::int, now() - interval '1 minute', 1, 'open', 'w' || :k || '-' || (random() * 1e9)::bigint) ON CONFLICT DO NOTHING;
-UPDATE orders SET amount = amount + 1, status = 'upd' WHERE id = :k * 3 + (:k % 2);
+UPDATE orders SET amount = amount + 1, status = 'upd' WHERE id = :k * 3 + (:k % 2) AND created_at >= '1970-01-01';
 DELETE FROM orders WHERE id = (:k + 7) * 3 + ((:k + 7) % 2);
 COMMIT;
 SQL
-"$PGBIN/pgbench" -n -c 2 -R 200 -T 600 -f writer.sql "$PGDATABASE" >writer.log 2>&1 &
+"$PGBIN/pgbench" -n -c 2 -R 60 -T 600 -f writer.sql "$PGDATABASE" >writer.log 2>&1 &
 writer=$!
 sleep 1
-run_expect 0 mig
+run_expect 0 mig --child 'public.items(order_id)'
 echo "$OUT"
 assert_contains "$OUT" "phase follow" "the copy finished: phase follow"
+assert_contains "$OUT" "child public.items(order_id): rows=" "the child is filled"
+assert_contains "$OUT" "null_keys=40 orphans=0" "the child's NULL keys counted apart"
+assert_contains "$OUT" "foreign_key=validated" "the child's foreign key to the target"
 assert_contains "$OUT" "rejected: 8 rows" "the NULL and pre-1970 times are rejected"
 assert_contains "$OUT" "missing event time" "the NULL time's reason"
 assert_contains "$OUT" "before 1970-01-01" "the pre-1970 time's reason"
@@ -116,6 +121,19 @@ assert_contains "$OUT" "inserted=0 " "a rerun inserts nothing"
 assert_not_contains "$OUT" "created the target" "a rerun creates nothing"
 assert_eq "$before" "$(digest_dst)" "a rerun leaves the target as it was"
 
+# ---- --verify: OK now; a changed target column is a mismatch naming the row
+run_expect 0 "$V7FILL" migrate --into "$INTO" --verify
+echo "$OUT"
+assert_contains "$OUT" "verdict: OK" "--verify after the catch-up"
+assert_eq 1 "$(echo "$OUT" | grep -cE '^public\.items +join pairs +[0-9]+ +[0-9]+ +OK')" "--verify checks the child's join pairs"
+k=$(q "SELECT min(legacy_id) FROM $INTO")
+q "UPDATE $INTO SET note = 'changed' WHERE legacy_id = $k"
+run_expect 1 "$V7FILL" migrate --into "$INTO" --verify
+assert_contains "$OUT" "MISMATCH" "a changed column fails --verify"
+assert_contains "$OUT" "legacy keys $k" "the mismatch names the row"
+q "UPDATE $INTO t SET note = o.note FROM orders o WHERE o.id = t.legacy_id AND t.legacy_id = $k"
+assert_eq 0 "$(q "SELECT count(*) FROM items i JOIN ${INTO}_id_map m ON m.legacy_id = i.order_id WHERE i.order_id_uuid IS DISTINCT FROM m.id")" "every child key has its uuid"
+
 # ---- --status
 run_expect 0 "$V7FILL" migrate --into "$INTO" --status
 echo "$OUT"
@@ -140,4 +158,21 @@ run_expect 3 "$V7FILL" migrate --from public.orders --key id --time-column creat
 assert_contains "$OUT" "holds the target public.pub_v7 or its map" "a publication of the target is refused"
 assert_eq "" "$(q "SELECT to_regclass('pub_v7')")" "nothing made before the refusal"
 q "DROP PUBLICATION v7fill_pub_v7"
+
+# ---- --switch, then --reverse keeps the legacy table current
+run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
+echo "$OUT"
+assert_contains "$OUT" "phase switched" "--switch"
+assert_eq "p" "$(q "SELECT relkind FROM pg_class WHERE oid = 'public.orders'::regclass")" "orders is the partitioned table now"
+assert_eq "r" "$(q "SELECT relkind FROM pg_class WHERE oid = 'public.orders_legacy'::regclass")" "the old table is orders_legacy"
+run_expect 3 mig
+assert_contains "$OUT" "is switched" "a run after the switch is refused"
+q "UPDATE orders SET amount = amount + 1, note = note || 'r' WHERE legacy_id % 97 = 0;
+   DELETE FROM orders o WHERE legacy_id % 89 = 0 AND NOT EXISTS (SELECT 1 FROM items i WHERE i.order_id_uuid = o.id)"
+run_expect 0 "$V7FILL" migrate --into "$INTO" --reverse
+echo "$OUT"
+assert_contains "$OUT" "phase reverse" "--reverse"
+assert_eq "$(q "SELECT count(*), md5(string_agg(legacy_id||'|'||amount||'|'||note, ',' ORDER BY legacy_id)) FROM orders")" \
+          "$(q "SELECT count(*), md5(string_agg(id||'|'||amount||'|'||note, ',' ORDER BY id)) FROM orders_legacy WHERE created_at >= '1970-01-01'")" \
+          "after --reverse the legacy table equals the new one"
 drop_slot

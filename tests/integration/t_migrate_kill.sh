@@ -7,7 +7,7 @@ cd "$T_TMP"
 INTO=orders_kill
 SLOT=v7fill_orders_kill
 drop_slot() {
-    psql -X -q -At -d postgres -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$SLOT' AND NOT active" >/dev/null || true
+    psql -X -q -At -d postgres -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name IN ('$SLOT', '${SLOT}_rev') AND NOT active" >/dev/null || true
 }
 drop_slot
 writer=
