@@ -5,9 +5,14 @@
 #   make check SAN=1     the same under AddressSanitizer + UndefinedBehaviorSanitizer (alias: make san)
 #   make tsan            the import tests under ThreadSanitizer (reader and writer threads)
 #   make demo            the main job on the bundled example, in a throwaway cluster
-#   make bench           benchmarks, each figure beside its baseline (ends with bench-stream)
+#   make bench           benchmarks, each figure beside its baseline (ends with bench-stream,
+#                        then bench-migrate)
 #   make bench-stream    v7fill stream beside native logical replication, two throwaway
 #                        clusters [BENCH_STREAM_ROWS=1000000; 100000 for a quick run]
+#   make bench-migrate   v7fill migrate beside a raw COPY into the same target, the child
+#                        fill, the capture's catch-up, a writer's longest wait (one throwaway
+#                        cluster) [BENCH_MIGRATE_PARENT=1000000 BENCH_MIGRATE_CHILD=2000000;
+#                        BENCH_ROWS_BIG=1: 5M / 10M]
 #   make fuzz            libFuzzer targets (clang), FUZZ_SECONDS each
 #   make valgrind        unit tests under valgrind memcheck (errors and leaks fail)
 #   make install PREFIX=/usr/local [DESTDIR=...]  (binary, man page, SQL helpers, bash completion)
@@ -64,7 +69,7 @@ UNIT_LDFLAGS_test_rejects := -Wl,--wrap=fsync
 BENCH_SRCS:= $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS:= $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all check check-real unit integration san tsan demo demo-real bench bench-real bench-stream bench-stream-real fuzz install install-completion clean deps
+.PHONY: all check check-real unit integration san tsan demo demo-real bench bench-real bench-stream bench-stream-real bench-migrate bench-migrate-real fuzz install install-completion clean deps
 
 all: $(BUILD)/libv7fill.a $(BUILD)/v7fill
 
@@ -133,12 +138,19 @@ bench-real: $(BENCH_BINS) $(BUILD)/v7fill
 	@set -e; for b in $(BENCH_BINS); do $$b; done
 	@if [ -x bench/bench_import.sh ]; then V7FILL=$(CURDIR)/$(BUILD)/v7fill bench/bench_import.sh; fi
 	@$(MAKE) --no-print-directory bench-stream-real
+	@$(MAKE) --no-print-directory bench-migrate-real
 
 bench-stream: deps
 	@$(MAKE) --no-print-directory bench-stream-real
 
 bench-stream-real: $(BUILD)/v7fill
 	@V7FILL=$(CURDIR)/$(BUILD)/v7fill bench/bench_stream.sh
+
+bench-migrate: deps
+	@$(MAKE) --no-print-directory bench-migrate-real
+
+bench-migrate-real: $(BUILD)/v7fill
+	@V7FILL=$(CURDIR)/$(BUILD)/v7fill bench/bench_migrate.sh
 
 # make fuzz [FUZZ_SECONDS=N] [FUZZ_TARGETS="fuzz_csv fuzz_zstd"]: every target built with
 # clang (libFuzzer + ASan + UBSan; undefined behaviour aborts), the library compiled once
