@@ -75,20 +75,7 @@ conninfo_of(PgConn *c)
         if (o->val == NULL || o->val[0] == '\0' || strcmp(o->keyword, "replication") == 0 ||
             strcmp(o->keyword, "options") == 0)
             continue;
-        buf_printf(&b, "%s%s='", b.len ? " " : "", o->keyword);
-        for (const char *p = o->val; *p;)
-        {
-            size_t k = strcspn(p, "'\\"); /* quote and backslash are escaped */
-
-            buf_append(&b, p, k);
-            p += k;
-            if (*p)
-            {
-                buf_putc(&b, '\\');
-                buf_putc(&b, *p++);
-            }
-        }
-        buf_putc(&b, '\'');
+        conninfo_put_option(&b, o->keyword, o->val);
     }
     PQconninfoFree(opts);
     return b.data ? b.data : xstrdup("");

@@ -642,3 +642,18 @@ pg_err_is_connection(const Err *err)
            strcmp(err->sqlstate, "57P01") == 0 || strcmp(err->sqlstate, "57P02") == 0 ||
            strcmp(err->sqlstate, "57P03") == 0;
 }
+
+void
+conninfo_put_option(Buf *b, const char *keyword, const char *val)
+{
+    if (b->len)
+        buf_putc(b, ' ');
+    buf_printf(b, "%s='", keyword);
+    for (const char *p = val; *p; p++)
+    {
+        if (*p == '\'' || *p == '\\')
+            buf_putc(b, '\\');
+        buf_putc(b, *p);
+    }
+    buf_putc(b, '\'');
+}

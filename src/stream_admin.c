@@ -30,16 +30,7 @@ stream_conninfo_without_password(const char *conninfo)
         {
             if (o->val == NULL || o->val[0] == '\0' || strcmp(o->keyword, "password") == 0)
                 continue;
-            if (b.len)
-                buf_putc(&b, ' ');
-            buf_printf(&b, "%s='", o->keyword);
-            for (const char *p = o->val; *p; p++)
-            {
-                if (*p == '\'' || *p == '\\')
-                    buf_putc(&b, '\\');
-                buf_putc(&b, *p);
-            }
-            buf_putc(&b, '\'');
+            conninfo_put_option(&b, o->keyword, o->val);
         }
         PQconninfoFree(opts);
     }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "v7fill/err.h"
+#include "v7fill/mem.h"
 
 typedef struct PgConn PgConn;
 
@@ -94,5 +95,9 @@ void pg_copy_abort(PgConn *c, const char *reason);
 /* SQLSTATE class 08 (connection exception) or a broken connection: worth a
  * reconnect and retry. */
 bool pg_err_is_connection(const Err *err);
+
+/* Append keyword='value' to a conninfo being built (a space first unless it is
+ * empty; quotes and backslashes escaped). */
+void conninfo_put_option(Buf *b, const char *keyword, const char *val);
 
 #endif /* V7FILL_PG_H */
