@@ -106,5 +106,9 @@ run_expect 2 "$V7FILL" stream t --source "dbname=x" --from public.o --publicatio
 assert_contains "$OUT" "--on-truncate" "a bad --on-truncate is named"
 run_expect 2 "$V7FILL" stream t --source "dbname=x" --from public.o --publication p --slot s --group-ms 0
 assert_contains "$OUT" "--group-ms" "a bad --group-ms is named"
+run_expect 2 "$V7FILL" stream t --source "dbname=x" --from public.o --publication p --slot s --jobs 0
+assert_contains "$OUT" "--jobs" "stream --jobs 0 is named"
+run_expect 2 "$V7FILL" migrate --from public.o --key id --time-column t --into t --jobs 0
+assert_contains "$OUT" "--jobs" "migrate --jobs 0 is named"
 run_expect 2 "$V7FILL" stream t --source "dbname=$PGDATABASE" --from . --publication p --slot s
 assert_contains "$OUT" "SCHEMA.TABLE" "a malformed --from says what it takes"
