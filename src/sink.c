@@ -5,6 +5,7 @@
 #include "v7fill/sink.h"
 
 #include <endian.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +46,32 @@ struct Sink
     char *truncate_sql;   /* the target and its lookup */
     Buf update_sql;       /* the UPDATE of the row at hand */
     Buf values;           /* its decoded values, NUL-terminated one after the other */
+    /* Set-wise runs (sink_apply_set) */
+    char *set_resolve_sql;  /* the ids (and lookup ctids) of an array of keys */
+    char *set_delete_sql;   /* the lookup rows (by ctid) and the target rows (by id) */
+    char *set_tdelete_sql;  /* distributed: the target rows by id (the lookup: unref_sql) */
+    char *set_table;        /* the session's temp table of new values */
+    char *set_table_sql;    /* its CREATE */
+    int set_pid;            /* the backend that has it (0: not known) */
+    bool set_off;           /* set-wise failed as a statement: row by row from now on */
+    struct SetRow *set;     /* the run's rows in hash order */
+    struct SetRow **set_by_id; /* those the lookup has, by id */
+    size_t set_cap;
+    uint64_t *seen_slot;    /* open-addressed set of a run's keys: gen << 32 | 1 + row */
+    size_t seen_cap;
+    uint32_t seen_gen;
+    Buf set_param;          /* a second array parameter */
 };
+
+/* A row of a set-wise run: its id and lookup row, once resolved. */
+typedef struct SetRow
+{
+    BatchRow *r;
+    Uuid id;
+    uint8_t tid[6];   /* the lookup row's ctid (non-distributed) */
+    bool found;       /* the lookup has the reference */
+    uint32_t group;   /* update: the statement of its set of columns sent */
+} SetRow;
 
 void
 batch_init(Batch *b)
@@ -211,6 +237,42 @@ not_integer:
     return false;
 }
 
+/* The statements of set-wise runs (kt: the lookup key's SQL type). */
+static void
+sink_new_set(Sink *s, const char *kt)
+{
+    static atomic_uint tables;
+    const SinkConfig *cfg = &s->cfg;
+    const char *key_col = lookup_key_column(cfg->lookup_shape);
+    size_t cols_len = strlen(cfg->copy_cols);
+
+    /* As the probe: one index descent per key (a LATERAL subquery), where
+     * "= ANY" may be planned as a scan of the whole lookup; Citus cannot push
+     * that down, and gets the array (pruned to the shards it names). */
+    if (!cfg->distributed)
+        s->set_resolve_sql =
+            xasprintf("SELECT u.h, l.id, l.ctid FROM unnest($1::%s[]) AS u(h) CROSS JOIN LATERAL "
+                      "(SELECT r.id, r.ctid FROM %s AS r WHERE r.%s = u.h OFFSET 0) AS l",
+                      kt, cfg->lookup_q, key_col);
+    else
+        s->set_resolve_sql = xasprintf("SELECT r.%s::%s, r.id, NULL::tid FROM %s AS r "
+                                       "WHERE r.%s = ANY ($1::%s[])",
+                                       key_col, kt, cfg->lookup_q, key_col, kt);
+    s->set_delete_sql = xasprintf("WITH l AS (DELETE FROM %s WHERE ctid = ANY ($1::tid[])) "
+                                  "DELETE FROM %s WHERE %s = ANY ($2::uuid[]) RETURNING %s",
+                                  cfg->lookup_q, cfg->target_q, cfg->key_q, cfg->key_q);
+    s->set_tdelete_sql = xasprintf("DELETE FROM %s WHERE %s = ANY ($1::uuid[]) RETURNING %s",
+                                   cfg->target_q, cfg->key_q, cfg->key_q);
+    /* The COPY line's columns with their types, and the statement number;
+     * no constraint (unsent values travel as NULL). */
+    s->set_table = xasprintf("pg_temp.v7fill_set_%u", atomic_fetch_add(&tables, 1));
+    s->set_table_sql = xasprintf("CREATE TEMP TABLE IF NOT EXISTS %s AS SELECT %.*s, "
+                                 "0 AS v7fill_g FROM %s WITH NO DATA",
+                                 s->set_table + strlen("pg_temp."), (int) (cols_len - 2),
+                                 cfg->copy_cols + 1, cfg->target_q);
+    buf_init(&s->set_param);
+}
+
 Sink *
 sink_new(PgConn *c, const SinkConfig *cfg)
 {
@@ -276,6 +338,7 @@ sink_new(PgConn *c, const SinkConfig *cfg)
                                       "DELETE FROM %s WHERE %s = (SELECT id FROM l)",
                                       cfg->lookup_q, key_col, kt, cfg->target_q, cfg->key_q);
         s->truncate_sql = xasprintf("TRUNCATE %s, %s", cfg->target_q, cfg->lookup_q);
+        sink_new_set(s, kt);
     }
     buf_init(&s->copy);
     buf_init(&s->param);
@@ -299,6 +362,15 @@ sink_free(Sink *s)
     free(s->ref_move_sql);
     free(s->row_delete_sql);
     free(s->truncate_sql);
+    free(s->set_resolve_sql);
+    free(s->set_delete_sql);
+    free(s->set_tdelete_sql);
+    free(s->set_table);
+    free(s->set_table_sql);
+    free(s->set);
+    free(s->set_by_id);
+    free(s->seen_slot);
+    buf_free(&s->set_param);
     buf_free(&s->update_sql);
     buf_free(&s->values);
     buf_free(&s->copy);
@@ -1245,13 +1317,13 @@ sink_apply_change(Sink *s, Batch *b, BatchRow *r, Err *err)
 }
 
 /*
- * sink_apply_changes: the operations of rows [from, to) (no inserts among
+ * sink_apply_rows: the operations of rows [from, to) (no inserts among
  * them) in order, under one savepoint; when one fails in a way that may be a
  * row's, they are rolled back and applied again one by one, each under its
  * own savepoint (sink_apply_change), so that it costs that row only.
  */
 static bool
-sink_apply_changes(Sink *s, Batch *b, size_t from, size_t to, Err *err)
+sink_apply_rows(Sink *s, Batch *b, size_t from, size_t to, Err *err)
 {
     Err row_err = {0};
     bool ok;
@@ -1277,6 +1349,563 @@ sink_apply_changes(Sink *s, Batch *b, size_t from, size_t to, Err *err)
         if (!sink_apply_change(s, b, &b->rows[i], err))
             return false;
     return true;
+}
+
+/* ---- set-wise runs -------------------------------------------------------- */
+
+/* A run shorter than this goes row by row (a few statements either way). */
+#define SINK_SET_MIN 8
+
+/* A binary one-dimensional array parameter's header (elements follow, each
+ * its length then its bytes). */
+static void
+put_array_header(Buf *p, uint32_t elem_oid, size_t n)
+{
+    buf_reset(p);
+    put_be32(p, 1); /* dimensions */
+    put_be32(p, 0); /* no NULLs */
+    put_be32(p, elem_oid);
+    put_be32(p, (uint32_t) n);
+    put_be32(p, 1); /* lower bound */
+}
+
+static void
+put_array_elem(Buf *p, const void *data, uint32_t len)
+{
+    put_be32(p, len);
+    buf_append(p, data, len);
+}
+
+static uint64_t
+key_slot_hash(const uint8_t key[REF_HASH_LEN])
+{
+    uint64_t a;
+    uint64_t c;
+
+    memcpy(&a, key, 8);
+    memcpy(&c, key + 8, 8);
+    return ((a ^ (c * UINT64_C(0xff51afd7ed558ccd))) * UINT64_C(0x9e3779b97f4a7c15)) >> 17;
+}
+
+/* The lookup key a row's operation goes by. */
+static const uint8_t *
+row_key(const BatchRow *r)
+{
+    return r->has_old ? r->old_hash : r->hash;
+}
+
+/* Add row i's key to the run's set; false: the run has it already. */
+static bool
+seen_add(Sink *s, const Batch *b, size_t i)
+{
+    const uint8_t *key = row_key(&b->rows[i]);
+    size_t mask = s->seen_cap - 1;
+
+    for (size_t h = key_slot_hash(key) & mask;; h = (h + 1) & mask)
+    {
+        uint64_t v = s->seen_slot[h];
+
+        if ((uint32_t) (v >> 32) != s->seen_gen)
+        {
+            s->seen_slot[h] = (uint64_t) s->seen_gen << 32 | (uint64_t) (i + 1);
+            return true;
+        }
+        if (memcmp(row_key(&b->rows[(uint32_t) v - 1]), key, REF_HASH_LEN) == 0)
+            return false;
+    }
+}
+
+/* Can r be part of a set-wise run (an update that keeps its key, a delete)? */
+static bool
+set_eligible(const BatchRow *r)
+{
+    return r->outcome == ROW_PENDING &&
+           ((r->op == REC_UPDATE && !r->has_old) || r->op == REC_DELETE);
+}
+
+/*
+ * sink_run_end: where the set-wise run starting at row i ends (before to):
+ * consecutive pending operations of one kind whose references are all
+ * distinct; rows decided already (rejected before the sink) go along.  A row
+ * that cannot be part of one is a run of its own (i + 1).  *n: its pending
+ * rows.
+ */
+static size_t
+sink_run_end(Sink *s, const Batch *b, size_t i, size_t to, size_t *n)
+{
+    uint8_t op = b->rows[i].op;
+    size_t j;
+
+    *n = 0;
+    if (s->set_off || !set_eligible(&b->rows[i]))
+        return i + 1;
+    if (s->seen_cap < 2 * (to - i))
+    {
+        free(s->seen_slot);
+        for (s->seen_cap = 64; s->seen_cap < 2 * (to - i);)
+            s->seen_cap *= 2;
+        s->seen_slot = xcalloc(s->seen_cap, sizeof *s->seen_slot);
+        s->seen_gen = 0;
+    }
+    if (++s->seen_gen == 0) /* wrapped: old stamps could pass for new ones */
+    {
+        memset(s->seen_slot, 0, s->seen_cap * sizeof *s->seen_slot);
+        s->seen_gen = 1;
+    }
+    for (j = i; j < to; j++)
+    {
+        const BatchRow *r = &b->rows[j];
+
+        if (r->outcome != ROW_PENDING)
+            continue;
+        if (r->op != op || !set_eligible(r) || !seen_add(s, b, j))
+            break;
+        (*n)++;
+    }
+    return j;
+}
+
+static int
+setrow_cmp_id(const void *a, const void *b)
+{
+    const SetRow *x = *(const SetRow *const *) a;
+    const SetRow *y = *(const SetRow *const *) b;
+
+    return uuid_compare(&x->id, &y->id);
+}
+
+static SetRow *
+set_find_id(Sink *s, size_t nfound, const char *data, int len)
+{
+    SetRow key;
+    SetRow *kp = &key;
+    SetRow **hit;
+
+    if (len != (int) sizeof key.id.b)
+        return NULL;
+    memcpy(key.id.b, data, sizeof key.id.b);
+    hit = bsearch(&kp, s->set_by_id, nfound, sizeof *s->set_by_id, setrow_cmp_id);
+    return hit ? *hit : NULL;
+}
+
+/* A key as the resolve query returns it (16 bytes, or a key map's int8) back
+ * into a row hash. */
+static bool
+set_result_key(const Sink *s, const char *data, int len, uint8_t key[REF_HASH_LEN])
+{
+    if (s->cfg.lookup_shape == LOOKUP_LEGACY_ID)
+    {
+        if (len != 8)
+            return false;
+        memset(key, 0, REF_HASH_LEN);
+        memcpy(key, data, 8);
+        key[0] ^= 0x80;
+        return true;
+    }
+    if (len != REF_HASH_LEN)
+        return false;
+    memcpy(key, data, REF_HASH_LEN);
+    return true;
+}
+
+static int
+setrow_cmp_key(const void *k, const void *e)
+{
+    return memcmp(k, row_key(((const SetRow *) e)->r), REF_HASH_LEN);
+}
+
+/*
+ * sink_set_resolve: the pending rows of [from, to) into s->set (hash order),
+ * each with the id and lookup row its reference has, in one query.  *nfound:
+ * those the lookup has, in s->set_by_id by id.
+ */
+static bool
+sink_set_resolve(Sink *s, Batch *b, size_t from, size_t to, size_t *n, size_t *nfound,
+                 Err *err)
+{
+    const char *values[1];
+    int lengths[1];
+    PGresult *res;
+
+    *n = 0;
+    for (size_t i = from; i < to; i++)
+        if (b->rows[i].outcome == ROW_PENDING)
+            s->scratch[(*n)++] = &b->rows[i];
+    if (s->set_cap < *n)
+    {
+        s->set_cap = *n;
+        s->set = xrealloc(s->set, *n * sizeof *s->set);
+        s->set_by_id = xrealloc(s->set_by_id, *n * sizeof *s->set_by_id);
+    }
+    sink_probe_param(s, s->scratch, *n); /* no key changes here: row_key is the hash */
+    for (size_t i = 0; i < *n; i++)
+    {
+        memset(&s->set[i], 0, sizeof s->set[i]);
+        s->set[i].r = s->scratch[i];
+    }
+    values[0] = s->param.data;
+    lengths[0] = (int) s->param.len;
+    if (!pg_query_ex(s->conn, s->set_resolve_sql, 1, NULL, values, lengths, probe_formats, 1,
+                     &res, err))
+        return false;
+    *nfound = 0;
+    for (int j = 0; j < PQntuples(res); j++)
+    {
+        uint8_t key[REF_HASH_LEN];
+        SetRow *e;
+
+        if (!set_result_key(s, PQgetvalue(res, j, 0), PQgetlength(res, j, 0), key) ||
+            PQgetlength(res, j, 1) != (int) sizeof e->id.b)
+            continue;
+        e = bsearch(key, s->set, *n, sizeof *s->set, setrow_cmp_key);
+        if (e == NULL || e->found)
+            continue;
+        e->found = true;
+        memcpy(e->id.b, PQgetvalue(res, j, 1), sizeof e->id.b);
+        if (PQgetlength(res, j, 2) == (int) sizeof e->tid)
+            memcpy(e->tid, PQgetvalue(res, j, 2), sizeof e->tid);
+        s->set_by_id[(*nfound)++] = e;
+    }
+    PQclear(res);
+    qsort(s->set_by_id, *nfound, sizeof *s->set_by_id, setrow_cmp_id);
+    return true;
+}
+
+/* Delete the lookup rows of rows[0..n) by their keys (rows sorted by hash). */
+static bool
+sink_unref(Sink *s, BatchRow **rows, size_t n, Err *err)
+{
+    const char *values[1];
+    int lengths[1];
+    PGresult *res;
+
+    sink_probe_param(s, rows, n);
+    values[0] = s->param.data;
+    lengths[0] = (int) s->param.len;
+    if (!pg_query_ex(s->conn, s->unref_sql, 1, NULL, values, lengths, probe_formats, 0, &res,
+                     err))
+        return false;
+    PQclear(res);
+    return true;
+}
+
+/* The ids of the found rows of group g (UINT32_MAX: all) as a uuid[] in p. */
+static size_t
+set_ids_param(Sink *s, Buf *p, size_t nfound, uint32_t g)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < nfound; i++)
+        k += g == UINT32_MAX || s->set_by_id[i]->group == g;
+    put_array_header(p, 2950, k);
+    for (size_t i = 0; i < nfound; i++)
+        if (g == UINT32_MAX || s->set_by_id[i]->group == g)
+            put_array_elem(p, s->set_by_id[i]->id.b, sizeof s->set_by_id[i]->id.b);
+    return k;
+}
+
+/* Mark the rows whose ids res returned (column 0) as done: outcome. */
+static void
+set_mark_returned(Sink *s, PGresult *res, size_t nfound, RowOutcome outcome)
+{
+    for (int j = 0; j < PQntuples(res); j++)
+    {
+        SetRow *e = set_find_id(s, nfound, PQgetvalue(res, j, 0), PQgetlength(res, j, 0));
+
+        if (e == NULL || e->r->outcome != ROW_PENDING)
+            continue;
+        e->r->outcome = outcome;
+        if (outcome == ROW_UPDATED)
+            e->r->time_changed = e->r->time_sent &&
+                                 civil_floor_div(e->r->time_us, US_PER_MS) !=
+                                     civil_floor_div(uuid7_us(&e->id), US_PER_MS);
+    }
+}
+
+/* A set-wise run of deletes: the lookup rows and the target rows in one
+ * statement (two on a distributed target); those the target did not have
+ * are missing. */
+static bool
+sink_set_delete(Sink *s, Batch *b, size_t from, size_t to, Err *err)
+{
+    static const int binary2[2] = {1, 1};
+    size_t n;
+    size_t nfound;
+    const char *values[2];
+    int lengths[2];
+    PGresult *res;
+
+    if (!sink_set_resolve(s, b, from, to, &n, &nfound, err))
+        return false;
+    set_ids_param(s, &s->set_param, nfound, UINT32_MAX);
+    if (!s->cfg.distributed)
+    {
+        put_array_header(&s->param, 27, nfound); /* tid[] */
+        for (size_t i = 0; i < nfound; i++)
+            put_array_elem(&s->param, s->set_by_id[i]->tid, sizeof s->set_by_id[i]->tid);
+        values[0] = s->param.data;
+        lengths[0] = (int) s->param.len;
+        values[1] = s->set_param.data;
+        lengths[1] = (int) s->set_param.len;
+        if (!pg_query_ex(s->conn, s->set_delete_sql, 2, NULL, values, lengths, binary2, 1, &res,
+                         err))
+            return false;
+    }
+    else
+    {
+        for (size_t i = 0; i < nfound; i++)
+            s->scratch[i] = s->set_by_id[i]->r;
+        if (!sink_unref(s, s->scratch, nfound, err))
+            return false;
+        values[0] = s->set_param.data;
+        lengths[0] = (int) s->set_param.len;
+        if (!pg_query_ex(s->conn, s->set_tdelete_sql, 1, NULL, values, lengths, probe_formats,
+                         1, &res, err))
+            return false;
+    }
+    set_mark_returned(s, res, nfound, ROW_DELETED);
+    PQclear(res);
+    for (size_t i = 0; i < n; i++)
+        if (s->set[i].r->outcome == ROW_PENDING)
+            s->set[i].r->outcome = ROW_MISSING;
+    return true;
+}
+
+/* Number the found rows' statements by the set of columns they sent; returns
+ * how many there are. */
+static uint32_t
+set_group(Sink *s, const Batch *b, size_t nfound)
+{
+    size_t nbytes = (s->cfg.ncols + 7) / 8;
+    uint32_t ngroups = 0;
+    size_t *first = xmalloc((nfound + 1) * sizeof *first); /* a row of each group */
+
+    for (size_t i = 0; i < nfound; i++)
+    {
+        const BatchRow *r = s->set_by_id[i]->r;
+        uint32_t g;
+
+        for (g = 0; g < ngroups; g++)
+        {
+            const BatchRow *o = s->set_by_id[first[g]]->r;
+
+            if (r->sent_off == o->sent_off ||
+                (r->sent_off != UINT32_MAX && o->sent_off != UINT32_MAX &&
+                 memcmp(b->aux.data + r->sent_off, b->aux.data + o->sent_off, nbytes) == 0))
+                break;
+        }
+        if (g == ngroups)
+            first[ngroups++] = i;
+        s->set_by_id[i]->group = g;
+    }
+    free(first);
+    return ngroups;
+}
+
+/* The found rows' new values into the temp table: each COPY line with the id
+ * the lookup has in place of its own, and its statement number. */
+static bool
+sink_set_fill(Sink *s, const Batch *b, size_t nfound, Err *err)
+{
+    char sql[160];
+    bool ok;
+
+    (void) snprintf(sql, sizeof sql, "TRUNCATE %s", s->set_table);
+    if (!sink_exec(s, sql, err))
+        return false;
+    buf_reset(&s->copy);
+    for (size_t i = 0; i < nfound; i++)
+    {
+        const SetRow *e = s->set_by_id[i];
+        char idtext[UUID_TEXT_SIZE];
+
+        uuid_format(&e->id, idtext);
+        buf_append(&s->copy, idtext, UUID_TEXT_LEN);
+        /* the line after its id, without its newline */
+        buf_append(&s->copy, b->data.data + e->r->copy_off + UUID_TEXT_LEN,
+                   e->r->copy_len - UUID_TEXT_LEN - 1);
+        buf_printf(&s->copy, "\t%u\n", e->group);
+    }
+    (void) snprintf(sql, sizeof sql, "COPY %s FROM STDIN", s->set_table);
+    ok = pg_copy_begin(s->conn, sql, err) && pg_copy_put(s->conn, s->copy.data, s->copy.len, err) &&
+         pg_copy_end(s->conn, err);
+    return ok;
+}
+
+/* One UPDATE of group g: the columns its rows sent, from the temp table, on
+ * the rows with their ids (the ids also as an array: partitions pruned). */
+static bool
+sink_set_update_group(Sink *s, const Batch *b, size_t nfound, uint32_t g, Err *err)
+{
+    const BatchRow *r = NULL;
+    size_t nset = 0;
+    const char *values[1];
+    int lengths[1];
+    PGresult *res;
+
+    for (size_t i = 0; i < nfound && r == NULL; i++)
+        if (s->set_by_id[i]->group == g)
+            r = s->set_by_id[i]->r;
+    if (r == NULL || set_ids_param(s, &s->set_param, nfound, g) == 0)
+        return true;
+    buf_reset(&s->update_sql);
+    buf_printf(&s->update_sql, "UPDATE %s AS t SET ", s->cfg.target_q);
+    for (size_t i = 1; i < s->cfg.ncols; i++) /* the id never changes */
+        if (field_sent(b, r, i))
+        {
+            buf_printf(&s->update_sql, "%s%s = s.%s", nset > 0 ? ", " : "", s->cfg.cols_q[i],
+                       s->cfg.cols_q[i]);
+            nset++;
+        }
+    if (nset > 0)
+        buf_printf(&s->update_sql,
+                   " FROM %s AS s WHERE t.%s = s.%s AND s.v7fill_g = %u AND t.%s = ANY "
+                   "($1::uuid[]) RETURNING t.%s",
+                   s->set_table, s->cfg.key_q, s->cfg.key_q, g, s->cfg.key_q, s->cfg.key_q);
+    else
+    {
+        /* Nothing sent but the key: the rows stay as they are, if they are there. */
+        buf_reset(&s->update_sql);
+        buf_printf(&s->update_sql, "SELECT %s FROM %s WHERE %s = ANY ($1::uuid[])",
+                   s->cfg.key_q, s->cfg.target_q, s->cfg.key_q);
+    }
+    values[0] = s->set_param.data;
+    lengths[0] = (int) s->set_param.len;
+    if (!pg_query_ex(s->conn, s->update_sql.data, 1, NULL, values, lengths, probe_formats, 1,
+                     &res, err))
+        return false;
+    set_mark_returned(s, res, nfound, ROW_UPDATED);
+    PQclear(res);
+    return true;
+}
+
+/*
+ * A set-wise run of updates (no key change): the ids resolved, the new values
+ * COPYed into the temp table, one UPDATE per set of columns sent.  The rows
+ * the target does not have are missing: a stale lookup row goes, a complete
+ * tuple is inserted (as an insert), an incomplete one rejected.
+ */
+static bool
+sink_set_update(Sink *s, Batch *b, size_t from, size_t to, Err *err)
+{
+    size_t n;
+    size_t nfound;
+    size_t nstale = 0;
+    size_t nins = 0;
+    size_t ndup;
+    uint32_t ngroups;
+
+    if (!sink_set_resolve(s, b, from, to, &n, &nfound, err))
+        return false;
+    ngroups = set_group(s, b, nfound);
+    if (nfound > 0 && !sink_set_fill(s, b, nfound, err))
+        return false;
+    for (uint32_t g = 0; g < ngroups; g++)
+        if (!sink_set_update_group(s, b, nfound, g, err))
+            return false;
+    /* Found in the lookup, not in the target: stale lookup rows. */
+    for (size_t i = 0; i < nfound; i++)
+        if (s->set_by_id[i]->r->outcome == ROW_PENDING)
+            s->scratch[nstale++] = s->set_by_id[i]->r;
+    if (nstale > 0 && !sink_unref(s, s->scratch, nstale, err))
+        return false;
+    for (size_t i = 0; i < n; i++)
+    {
+        BatchRow *r = s->set[i].r;
+
+        if (r->outcome != ROW_PENDING)
+            continue;
+        r->missing = true;
+        if (!r->complete)
+            batch_reject(b, r, REASON_MISSING_INCOMPLETE, NULL);
+        else
+            s->scratch[nins++] = r;
+    }
+    return nins == 0 || sink_insert_rounds(s, b, nins, &ndup, err);
+}
+
+/*
+ * sink_apply_set applies the run [from, to) set-wise under a savepoint.  When
+ * it fails in a way that may be a row's, the run is rolled back and applied
+ * row by row (sink_apply_change): one bad row costs one row.  A statement the
+ * server cannot run at all (a distributed target that refuses the shape)
+ * turns set-wise runs off for this sink.
+ */
+static bool
+sink_apply_set(Sink *s, Batch *b, size_t from, size_t to, Err *err)
+{
+    Err row_err = {0};
+    uint8_t op = REC_UPDATE;
+    bool ok;
+
+    for (size_t i = from; i < to; i++) /* the run's kind: its first pending row's */
+        if (b->rows[i].outcome == ROW_PENDING)
+        {
+            op = b->rows[i].op;
+            break;
+        }
+    /* The temp table outside the savepoint: a rollback to it keeps the table. */
+    if (op == REC_UPDATE && s->set_pid != PQbackendPID(pg_raw(s->conn)))
+    {
+        if (!sink_exec(s, s->set_table_sql, err))
+            return false;
+        s->set_pid = PQbackendPID(pg_raw(s->conn));
+    }
+    if (!sink_exec(s, "SAVEPOINT v7fill_set", err))
+        return false;
+    ok = op == REC_DELETE ? sink_set_delete(s, b, from, to, &row_err)
+                          : sink_set_update(s, b, from, to, &row_err);
+    if (ok)
+    {
+        s->refused_run = 0;
+        return sink_exec(s, "RELEASE SAVEPOINT v7fill_set", err);
+    }
+    if (pg_err_is_connection(&row_err) || row_err.sqlstate[0] == '\0' ||
+        strncmp(row_err.sqlstate, "40", 2) == 0 || strncmp(row_err.sqlstate, "57", 2) == 0)
+    {
+        *err = row_err;
+        return false;
+    }
+    if (!sink_rollback_to(s, "v7fill_set", err))
+        return false;
+    sink_reset_range(b, from, to);
+    if (is_statement_error(&row_err) && !s->set_off)
+    {
+        log_warn("%s: set-wise updates and deletes refused (%s); applying them row by row",
+                 s->cfg.target_q, row_err.msg);
+        s->set_off = true;
+    }
+    for (size_t i = from; i < to; i++)
+        if (!sink_apply_change(s, b, &b->rows[i], err))
+            return false;
+    return true;
+}
+
+/*
+ * sink_apply_changes: the operations of rows [from, to) (no inserts among
+ * them) in order: runs of at least SINK_SET_MIN updates (or deletes) of
+ * distinct references set-wise, what lies between them row by row.
+ */
+static bool
+sink_apply_changes(Sink *s, Batch *b, size_t from, size_t to, Err *err)
+{
+    size_t seg = from;
+
+    for (size_t i = from; i < to;)
+    {
+        size_t n;
+        size_t end = sink_run_end(s, b, i, to, &n);
+
+        if (n >= SINK_SET_MIN)
+        {
+            if ((seg < i && !sink_apply_rows(s, b, seg, i, err)) ||
+                !sink_apply_set(s, b, i, end, err))
+                return false;
+            seg = end;
+        }
+        i = end;
+    }
+    return seg >= to || sink_apply_rows(s, b, seg, to, err);
 }
 
 bool
@@ -1325,6 +1954,7 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
                 log_debug("rollback failed: %s", ignored.msg);
         }
         sink_reset_outcomes(b);
+        s->set_pid = 0; /* a temp table made in this transaction is gone */
         return false;
     }
     /* Probe first next time only while duplicates keep showing up: a fresh import

@@ -13,13 +13,29 @@
  *
  * A batch with row operations (BatchRow.op) is written as runs in reading
  * order: the inserts up to the next other operation go through the rounds
- * above, then the operations up to the next insert, under one savepoint: an
- * update sets the columns sent on the row whose id the lookup has (one UPDATE,
- * the id found by a subquery), a delete takes the lookup row and the target
- * row by its id (one statement), a truncate empties both.  When one fails in
- * a way that may be its row's, the run is rolled back to the savepoint and
- * applied row by row, each under its own: a value the server refuses rejects
- * that row alone.  A file import is one run of inserts.
+ * above, then the operations up to the next insert.  Among those, a set-wise
+ * run is at least 8 consecutive updates (that keep their key) or deletes,
+ * whose references are all distinct (a repeated reference, a key change, a
+ * truncate or a change of kind ends it); under one savepoint:
+ *
+ *   SELECT key, id, ctid FROM lookup (one index descent per key)  -- ids
+ *   deletes: WITH (DELETE lookup rows by ctid) DELETE target WHERE id = ANY
+ *            RETURNING id   (distributed: the lookup by key, then the target)
+ *   updates: COPY the new values, with the ids found, into a session temp
+ *            table; one UPDATE target FROM it per set of columns sent
+ *            (WHERE id = the temp row's AND id = ANY: partitions pruned)
+ *            RETURNING id; rows not returned are missing (a stale lookup
+ *            row deleted, a complete tuple inserted, an incomplete rejected)
+ *
+ * The other operations, under one savepoint: an update sets the columns sent
+ * on the row whose id the lookup has (one UPDATE, the id found by a
+ * subquery), a delete takes the lookup row and the target row by its id (one
+ * statement), a truncate empties both.  When a run (set-wise or not) fails in
+ * a way that may be a row's, it is rolled back to its savepoint and applied
+ * row by row, each under its own: a value the server refuses rejects that row
+ * alone.  A set-wise statement the server refuses as a statement (a
+ * distributed target that cannot plan it) turns set-wise off for the sink,
+ * with a warning.  A file import is one run of inserts.
  *
  * Exactness under concurrency comes from the lookup table's primary key: a
  * reference another process committed meanwhile makes the lookup COPY fail
