@@ -801,6 +801,8 @@ typedef struct ChildTally
 {
     uint64_t keys, resolved, nulls, nulls_with_uuid;
     Keys orphans, wrong;
+    Keys rejected; /* child rows of a parent rejected (quarantined, or its time NULL or before
+                      1970): orphans by rejection, not a mismatch */
     uint64_t old_pairs, new_pairs, old_hash, new_hash; /* two databases: pairs hashed here */
 } ChildTally;
 
@@ -866,11 +868,12 @@ child_merge(const Ctx *x, PGresult *cr, PGresult *mr, ChildTally *t)
         const char *uuid = PQgetisnull(cr, r, 1) ? NULL : PQgetvalue(cr, r, 1);
         const char *pk = PQgetvalue(cr, r, 2);
         bool parent = PQgetvalue(cr, r, 3)[0] == 't';
+        bool rejected = parent && (PQgetvalue(cr, r, 4)[0] == 't' || quarantined(x, key));
 
         while (m < PQntuples(mr) && strtoll(PQgetvalue(mr, m, 0), NULL, 10) < k)
             m++;
         t->keys++;
-        if (parent && !quarantined(x, key))
+        if (parent && !rejected)
             pair_add(&t->old_pairs, &t->old_hash, pk, key);
         if (m < PQntuples(mr) && strtoll(PQgetvalue(mr, m, 0), NULL, 10) == k)
         {
@@ -891,7 +894,7 @@ child_merge(const Ctx *x, PGresult *cr, PGresult *mr, ChildTally *t)
         }
         else
         {
-            keys_add(&t->orphans, key);
+            keys_add(rejected ? &t->rejected : &t->orphans, key);
             if (uuid)
             {
                 keys_add(&t->wrong, key);
@@ -904,11 +907,12 @@ child_merge(const Ctx *x, PGresult *cr, PGresult *mr, ChildTally *t)
 static bool
 child_keys(Ctx *x, const Child *ch, ChildTally *t, Err *err)
 {
-    char *csql = xasprintf("SELECT c.%s::text, c.%s::text, %s, p.k IS NOT NULL FROM %s c LEFT "
-                           "JOIN LATERAL (SELECT p.%s AS k FROM %s p WHERE p.%s = c.%s LIMIT 1) p "
-                           "ON true WHERE c.%s BETWEEN $1 AND $2 ORDER BY c.%s",
-                           ch->FK, ch->FKU, ch->PK, ch->C, x->K, x->S, x->K, ch->FK, ch->FK,
-                           ch->FK);
+    char *csql = xasprintf("SELECT c.%s::text, c.%s::text, %s, p.k IS NOT NULL, coalesce(p.r, "
+                           "false) FROM %s c LEFT JOIN LATERAL (SELECT p.%s AS k, (p.%s IS NULL "
+                           "OR p.%s < 'epoch') AS r FROM %s p WHERE p.%s = c.%s LIMIT 1) p ON "
+                           "true WHERE c.%s BETWEEN $1 AND $2 ORDER BY c.%s",
+                           ch->FK, ch->FKU, ch->PK, ch->C, x->K, x->TC, x->TC, x->S, x->K, ch->FK,
+                           ch->FK, ch->FK);
     char *msql = xasprintf("SELECT m.legacy_id::text, m.id::text, t.id IS NOT NULL FROM %s m "
                            "LEFT JOIN LATERAL (SELECT t.id FROM %s t WHERE t.id = m.id AND "
                            "t.legacy_id = m.legacy_id LIMIT 1) t ON true WHERE "
@@ -958,8 +962,8 @@ child_pairs_same(Ctx *x, const Child *ch, ChildTally *t, Err *err)
      * the one server), summed: independent of the order the rows come in. */
     char *old_sql = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(%s || ',' || "
                               "p.%s::text, 0)), 0)::text FROM %s c JOIN %s p ON p.%s = c.%s "
-                              "WHERE p.%s <> ALL ($1::bigint[])",
-                              ch->PK, x->K, ch->C, x->S, x->K, ch->FK, x->K);
+                              "WHERE p.%s <> ALL ($1::bigint[]) AND p.%s >= 'epoch'",
+                              ch->PK, x->K, ch->C, x->S, x->K, ch->FK, x->K, x->TC);
     char *new_sql = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(%s || ',' || "
                               "t.legacy_id::text, 0)), 0)::text FROM %s c JOIN %s t ON t.id = "
                               "c.%s",
@@ -1039,6 +1043,10 @@ check_child(Ctx *x, const MigrateChild *mc, Err *err)
     c = add_check(x, ch.name, "orphans");
     c->source = t.orphans.n;
     keys_detail(c, "keys without a parent:", "keys", &t.orphans);
+
+    c = add_check(x, ch.name, "rejected parents");
+    c->source = t.rejected.n;
+    keys_detail(c, "child rows of rejected parents:", "keys", &t.rejected);
 
     c = add_check(x, ch.name, "NULL keys");
     c->source = t.nulls;
