@@ -826,6 +826,51 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
 }
 
 bool
+migrate_verify_settled(PgConn *target, const char *target_conninfo, const MigrateSpec *spec,
+                       const MigrateOptions *o, int rounds, VerifyReport *out, int *done,
+                       Err *err)
+{
+    CatchUp cu = {target, spec, o, migrate_source_conninfo(spec, o->source_conninfo,
+                                                           target_conninfo)};
+    VerifyReport again;
+    PgConn *src = target;
+    bool ok = true;
+
+    *done = 1;
+    memset(&again, 0, sizeof again);
+    if (!migrate_verify_spec(target, target_conninfo, spec, o->source_conninfo, out, err))
+        return false;
+    if (out->ok || rounds <= 1)
+        return true;
+    if ((o->source_conninfo || spec->source_conninfo[0]) &&
+        !pg_connect(cu.source, &src, err))
+        return false;
+    /* Only the rows that differed, each round after one more catch-up. */
+    while (ok && *done < rounds && out->ndiff_keys > 0 && interrupt_signal() == 0)
+    {
+        log_info("verify: %zu rows differ (round %d of %d): re-checked after a catch-up",
+                 out->ndiff_keys, *done, rounds);
+        ok = switch_catch_up(&cu, NULL, NULL, err) &&
+             migrate_verify_keys(src, target, spec, out->diff_keys, out->ndiff_keys, &again,
+                                 err);
+        if (ok)
+        {
+            free(out->diff_keys);
+            out->diff_keys = again.diff_keys; /* taken over */
+            out->ndiff_keys = again.ndiff_keys;
+            again.diff_keys = NULL;
+            (*done)++;
+        }
+        verify_report_free(&again);
+    }
+    if (ok)
+        verify_report_settle(out, out->diff_keys, out->ndiff_keys, *done);
+    if (src != target)
+        pg_close(src);
+    return ok;
+}
+
+bool
 migrate_reverse_spec(PgConn *target, MigrateSpec *spec, bool follow, ReverseStats *st,
                      Err *err)
 {
