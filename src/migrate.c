@@ -758,9 +758,10 @@ typedef struct CatchUp
 } CatchUp;
 
 /* The switch's catch_up: the stream, on its own connection to the target,
- * until what the source committed when it starts (after final_lsn) is applied. */
+ * until what the source committed when it starts is applied; with lock, it
+ * then takes the switch's lock and applies up to the final position. */
 static bool
-switch_catch_up(void *ctx, uint64_t final_lsn, Err *err)
+switch_catch_up(void *ctx, MigrateSwitchLock lock, void *lock_ctx, Err *err)
 {
     CatchUp *c = ctx;
     PgConn *side = NULL;
@@ -771,11 +772,12 @@ switch_catch_up(void *ctx, uint64_t final_lsn, Err *err)
     StreamStats st;
     bool ok;
 
-    (void) final_lsn;
     memset(&st, 0, sizeof st);
     stream_options_for(c->spec, c->o, c->source, table, &map, from, sizeof from, &so);
     so.until_caught_up = true;
     so.status_interval_s = 0;
+    so.on_caught_up = lock;
+    so.caught_up_ctx = lock_ctx;
     ok = pg_connect_again(c->target, &side, err) && stream_run(side, &so, &st, err);
     if (ok)
         log_info("switch: the capture applied %" PRIu64 " rows up to the final position",
@@ -809,7 +811,7 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
      * which the slot passes over only in a second pass; the switch measures the slot's
      * lag. */
     for (int pass = 0; pass < 2 && spec->phase == MIGRATE_PHASE_FOLLOW; pass++)
-        if (!switch_catch_up(&cu, 0, err))
+        if (!switch_catch_up(&cu, NULL, NULL, err))
         {
             if (own)
                 pg_close(src);
@@ -819,6 +821,51 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
                         switch_catch_up, &cu, st, err) &&
          migrate_state_put(target, spec, err);
     if (own)
+        pg_close(src);
+    return ok;
+}
+
+bool
+migrate_verify_settled(PgConn *target, const char *target_conninfo, const MigrateSpec *spec,
+                       const MigrateOptions *o, int rounds, VerifyReport *out, int *done,
+                       Err *err)
+{
+    CatchUp cu = {target, spec, o, migrate_source_conninfo(spec, o->source_conninfo,
+                                                           target_conninfo)};
+    VerifyReport again;
+    PgConn *src = target;
+    bool ok = true;
+
+    *done = 1;
+    memset(&again, 0, sizeof again);
+    if (!migrate_verify_spec(target, target_conninfo, spec, o->source_conninfo, out, err))
+        return false;
+    if (out->ok || rounds <= 1)
+        return true;
+    if ((o->source_conninfo || spec->source_conninfo[0]) &&
+        !pg_connect(cu.source, &src, err))
+        return false;
+    /* Only the rows that differed, each round after one more catch-up. */
+    while (ok && *done < rounds && out->ndiff_keys > 0 && interrupt_signal() == 0)
+    {
+        log_info("verify: %zu rows differ (round %d of %d): re-checked after a catch-up",
+                 out->ndiff_keys, *done, rounds);
+        ok = switch_catch_up(&cu, NULL, NULL, err) &&
+             migrate_verify_keys(src, target, spec, out->diff_keys, out->ndiff_keys, &again,
+                                 err);
+        if (ok)
+        {
+            free(out->diff_keys);
+            out->diff_keys = again.diff_keys; /* taken over */
+            out->ndiff_keys = again.ndiff_keys;
+            again.diff_keys = NULL;
+            (*done)++;
+        }
+        verify_report_free(&again);
+    }
+    if (ok)
+        verify_report_settle(out, out->diff_keys, out->ndiff_keys, *done);
+    if (src != target)
         pg_close(src);
     return ok;
 }

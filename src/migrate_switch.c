@@ -326,6 +326,36 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
     (void) fflush(stdout);
 }
 
+typedef struct SwitchLock
+{
+    PgConn *s;
+    const MigrateSpec *sp;
+    const Names *n;
+    int lock_timeout_ms;
+    int64_t t0;          /* when the lock was granted (0: not yet) */
+    SwitchStats *st;
+} SwitchLock;
+
+/* MigrateSwitchLock: the parent and its children IN SHARE ROW EXCLUSIVE MODE
+ * (writers wait, readers go on), then the final position. */
+static bool
+take_switch_lock(void *ctx, uint64_t *final_lsn, Err *err)
+{
+    SwitchLock *l = ctx;
+    char at[PGO_LSN_TEXT_SIZE];
+
+    if (!begin_locked(l->s, l->sp, l->n->from_q, "SHARE ROW EXCLUSIVE", l->lock_timeout_ms,
+                      err))
+        return false;
+    l->t0 = mono_ms();
+    if (!current_lsn(l->s, &l->st->final_lsn, err))
+        return false;
+    *final_lsn = l->st->final_lsn;
+    pgo_lsn_format(*final_lsn, at);
+    log_info("switch: the capture is caught up; locked, its final position is %s", at);
+    return true;
+}
+
 /* The switch transaction, forward, one attempt.  *retry: the lock was not
  * granted in time (or a deadlock); rolled back. */
 static bool
@@ -336,18 +366,21 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
     int64_t t0 = 0;
     char seqoid[16] = "";
     const char *p[2] = {n->from_q, sp->key};
+    SwitchLock lk = {s, sp, n, lock_timeout_ms, 0, st};
 
     *retry = false;
-    if (!begin_locked(s, sp, n->from_q, "SHARE ROW EXCLUSIVE", lock_timeout_ms, err))
-        goto fail;
-    t0 = mono_ms();
-    if (!current_lsn(s, &st->final_lsn, err))
-        goto fail;
-    if (!catch_up(ctx, st->final_lsn, err))
+    if (!catch_up(ctx, take_switch_lock, &lk, err))
     {
-        err_prefix(err, "catching up to the switch");
+        if (lk.t0 != 0)
+            err_prefix(err, "catching up to the switch");
         goto fail;
     }
+    if (lk.t0 == 0)
+    {
+        err_set(err, EC_INTERNAL, "the capture ended without taking the switch's lock");
+        goto fail;
+    }
+    t0 = lk.t0;
     if (!query_text(s, "SELECT pg_catalog.pg_get_serial_sequence($1, $2)", 2, p, seq, seqsize,
                     err) ||
         (seq[0] && !query_text(s, "SELECT pg_catalog.pg_get_serial_sequence($1, $2)::regclass::oid",

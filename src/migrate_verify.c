@@ -50,6 +50,7 @@ typedef struct Ctx
     uint64_t q_unidentified;  /* quarantined rows that name no key (the copy's lines) */
     VerifyCheck rejected;     /* the "rejected" check, reported after "rows" */
     uint64_t source_rows;     /* the source's row count (the "rows" check) */
+    int64_t *hi;              /* a re-check: range i is [bounds[i], hi[i]] */
 } Ctx;
 
 /* ---- the report -------------------------------------------------------------------------- */
@@ -393,7 +394,8 @@ range_exec(const Ctx *x, const RangeStmt *st, size_t i, const char *what, PGresu
     if (stop_requested(err))
         return false;
     (void) snprintf(sql, sizeof sql, "EXECUTE %s (%" PRId64 ", %" PRId64 ")", st->name,
-                    x->bounds[i], i + 1 < x->nbounds ? x->bounds[i + 1] - 1 : INT64_MAX);
+                    x->bounds[i],
+                    x->hi ? x->hi[i] : i + 1 < x->nbounds ? x->bounds[i + 1] - 1 : INT64_MAX);
     return query(st->c, what, sql, 0, NULL, res, err);
 }
 
@@ -534,10 +536,23 @@ typedef struct ValueDiffs
     uint64_t unexcused_missing;
 } ValueDiffs;
 
+/* Every differing key, for a settling verify (migrate_verify.h). */
+static void
+diff_key(const Ctx *x, const char *key)
+{
+    VerifyReport *r = x->rep;
+
+    if (r->ndiff_keys % 256 == 0)
+        r->diff_keys = xrealloc(r->diff_keys, (r->ndiff_keys + 256) * sizeof *r->diff_keys);
+    r->diff_keys[r->ndiff_keys++] = strtoll(key, NULL, 10);
+}
+
 /* One differing key: kind 'c'hanged, 'm'issing (source only), 'e'xtra. */
 static void
 value_diff(const Ctx *x, ValueDiffs *d, char kind, const char *key)
 {
+    if (!quarantined(x, key))
+        diff_key(x, key);
     if (kind == 'e')
         keys_add(&d->extra, key);
     else if (quarantined(x, key))
@@ -801,6 +816,8 @@ typedef struct ChildTally
 {
     uint64_t keys, resolved, nulls, nulls_with_uuid;
     Keys orphans, wrong;
+    Keys rejected; /* child rows of a parent rejected (quarantined, or its time NULL or before
+                      1970): orphans by rejection, not a mismatch */
     uint64_t old_pairs, new_pairs, old_hash, new_hash; /* two databases: pairs hashed here */
 } ChildTally;
 
@@ -866,11 +883,12 @@ child_merge(const Ctx *x, PGresult *cr, PGresult *mr, ChildTally *t)
         const char *uuid = PQgetisnull(cr, r, 1) ? NULL : PQgetvalue(cr, r, 1);
         const char *pk = PQgetvalue(cr, r, 2);
         bool parent = PQgetvalue(cr, r, 3)[0] == 't';
+        bool rejected = parent && (PQgetvalue(cr, r, 4)[0] == 't' || quarantined(x, key));
 
         while (m < PQntuples(mr) && strtoll(PQgetvalue(mr, m, 0), NULL, 10) < k)
             m++;
         t->keys++;
-        if (parent && !quarantined(x, key))
+        if (parent && !rejected)
             pair_add(&t->old_pairs, &t->old_hash, pk, key);
         if (m < PQntuples(mr) && strtoll(PQgetvalue(mr, m, 0), NULL, 10) == k)
         {
@@ -885,16 +903,18 @@ child_merge(const Ctx *x, PGresult *cr, PGresult *mr, ChildTally *t)
             else
             {
                 keys_add(&t->wrong, key);
+                diff_key(x, key);
                 if (uuid) /* it leads to another parent, or none: not this pair */
                     pair_add(&t->new_pairs, &t->new_hash, pk, uuid);
             }
         }
         else
         {
-            keys_add(&t->orphans, key);
+            keys_add(rejected ? &t->rejected : &t->orphans, key);
             if (uuid)
             {
                 keys_add(&t->wrong, key);
+                diff_key(x, key);
                 pair_add(&t->new_pairs, &t->new_hash, pk, uuid);
             }
         }
@@ -904,11 +924,12 @@ child_merge(const Ctx *x, PGresult *cr, PGresult *mr, ChildTally *t)
 static bool
 child_keys(Ctx *x, const Child *ch, ChildTally *t, Err *err)
 {
-    char *csql = xasprintf("SELECT c.%s::text, c.%s::text, %s, p.k IS NOT NULL FROM %s c LEFT "
-                           "JOIN LATERAL (SELECT p.%s AS k FROM %s p WHERE p.%s = c.%s LIMIT 1) p "
-                           "ON true WHERE c.%s BETWEEN $1 AND $2 ORDER BY c.%s",
-                           ch->FK, ch->FKU, ch->PK, ch->C, x->K, x->S, x->K, ch->FK, ch->FK,
-                           ch->FK);
+    char *csql = xasprintf("SELECT c.%s::text, c.%s::text, %s, p.k IS NOT NULL, coalesce(p.r, "
+                           "false) FROM %s c LEFT JOIN LATERAL (SELECT p.%s AS k, (p.%s IS NULL "
+                           "OR p.%s < 'epoch') AS r FROM %s p WHERE p.%s = c.%s LIMIT 1) p ON "
+                           "true WHERE c.%s BETWEEN $1 AND $2 ORDER BY c.%s",
+                           ch->FK, ch->FKU, ch->PK, ch->C, x->K, x->TC, x->TC, x->S, x->K, ch->FK,
+                           ch->FK, ch->FK);
     char *msql = xasprintf("SELECT m.legacy_id::text, m.id::text, t.id IS NOT NULL FROM %s m "
                            "LEFT JOIN LATERAL (SELECT t.id FROM %s t WHERE t.id = m.id AND "
                            "t.legacy_id = m.legacy_id LIMIT 1) t ON true WHERE "
@@ -958,8 +979,8 @@ child_pairs_same(Ctx *x, const Child *ch, ChildTally *t, Err *err)
      * the one server), summed: independent of the order the rows come in. */
     char *old_sql = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(%s || ',' || "
                               "p.%s::text, 0)), 0)::text FROM %s c JOIN %s p ON p.%s = c.%s "
-                              "WHERE p.%s <> ALL ($1::bigint[])",
-                              ch->PK, x->K, ch->C, x->S, x->K, ch->FK, x->K);
+                              "WHERE p.%s <> ALL ($1::bigint[]) AND p.%s >= 'epoch'",
+                              ch->PK, x->K, ch->C, x->S, x->K, ch->FK, x->K, x->TC);
     char *new_sql = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(%s || ',' || "
                               "t.legacy_id::text, 0)), 0)::text FROM %s c JOIN %s t ON t.id = "
                               "c.%s",
@@ -1040,6 +1061,10 @@ check_child(Ctx *x, const MigrateChild *mc, Err *err)
     c->source = t.orphans.n;
     keys_detail(c, "keys without a parent:", "keys", &t.orphans);
 
+    c = add_check(x, ch.name, "rejected parents");
+    c->source = t.rejected.n;
+    keys_detail(c, "child rows of rejected parents:", "keys", &t.rejected);
+
     c = add_check(x, ch.name, "NULL keys");
     c->source = t.nulls;
     c->target = t.nulls - t.nulls_with_uuid;
@@ -1077,12 +1102,59 @@ ctx_free(Ctx *x)
     buf_free(&x->trow);
     buf_free(&x->qarray);
     free(x->bounds);
+    free(x->hi);
     free(x->qkeys);
 }
 
-bool
-migrate_verify_ex(PgConn *source, PgConn *target, const MigrateSpec *spec, size_t range_keys,
-                  VerifyReport *out, Err *err)
+/* diff_keys sorted, unique, without the source rows no UUIDv7 can carry (time NULL or before
+ * 1970: always rejected, rightly absent from the target). */
+static bool
+diff_keys_final(Ctx *x, Err *err)
+{
+    VerifyReport *r = x->rep;
+    size_t n = r->ndiff_keys ? 1 : 0;
+    Buf arr;
+    PGresult *res;
+    char *sql;
+    bool ok;
+
+    if (r->ndiff_keys > 1)
+        qsort(r->diff_keys, r->ndiff_keys, sizeof *r->diff_keys, cmp_i64);
+    for (size_t i = 1; i < r->ndiff_keys; i++)
+        if (r->diff_keys[i] != r->diff_keys[n - 1])
+            r->diff_keys[n++] = r->diff_keys[i];
+    r->ndiff_keys = n;
+    if (n == 0)
+        return true;
+    buf_init(&arr);
+    buf_putc(&arr, '{');
+    for (size_t i = 0; i < n; i++)
+        buf_printf(&arr, "%s%" PRId64, i ? "," : "", r->diff_keys[i]);
+    buf_putc(&arr, '}');
+    sql = xasprintf("SELECT k FROM unnest($1::bigint[]) k WHERE NOT EXISTS (SELECT 1 FROM %s s "
+                    "WHERE s.%s = k AND (s.%s IS NULL OR s.%s < 'epoch')) ORDER BY k",
+                    x->S, x->K, x->TC, x->TC);
+    {
+        const char *p[1] = {arr.data};
+
+        ok = query(x->src, "listing the differing keys", sql, 1, p, &res, err);
+    }
+    if (ok)
+    {
+        r->ndiff_keys = (size_t) PQntuples(res);
+        for (int i = 0; i < PQntuples(res); i++)
+            r->diff_keys[i] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+        PQclear(res);
+    }
+    free(sql);
+    buf_free(&arr);
+    return ok;
+}
+
+/* The whole verify, or (recheck) the values and child keys of those keys only. */
+static bool
+verify_run(PgConn *source, PgConn *target, const MigrateSpec *spec, size_t range_keys,
+           const int64_t *recheck, size_t nrecheck, VerifyReport *out, Err *err)
 {
     Ctx x;
     uint64_t rejected = 0;
@@ -1110,9 +1182,26 @@ migrate_verify_ex(PgConn *source, PgConn *target, const MigrateSpec *spec, size_
     x.M = pg_qualified(target, spec->into_schema, spec->map_table);
     x.K = pg_ident(source, spec->key);
     x.TC = pg_ident(target, spec->time_column);
-    if (!load_columns(&x, err) || !load_bounds(&x, err) || !load_quarantine(&x, &rejected, err) ||
-        !check_rows(&x, rejected, err) || !check_values(&x, err) || !check_map(&x, err) ||
-        !check_times(&x, err))
+    if (recheck)
+    {
+        /* Keys close together share a range (one query); a range's other rows are not
+         * re-checked (the caller keeps only the keys it asked for). */
+        x.bounds = xmalloc((nrecheck + 1) * sizeof *x.bounds);
+        x.hi = xmalloc((nrecheck + 1) * sizeof *x.hi);
+        for (size_t i = 0; i < nrecheck; i++)
+        {
+            if (x.nbounds > 0 && recheck[i] - x.hi[x.nbounds - 1] <= VERIFY_RECHECK_GAP)
+                x.hi[x.nbounds - 1] = recheck[i];
+            else
+            {
+                x.bounds[x.nbounds] = recheck[i];
+                x.hi[x.nbounds++] = recheck[i];
+            }
+        }
+    }
+    if (!load_columns(&x, err) || (!recheck && !load_bounds(&x, err)) ||
+        !load_quarantine(&x, &rejected, err) || (!recheck && !check_rows(&x, rejected, err)) ||
+        !check_values(&x, err) || (!recheck && (!check_map(&x, err) || !check_times(&x, err))))
         goto out;
     for (size_t i = 0; i < spec->nchildren; i++)
         if (!check_child(&x, &spec->children[i], err))
@@ -1122,7 +1211,27 @@ out:
     out->ok = ok;
     for (size_t i = 0; i < out->n; i++)
         out->ok = out->ok && out->checks[i].ok;
+    if (ok && !diff_keys_final(&x, err))
+        ok = out->ok = false;
     ctx_free(&x);
+    return ok;
+}
+
+bool
+migrate_verify_ex(PgConn *source, PgConn *target, const MigrateSpec *spec, size_t range_keys,
+                  VerifyReport *out, Err *err)
+{
+    return verify_run(source, target, spec, range_keys, NULL, 0, out, err);
+}
+
+bool
+migrate_verify_keys(PgConn *source, PgConn *target, const MigrateSpec *spec,
+                    const int64_t *keys, size_t nkeys, VerifyReport *out, Err *err)
+{
+    static const int64_t none = 0;
+    bool ok = verify_run(source, target, spec, 0, nkeys ? keys : &none, nkeys, out, err);
+
+    out->ndiff_keys = verify_keys_intersect(out->diff_keys, out->ndiff_keys, keys, nkeys);
     return ok;
 }
 
@@ -1200,4 +1309,77 @@ verify_report_free(VerifyReport *r)
     free(r->checks);
     r->checks = NULL;
     r->n = 0;
+    free(r->diff_keys);
+    r->diff_keys = NULL;
+    r->ndiff_keys = 0;
+}
+
+/* ---- settling (a verify after a run while the application writes) ------------------------- */
+
+bool
+verify_check_settles(const VerifyCheck *c)
+{
+    static const char *const lagging[] = {"rows", "values", "child keys", "join pairs"};
+
+    for (size_t i = 0; i < sizeof lagging / sizeof lagging[0]; i++)
+        if (strcmp(c->check, lagging[i]) == 0)
+            return true;
+    return false;
+}
+
+size_t
+verify_keys_intersect(int64_t *a, size_t na, const int64_t *b, size_t nb)
+{
+    size_t i = 0, j = 0, n = 0;
+
+    while (i < na && j < nb)
+    {
+        if (a[i] < b[j])
+            i++;
+        else if (a[i] > b[j])
+            j++;
+        else
+        {
+            a[n++] = a[i];
+            i++;
+            j++;
+        }
+    }
+    return n;
+}
+
+void
+verify_report_settle(VerifyReport *r, const int64_t *still, size_t nstill, int rounds)
+{
+    r->ok = true;
+    for (size_t i = 0; i < r->n; i++)
+    {
+        VerifyCheck *c = &r->checks[i];
+
+        if (!c->ok && verify_check_settles(c))
+        {
+            if (nstill == 0)
+            {
+                c->ok = true;
+                detail_add(c, "settled: differed only while the capture lagged (%d rounds)",
+                           rounds);
+            }
+            else
+            {
+                Keys k;
+
+                memset(&k, 0, sizeof k);
+                for (size_t j = 0; j < nstill; j++)
+                {
+                    char t[32];
+
+                    (void) snprintf(t, sizeof t, "%" PRId64, still[j]);
+                    keys_add(&k, t);
+                }
+                keys_detail(c, "still differing:", "legacy keys", &k);
+                detail_add(c, "(%d rounds)", rounds);
+            }
+        }
+        r->ok = r->ok && c->ok;
+    }
 }

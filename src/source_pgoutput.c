@@ -72,6 +72,7 @@ typedef struct PgoSource
     double last_status_ms;
     double last_ping_ms;
     double last_idle_ms;
+    bool caught_up_called;   /* cfg.on_caught_up was called */
 
     Field *fields;
     Field *old_fields;
@@ -585,6 +586,28 @@ should_end(PgoSource *s)
            (s->server_end >= s->cfg.stop_lsn && idle(s) && s->received <= s->server_end);
 }
 
+/* At the stop position, once: the owner's on_caught_up may move it on (true:
+ * keep reading, not the end yet). */
+static bool
+caught_up_hook(PgoSource *s, bool *more, Err *err)
+{
+    uint64_t stop = s->cfg.stop_lsn;
+
+    *more = false;
+    if (!s->cfg.on_caught_up || s->caught_up_called || interrupt_signal() != 0)
+        return true;
+    *more = true;
+    if (!idle(s))
+        return true; /* the last group is committing */
+    s->caught_up_called = true;
+    if (!s->cfg.on_caught_up(s->cfg.ctx, &stop, err))
+        return false;
+    if (stop > s->cfg.stop_lsn)
+        s->cfg.stop_lsn = stop;
+    s->last_ping_ms = 0; /* ask the server where it stands now */
+    return true;
+}
+
 static bool
 pgo_next(Source *src, Record *rec, bool *eof, Err *err)
 {
@@ -602,9 +625,11 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
         int len = 0;
         int timeout = 1000;
         PgoFrame fr;
-        bool got;
+        bool got, more = false;
 
-        if (s->ended || (should_end(s) && s->rows_open == 0) ||
+        if (!s->ended && should_end(s) && s->rows_open == 0 && !caught_up_hook(s, &more, err))
+            return false;
+        if (s->ended || (should_end(s) && s->rows_open == 0 && !more) ||
             (!s->in_txn && interrupt_signal() != 0 && s->rows_open == 0))
         {
             if (!s->ended)

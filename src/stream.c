@@ -77,6 +77,8 @@ typedef struct Streamer
     time_t slot_at;      /* when the slot's WAL was last checked */
     BatchCounts run_base; /* the stored counts when this process started */
     _Atomic bool target_down; /* the pipeline is reconnecting to the target */
+    bool caught_up_done;  /* o->on_caught_up was called ... */
+    uint64_t caught_up_stop; /* ... and moved the stop here (again after a reconnect) */
 } Streamer;
 
 void
@@ -1005,6 +1007,24 @@ start_watch(Streamer *s, Err *err)
     return true;
 }
 
+/* o->on_caught_up once; after a reconnect its stop position again. */
+static bool
+caught_up(void *ctx, uint64_t *stop_lsn, Err *err)
+{
+    Streamer *s = ctx;
+
+    if (!s->caught_up_done)
+    {
+        if (!s->o->on_caught_up(s->o->caught_up_ctx, stop_lsn, err))
+            return false;
+        s->caught_up_done = true;
+        s->caught_up_stop = *stop_lsn;
+    }
+    else if (s->caught_up_stop > *stop_lsn)
+        *stop_lsn = s->caught_up_stop;
+    return true;
+}
+
 /* One connection's worth of streaming: true at the end (caught up or
  * interrupted), false with err on a failure. */
 static bool
@@ -1041,6 +1061,7 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     cfg.status = status_line;
     cfg.status_interval_ms = s->o->status_interval_s * 1000;
     cfg.tick = tick;
+    cfg.on_caught_up = s->o->on_caught_up && stop_lsn > 0 ? caught_up : NULL;
     cfg.ctx = s;
     if (!source_pgoutput_open(&cfg, &s->src, err))
         return false;

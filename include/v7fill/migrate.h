@@ -158,6 +158,14 @@ struct ReverseStats;
 V7FILL_MUST_CHECK bool migrate_verify_spec(PgConn *target, const char *target_conninfo,
                                            const MigrateSpec *spec, const char *source_conninfo,
                                            struct VerifyReport *out, Err *err);
+/* --verify after a run that stopped once caught up, while the application writes: verify;
+ * while it finds a mismatch, one more catch-up (the stream) and verify again, `rounds`
+ * verifies at most (3 for the CLI); only keys that differed in every round are a mismatch
+ * (verify_report_settle).  *done: the rounds run. */
+V7FILL_MUST_CHECK bool migrate_verify_settled(PgConn *target, const char *target_conninfo,
+                                              const MigrateSpec *spec, const MigrateOptions *o,
+                                              int rounds, struct VerifyReport *out, int *done,
+                                              Err *err);
 /* --switch: migrate_switch (migrate_switch.h) with the capture caught up by
  * the stream on its own connection; the spec stored after it. */
 V7FILL_MUST_CHECK bool migrate_switch_spec(PgConn *target, const char *target_conninfo,

@@ -5,8 +5,9 @@
  * Switch (same database): one short transaction on the source with SET
  * LOCAL lock_timeout, retried with backoff on 55P03/40P01: the parent (and
  * its children) locked IN SHARE ROW EXCLUSIVE MODE (writers wait, readers go
- * on), the final LSN read, the capture caught up to it (the caller's
- * catch_up, on its own connection), then ACCESS EXCLUSIVE on both tables for
+ * on) by the capture once it runs caught up (the caller's catch_up, on its
+ * own connection), the final LSN read and handed to the running capture as
+ * its stop position, then ACCESS EXCLUSIVE on both tables for
  * the renames only: <from> -> <from>_legacy, <into> -> <from>; the new
  * table's legacy_id gets DEFAULT nextval(<the old key's sequence>).  The
  * reverse publication and slot (on the new table) are made before the lock,
@@ -57,8 +58,14 @@ typedef struct SwitchStats
     bool back;                   /* this was a switch back (phase reverse) */
 } SwitchStats;
 
-/* Applies the capture up to final_lsn (on its own connection) and returns. */
-typedef bool (*MigrateCatchUp)(void *ctx, uint64_t final_lsn, Err *err);
+/* Takes the switch's lock and reads the final position (on the switch's
+ * connection): called once by the capture when it is caught up. */
+typedef bool (*MigrateSwitchLock)(void *lock_ctx, uint64_t *final_lsn, Err *err);
+/* Starts the capture (on its own connection) and, once it is caught up and
+ * still running, calls lock(lock_ctx, &final_lsn, err) once, applies up to
+ * final_lsn and returns: the lock never covers the capture's start.  (The
+ * stream's StreamOptions.on_caught_up has lock's shape.) */
+typedef bool (*MigrateCatchUp)(void *ctx, MigrateSwitchLock lock, void *lock_ctx, Err *err);
 
 /* lock_timeout_ms <= 0: 1000; attempts <= 0: 10.  Prints what the
  * application must change on stdout.  Phase reverse: switches back. */

@@ -40,6 +40,8 @@
 
 /* Legacy keys a check's detail names at most, per kind of difference. */
 #define VERIFY_DETAIL_KEYS 5
+/* A re-check (migrate_verify_keys) reads keys this close in one range. */
+#define VERIFY_RECHECK_GAP 64
 /* Source keys per range of the row-by-row comparison. */
 #define VERIFY_RANGE_KEYS 50000
 
@@ -57,6 +59,9 @@ typedef struct VerifyReport
     VerifyCheck *checks;
     size_t n;
     bool ok;           /* no check is a mismatch */
+    int64_t *diff_keys; /* every legacy key a values or child-keys check found differing
+                           (sorted, unique; not only the first VERIFY_DETAIL_KEYS) */
+    size_t ndiff_keys;
 } VerifyReport;
 
 /* Run every check; *out filled (free with verify_report_free, also after a
@@ -69,11 +74,29 @@ V7FILL_MUST_CHECK bool migrate_verify_ex(PgConn *source, PgConn *target,
                                          const MigrateSpec *spec, size_t range_keys,
                                          VerifyReport *out, Err *err);
 
+/* A re-check of the rows of these legacy keys only (sorted): the values and each child's keys;
+ * out->diff_keys the keys that still differ (the other checks are not run). */
+V7FILL_MUST_CHECK bool migrate_verify_keys(PgConn *source, PgConn *target,
+                                           const MigrateSpec *spec, const int64_t *keys,
+                                           size_t nkeys, VerifyReport *out, Err *err);
+
 /* The verdict table: one line per check (table, check, source, target,
  * OK/MISMATCH, detail), then "verdict: OK" or "verdict: MISMATCH (N checks)". */
 void verify_report_print(FILE *f, const VerifyReport *r);
 /* {"ok":..,"checks":[{"table","check","source","target","ok","detail"}..]} */
 bool verify_report_json(const VerifyReport *r, Buf *out);
 void verify_report_free(VerifyReport *r);
+
+/* Checks a capture that lags behind a writer can fail for a while (rows, values, child keys,
+ * join pairs): their differences are the keys in diff_keys. */
+bool verify_check_settles(const VerifyCheck *c);
+/* Keep in a (sorted, unique) only the keys also in b; the new count. */
+size_t verify_keys_intersect(int64_t *a, size_t na, const int64_t *b, size_t nb);
+/* The settle verdict on the last round's report r: `still` (sorted) are the keys that differed
+ * in every one of `rounds` rounds.  A failing check that settles is OK when no key still
+ * differs (its detail says it differed only while the capture lagged); otherwise the still
+ * differing keys are named and it stays a mismatch.  Other failing checks stay mismatches.
+ * r->ok recomputed. */
+void verify_report_settle(VerifyReport *r, const int64_t *still, size_t nstill, int rounds);
 
 #endif /* V7FILL_MIGRATE_VERIFY_H */

@@ -68,6 +68,8 @@ typedef struct PgoSourceConfig
     /* Every second (NULL: never), from the reader's thread, with the same
      * values as status: for metrics and the slot's checks. */
     void (*tick)(void *ctx, uint64_t committed_lsn, uint64_t lag_bytes, bool idle);
+    /* Once, when idle at stop_lsn (NULL: never): may move *stop_lsn further. */
+    bool (*on_caught_up)(void *ctx, uint64_t *stop_lsn, Err *err);
     void *ctx;
 } PgoSourceConfig;
 

@@ -53,6 +53,13 @@ typedef struct StreamOptions
     int status_interval_s;      /* the one-line status on stderr (default 10; 0 = never) */
     const char *metrics_listen; /* ADDR:PORT of the metrics endpoint, or NULL */
     uint64_t warn_retained;     /* warn when the slot retains more WAL (default 5 GiB; 0 never) */
+    /* With until_caught_up (NULL: none): called once, from the reader's thread, when
+     * everything up to the stop position is committed in the target; it may move
+     * *stop_lsn further: the stream then applies up to there and ends (the switch takes
+     * its lock here, so the lock never covers the stream's start).  false: the stream
+     * ends with its err. */
+    bool (*on_caught_up)(void *ctx, uint64_t *stop_lsn, Err *err);
+    void *caught_up_ctx;
 } StreamOptions;
 
 void stream_options_default(StreamOptions *o);

@@ -80,7 +80,9 @@ migrate_usage(FILE *out)
           "                         and map, rejected rows (--json: a JSON object)\n"
           "  --verify               compare source and target row by row through the map\n"
           "                         (after the run, or alone): a verdict table, exit 1 on a\n"
-          "                         mismatch naming the first rows that differ\n"
+          "                         mismatch naming the first rows that differ; after a run\n"
+          "                         that stopped caught up, rows that differ are re-checked\n"
+          "                         after one more catch-up (at most 3 rounds)\n"
           "  --switch               swap the tables' names once caught up and verified\n"
           "  --reverse [--follow]   after the switch, keep the legacy table current from the\n"
           "                         new one (until caught up, or until SIGINT/SIGTERM);\n"
@@ -194,6 +196,28 @@ run_verify(PgConn *conn, const char *conninfo, const MigrateSpec *spec, const ch
         verify_report_free(&rep);
         return 1;
     }
+    verify_report_print(stdout, &rep);
+    status = rep.ok ? 0 : 1;
+    verify_report_free(&rep);
+    return status;
+}
+
+/* --verify after a run that stopped once caught up: settled over at most 3 rounds. */
+static int
+run_verify_settled(PgConn *conn, const char *conninfo, const MigrateSpec *spec,
+                   const MigrateOptions *o, Err *err)
+{
+    VerifyReport rep;
+    int rounds = 0, status;
+
+    if (!migrate_verify_settled(conn, conninfo, spec, o, 3, &rep, &rounds, err))
+    {
+        verify_report_free(&rep);
+        return 1;
+    }
+    printf("verify after the run: %d round(s) (a mismatch is re-checked after one more "
+           "catch-up, at most 3 rounds)\n",
+           rounds);
     verify_report_print(stdout, &rep);
     status = rep.ok ? 0 : 1;
     verify_report_free(&rep);
@@ -552,7 +576,8 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
     if (!run_done)
         status = 1;
     else if (o.verify && !o.dry_run && interrupt_signal() == 0)
-        status = run_verify(conn, g->conninfo, &r.spec, o.source_conninfo, err);
+        status = o.follow ? run_verify(conn, g->conninfo, &r.spec, o.source_conninfo, err)
+                          : run_verify_settled(conn, g->conninfo, &r.spec, &o, err);
 out:
     migrate_result_free(&r);
     pg_close(conn);

@@ -78,3 +78,19 @@ build_helper() {
         $(pkg-config --libs libpq libzstd libcrypto jansson libxxhash) -lcsv -lm -pthread 2>cc.log \
         || fail "could not compile the helper $2: $(head -n 5 cc.log)"
 }
+
+# timed_start NAME SQL: SQL about every 25 ms through one psql session (\timing) in the
+# background until timed_stop NAME, which prints "max_ms=N statements=N errors=N" (the longest
+# statement in whole ms: a statement waiting for a lock shows here).
+timed_start() {
+    rm -f "$1.stop"
+    { echo '\timing on'; while [ ! -e "$1.stop" ]; do echo "$2;"; sleep 0.025; done; } |
+        psql -X -q -At >"$1.log" 2>&1 &
+    echo $! >"$1.pid"
+}
+timed_stop() {
+    touch "$1.stop"
+    wait "$(cat "$1.pid")" || true
+    awk '/^Time: /{ms=$2+0; if(ms>max)max=ms; n++} /ERROR/{e++}
+         END{printf "max_ms=%d statements=%d errors=%d\n", max, n, e+0}' "$1.log"
+}

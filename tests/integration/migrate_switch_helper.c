@@ -70,12 +70,15 @@ phase_text(MigratePhase p)
 }
 
 static bool
-catch_up(void *ctx, uint64_t final_lsn, Err *err)
+catch_up(void *ctx, MigrateSwitchLock lock, void *lock_ctx, Err *err)
 {
     PgConn *side = ctx;
     char at[PGO_LSN_TEXT_SIZE];
     const char *p[1] = {at};
+    uint64_t final_lsn = 0;
 
+    if (!lock(lock_ctx, &final_lsn, err))
+        return false;
     pgo_lsn_format(final_lsn, at);
     if (getenv("CATCHUP_MS"))
         (void) usleep((useconds_t) atoi(getenv("CATCHUP_MS")) * 1000);

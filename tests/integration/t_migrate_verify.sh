@@ -25,7 +25,8 @@ ORDERS="CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT N
           customer text NOT NULL, amount numeric(10,2) NOT NULL, note text);
         INSERT INTO orders SELECT g, timestamptz '2024-01-01' + g * interval '37 min 1.234 s',
                'cust ' || (g % 17), g * 1.5, CASE WHEN g % 3 = 0 THEN NULL ELSE 'n' || g END
-          FROM generate_series(1, 400) g WHERE g % 7 <> 0;"
+          FROM generate_series(1, 400) g WHERE g % 7 <> 0;
+        UPDATE orders SET created_at = '1969-12-31 23:00:00+00' WHERE id = 10;"
 # An id of v7fill's layout: uuid7_floor(created_at) (the SQL helpers) with the key in rand_b.
 ID="(left(replace(uuid7_floor(o.created_at)::text, '-', ''), 16) || '8' || lpad(to_hex(o.id), 15, '0'))::uuid"
 TARGET="CREATE TABLE orders_v7 (id uuid NOT NULL, legacy_id bigint NOT NULL,
@@ -52,12 +53,13 @@ TARGET="CREATE TABLE orders_v7 (id uuid NOT NULL, legacy_id bigint NOT NULL,
            '\"10,1969-12-31 23:00:00+00,cust 10,15.00,n10\"'),
           ('other_slot', 'public.x', 'public.orders', 'not ours', '{\"id\": \"11\"}');"
 # The child (expand mode): order_id with order_id_uuid filled from the ids; a NULL key and an
-# orphan key (no parent) without a uuid.  Order 10 has no items (see the report on copy lines).
+# orphan key (no parent) without a uuid.  The rejected orders 5 and 10 have items: child rows of
+# rejected parents, listed apart (not orphans, not a join-pair mismatch).
 CHILD="CREATE TABLE order_items (item_id serial PRIMARY KEY, order_id bigint, qty int,
           order_id_uuid uuid);
         CREATE INDEX ON order_items (order_id);
         INSERT INTO order_items (order_id, qty)
-          SELECT o.id, n FROM orders o, generate_series(1, 2) n WHERE o.id <> 10 ORDER BY o.id, n;
+          SELECT o.id, n FROM orders o, generate_series(1, 2) n ORDER BY o.id, n;
         INSERT INTO order_items (order_id, qty) VALUES (NULL, 1), (100000, 1);
         UPDATE order_items c SET order_id_uuid = $ID FROM orders o
          WHERE o.id = c.order_id AND o.id NOT IN (5, 10);"
@@ -102,8 +104,10 @@ for mode in one two; do
     assert_contains "$(line values)" "343           341  OK        missing 1 (legacy keys 10); quarantined 1 (legacy keys 5); the missing rows are the quarantined lines of the copy; every other non-key column equal (7 ranges)" "$mode: values in ranges"
     assert_contains "$(line map)" "OK" "$mode: map"
     assert_contains "$(line 'id time')" "341           341  OK" "$mode: id time"
-    assert_contains "$(line 'child keys' public.order_items)" "   685           682  OK" "$mode: child keys"
-    assert_contains "$(line orphans public.order_items)" "keys without a parent: 3 (keys 5, 100000)" "$mode: orphans listed"
+    assert_contains "$(line 'child keys' public.order_items)" "   687           682  OK" "$mode: child keys"
+    assert_contains "$(line orphans public.order_items)" "keys without a parent: 1 (keys 100000)" "$mode: orphans listed"
+    assert_contains "$(line 'rejected parents' public.order_items)" "OK        child rows of rejected parents: 4 (keys 5, 10)" \
+        "$mode: child rows of rejected parents listed apart"
     assert_contains "$(line 'NULL keys' public.order_items)" "1             1  OK" "$mode: NULL keys"
     assert_contains "$(line 'join pairs' public.order_items)" "682           682  OK" "$mode: join pairs"
     run_expect 0 ./verify -d "dbname=$([ $mode = one ] && echo "$PGDATABASE" || echo "$DB2")" \
@@ -114,7 +118,7 @@ for mode in one two; do
     $P "UPDATE orders_v7 SET note = 'changed' WHERE legacy_id = 142" >/dev/null
     $mode 1
     assert_contains "$(line values)" "343           340  MISMATCH  changed 1 (legacy keys 142)" "$mode: changed column"
-    assert_contains "$OUT" "verdict: MISMATCH (1 of 9 checks)" "$mode: one check fails"
+    assert_contains "$OUT" "verdict: MISMATCH (1 of 10 checks)" "$mode: one check fails"
     $P "UPDATE orders_v7 SET note = 'n142' WHERE legacy_id = 142" >/dev/null
     # NULL against '' is a change too
     $P "UPDATE orders_v7 SET note = '' WHERE legacy_id = 3" >/dev/null

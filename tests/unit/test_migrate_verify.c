@@ -71,12 +71,63 @@ test_json_escapes_and_keeps_numbers(void **state)
     buf_free(&b);
 }
 
+static void
+test_keys_intersect_keeps_the_common_keys(void **state)
+{
+    int64_t a[] = {-5, 1, 3, 7, 9, 12};
+    const int64_t b[] = {1, 2, 7, 12, 40};
+    size_t n;
+
+    (void) state;
+    n = verify_keys_intersect(a, 6, b, 5);
+    assert_int_equal(3, n);
+    assert_int_equal(1, a[0]);
+    assert_int_equal(7, a[1]);
+    assert_int_equal(12, a[2]);
+    assert_int_equal(0, verify_keys_intersect(a, 3, b, 0));
+}
+
+/* A lagging check settles when no key still differs; a key still differing is named; a check
+ * that lag cannot explain (map) stays a mismatch. */
+static void
+test_settle_the_lagging_checks_only(void **state)
+{
+    VerifyCheck c[3] = {
+        {"public.o", "values", 10, 8, false, "changed 2 (legacy keys 4, 9)"},
+        {"public.o", "rows", 10, 9, false, ""},
+        {"public.o", "map", 9, 9, true, ""},
+    };
+    VerifyReport r = {c, 3, false, NULL, 0};
+    const int64_t still[] = {9};
+
+    (void) state;
+    verify_report_settle(&r, NULL, 0, 2);
+    assert_true(r.ok);
+    assert_true(c[0].ok && c[1].ok);
+    assert_non_null(strstr(c[0].detail, "settled: differed only while the capture lagged (2 rounds)"));
+
+    c[0].ok = c[1].ok = false;
+    c[0].detail[0] = '\0';
+    verify_report_settle(&r, still, 1, 3);
+    assert_false(r.ok);
+    assert_false(c[0].ok);
+    assert_non_null(strstr(c[0].detail, "still differing: 1 (legacy keys 9)"));
+
+    c[0].ok = c[1].ok = true;
+    c[2].ok = false;
+    verify_report_settle(&r, NULL, 0, 3);
+    assert_false(r.ok);
+    assert_false(c[2].ok);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_print_one_line_per_check_and_the_verdict),
         cmocka_unit_test(test_json_escapes_and_keeps_numbers),
+        cmocka_unit_test(test_keys_intersect_keeps_the_common_keys),
+        cmocka_unit_test(test_settle_the_lagging_checks_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
