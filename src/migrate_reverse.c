@@ -461,7 +461,6 @@ run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
     cfg.stop_lsn = stop_lsn;
     cfg.group_rows = 1000;
     cfg.group_ms = 200;
-    cfg.hold_max = SIZE_MAX; /* a source transaction never spans two target ones */
     cfg.on_truncate = PGO_TRUNCATE_STOP;
     cfg.persist_idle = persist_idle;
     cfg.ctx = r;

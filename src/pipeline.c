@@ -93,6 +93,10 @@ typedef struct Lane
     SourcePosition pos;
     bool finished;
     uint64_t seq;
+    /* A source transaction written in pieces: its target transaction is open
+     * on conn (writer's), holding these counts of the pieces written so far. */
+    bool txn_open;
+    BatchCounts txn_counts;
 } Lane;
 
 typedef struct Writer
@@ -136,6 +140,7 @@ struct Pipeline
     Granularity gran;  /* window size for rows whose partition does not exist yet */
     TimeParser *wzone; /* --window-tz of those windows (NULL: UTC) */
     Sink *sink;
+    PgConn *ddl_conn;    /* partitions while a piece's transaction is open (lazily) */
     SinkConfig sink_cfg; /* the attached source's, for the other lanes' sinks */
     Batch *bufs;        /* jobs + 1: one filling, one with each lane */
     size_t nbufs;
@@ -1240,6 +1245,22 @@ batch_totals(const Batch *b, BatchCounts *t)
     }
 }
 
+void
+batch_counts_add(BatchCounts *a, const BatchCounts *b)
+{
+    a->read += b->read;
+    a->inserted += b->inserted;
+    a->duplicates += b->duplicates;
+    a->rejected += b->rejected;
+    a->expired += b->expired;
+    a->updated += b->updated;
+    a->deleted += b->deleted;
+    a->missing += b->missing;
+    a->missing_deletes += b->missing_deletes;
+    a->time_changed += b->time_changed;
+    a->truncates += b->truncates;
+}
+
 /* Record, with the batch, which partitions received rows (maintenance will
  * not retire a window that did within its quiet period).  Last statement
  * before COMMIT, as maintain.h asks. */
@@ -1299,7 +1320,9 @@ static bool lane_await_turn(Lane *lane, uint64_t seq, Err *err);
 static void lane_note_pid(Lane *lane);
 
 /* Inside the batch's transaction: the owner's outputs durable, then its
- * resume position, then the partitions' activity. */
+ * resume position (with the counts of the transaction's earlier pieces; not
+ * after a piece: the transaction goes on), then the partitions' activity.
+ * The outputs are marked once per target transaction. */
 static bool
 pipeline_before_commit(void *arg, Batch *b, Err *err)
 {
@@ -1312,7 +1335,7 @@ pipeline_before_commit(void *arg, Batch *b, Err *err)
      * order: the outputs and the resume position are the owner's. */
     if (!lane_await_turn(cc->lane, cc->seq, err))
         return false;
-    if (h->outputs_mark && !cc->marked)
+    if (h->outputs_mark && !cc->marked && !b->txn_continues)
         h->outputs_mark(h->ctx);
     cc->marked = true;
     for (size_t i = 0; i < b->nrows && h->reject; i++)
@@ -1328,7 +1351,8 @@ pipeline_before_commit(void *arg, Batch *b, Err *err)
         (h->outputs_sync && !h->outputs_sync(h->ctx, err)))
         return false;
     batch_totals(b, &t);
-    if (h->save_position &&
+    batch_counts_add(&t, &cc->lane->txn_counts);
+    if (h->save_position && !b->txn_piece &&
         !h->save_position(h->ctx, cc->lane->conn, &cc->pos, &t, cc->finished, err))
         return false;
     return pipeline_note_activity(pl, cc->lane->conn, b, err);
@@ -1549,6 +1573,18 @@ pipeline_ensure_windows(Pipeline *pl, PgConn *conn, Batch *b, Err *err)
     EnsureResult res = {0};
     bool ok;
 
+    /* Inside a source transaction's open target transaction (its later
+     * pieces), windows are created on a connection of their own: each
+     * commits by itself (ATTACH PARTITION's SHARE UPDATE EXCLUSIVE does not
+     * wait for the open transaction's ROW EXCLUSIVE). */
+    if (b->txn_continues)
+    {
+        if (pl->ddl_conn == NULL && !pg_connect_again(conn, &pl->ddl_conn, err))
+            return false;
+        if (pg_is_broken(pl->ddl_conn) && !pg_reconnect(pl->ddl_conn, err))
+            return false;
+        conn = pl->ddl_conn;
+    }
     /* The lanes' windows one lane at a time (the times buffer is shared):
      * the catalog changes under the lanes that read it. */
     pthread_rwlock_wrlock(&pl->catalog_lock);
@@ -1596,6 +1632,54 @@ pipeline_plan_batch(Pipeline *pl, Batch *b, Err *err)
 /* Batch seq committed and counted: the next one may commit. */
 static void lane_pass_turn(Lane *lane, uint64_t seq);
 
+/* Forget the lane's open transaction (its pieces were rolled back). */
+static void
+lane_txn_forget(Lane *lane)
+{
+    lane->txn_open = false;
+    memset(&lane->txn_counts, 0, sizeof lane->txn_counts);
+}
+
+/* The target transaction holding the earlier pieces of a source transaction
+ * was rolled back with the failed batch: a retry of this batch alone cannot
+ * bring them back.  The attempt fails (a connection error stays one: a
+ * stream reconnects and the source sends the whole transaction again from
+ * the committed position). */
+static bool
+pipeline_txn_lost(Lane *lane, Err *err)
+{
+    err_prefix(err,
+               "a large source transaction applied in pieces lost its target transaction "
+               "(%" PRIu64 " changes written in it before, rolled back)",
+               lane->txn_counts.read + lane->txn_counts.truncates);
+    err_hint(err, "Nothing of that source transaction is in the target: it is applied again "
+                  "whole from the position committed last.");
+    lane_txn_forget(lane);
+    return false;
+}
+
+/* A source transaction given up half read (the input broke inside it): its
+ * open target transaction is rolled back, nothing of it lands. */
+static void
+pipeline_txn_abandon(Pipeline *pl)
+{
+    Lane *lane = &pl->w.lanes[0];
+
+    if (!lane->txn_open)
+        return;
+    if (!pg_is_broken(lane->conn))
+    {
+        Err ignored = {0};
+
+        if (!pg_exec(lane->conn, "ROLLBACK", &ignored))
+            log_debug("rollback failed: %s", ignored.msg);
+    }
+    log_info("the source transaction in progress was not applied (%" PRIu64
+             " changes of it rolled back): it is applied whole when the stream resumes",
+             lane->txn_counts.read + lane->txn_counts.truncates);
+    lane_txn_forget(lane);
+}
+
 /*
  * pipeline_flush writes batch b, whose last record ends at *pos, in one
  * transaction on the lane's connection (or classifies it, for a plan); the
@@ -1611,11 +1695,12 @@ pipeline_flush(Pipeline *pl, Lane *lane, uint64_t seq, Batch *b, const SourcePos
     int attempts = 0;
     int retries = 0; /* after a deadlock or a serialization failure */
 
-    if (b->nrows == 0 && !finished && !b->keep_position)
+    if (b->nrows == 0 && !finished && !b->keep_position && !lane->txn_open)
     {
         lane_pass_turn(lane, seq);
         return true;
     }
+    b->txn_continues = lane->txn_open;
     cc.pos = *pos;
     cc.pl = pl;
     cc.lane = lane;
@@ -1690,6 +1775,8 @@ pipeline_flush(Pipeline *pl, Lane *lane, uint64_t seq, Batch *b, const SourcePos
                  sink_write(lane->sink, b, pipeline_before_commit, &cc, err);
         if (ok)
             break;
+        if (b->txn_continues)
+            return pipeline_txn_lost(lane, err);
         if ((strcmp(err->sqlstate, "40P01") == 0 || strcmp(err->sqlstate, "40001") == 0) &&
             ++retries <= 5)
         {
@@ -1708,9 +1795,28 @@ pipeline_flush(Pipeline *pl, Lane *lane, uint64_t seq, Batch *b, const SourcePos
         lane_note_pid(lane);
         check_commit = true;
     }
+    if (b->txn_piece)
+    {
+        /* Written, not committed: the source transaction goes on in the next
+         * batch, in the same target transaction.  Counted now (the batch's
+         * rows are not kept); stored with the position at the COMMIT. */
+        BatchCounts t;
+
+        batch_totals(b, &t);
+        batch_counts_add(&lane->txn_counts, &t);
+        lane->txn_open = true;
+        pthread_mutex_lock(&pl->w.mu);
+        pipeline_count_committed(pl, b);
+        pthread_mutex_unlock(&pl->w.mu);
+        lane_pass_turn(lane, seq);
+        batch_reset(b);
+        return true;
+    }
+    lane->txn_open = false;
+    memset(&lane->txn_counts, 0, sizeof lane->txn_counts);
     pthread_mutex_lock(&pl->w.mu);
     pipeline_count_committed(pl, b);
-    if (b->nrows > 0)
+    if (b->nrows > 0 || b->txn_continues)
         pl->st->batches++;
     if (h->after_commit)
         h->after_commit(h->ctx, &cc.pos);
@@ -2283,6 +2389,7 @@ pipeline_run(Pipeline *pl, Err *err)
     bool ok = true;
     uint64_t total;
     Record rec = {0};
+    bool in_txn = false; /* the last record held the batch open: inside a source transaction */
 
     pl->src_started = mono_now();
     pl->src->ops->progress(pl->src, &pl->src_done0, &total);
@@ -2295,7 +2402,7 @@ pipeline_run(Pipeline *pl, Err *err)
 
         /* Not inside a source transaction (the last record held the batch
          * open): a stream stops on a commit boundary. */
-        if (interrupt_signal() != 0 && !rec.batch_hold)
+        if (interrupt_signal() != 0 && !in_txn)
         {
             err_set(err, EC_INTERRUPTED, "interrupted by %s", interrupt_name());
             ok = false;
@@ -2312,6 +2419,7 @@ pipeline_run(Pipeline *pl, Err *err)
         }
         if (eof)
             break;
+        in_txn = rec.op != REC_BOUNDARY && rec.batch_hold;
         if (rec.op == REC_BOUNDARY)
         {
             /* Nothing arrived for a while: what the batch holds goes now.
@@ -2332,7 +2440,13 @@ pipeline_run(Pipeline *pl, Err *err)
         }
         full = pl->batch->nrows >= pl->o->batch_rows ||
                pl->batch->data.len + pl->batch->aux.len >= pl->o->batch_bytes;
-        if (full && rec.batch_hold)
+        /* Inside a source transaction, a full batch is a piece: written, the
+         * target transaction left open for the rest (one lane: the pieces
+         * follow each other on its connection).  Else it is held up to
+         * BATCH_MAX_BYTES. */
+        if (full && rec.batch_hold && pl->w.nlanes == 1)
+            pl->batch->txn_piece = true;
+        else if (full && rec.batch_hold)
             full = pl->batch->data.len + pl->batch->aux.len >= BATCH_MAX_BYTES;
         if ((full || rec.batch_end) && !pipeline_batch_full(pl, err))
         {
@@ -2358,9 +2472,16 @@ pipeline_run(Pipeline *pl, Err *err)
         SourcePosition pos;
 
         pl->src->ops->position(pl->src, &pos);
-        if (!writer_wait(pl, &ferr) ||
-            (pl->batch->nrows > 0 && !pipeline_flush(pl, &pl->w.lanes[0], writer_next_seq(pl),
-                                                     pl->batch, &pos, false, &ferr)))
+        if (writer_wait(pl, &ferr) && in_txn)
+        {
+            /* Broke inside a source transaction: none of it is committed. */
+            pipeline_txn_abandon(pl);
+            batch_reset(pl->batch);
+        }
+        else if (ferr.code != EC_OK ||
+                 ((pl->batch->nrows > 0 || pl->w.lanes[0].txn_open) &&
+                  !pipeline_flush(pl, &pl->w.lanes[0], writer_next_seq(pl), pl->batch, &pos,
+                                  false, &ferr)))
             log_warn("could not commit the rows read before the %s: %s",
                      err->code == EC_INTERRUPTED ? "interruption" : "error", ferr.msg);
         else if (err->code == EC_INTERRUPTED && !pl->o->plan)
@@ -2375,6 +2496,8 @@ pipeline_run(Pipeline *pl, Err *err)
         }
     }
     writer_stop(pl);
+    if (!ok)
+        pipeline_txn_abandon(pl);
     pipeline_progress(pl, true);
     return ok;
 }
@@ -2435,6 +2558,7 @@ pipeline_free(Pipeline *pl)
     pthread_cond_destroy(&pl->w.cv);
     pthread_mutex_destroy(&pl->w.mu);
     pthread_rwlock_destroy(&pl->catalog_lock);
+    pg_close(pl->ddl_conn);
     buf_free(&pl->ref);
     free(pl->cols);
     srcref_template_free(pl->tmpl);

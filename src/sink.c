@@ -86,6 +86,8 @@ batch_reset(Batch *b)
 {
     b->nrows = 0;
     b->keep_position = false;
+    b->txn_continues = false;
+    b->txn_piece = false;
     buf_reset(&b->data);
     buf_reset(&b->aux);
     b->by_hash_n = 0;
@@ -1919,7 +1921,7 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
     sink_reserve_scratch(s, b->nrows);
     if (b->nchanges > 0)
         b->by_hash_n = 0; /* runs sort their own rows */
-    ok = sink_exec(s, "BEGIN", err);
+    ok = b->txn_continues || sink_exec(s, "BEGIN", err);
     /* Runs in reading order: the inserts up to the next other operation, then it
      * (a file import: one run, the whole batch). */
     for (size_t from = 0; ok && from < b->nrows;)
@@ -1943,7 +1945,7 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
     }
     if (ok && before_commit)
         ok = before_commit(ctx, b, err);
-    if (ok)
+    if (ok && !b->txn_piece)
         ok = sink_exec(s, "COMMIT", err);
     if (!ok)
     {

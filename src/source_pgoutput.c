@@ -441,7 +441,9 @@ on_change(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bool *go
     rec->raw_len = s->raw.len;
     rec->line = lsn;
     s->emitted_in_txn++;
-    rec->batch_hold = s->emitted_in_txn < s->cfg.hold_max;
+    /* The batch stays open to the commit; a large transaction goes to the
+     * target in pieces inside one target transaction (pipeline.h). */
+    rec->batch_hold = true;
     if (s->rows_open++ == 0)
         s->first_open_ms = now_ms();
     *got = true;
@@ -712,11 +714,9 @@ pgo_position(Source *src, SourcePosition *pos)
     pos->lsn = s->last_end > s->cfg.resume_lsn ? s->last_end : s->cfg.resume_lsn;
     if (s->idle_stored > pos->lsn)
         pos->lsn = s->idle_stored;
-    if (s->in_txn && !s->skip_txn)
-    {
-        pos->txn_lsn = s->final_lsn;
-        pos->txn_changes = s->ordinal;
-    }
+    /* txn_lsn/txn_changes stay 0: a transaction is committed in the target
+     * whole (a position inside one, stored by an older version, is still
+     * resumed: cfg.resume_txn_lsn). */
     pos->commit_time_us = s->last_end_time_us;
     pos->records = s->st.transactions;
 }
@@ -798,8 +798,6 @@ source_pgoutput_open(const PgoSourceConfig *cfg, Source **out, Err *err)
         s->cfg.group_rows = 10000;
     if (s->cfg.group_ms <= 0)
         s->cfg.group_ms = 200;
-    if (s->cfg.hold_max == 0)
-        s->cfg.hold_max = 100000;
     (void) snprintf(s->name, sizeof s->name, "%s.%s (stream)", cfg->schema, cfg->table);
     s->dec = pgo_decoder_new();
     s->field_relcol = xmalloc(n * sizeof(int));

@@ -211,22 +211,6 @@ hook_outputs_rewind(void *ctx, Err *err)
 }
 
 static void
-counts_add(BatchCounts *a, const BatchCounts *b)
-{
-    a->read += b->read;
-    a->inserted += b->inserted;
-    a->duplicates += b->duplicates;
-    a->rejected += b->rejected;
-    a->expired += b->expired;
-    a->updated += b->updated;
-    a->deleted += b->deleted;
-    a->missing += b->missing;
-    a->missing_deletes += b->missing_deletes;
-    a->time_changed += b->time_changed;
-    a->truncates += b->truncates;
-}
-
-static void
 counts_sub(BatchCounts *out, const BatchCounts *a, const BatchCounts *b)
 {
     out->read = a->read - b->read;
@@ -253,7 +237,7 @@ hook_save_position(void *ctx, PgConn *c, const SourcePosition *pos, const BatchC
     (void) finished;
     s->next = s->state;
     s->next.batches++;
-    counts_add(&s->next.counts, t);
+    batch_counts_add(&s->next.counts, t);
     if (s->streaming)
     {
         s->next.end_lsn = pos->lsn;
@@ -1051,7 +1035,6 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     cfg.stop_lsn = stop_lsn;
     cfg.group_rows = s->o->group_rows;
     cfg.group_ms = s->o->group_ms;
-    cfg.hold_max = s->o->common.batch_rows > 0 ? s->o->common.batch_rows * 10 : 100000;
     cfg.ignore_deletes = s->o->on_delete == STREAM_DELETE_IGNORE;
     /* Restarted for a new column twice with no progress: the column is gone
      * from the catalog again; pass over it. */

@@ -180,6 +180,9 @@ typedef struct BatchCounts
     uint64_t updated, deleted, missing, missing_deletes, time_changed, truncates;
 } BatchCounts;
 
+/* *a += *b, field by field. */
+void batch_counts_add(BatchCounts *a, const BatchCounts *b);
+
 /* A row the retention calls late (near its cutoff, or expired), for the
  * owner's late-rows output. */
 typedef struct LateRow
@@ -212,7 +215,7 @@ typedef enum CommitCheck
  * origin and where are required; any other may be NULL
  * (nothing to write, no position to keep).  Today only the file import
  * exercises them: after_commit has no use there beyond keeping its
- * checkpoint, and no source sets Record.batch_end or batch_hold yet.
+ * checkpoint; the stream source sets Record.batch_end and batch_hold.
  */
 typedef struct PipelineHooks
 {
@@ -343,9 +346,27 @@ void pipeline_free(Pipeline *p);
  * moves the map row), deletes and truncates are the same operations as with
  * the hashed lookup; probes and the lookup COPY go by legacy_id.
  *
- * Batch boundaries: Record.batch_end ends the batch after the record (and
- * Record.batch_hold keeps it open past the size limits: a stream never ends a
- * batch inside one source transaction); the file import sets neither.
+ * Batch boundaries: Record.batch_end ends the batch after the record; the
+ * file import sets neither.
+ *
+ * Large source transactions: Record.batch_hold says the record is inside one
+ * source transaction.  A batch full there is a piece: written (windows,
+ * COPY, changes, rejects and late rows through the hooks) in a target
+ * transaction left open, not committed, its counts kept; the batches after it
+ * go on in the same transaction until one ends outside a source transaction
+ * (batch_end, or full after a record without batch_hold), which commits with
+ * save_position given the counts of all the pieces.  Memory holds one batch.
+ * Pieces need one writer lane (pipeline_set_jobs(p, 1)); with more, a batch
+ * is held open up to BATCH_MAX_BYTES instead.  Windows a later piece needs
+ * are created on a second connection (the open transaction cannot).  A
+ * failure after the first piece cannot be retried (the earlier pieces were
+ * rolled back with it): pipeline_run returns the error ("lost its target
+ * transaction"; a lost connection stays a connection error) and the owner
+ * starts again from its committed position; an input that breaks, or an
+ * error, inside a source transaction rolls its open transaction back.  The
+ * pipeline's statistics count a piece's rows when it is written (a lost
+ * transaction's pieces, written again, count twice there; what save_position
+ * stores counts them once).
  */
 
 #endif /* V7FILL_PIPELINE_H */

@@ -138,6 +138,13 @@ typedef struct Batch
     /* Commit the batch even when it holds no row: the source's position moved
      * past rows an earlier batch wrote (a REC_BOUNDARY with batch_end). */
     bool keep_position;
+    /* One source transaction written in pieces inside one target transaction
+     * (pipeline.h, "Large source transactions"): txn_continues: the
+     * transaction is open already (an earlier piece): no BEGIN; txn_piece: it
+     * stays open after this batch: before_commit runs, COMMIT does not.  A
+     * failure rolls the whole transaction back, earlier pieces too. */
+    bool txn_continues;
+    bool txn_piece;
     uint32_t nchanges; /* rows that are not inserts (BatchRow.op): 0 for a file import */
 } Batch;
 
@@ -235,7 +242,8 @@ Sink *sink_new(PgConn *c, const SinkConfig *cfg);
 void sink_free(Sink *s);
 const SinkStats *sink_stats(const Sink *s);
 
-/* Write the batch's pending rows in one transaction, in reading order; on
+/* Write the batch's pending rows in one transaction (or a piece of one:
+ * Batch.txn_continues, Batch.txn_piece), in reading order; on
  * success every pending row is INSERTED, DUPLICATE, REJECTED (an insert or an
  * update), UPDATED, DELETED, MISSING (a delete) or APPLIED (a truncate) (a repeat of a refused row is written
  * in its place: BatchRow.repeat_next) and `before_commit` ran inside the

@@ -54,10 +54,10 @@ typedef struct Record
     bool copy_plain;     /* no field holds a byte COPY text escapes (backslash, tab,
                           * CR, LF): fields may be copied as they are (false: unknown) */
     bool batch_end;      /* the pipeline ends its batch after this record */
-    bool batch_hold;     /* nor after this one, though the batch is full (inside one source
-                          * transaction; BATCH_MAX_BYTES still ends it).  The pipeline clears
-                          * both before each next(): a source that never sets them is
-                          * batched by size alone */
+    bool batch_hold;     /* inside one source transaction: a full batch is only a piece of
+                          * one target transaction, committed after the transaction's last
+                          * record (pipeline.h).  The pipeline clears both before each
+                          * next(): a source that never sets them is batched by size alone */
     uint8_t op;          /* RecordOp; 0 = insert, as every source did so far */
     const Field *old_fields; /* UPDATE whose key changed: the old key's fields (same
                           * columns, non-key ones null); the row is found by the old
@@ -81,9 +81,10 @@ typedef struct SourcePosition
     uint64_t content_len;
     uint64_t content_hash;
     /* A stream's position (zero for files): the end LSN of the last source
-     * transaction whose every change was handed out, and of the transaction in
-     * progress (its commit LSN; 0: none) how many changes were (a large one
-     * split across batches). */
+     * transaction whose every change was handed out.  txn_lsn/txn_changes:
+     * of a transaction in progress (its commit LSN; 0: none) how many changes
+     * were: only in positions stored by older versions, which committed a
+     * large transaction in several target transactions; read, not written. */
     uint64_t lsn;
     uint64_t txn_lsn;
     uint64_t txn_changes;

@@ -5,14 +5,15 @@
  * Each insert, update and delete is a record (Record.op) with the table's
  * columns in the order given at open; a truncate is a REC_TRUNCATE record
  * (or an error / nothing, per the policy).  Records of one source
- * transaction hold the batch open (Record.batch_hold) unless the transaction
- * is larger than hold_max changes; after a commit, once group_rows rows or
- * group_ms have gone by, a REC_BOUNDARY ends the batch on that commit.
+ * transaction hold the batch open (Record.batch_hold: a large one goes to the
+ * target in pieces of one target transaction); after a commit, once
+ * group_rows rows or group_ms have gone by, a REC_BOUNDARY ends the batch on
+ * that commit.
  *
- * The position (SourcePosition.lsn/txn_lsn/txn_changes) is the end LSN of the
- * last whole transaction handed out and, inside a large one, how many of its
- * changes were.  Transactions at or below the resume position are skipped,
- * and of the transaction the resume position was inside, the changes already
+ * The position (SourcePosition.lsn) is the end LSN of the last whole
+ * transaction handed out; txn_lsn/txn_changes stay 0.  Transactions at or
+ * below the resume position are skipped, and of the transaction a position
+ * stored by an older version was inside (resume_txn_lsn), the changes it had
  * applied.
  *
  * Feedback: the flush position sent to the server is only ever what the
@@ -51,7 +52,6 @@ typedef struct PgoSourceConfig
     uint64_t stop_lsn;           /* end once everything up to here is handed out (0: never) */
     size_t group_rows;
     int group_ms;
-    size_t hold_max;             /* a transaction larger than this may span batches */
     bool ignore_deletes;
     bool tolerate_new_columns;   /* a column the stream did not start with is passed over
                                     (else the source stops: relation_changed) */

@@ -1,7 +1,11 @@
 # Large and long source transactions: a 2M-row single transaction is applied
 # with bounded memory (peak RSS under 200 MB) and every row once; a
 # transaction that stays open across several keepalives while others commit
-# is applied whole, nothing skipped.
+# is applied whole, nothing skipped.  A 300k-row transaction applied in pieces
+# of --batch-rows 1000 lands in ONE target transaction: a concurrent reader
+# never sees part of it, kill -9 in the middle leaves none of it (the rerun
+# all of it, once), a terminated target connection makes the stream apply it
+# again whole.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 SRC="${PGDATABASE}_src"
@@ -71,3 +75,73 @@ set -e
 assert_eq 0 "$rc" "--until-caught-up ends after a transaction cut at its last change (output: $OUT)"
 assert_eq 2100012 "$(q "SELECT count(*) FROM orders_v7")" "its rows, once"
 assert_eq "0/0" "$(q "SELECT txn_lsn FROM v7fill.stream WHERE slot = '$SLOT'")" "the stored position is past the transaction"
+
+# A large source transaction goes to the target in ONE transaction, written in
+# pieces of --batch-rows: a reader of the target never sees part of it (a
+# poller sees the count before or after, nothing between), and kill -9 in the
+# middle leaves none of its rows; the rerun applies all of them once.
+# big_txn FIRST LOG: a 300k-row source transaction (keys from FIRST), then a
+# stream of it in pieces of 1000 in the background ($streamer; output in LOG).
+big_txn() {
+    before=$(q "SELECT count(*) FROM orders_v7")
+    qs "INSERT INTO orders SELECT g, now(), 1 FROM generate_series($1, $1 + 299999) g"
+    after=$((before + 300000))
+    "$V7FILL" stream orders_v7 --source "dbname=$SRC" --from public.orders --publication pub \
+        --slot "$SLOT" --map id=legacy_id --until-caught-up --batch-rows 1000 >"$2" 2>&1 &
+    streamer=$!
+}
+# until_true SQL: run the boolean query until it says t or the stream ended; $got: its answer.
+until_true() {
+    got=f
+    for _ in $(seq 1 600); do
+        got=$(q "$1")
+        [ "$got" = f ] || break
+        kill -0 "$streamer" 2>/dev/null || break
+        sleep 0.05
+    done
+}
+# the stream's target transaction has written for a second
+OPEN_TXN="datname = current_database() AND backend_xid IS NOT NULL AND pid <> pg_backend_pid()
+          AND now() - xact_start > interval '1 second'"
+
+big_txn 5000000 big.log
+: >counts.txt
+while kill -0 "$streamer" 2>/dev/null; do q "SELECT count(*) FROM orders_v7" >>counts.txt; done
+set +e; wait "$streamer"; rc=$?; set -e
+assert_eq 0 "$rc" "the 300k-row transaction in pieces of 1000 ($(cat big.log))"
+assert_eq "$after" "$(q "SELECT count(*) FROM orders_v7")" "the 300k-row transaction, every row"
+between=$(awk -v b="$before" -v a="$after" '$1 > b && $1 < a' counts.txt | head -3 | tr '\n' ' ')
+echo "$(wc -l <counts.txt) counts polled while it was applied"
+[ "$(wc -l <counts.txt)" -ge 5 ] || fail "too few polls of the target while it applied ($(wc -l <counts.txt))"
+assert_eq "" "$between" "a concurrent reader never sees part of the source transaction"
+
+# kill -9 in the middle: the target transaction open and written for a second
+# (or, as before this version, part of the source transaction committed).
+big_txn 6000000 kill.log
+until_true "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $OPEN_TXN)
+                OR EXISTS (SELECT FROM orders_v7 WHERE legacy_id >= 6000000)"
+kill -9 "$streamer" 2>/dev/null || true
+wait "$streamer" 2>/dev/null || true
+[ "$got" = t ] || fail "the stream never held a target transaction open for a second ($(cat kill.log))"
+assert_eq "$before" "$(q "SELECT count(*) FROM orders_v7")" "kill -9 in the middle: none of the transaction's rows"
+for _ in $(seq 1 100); do
+    [ "$(psql -X -q -At -d postgres -c "SELECT active FROM pg_replication_slots WHERE slot_name = '$SLOT'")" = f ] && break
+    sleep 0.1
+done
+run_expect 0 stream --batch-rows 1000
+assert_eq "$after" "$(q "SELECT count(*) FROM orders_v7")" "the rerun: all of the transaction's rows"
+assert_eq "$after" "$(q "SELECT count(DISTINCT legacy_id) FROM orders_v7")" "each once"
+
+# The target connection lost in the middle (its backend terminated): the
+# pieces written are gone with it; the stream says so, reconnects and applies
+# the whole transaction again from the committed position, each row once.
+big_txn 7000000 lost.log
+until_true "SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM pg_stat_activity
+            WHERE $OPEN_TXN"
+set +e; wait "$streamer"; rc=$?; set -e
+[ "$got" = t ] || fail "no open target transaction of the stream to terminate ($(cat lost.log))"
+assert_eq 0 "$rc" "the stream reconnected and caught up ($(cat lost.log))"
+assert_contains "$(cat lost.log)" "lost its target transaction" "the lost pieces are said"
+assert_contains "$(cat lost.log)" "reconnects=1" "one reconnect"
+assert_eq "$after" "$(q "SELECT count(*) FROM orders_v7")" "after the lost connection: all of the transaction's rows"
+assert_eq "$after" "$(q "SELECT count(DISTINCT legacy_id) FROM orders_v7")" "each once"
