@@ -1151,6 +1151,26 @@ diff_keys_final(Ctx *x, Err *err)
     return ok;
 }
 
+/* Keys at most this far apart share a re-check range: VERIFY_RECHECK_GAP, or more so that
+ * there are at most VERIFY_RECHECK_RANGES ranges (queries per check). */
+static int64_t
+recheck_gap(const int64_t *keys, size_t n)
+{
+    int64_t *gaps, gap = VERIFY_RECHECK_GAP;
+
+    if (n <= VERIFY_RECHECK_RANGES)
+        return gap;
+    gaps = xmalloc(n * sizeof *gaps);
+    for (size_t i = 1; i < n; i++)
+        gaps[i - 1] = keys[i] - keys[i - 1];
+    qsort(gaps, n - 1, sizeof *gaps, cmp_i64);
+    /* at most VERIFY_RECHECK_RANGES - 1 gaps wider than this */
+    if (gaps[n - VERIFY_RECHECK_RANGES] > gap)
+        gap = gaps[n - VERIFY_RECHECK_RANGES];
+    free(gaps);
+    return gap;
+}
+
 /* The whole verify, or (recheck) the values and child keys of those keys only. */
 static bool
 verify_run(PgConn *source, PgConn *target, const MigrateSpec *spec, size_t range_keys,
@@ -1186,11 +1206,13 @@ verify_run(PgConn *source, PgConn *target, const MigrateSpec *spec, size_t range
     {
         /* Keys close together share a range (one query); a range's other rows are not
          * re-checked (the caller keeps only the keys it asked for). */
+        int64_t gap = recheck_gap(recheck, nrecheck);
+
         x.bounds = xmalloc((nrecheck + 1) * sizeof *x.bounds);
         x.hi = xmalloc((nrecheck + 1) * sizeof *x.hi);
         for (size_t i = 0; i < nrecheck; i++)
         {
-            if (x.nbounds > 0 && recheck[i] - x.hi[x.nbounds - 1] <= VERIFY_RECHECK_GAP)
+            if (x.nbounds > 0 && recheck[i] - x.hi[x.nbounds - 1] <= gap)
                 x.hi[x.nbounds - 1] = recheck[i];
             else
             {

@@ -42,6 +42,8 @@
 #define VERIFY_DETAIL_KEYS 5
 /* A re-check (migrate_verify_keys) reads keys this close in one range. */
 #define VERIFY_RECHECK_GAP 64
+/* ... and in at most this many ranges (keys further apart share one). */
+#define VERIFY_RECHECK_RANGES 100
 /* Source keys per range of the row-by-row comparison. */
 #define VERIFY_RANGE_KEYS 50000
 

@@ -94,3 +94,23 @@ timed_stop() {
     awk '/^Time: /{ms=$2+0; if(ms>max)max=ms; n++} /ERROR/{e++}
          END{printf "max_ms=%d statements=%d errors=%d\n", max, n, e+0}' "$1.log"
 }
+# switch_under_load WRITER_SQL READER_SQL ARGS...: v7fill ARGS (exit 0, its output in OUT) while
+# a writer and a reader run their statement every 25 ms; fails when one of their statements
+# waited 2000 ms (a lock timeout of 1000 ms + 1 s) or failed.
+switch_under_load() {
+    local w r x ms
+    timed_start sw_w "$1"
+    timed_start sw_r "$2"
+    shift 2
+    sleep 1
+    run_expect 0 "$V7FILL" "$@"
+    sleep 0.5
+    w=$(timed_stop sw_w)
+    r=$(timed_stop sw_r)
+    echo "switch: $(grep -o 'lock held [0-9]* ms' <<<"$OUT" | head -n 1); writer $w; reader $r; load $(cut -d' ' -f1-3 /proc/loadavg)"
+    for x in "writer $w" "reader $r"; do
+        ms=$(sed -n 's/.*max_ms=\([0-9]*\).*/\1/p' <<<"$x")
+        [ "$ms" -lt 2000 ] || fail "the $x: a statement waited ${ms} ms (lock timeout 1000 ms + 1 s)"
+        assert_contains "$x" "errors=0" "no statement failed across it ($x)"
+    done
+}
