@@ -202,6 +202,7 @@ qs "INSERT INTO orders SELECT g, timestamptz '2025-06-01' + g * interval '1 minu
     DELETE FROM orders WHERE id % 7 = 0"
 run_expect 0 cstream
 assert_contains "$OUT" "updated=" "stream: updates applied"
+assert_not_contains "$OUT" "set-wise updates and deletes refused" "stream: set-wise updates and deletes run on the shards"
 assert_eq "$(qs "$sdigest")" "$(cq "$tdigest")" "stream: inserts, updates, deletes applied on the shards"
 assert_eq "$(cq "SELECT count(*) FROM orders_v7")" \
     "$(cq "SELECT sum(result::int8) FROM run_command_on_shards('orders_v7_source_ref', 'SELECT count(*) FROM %s')")" \

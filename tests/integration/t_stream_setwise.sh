@@ -5,7 +5,8 @@
 # middle (that row quarantined, the 499 others applied), an update then a delete
 # of the same row, a delete then an insert of the same key, updates of rows the
 # target lacks (inserted; one with an unchanged TOAST value: quarantined), a key
-# change, a TOAST value left unchanged in a run, a run of deletes with one
+# change, a TOAST value left unchanged in a run, a time moved off its id (counted, the
+# id kept), a run of deletes with one
 # missing row.  The target then equals the source but for the refused rows, and
 # equals it once they are fixed on the source.  Both lookup shapes: the hashed
 # source reference and the typed key map (--key-map).
@@ -57,7 +58,8 @@ qs "BEGIN;
     DELETE FROM items WHERE id = 1000;
     DELETE FROM items WHERE id = 1001;
     INSERT INTO items VALUES (1001, now() - interval '3 hours', 5, 'again');
-    UPDATE items SET n = n + 2000 WHERE id BETWEEN 1 AND 150;
+    UPDATE items SET n = n + 2000, created_at = created_at - CASE WHEN id = 5 THEN interval '1 day' ELSE interval '0' END
+      WHERE id BETWEEN 1 AND 150;
     UPDATE items SET id = 5002 WHERE id = 1002;
     DELETE FROM items WHERE id BETWEEN 750 AND 850;
     COMMIT;"
@@ -70,6 +72,7 @@ assert_contains "$OUT" "DELETE FROM \"public\".\"items_v7\" WHERE \"id\" = ANY" 
 # 450 quarantined; 1000 updated then deleted; 101 deletes (800 missing) + 1000 + 1001.
 assert_contains "$OUT" "inserted=3 updated=648 deleted=102" "$shape: the counts"
 assert_contains "$OUT" "missing=4" "$shape: three missing updates and a missing delete"
+assert_contains "$OUT" "time_changed=1" "$shape: the update that moved the time column off its id's ms is counted"
 assert_eq "2 | 8 -,450 23514" "$(q "SELECT count(*) || ' | ' || string_agg(row->>'id' || ' ' || coalesce(nullif(sqlstate, ''), '-'), ',' ORDER BY (row->>'id')::int) FROM v7fill.stream_quarantine WHERE slot = '$SLOT'")" \
     "$shape: the refused value and the incomplete missing row are quarantined, nothing else"
 assert_eq "$(digest_src '8, 450')" "$(digest_dst '8, 450')" "$shape: the target equals the source but for the two refused rows"
