@@ -43,6 +43,10 @@ assert_contains "$OUT" "no column created_at to mint its ids from" "a child with
 assert_contains "$OUT" "public.notime(order_id):COLUMN" "the hint names the :COLUMN form"
 run_expect 2 mig --child 'public.items_ct(order_id):' --child-mode migrate
 assert_contains "$OUT" "--child takes" "an empty :TIMECOL"
+run_expect 0 mig --child 'public.items_ct(order_id):created_at' --child-mode migrate --dry-run
+assert_contains "$OUT" "child public.items_ct (--child-mode migrate): its own target public.$CINTO (key id kept as legacy_id, ids minted from created_at)" \
+    "--dry-run prints the child's plan"
+assert_eq "" "$(q "SELECT to_regclass('$CINTO')")" "--dry-run creates no child target"
 
 # ---- the writer: parents and children inserted (one child in its parent's transaction),
 # updated (a child's key moved to another parent), deleted
