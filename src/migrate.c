@@ -814,10 +814,31 @@ migrate_verify_spec(PgConn *target, const char *target_conninfo, const MigrateSp
     return ok;
 }
 
-/* What this version does not do with migrate-mode children yet. */
+/* What this version does not do with migrate-mode children yet: the parent's
+ * migration, or a child's own (a child switched alone would leave its parent
+ * behind). */
 static bool
-childtables_refuse(const MigrateSpec *spec, const char *what, Err *err)
+childtables_refuse(PgConn *target, const MigrateSpec *spec, const char *what, Err *err)
 {
+    const char *params[2] = {spec->into_schema, spec->into_table};
+    PGresult *res;
+
+    if (!pg_query(target,
+                  "SELECT (SELECT m.into_schema || '.' || m.into_table FROM v7fill.migration m,"
+                  " jsonb_array_elements(m.children) c WHERE m.child_mode = 'migrate' AND"
+                  " m.into_schema = $1 AND c->>'into_table' = $2 LIMIT 1)",
+                  2, params, &res, err))
+        return false;
+    if (!PQgetisnull(res, 0, 0))
+    {
+        err_set(err, EC_CONFIG,
+                "%s.%s is the target of a --child-mode migrate child of the migration into %s: "
+                "%s goes with its parent's migration (not available in this version)",
+                spec->into_schema, spec->into_table, PQgetvalue(res, 0, 0), what);
+        PQclear(res);
+        return false;
+    }
+    PQclear(res);
     if (spec->nchildren == 0 || spec->child_mode != MIGRATE_CHILD_MIGRATE)
         return true;
     err_set(err, EC_CONFIG,
@@ -876,7 +897,7 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
     bool own, ok;
 
     memset(st, 0, sizeof *st);
-    if (!childtables_refuse(spec, "--switch", err))
+    if (!childtables_refuse(target, spec, "--switch", err))
         return false;
     if (spec->phase < MIGRATE_PHASE_FOLLOW)
         return err_set(err, EC_CONFIG,
@@ -912,7 +933,7 @@ migrate_reverse_spec(PgConn *target, MigrateSpec *spec, bool follow, ReverseStat
     bool ok;
 
     memset(st, 0, sizeof *st);
-    if (!childtables_refuse(spec, "--reverse", err))
+    if (!childtables_refuse(target, spec, "--reverse", err))
         return false;
     if (spec->phase < MIGRATE_PHASE_SWITCHED)
         return err_set(err, EC_CONFIG,

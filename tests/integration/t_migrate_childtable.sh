@@ -149,6 +149,8 @@ run_expect 3 "$V7FILL" migrate --into "$INTO" --switch
 assert_contains "$OUT" "--child-mode migrate" "--switch refuses with the reason"
 run_expect 3 "$V7FILL" migrate --into "$INTO" --reverse
 assert_contains "$OUT" "--child-mode migrate" "--reverse refuses with the reason"
+run_expect 3 "$V7FILL" migrate --into "$CINTO" --switch
+assert_contains "$OUT" "child of the migration into public.$INTO" "the child's own migration is not switched alone"
 assert_eq "follow" "$(q "SELECT phase FROM v7fill.migration WHERE into_table = '$INTO'")" "nothing switched"
 assert_eq "items_ct" "$(q "SELECT relname FROM pg_class WHERE relname = 'items_ct'")" "nothing renamed"
 drop_slot
