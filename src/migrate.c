@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <xxhash.h>
 
@@ -30,6 +31,7 @@
 #include "v7fill/log.h"
 #include "v7fill/state.h"
 #include "v7fill/migrate_child.h"
+#include "v7fill/migrate_childtable.h"
 #include "v7fill/migrate_ddl.h"
 #include "v7fill/migrate_state.h"
 #include "v7fill/migrate_switch.h"
@@ -451,6 +453,50 @@ children_fill(PgConn *src, PgConn *target, const MigrateSpec *s, const MigrateOp
     return true;
 }
 
+/* Migrate mode: each child's target, <fk>_uuid and triggers, before the
+ * parent's copy (the map's trigger fills child rows that came first). */
+static bool
+childtables_prepare(PgConn *src, PgConn *target, const MigrateSpec *s, Err *err)
+{
+    for (size_t i = 0; i < s->nchildren; i++)
+        if (!migrate_childtable_prepare(src, target, s, &s->children[i], err))
+        {
+            err_prefix(err, "child %s.%s", s->children[i].schema, s->children[i].table);
+            return false;
+        }
+    return true;
+}
+
+/* Migrate mode, the children copied: the parent caught up once more; with
+ * --follow, rounds (the parent, then each child, each until caught up) until
+ * interrupted: one slot per table, applied one after the other. */
+static bool
+childtables_follow(PgConn *target, const MigrateOptions *o, const MigrateSpec *s,
+                   StreamOptions *so, MigrateResult *r, Err *err)
+{
+    bool ok = true;
+
+    so->until_caught_up = true;
+    do
+    {
+        StreamStats more;
+
+        memset(&more, 0, sizeof more);
+        ok = stream_run(target, so, &more, err);
+        stream_stats_add(o->follow ? &r->follow : &r->copy, &more);
+        import_stats_free(&more.rows);
+        for (size_t i = 0; ok && o->follow && i < s->nchildren && interrupt_signal() == 0; i++)
+            ok = migrate_childtable_sync(target, o, s, &s->children[i], &r->follow, err);
+        if (ok && o->follow && interrupt_signal() == 0)
+        {
+            struct timespec ts = {0, MIGRATE_FOLLOW_ROUND_MS * 1000000L};
+
+            (void) nanosleep(&ts, NULL);
+        }
+    } while (ok && o->follow && interrupt_signal() == 0);
+    return ok;
+}
+
 static bool
 setup(PgConn *target, PgConn *src, const MigrateOptions *o, MigrateSpec *s,
       const MigrateSource *d, MigrateResult *r, Err *err)
@@ -528,10 +574,9 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
                            "the migration into %s.%s is %s: the copy and capture are over",
                            s->into_schema, s->into_table, migrate_phase_name(s->phase));
     }
-    if (s->nchildren > 0 && s->child_mode == MIGRATE_CHILD_MIGRATE)
-        return err_set(err, EC_CONFIG,
-                       "--child-mode migrate is not available in this version: use --child-mode "
-                       "expand (<fk>_uuid added to the child)");
+    for (size_t i = 0; s->child_mode == MIGRATE_CHILD_MIGRATE && i < s->nchildren; i++)
+        if (!migrate_childtable_name(&s->children[i], err))
+            return false;
     if (!pg_connect(source, &src, err))
     {
         err_prefix(err, "the source");
@@ -548,9 +593,13 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
              (!exists || migrate_ddl_check_target(target, &d, s->into_schema, s->into_table,
                                                   err)) &&
              dry_run(target, src, s, &d, exists, &r->plan, err);
+        for (size_t i = 0; ok && s->child_mode == MIGRATE_CHILD_MIGRATE && i < s->nchildren; i++)
+            ok = migrate_childtable_plan(src, s, &s->children[i], &r->plan, err);
         goto out;
     }
-    if (!setup(target, src, o, s, &d, r, err) || !children_prepare(src, s, err))
+    if (!setup(target, src, o, s, &d, r, err) ||
+        (s->child_mode == MIGRATE_CHILD_MIGRATE ? !childtables_prepare(src, target, s, err)
+                                                : !children_prepare(src, s, err)))
         goto out;
     table = pg_qualified(target, s->into_schema, s->into_table);
     map.from = s->key;
@@ -581,9 +630,12 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
         log_info("the copy of %s.%s is done: phase follow", s->from_schema, s->from_table);
     }
     r->copied = done;
-    if (ok && done && interrupt_signal() == 0)
+    if (ok && done && interrupt_signal() == 0 && s->child_mode == MIGRATE_CHILD_MIGRATE)
+        ok = migrate_childtable_run_all(src, target, o, s, r, err) &&
+             childtables_follow(target, o, s, &so, r, err);
+    else if (ok && done && interrupt_signal() == 0)
         ok = children_fill(src, target, s, o, r, err);
-    if (ok && o->follow && interrupt_signal() == 0)
+    if (ok && o->follow && interrupt_signal() == 0 && s->child_mode != MIGRATE_CHILD_MIGRATE)
     {
         so.until_caught_up = false;
         ok = stream_run(target, &so, &r->follow, err);
@@ -743,10 +795,59 @@ migrate_verify_spec(PgConn *target, const char *target_conninfo, const MigrateSp
     memset(out, 0, sizeof *out);
     if (!source_conn(target, target_conninfo, spec, source_conninfo, &src, &own, err))
         return false;
-    ok = migrate_verify(src, target, spec, out, err);
+    if (spec->child_mode == MIGRATE_CHILD_MIGRATE && spec->nchildren > 0)
+    {
+        MigrateSpec parent = *spec;
+
+        parent.nchildren = 0; /* each child is a migration of its own */
+        ok = migrate_verify(src, target, &parent, out, err);
+        for (size_t i = 0; ok && i < spec->nchildren; i++)
+            ok = migrate_childtable_verify(src, target, spec, &spec->children[i], out, err);
+        out->ok = ok;
+        for (size_t i = 0; i < out->n; i++)
+            out->ok = out->ok && out->checks[i].ok;
+    }
+    else
+        ok = migrate_verify(src, target, spec, out, err);
     if (own)
         pg_close(src);
     return ok;
+}
+
+/* What this version does not do with migrate-mode children yet: the parent's
+ * migration, or a child's own (a child switched alone would leave its parent
+ * behind). */
+static bool
+childtables_refuse(PgConn *target, const MigrateSpec *spec, const char *what, Err *err)
+{
+    const char *params[2] = {spec->into_schema, spec->into_table};
+    PGresult *res;
+
+    if (!pg_query(target,
+                  "SELECT (SELECT m.into_schema || '.' || m.into_table FROM v7fill.migration m,"
+                  " jsonb_array_elements(m.children) c WHERE m.child_mode = 'migrate' AND"
+                  " m.into_schema = $1 AND c->>'into_table' = $2 LIMIT 1)",
+                  2, params, &res, err))
+        return false;
+    if (!PQgetisnull(res, 0, 0))
+    {
+        err_set(err, EC_CONFIG,
+                "%s.%s is the target of a --child-mode migrate child of the migration into %s: "
+                "%s goes with its parent's migration (not available in this version)",
+                spec->into_schema, spec->into_table, PQgetvalue(res, 0, 0), what);
+        PQclear(res);
+        return false;
+    }
+    PQclear(res);
+    if (spec->nchildren == 0 || spec->child_mode != MIGRATE_CHILD_MIGRATE)
+        return true;
+    err_set(err, EC_CONFIG,
+            "%s is not available in this version for a migration with --child-mode migrate "
+            "children (%s.%s, ...): nothing was changed",
+            what, spec->children[0].schema, spec->children[0].table);
+    err_hint(err, "See docs/migrating-children.md: the parent and child targets are complete "
+                  "and verified; rename them by hand, or migrate the children in expand mode.");
+    return false;
 }
 
 typedef struct CatchUp
@@ -798,6 +899,8 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
     bool own, ok;
 
     memset(st, 0, sizeof *st);
+    if (!childtables_refuse(target, spec, "--switch", err))
+        return false;
     if (spec->phase < MIGRATE_PHASE_FOLLOW)
         return err_set(err, EC_CONFIG,
                        "the migration into %s.%s is in phase %s: the copy must finish first "
@@ -877,6 +980,8 @@ migrate_reverse_spec(PgConn *target, MigrateSpec *spec, bool follow, ReverseStat
     bool ok;
 
     memset(st, 0, sizeof *st);
+    if (!childtables_refuse(target, spec, "--reverse", err))
+        return false;
     if (spec->phase < MIGRATE_PHASE_SWITCHED)
         return err_set(err, EC_CONFIG,
                        "the migration into %s.%s is in phase %s: --reverse follows --switch",

@@ -110,6 +110,10 @@ children_parse(const char *text, MigrateSpec *out, Err *err)
                   json_string_value(json_object_get(v, "table")));
         copy_text(out->children[i].fk_column, sizeof out->children[i].fk_column,
                   json_string_value(json_object_get(v, "fk_column")));
+        copy_text(out->children[i].time_column, sizeof out->children[i].time_column,
+                  json_string_value(json_object_get(v, "time_column")));
+        copy_text(out->children[i].into_table, sizeof out->children[i].into_table,
+                  json_string_value(json_object_get(v, "into_table")));
     }
     json_decref(arr);
     return true;
@@ -122,9 +126,11 @@ children_json(const MigrateSpec *s)
     char *text;
 
     for (size_t i = 0; i < s->nchildren; i++)
-        json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "schema", s->children[i].schema,
-                                             "table", s->children[i].table, "fk_column",
-                                             s->children[i].fk_column));
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s}", "schema",
+                                             s->children[i].schema, "table", s->children[i].table,
+                                             "fk_column", s->children[i].fk_column,
+                                             "time_column", s->children[i].time_column,
+                                             "into_table", s->children[i].into_table));
     text = json_dumps(arr, JSON_COMPACT);
     json_decref(arr);
     return text;

@@ -11,7 +11,8 @@
  *   copy      the stream's copy and capture (stream.h) keyed through the map
  *             (PipelineOptions.key_map_column): no gap, no overlap
  *   children  expand: <fk>_uuid filled from the map in short batches, kept
- *             current, orphans reported, FK added NOT VALID then VALIDATEd
+ *             current, orphans reported, FK added NOT VALID then VALIDATEd;
+ *             migrate: each child its own migration (migrate_childtable.h)
  *   verify    counts, a hash of every non-key column row by row through the
  *             map, child keys, join pairs (migrate_verify.h)
  *   switch    a final LSN under a short lock, applied, tables renamed
@@ -46,6 +47,9 @@ typedef struct MigrateChild
     char schema[64];
     char table[64];
     char fk_column[64];       /* its column holding the parent's legacy key */
+    /* --child-mode migrate (migrate_childtable.h): */
+    char time_column[64];     /* its time column ('S.T(FK):COL'; "": the parent's) */
+    char into_table[64];      /* its target, in the parent's into schema ("": <table>_v7) */
 } MigrateChild;
 
 /* The phases in the order they are reached (stored as their names). */

@@ -44,7 +44,8 @@ migrate_usage(FILE *out)
 {
     fputs("Usage: v7fill [-d TARGET_CONNINFO] migrate --from SCHEMA.TABLE --key COL\n"
           "                --time-column COL --into [SCHEMA.]TABLE [--source CONNINFO]\n"
-          "                [--child 'SCHEMA.TABLE(COL)']... [--child-mode expand|migrate]\n"
+          "                [--child 'SCHEMA.TABLE(COL)[:TIMECOL]']...\n"
+          "                [--child-mode expand|migrate]\n"
           "                [--follow] [--verify] [--dry-run]\n"
           "       v7fill [-d TARGET_CONNINFO] migrate --into [SCHEMA.]TABLE\n"
           "                --status [--json] | --verify | --switch | --reverse [--follow]\n"
@@ -67,7 +68,14 @@ migrate_usage(FILE *out)
           "  --child-mode expand    COL_uuid added to the child, kept current (a trigger in\n"
           "                         the same database), filled from the map in short\n"
           "                         batches, then a foreign key to the target added NOT VALID\n"
-          "                         and validated (the only mode of this version)\n"
+          "                         and validated\n"
+          "  --child-mode migrate   each child becomes its own UUIDv7 table <child>_v7\n"
+          "                         (minted from :TIMECOL, else the child's column named\n"
+          "                         as --time-column; its integer key kept as legacy_id),\n"
+          "                         with its own map, publication and slot; COL keeps the\n"
+          "                         legacy key and COL_uuid is set from the parent's map.\n"
+          "                         --switch refuses it in this version (see\n"
+          "                         docs/migrating-children.md)\n"
           "  --follow               keep applying changes until SIGINT/SIGTERM (default:\n"
           "                         stop once caught up)\n"
           "  --batch-rows N         rows per batch of the copy (default 10000)\n"
@@ -94,7 +102,7 @@ migrate_usage(FILE *out)
           out);
 }
 
-/* 'SCHEMA.TABLE(COL)' */
+/* 'SCHEMA.TABLE(COL)[:TIMECOL]' */
 static bool
 parse_child(const char *value, MigrateChild *c, Err *err)
 {
@@ -104,11 +112,13 @@ parse_child(const char *value, MigrateChild *c, Err *err)
     size_t tl;
 
     memset(c, 0, sizeof *c);
-    if (!open || !close || close[1] != '\0' || close <= open + 1 || !dot || dot > open ||
+    if (close && close[1] == ':' && close[2] != '\0' && strlen(close + 2) <= 63)
+        (void) snprintf(c->time_column, sizeof c->time_column, "%s", close + 2);
+    if (!open || !close || (close[1] != '\0' && c->time_column[0] == '\0') || close <= open + 1 || !dot || dot > open ||
         dot == value || dot + 1 == open || (size_t) (dot - value) > 63 ||
         (size_t) (open - dot - 1) > 63 || (size_t) (close - open - 1) > 63)
     {
-        cli_usage_error(err, "migrate", "--child takes 'SCHEMA.TABLE(COLUMN)', got \"%s\"",
+        cli_usage_error(err, "migrate", "--child takes 'SCHEMA.TABLE(COLUMN)[:TIMECOLUMN]', got \"%s\"",
                         value);
         return false;
     }
@@ -173,6 +183,16 @@ print_result(const MigrateResult *r)
         const ChildStats *c = &r->children[i];
         const MigrateChild *ch = &s->children[i];
 
+        if (s->child_mode == MIGRATE_CHILD_MIGRATE)
+        {
+            printf("child %s.%s(%s) -> %s.%s: rows=%" PRIu64 " null_keys=%" PRIu64
+                   " orphans=%" PRIu64 "%s%s%s foreign_key=%s\n",
+                   ch->schema, ch->table, ch->fk_column, s->into_schema, ch->into_table, c->rows,
+                   c->null_keys, c->orphans, c->orphan_examples[0] ? " (keys " : "",
+                   c->orphan_examples, c->orphan_examples[0] ? ")" : "",
+                   c->fk_added ? "added" : "none");
+            continue;
+        }
         printf("child %s.%s(%s): rows=%" PRIu64 " filled=%" PRIu64 " null_keys=%" PRIu64
                " orphans=%" PRIu64 "%s%s%s passes=%" PRIu64 " longest_write=%" PRId64
                "ms foreign_key=%s\n",
@@ -378,6 +398,25 @@ migrate_later(PgConn *conn, const char *conninfo, int action, const MigrateOptio
         status_json(&m);
     else
         status_text(&m);
+    /* Migrate-mode children: each its own migration (phase, position, lag). */
+    for (size_t i = 0; !json && m.spec.child_mode == MIGRATE_CHILD_MIGRATE && i < m.spec.nchildren;
+         i++)
+    {
+        const MigrateChild *ch = &m.spec.children[i];
+        char cinto[160];
+        MigrateStatus cm;
+
+        (void) snprintf(cinto, sizeof cinto, "%s.%s", m.spec.into_schema, ch->into_table);
+        printf("child %s.%s(%s) -> %s:\n", ch->schema, ch->table, ch->fk_column, cinto);
+        if (!migrate_status(conn, conninfo, cinto, source, &cm, err))
+        {
+            printf("  (%s)\n", err->msg);
+            err_clear(err);
+            continue;
+        }
+        status_text(&cm);
+        migrate_spec_free(&cm.spec);
+    }
     migrate_spec_free(&m.spec);
     return 0;
 }
