@@ -54,6 +54,7 @@ struct Sink
     char *set_table_sql;    /* its CREATE */
     int set_pid;            /* the backend that has it (0: not known) */
     bool set_off;           /* set-wise failed as a statement: row by row from now on */
+    bool set_no_table;      /* the temp table could not be made: updates row by row */
     struct SetRow *set;     /* the run's rows in hash order */
     struct SetRow **set_by_id; /* those the lookup has, by id */
     size_t set_cap;
@@ -1439,7 +1440,7 @@ sink_run_end(Sink *s, const Batch *b, size_t i, size_t to, size_t *n)
     size_t j;
 
     *n = 0;
-    if (s->set_off || !set_eligible(&b->rows[i]))
+    if (s->set_off || !set_eligible(&b->rows[i]) || (op == REC_UPDATE && s->set_no_table))
         return i + 1;
     if (s->seen_cap < 2 * (to - i))
     {
@@ -1846,10 +1847,31 @@ sink_apply_set(Sink *s, Batch *b, size_t from, size_t to, Err *err)
             op = b->rows[i].op;
             break;
         }
-    /* The temp table outside the savepoint: a rollback to it keeps the table. */
+    /* The temp table outside the run's savepoint: a rollback to it keeps the
+     * table.  A role that may not create one (no TEMP privilege) gets its
+     * updates row by row. */
     if (op == REC_UPDATE && s->set_pid != PQbackendPID(pg_raw(s->conn)))
     {
-        if (!sink_exec(s, s->set_table_sql, err))
+        Err table_err = {0};
+
+        if (!sink_exec(s, "SAVEPOINT v7fill_set_table", err))
+            return false;
+        if (!sink_exec(s, s->set_table_sql, &table_err))
+        {
+            if (pg_err_is_connection(&table_err))
+            {
+                *err = table_err;
+                return false;
+            }
+            if (!sink_rollback_to(s, "v7fill_set_table", err))
+                return false;
+            log_warn("%s: could not create a temp table for set-wise updates (%s); applying "
+                     "updates row by row",
+                     s->cfg.target_q, table_err.msg);
+            s->set_no_table = true;
+            return sink_apply_rows(s, b, from, to, err);
+        }
+        if (!sink_exec(s, "RELEASE SAVEPOINT v7fill_set_table", err))
             return false;
         s->set_pid = PQbackendPID(pg_raw(s->conn));
     }
