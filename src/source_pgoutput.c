@@ -270,8 +270,9 @@ on_relation(PgoSource *s, const PgoMessage *m, uint64_t lsn, Err *err)
                     "column \"%s\" of %s.%s is gone on the source (dropped or renamed; relation "
                     "message at %s): the stream stops",
                     s->cfg.columns[f], s->cfg.schema, s->cfg.table, at);
-            err_hint(err, "Run the stream again: it reads the table's columns anew and maps "
-                          "them (the target column must then allow NULL or have a default).");
+            err_hint(err, "Drop or rename the target column it goes to (renaming keeps its "
+                          "values), or add the column back on the source; then run the stream "
+                          "again.");
             return false;
         }
     return true;

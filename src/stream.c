@@ -36,6 +36,7 @@
 #include "v7fill/source_pgoutput.h"
 #include "v7fill/source_snapshot.h"
 #include "v7fill/stream_admin.h"
+#include "v7fill/stream_columns.h"
 #include "v7fill/stream_observe.h"
 #include "v7fill/stream_state.h"
 
@@ -669,6 +670,50 @@ read_columns(Streamer *s, Err *err)
     return true;
 }
 
+/* Where source column `name` goes in the target (StreamColumnTarget). */
+static bool
+column_target(void *ctx, const char *name, const char **column, const char **type)
+{
+    Streamer *s = ctx;
+    const TargetTable *t = pipeline_target(s->pl);
+    const char *to = name;
+    int idx;
+
+    for (size_t k = 0; k < s->o->common.nignore; k++)
+        if (strcmp(s->o->common.ignore[k], name) == 0)
+            return false;
+    for (size_t m = 0; m < s->o->common.nmaps; m++)
+        if (strcmp(s->o->common.maps[m].from, name) == 0)
+            to = s->o->common.maps[m].to;
+    if ((idx = catalog_column_index(t, to)) < 0)
+        return false;
+    *column = t->columns[idx].name;
+    *type = t->columns[idx].type;
+    return true;
+}
+
+/* Before streaming (and after the columns were read anew): the columns the
+ * stream last ran with (stored in the target) against the source's catalog
+ * now: a column gone or of another type whose values go to a target column
+ * stops the stream.  Then the catalog's list is stored.  (Relation messages
+ * of changes made before such DDL still show the table as it was then; they
+ * are compared in the session, as before.) */
+static bool
+check_columns(Streamer *s, Err *err)
+{
+    StreamColumns stored = {0}, now = {0};
+    bool ok;
+
+    ok = stream_columns_get(s->conn, s->o->slot, &stored, err) &&
+         stream_columns_read_source(s->src_sql, s->from.schema, s->from.name, &now, err) &&
+         stream_columns_check(&stored, &now, column_target, s, s->relation, s->o->common.table,
+                              err) &&
+         stream_columns_put(s->conn, s->o->slot, &now, err);
+    stream_columns_free(&stored);
+    stream_columns_free(&now);
+    return ok;
+}
+
 /* Where "everything committed on the source before the start" ends: a
  * commit with synchronous_commit on flushes the WAL of every transaction
  * committed before it, asynchronously committed ones included, and the flush
@@ -1117,7 +1162,7 @@ stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
             s->relation_at = at;
             /* Not a failure: the table has a new column; again from the
              * stored position with its columns read anew. */
-            if (!read_columns(s, err) || !open_source(s, err))
+            if (!read_columns(s, err) || !check_columns(s, err) || !open_source(s, err))
                 return false;
             continue;
         }
@@ -1230,7 +1275,8 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         goto out;
     if (o->until_caught_up && !source_flushed_lsn(&s, &stop_lsn, err))
         goto out;
-    if (!setup_slot(&s, snapshot, sizeof snapshot, &copy, err) || !start_watch(&s, err))
+    if (!setup_slot(&s, snapshot, sizeof snapshot, &copy, err) || !check_columns(&s, err) ||
+        !start_watch(&s, err))
         goto out;
     if (copy && !run_copy(&s, snapshot, err))
         goto out;

@@ -47,7 +47,15 @@ stream_state_setup(PgConn *c, Err *err)
                              "attisdropped)",
                              "ALTER TABLE v7fill.stream ADD COLUMN IF NOT EXISTS commit_time "
                              "timestamptz",
-                             "the applied commit's time (v7fill.stream.commit_time)", err);
+                             "the applied commit's time (v7fill.stream.commit_time)", err) &&
+           /* Added later: the source columns the stream last ran with
+            * (stream_columns.h). */
+           state_create_once(c,
+                             "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
+                             "'v7fill.stream'::regclass AND attname = 'columns' AND NOT "
+                             "attisdropped)",
+                             "ALTER TABLE v7fill.stream ADD COLUMN IF NOT EXISTS columns jsonb",
+                             "the source's columns (v7fill.stream.columns)", err);
 }
 
 static uint64_t

@@ -170,8 +170,30 @@ q "ALTER TABLE orders_v7 DROP COLUMN note"
 run_expect 0 stream
 assert_eq 1 "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 5")" "after the target follows, the stream goes on"
 
+# ---- a column dropped, or its type changed, while the stream was stopped: the
+# next start compares the columns it last ran with (v7fill.stream.columns)
+# with the source's and stops, naming the column, until the target follows
+assert_contains "$(q "SELECT columns::text FROM v7fill.stream WHERE slot = '$SLOT'")" '"name": "region"' "the columns are stored"
+qs "ALTER TABLE orders DROP COLUMN region; INSERT INTO orders VALUES (8, now(), 1, 1)"
+run_expect 3 stream
+assert_contains "$OUT" 'column "region" of public.orders is gone on the source' "a column dropped while stopped is named"
+assert_contains "$OUT" 'RENAME COLUMN "region"' "with what to do"
+assert_eq 0 "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 8")" "nothing after it is applied"
+q "ALTER TABLE orders_v7 RENAME COLUMN region TO region_was"
+run_expect 0 stream
+assert_eq 1 "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 8")" "after the target follows, the stream goes on"
+assert_eq "eu" "$(q "SELECT region_was FROM orders_v7 WHERE legacy_id = 4")" "the renamed column keeps its values"
+qs "ALTER TABLE orders ALTER COLUMN amount TYPE text; INSERT INTO orders VALUES (9, now(), 'n/a', 1)"
+run_expect 3 stream
+assert_contains "$OUT" 'column "amount" of public.orders changed its type on the source' "a type changed while stopped is named"
+assert_contains "$OUT" 'TYPE text' "with what to do"
+assert_eq 0 "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 9")" "nothing after it is applied"
+q "ALTER TABLE orders_v7 ALTER COLUMN amount TYPE text"
+run_expect 0 stream
+assert_eq "n/a" "$(q "SELECT amount FROM orders_v7 WHERE legacy_id = 9")" "after the target follows, the stream goes on"
+
 # ---- a slot someone else advanced: the stream refuses to skip silently
-qs "INSERT INTO orders VALUES (6, now(), 1, 'eu', 1)"
+qs "INSERT INTO orders VALUES (6, now(), 1, 1)"
 psql -X -q -At -d "$SRC" -c "SELECT pg_replication_slot_advance('$SLOT', pg_current_wal_lsn())" >/dev/null
 run_expect 3 stream
 assert_contains "$OUT" "past the position the target stored" "a slot ahead of the target is an error"

@@ -53,4 +53,19 @@ reconnects=$(sed -n 's/.*reconnects=\([0-9]*\).*/\1/p' stream.log | tail -1)
 run_expect 0 "$V7FILL" stream orders_v7 --source "$SRC_CONN" --from public.orders --publication pub \
     --slot s_restart --map id=legacy_id --until-caught-up
 assert_eq "$(digest_src)" "$(digest_dst)" "after the restarts the target equals the source"
+
+# A position an older version stored inside a large transaction (txn_lsn =
+# its commit LSN, txn_changes = the changes it had applied in earlier target
+# transactions) still resumes: those changes are skipped, the rest applied.
+qs "INSERT INTO orders SELECT g, now(), 7 FROM generate_series(900001, 900010) g"
+hex=$(qs "SELECT encode(substr(data, 2, 8), 'hex') FROM pg_logical_slot_peek_binary_changes('s_restart',
+          NULL, NULL, 'proto_version', '1', 'publication_names', 'pub') WHERE get_byte(data, 0) = 66
+          ORDER BY lsn DESC LIMIT 1")
+final=$(printf '%X/%X' "0x${hex:0:8}" "0x${hex:8:8}")
+q "UPDATE v7fill.stream SET txn_lsn = '$final', txn_changes = 4 WHERE slot = 's_restart'"
+run_expect 0 "$V7FILL" stream orders_v7 --source "$SRC_CONN" --from public.orders --publication pub \
+    --slot s_restart --map id=legacy_id --until-caught-up
+assert_eq "0 6" "$(q "SELECT count(*) FILTER (WHERE legacy_id <= 900004), count(*) FILTER (WHERE legacy_id > 900004)
+                       FROM orders_v7 WHERE legacy_id > 900000" | tr '|' ' ')" "an old position inside a transaction: the changes it had applied are skipped"
+assert_eq "0/0" "$(q "SELECT txn_lsn FROM v7fill.stream WHERE slot = 's_restart'")" "and no position inside a transaction is stored any more"
 qs "SELECT pg_drop_replication_slot('s_restart')" >/dev/null
