@@ -869,6 +869,57 @@ ensure_uuid_index(PgConn *conn, const MigrateChild *ch, const Child *c, Err *err
     return ok;
 }
 
+/* The ON DELETE rule of the new key: the legacy key's from the child's <fk> to
+ * the source table when there is one (its deletes already ran on the source:
+ * mirroring them finds nothing left to do), else SET NULL: a child without a
+ * key can keep rows of a deleted parent, and the capture's delete of that
+ * parent in the new table must not fail on them (they become orphans). */
+static bool
+delete_rule(PgConn *conn, const MigrateSpec *spec, const Child *c, const char **rule, Err *err)
+{
+    const char *params[4] = {c->oid, c->fk_attnum, spec->from_schema, spec->from_table};
+    PGresult *res;
+    char t = '\0';
+
+    if (!pg_query(conn,
+                  "SELECT k.confdeltype::text FROM pg_catalog.pg_constraint k "
+                  "  JOIN pg_catalog.pg_class r ON r.oid = k.confrelid "
+                  "  JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace "
+                  " WHERE k.conrelid = $1::oid AND k.contype = 'f' AND k.conparentid = 0 "
+                  "   AND k.conkey = ARRAY[$2::int2] AND n.nspname = $3 AND r.relname = $4 "
+                  " ORDER BY k.conname LIMIT 1",
+                  4, params, &res, err))
+        return false;
+    if (PQntuples(res) == 1)
+        t = PQgetvalue(res, 0, 0)[0];
+    PQclear(res);
+    *rule = t == 'c' ? "CASCADE" : t == 'a' || t == 'r' ? "NO ACTION" : "SET NULL";
+    return true;
+}
+
+/* Child rows whose <fk>_uuid names a row the new table no longer has (its
+ * parent deleted before the key existed): set NULL, so VALIDATE passes and
+ * they are counted as orphans.  The key (NOT VALID) is in place: no new ones. */
+static bool
+clear_dangling(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, const Child *c,
+               Err *err)
+{
+    char *qinto = pg_qualified(conn, spec->into_schema, spec->into_table);
+    char *sql = xasprintf("UPDATE %s c SET %s = NULL WHERE c.%s IS NOT NULL AND NOT EXISTS "
+                          "(SELECT 1 FROM %s p WHERE p.id = c.%s)",
+                          c->qchild, c->quuid, c->quuid, qinto, c->quuid);
+    PGresult *res = NULL;
+    bool ok = pg_query(conn, sql, 0, NULL, &res, err);
+
+    if (ok && strcmp(PQcmdTuples(res), "0") != 0)
+        log_info("child %s.%s: %s rows named a deleted parent in %s: set NULL (orphans now)",
+                 ch->schema, ch->table, PQcmdTuples(res), c->uuid_col);
+    PQclear(res);
+    free(sql);
+    free(qinto);
+    return ok;
+}
+
 bool
 migrate_child_constrain(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch,
                         int lock_timeout_ms, ChildStats *st, Err *err)
@@ -877,6 +928,7 @@ migrate_child_constrain(PgConn *conn, const MigrateSpec *spec, const MigrateChil
     char name[128], what[300];
     bool validated = false, into_exists = false, ok = false;
     char *sql = NULL, *qname = NULL, *qinto = NULL;
+    const char *rule = NULL;
     int lock_ms = lock_timeout_ms > 0 ? lock_timeout_ms : 1000;
 
     st->fk_added = st->fk_validated = false;
@@ -921,17 +973,20 @@ migrate_child_constrain(PgConn *conn, const MigrateSpec *spec, const MigrateChil
             err_hint(err, "Add the key to each partition of the child.");
             goto out;
         }
+        if (!delete_rule(conn, spec, &c, &rule, err))
+            goto out;
         (void) snprintf(name, sizeof name, "%s_%s_fkey", ch->table, c.uuid_col);
         qname = pg_ident(conn, name);
         qinto = pg_qualified(conn, spec->into_schema, spec->into_table);
         sql = xasprintf("ALTER TABLE %s ADD CONSTRAINT %s FOREIGN KEY (%s) REFERENCES %s (id) "
-                        "NOT VALID",
-                        c.qchild, qname, c.quuid, qinto);
+                        "ON DELETE %s NOT VALID",
+                        c.qchild, qname, c.quuid, qinto, rule);
         (void) snprintf(what, sizeof what, "adding the foreign key of %s.%s.%s", ch->schema,
                         ch->table, c.uuid_col);
         if (!tx_retry(conn, lock_ms, what, sql, 0, NULL, true, st, NULL, err))
             goto out;
-        log_info("child %s.%s: foreign key %s added (NOT VALID)", ch->schema, ch->table, name);
+        log_info("child %s.%s: foreign key %s added (NOT VALID, ON DELETE %s)", ch->schema,
+                 ch->table, name, rule);
         /* The server may have shortened the name: read it back. */
         if (!find_fk(conn, spec, &c, name, sizeof name, &validated, &into_exists, err))
             goto out;
@@ -945,6 +1000,8 @@ migrate_child_constrain(PgConn *conn, const MigrateSpec *spec, const MigrateChil
     st->fk_added = true;
     if (!validated)
     {
+        if (!clear_dangling(conn, spec, ch, &c, err))
+            goto out;
         free(sql);
         free(qname);
         qname = pg_ident(conn, name);
