@@ -101,7 +101,7 @@ for c in items payments; do
                        WHERE c.order_id_uuid IS DISTINCT FROM m.id")" "$c: every key with a parent has its uuid"
 done
 # items has no key of its own: the new key must not fail on rows whose parent the writer deleted
-assert_eq "items n|payments c" "$(q "SELECT string_agg(conrelid::regclass || ' ' || confdeltype, '|' ORDER BY 1)
+assert_eq "items n|payments c" "$(q "SELECT string_agg(conrelid::regclass::text || ' ' || confdeltype::text, '|' ORDER BY 1)
                                      FROM pg_constraint WHERE contype = 'f' AND confrelid = '$INTO'::regclass
                                       AND convalidated")" \
     "the uuid keys validated, ON DELETE SET NULL without a legacy key, CASCADE like payments' own"
