@@ -404,7 +404,7 @@ copy_finished(PgConn *target, const MigrateSpec *s, bool *out, Err *err)
 {
     StreamState st;
 
-    if (!stream_state_get(target, s->slot, &st, err))
+    if (!stream_state_get(target, s->slot, NULL, &st, err))
         return false;
     *out = st.found && strcmp(st.phase, "stream") == 0;
     return true;

@@ -101,6 +101,16 @@ source_pgoutput_origin(const char *schema, const char *table, uint64_t lsn, char
     (void) snprintf(out, size, "%s %s.%s", at, schema, table);
 }
 
+/* A frame from the connection (libpq's) or from the owner's recv (malloc'd). */
+static void
+frame_free(PgoSource *s, char *buf)
+{
+    if (s->cfg.recv)
+        free(buf);
+    else
+        replconn_freemem(buf);
+}
+
 static bool
 send_status(PgoSource *s, bool reply, Err *err)
 {
@@ -110,6 +120,15 @@ send_status(PgoSource *s, bool reply, Err *err)
         flush = s->idle_stored;
     if (flush < s->flushed)
         flush = s->flushed; /* never backwards */
+    if (s->cfg.recv)
+    {
+        /* A shared connection: its owner reports the least of its tables'. */
+        s->flushed = s->st.flushed_lsn = flush;
+        s->last_status_ms = now_ms();
+        if (reply)
+            s->last_ping_ms = s->last_status_ms;
+        return true;
+    }
     if (!replconn_send_status(s->cfg.repl, s->received > flush ? s->received : flush, flush,
                               flush, reply, err))
         return false;
@@ -619,7 +638,7 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
     *eof = false;
     if (s->payload)
     {
-        replconn_freemem(s->payload);
+        frame_free(s, s->payload);
         s->payload = NULL;
     }
     for (;;)
@@ -631,6 +650,10 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
         bool got, more = false;
 
         if (!s->ended && should_end(s) && s->rows_open == 0 && !caught_up_hook(s, &more, err))
+            return false;
+        /* Caught up: the idle position is stored first (a table the last
+         * transactions did not touch still ends at the stop position). */
+        if (!s->ended && should_end(s) && s->rows_open == 0 && !more && !maybe_status(s, err))
             return false;
         if (s->ended || (should_end(s) && s->rows_open == 0 && !more) ||
             (!s->in_txn && interrupt_signal() != 0 && s->rows_open == 0))
@@ -670,7 +693,8 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
         }
         if (!maybe_status(s, err))
             return false;
-        if (!replconn_recv(s->cfg.repl, timeout, &buf, &len, err))
+        if (s->cfg.recv ? !s->cfg.recv(s->cfg.recv_ctx, timeout, &buf, &len, err)
+                        : !replconn_recv(s->cfg.repl, timeout, &buf, &len, err))
             return false;
         if (len <= 0)
         {
@@ -683,7 +707,7 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
         if (!pgo_decode(s->dec, buf, (size_t) len, &fr, err) ||
             !on_frame(s, &fr, rec, &got, err))
         {
-            replconn_freemem(buf);
+            frame_free(s, buf);
             return false;
         }
         if (got)
@@ -691,7 +715,7 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
             s->payload = buf; /* the record borrows it */
             return true;
         }
-        replconn_freemem(buf);
+        frame_free(s, buf);
     }
 }
 
@@ -758,7 +782,7 @@ pgo_close(Source *src)
     PgoSource *s = (PgoSource *) src;
 
     if (s->payload)
-        replconn_freemem(s->payload);
+        frame_free(s, s->payload);
     pgo_decoder_free(s->dec);
     free(s->relcol_field);
     free(s->field_relcol);

@@ -19,6 +19,7 @@
 #include "v7fill/stream.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,7 +81,132 @@ typedef struct Streamer
     _Atomic bool target_down; /* the pipeline is reconnecting to the target */
     bool caught_up_done;  /* o->on_caught_up was called ... */
     uint64_t caught_up_stop; /* ... and moved the stop here (again after a reconnect) */
+    /* Several tables of one slot (stream_multi.c): the stream's row is the
+     * slot's and this target's (NULL: the slot's only row); the frames come
+     * from the shared reader; what is shared is not this streamer's to free. */
+    const char *row_target;
+    struct FrameQueue *queue;
+    bool borrowed;
+    _Atomic uint64_t flush_pos; /* committed in the target, or stored idle */
 } Streamer;
+
+/* ---- several tables of one slot: the frames each table's source reads ----- */
+
+#define QUEUE_SLOTS 4096
+#define QUEUE_BYTES ((size_t) 64 << 20)
+
+/* One table's frames, copied by the reader of the shared connection; bounded
+ * (the reader waits for a slow table), dropped once the table's stream ended. */
+typedef struct FrameQueue
+{
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *buf[QUEUE_SLOTS];
+    int len[QUEUE_SLOTS];
+    size_t head, count, bytes;
+    bool closed;  /* the table's stream ended: frames are dropped */
+    bool stopped; /* no more frames: recv fails with `why` once empty */
+    Err why;
+} FrameQueue;
+
+static void
+frame_queue_init(FrameQueue *q)
+{
+    memset(q, 0, sizeof *q);
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+}
+
+static void
+frame_queue_destroy(FrameQueue *q)
+{
+    for (size_t i = 0; i < q->count; i++)
+        free(q->buf[(q->head + i) % QUEUE_SLOTS]);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+}
+
+static void
+frame_queue_push(FrameQueue *q, const char *data, int len)
+{
+    pthread_mutex_lock(&q->mu);
+    while (!q->closed && q->count > 0 &&
+           (q->count == QUEUE_SLOTS || q->bytes + (size_t) len > QUEUE_BYTES))
+        pthread_cond_wait(&q->cv, &q->mu);
+    if (!q->closed)
+    {
+        size_t at = (q->head + q->count) % QUEUE_SLOTS;
+
+        q->buf[at] = xmalloc((size_t) len);
+        memcpy(q->buf[at], data, (size_t) len);
+        q->len[at] = len;
+        q->count++;
+        q->bytes += (size_t) len;
+        pthread_cond_broadcast(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* No more frames after those queued: the table's source fails with why. */
+static void
+frame_queue_stop(FrameQueue *q, const Err *why)
+{
+    pthread_mutex_lock(&q->mu);
+    if (!q->stopped)
+    {
+        q->stopped = true;
+        q->why = *why;
+    }
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+static void
+frame_queue_close(FrameQueue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->closed = true;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* PgoSourceConfig.recv */
+static bool
+frame_queue_recv(void *ctx, int timeout_ms, char **buf, int *len, Err *err)
+{
+    FrameQueue *q = ctx;
+    struct timespec until;
+    bool ok;
+
+    *buf = NULL;
+    *len = 0;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long) (timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L)
+    {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&q->mu);
+    while (q->count == 0 && !q->stopped)
+        if (pthread_cond_timedwait(&q->cv, &q->mu, &until) != 0)
+            break;
+    if (q->count > 0)
+    {
+        *buf = q->buf[q->head];
+        *len = q->len[q->head];
+        q->head = (q->head + 1) % QUEUE_SLOTS;
+        q->count--;
+        q->bytes -= (size_t) *len;
+        pthread_cond_broadcast(&q->cv);
+    }
+    ok = *len > 0 || !q->stopped;
+    if (!ok)
+        *err = q->why;
+    pthread_mutex_unlock(&q->mu);
+    return ok;
+}
 
 void
 stream_options_default(StreamOptions *o)
@@ -260,7 +386,7 @@ hook_check_commit(void *ctx, PgConn *c, const SourcePosition *pos, CommitCheck *
     StreamState now;
 
     (void) pos;
-    if (!stream_state_get(c, s->o->slot, &now, err))
+    if (!stream_state_get(c, s->o->slot, s->row_target, &now, err))
         return false;
     if (now.found && now.batches == s->state.batches + 1)
     {
@@ -305,6 +431,16 @@ observe_commit(Streamer *s)
     }
 }
 
+/* What this target has (committed, or stored idle) reaches lsn. */
+static void
+flush_raise(Streamer *s, uint64_t lsn)
+{
+    uint64_t was = atomic_load(&s->flush_pos);
+
+    while (lsn > was && !atomic_compare_exchange_weak(&s->flush_pos, &was, lsn))
+        ;
+}
+
 static void
 hook_after_commit(void *ctx, const SourcePosition *pos)
 {
@@ -323,6 +459,7 @@ hook_after_commit(void *ctx, const SourcePosition *pos)
             atomic_store(&s->applied_commit_us, pos->commit_time_us);
         s->st->applied_lsn = s->state.end_lsn;
         source_pgoutput_committed(s->src, pos->lsn);
+        flush_raise(s, pos->lsn);
     }
     observe_commit(s);
 }
@@ -379,13 +516,20 @@ persist_idle(void *ctx, uint64_t lsn, Err *err)
 
     if (pg_is_broken(s->side) && !pg_reconnect(s->side, err))
         return false;
-    if (stream_state_put_idle(s->side, s->o->slot, lsn, err))
+    if (stream_state_put_idle(s->side, s->o->slot, s->o->common.table, lsn, err))
+    {
+        flush_raise(s, lsn);
         return true;
+    }
     /* Found lost by this very statement: once more on a new connection. */
     if (!pg_err_is_connection(err))
         return false;
     err_clear(err);
-    return pg_reconnect(s->side, err) && stream_state_put_idle(s->side, s->o->slot, lsn, err);
+    if (!pg_reconnect(s->side, err) ||
+        !stream_state_put_idle(s->side, s->o->slot, s->o->common.table, lsn, err))
+        return false;
+    flush_raise(s, lsn);
+    return true;
 }
 
 static bool ensure_ahead(Streamer *s, Err *err);
@@ -704,11 +848,11 @@ check_columns(Streamer *s, Err *err)
     StreamColumns stored = {0}, now = {0};
     bool ok;
 
-    ok = stream_columns_get(s->conn, s->o->slot, &stored, err) &&
+    ok = stream_columns_get(s->conn, s->o->slot, s->row_target, &stored, err) &&
          stream_columns_read_source(s->src_sql, s->from.schema, s->from.name, &now, err) &&
          stream_columns_check(&stored, &now, column_target, s, s->relation, s->o->common.table,
                               err) &&
-         stream_columns_put(s->conn, s->o->slot, &now, err);
+         stream_columns_put(s->conn, s->o->slot, s->row_target, &now, err);
     stream_columns_free(&stored);
     stream_columns_free(&now);
     return ok;
@@ -825,9 +969,8 @@ slot_checks(Streamer *s, const ReplSlotInfo *slot, Err *err)
  * says so, never a slot nobody claims.  --resnapshot keeps the row's counts
  * and batches (the row itself is updated, not replaced). */
 static bool
-create_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
+state_new(Streamer *s, Err *err)
 {
-    char at[PGO_LSN_TEXT_SIZE];
     BatchCounts counts = s->state.found ? s->state.counts : (BatchCounts) {0};
     uint64_t batches = s->state.found ? s->state.batches : 0;
 
@@ -840,7 +983,15 @@ create_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
     (void) snprintf(s->state.publication, sizeof s->state.publication, "%s", s->o->publication);
     (void) snprintf(s->state.system_id, sizeof s->state.system_id, "%s", s->sys.systemid);
     (void) snprintf(s->state.phase, sizeof s->state.phase, "new");
-    if (!stream_state_create(s->conn, s->o->slot, &s->state, err))
+    return stream_state_create(s->conn, s->o->slot, &s->state, err);
+}
+
+static bool
+create_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
+{
+    char at[PGO_LSN_TEXT_SIZE];
+
+    if (!state_new(s, err))
         return false;
     log_info("creating replication slot \"%s\" on the source (waits for transactions running "
              "there to finish)",
@@ -922,7 +1073,7 @@ setup_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
 
     *copy = false;
     snapshot[0] = '\0';
-    if (!stream_state_get(s->conn, s->o->slot, &s->state, err) ||
+    if (!stream_state_get(s->conn, s->o->slot, s->row_target, &s->state, err) ||
         !replconn_slot_info(s->repl, s->o->slot, &slot, err))
         return false;
     if (s->o->resnapshot && s->state.found && strcmp(s->state.phase, "new") != 0)
@@ -1064,12 +1215,15 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     PgoSourceStats ps;
     bool ok;
 
-    if (!stream_state_get(s->conn, s->o->slot, &s->state, err))
+    if (!stream_state_get(s->conn, s->o->slot, s->row_target, &s->state, err))
         return false;
-    if (!replconn_start(s->repl, s->o->slot, s->state.end_lsn, s->o->publication, 1, false, err))
+    if (!s->queue &&
+        !replconn_start(s->repl, s->o->slot, s->state.end_lsn, s->o->publication, 1, false, err))
         return false;
     memset(&cfg, 0, sizeof cfg);
-    cfg.repl = s->repl;
+    cfg.repl = s->queue ? NULL : s->repl;
+    cfg.recv = s->queue ? frame_queue_recv : NULL;
+    cfg.recv_ctx = s->queue;
     cfg.schema = s->from.schema;
     cfg.table = s->from.name;
     cfg.columns = (const char *const *) s->info.cols;
@@ -1088,7 +1242,7 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     cfg.persist_idle = persist_idle;
     cfg.status = status_line;
     cfg.status_interval_ms = s->o->status_interval_s * 1000;
-    cfg.tick = tick;
+    cfg.tick = s->borrowed ? NULL : tick; /* the slot and the metrics: the first table's */
     cfg.on_caught_up = s->o->on_caught_up && stop_lsn > 0 ? caught_up : NULL;
     cfg.ctx = s;
     if (!source_pgoutput_open(&cfg, &s->src, err))
@@ -1105,7 +1259,7 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
         err_clear(err);
         ok = true;
     }
-    if (ok)
+    if (ok && !s->queue)
     {
         Err ferr = {0};
 
@@ -1143,10 +1297,40 @@ reconnect_wait(Streamer *s, int attempt, const Err *why, Err *err)
     return open_source(s, err);
 }
 
+/* After a lost connection (why): reconnect with backoff.  false: given up
+ * (err); *stop: interrupted while waiting. */
+static bool
+reconnect_retry(Streamer *s, int *attempt, Err *why, bool several, bool *stop, Err *err)
+{
+    *stop = false;
+    for (;;)
+    {
+        Err rerr = {0};
+
+        if (++*attempt > s->o->common.reconnect_attempts)
+        {
+            *err = *why;
+            err_hint(err, "The stream gave up after %d attempts; run it again: it resumes "
+                          "from the position%s stored in the target%s.",
+                     s->o->common.reconnect_attempts, several ? "s" : "", several ? "s" : "");
+            return false;
+        }
+        if (reconnect_wait(s, *attempt, why, &rerr))
+            return true;
+        if (rerr.code == EC_INTERRUPTED)
+        {
+            *stop = true;
+            return true;
+        }
+        *why = rerr;
+    }
+}
+
 static bool
 stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
 {
     int attempt = 0;
+    bool stop;
 
     for (;;)
     {
@@ -1181,27 +1365,42 @@ stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
                             pg_is_broken(s->conn) ? "target" : "source", why.msg);
             stream_observer_ready(s->ob, false, why_ready);
         }
-        for (;;)
-        {
-            Err rerr = {0};
-
-            if (++attempt > s->o->common.reconnect_attempts)
-            {
-                *err = why;
-                err_hint(err, "The stream gave up after %d attempts; run it again: it resumes "
-                              "from the position stored in the target.",
-                         s->o->common.reconnect_attempts);
-                return false;
-            }
-            if (reconnect_wait(s, attempt, &why, &rerr))
-                break;
-            if (rerr.code == EC_INTERRUPTED)
-                return true;
-            why = rerr;
-        }
+        if (!reconnect_retry(s, &attempt, &why, false, &stop, err))
+            return false;
+        if (stop)
+            return true;
         if (s->st->applied_lsn > 0)
             attempt = 0;
     }
+}
+
+/* A target's side of the stream, its source table's columns read: the
+ * pipeline's options (po, kept by the pipeline), the pipeline, v7fill's
+ * tables, the windows ahead. */
+static bool
+target_open(Streamer *s, PipelineOptions *po, PipelineInputs *inputs, Err *err)
+{
+    *po = s->o->common;
+    s->po = po;
+    if (po->key_map_column)
+    {
+        if (!key_map_type(s, &po->key_map_type, err))
+            return false;
+    }
+    else if (po->source_ref == NULL)
+    {
+        if (!default_template(s, err))
+            return false;
+        po->source_ref = s->ref_template;
+    }
+    /* The copy shows the pipeline's progress; the changes their status line. */
+    po->progress = s->o->common.progress;
+    inputs->noun = "source";
+    inputs->count = 1;
+    return pg_connect_again(s->conn, &s->side, err) &&
+           pipeline_open(s->conn, po, inputs, &s->st->rows, &s->pl, err) &&
+           stream_state_setup(s->conn, err) && pipeline_setup(s->pl, err) &&
+           read_columns(s, err) && ensure_ahead(s, err);
 }
 
 static void
@@ -1211,15 +1410,666 @@ streamer_free(Streamer *s)
     free(s->quar);
     if (s->src)
         source_close(s->src);
-    if (s->repl)
-        replconn_close(s->repl);
     pg_close(s->side);
+    if (!s->borrowed)
+    {
+        if (s->repl)
+            replconn_close(s->repl);
+        stream_observer_free(s->ob);
+    }
     pg_close(s->src_sql);
     pg_close(s->mon);
-    stream_observer_free(s->ob);
     replconn_table_free(&s->info);
     free(s->ignore);
     free(s->ref_template);
+}
+
+/* ---- several tables of one slot ---------------------------------------------
+ *
+ * One Streamer per target, each with its own pipeline (the only writer) and
+ * its own row in v7fill.stream.  The first owns the shared connections (the
+ * source's, the replication connection, the observer); the others borrow
+ * them.  The slot is created once: each table is copied under its snapshot
+ * in turn (the replication connection runs nothing meanwhile), then one
+ * reader (multi_read) receives the slot's frames and hands a copy to each
+ * table's source (PgoSourceConfig.recv), which keeps its own table's changes
+ * and skips what its target has; each target's thread runs its pipeline.
+ * The flush position sent is the least of what the targets committed. */
+
+typedef struct MultiTarget
+{
+    Streamer s;
+    StreamOptions o;
+    PipelineOptions po;
+    PipelineInputs inputs;
+    StreamStats st;
+    ColumnMap *maps;
+    const char **ignore;
+    FrameQueue q;
+    pthread_t thread;
+    bool started;
+    _Atomic bool done;
+    bool ok;
+    uint64_t stop_lsn;
+    Err err;
+} MultiTarget;
+
+static void *
+multi_thread(void *arg)
+{
+    MultiTarget *t = arg;
+
+    t->ok = run_changes(&t->s, t->stop_lsn, &t->err);
+    frame_queue_close(&t->q);
+    atomic_store(&t->done, true);
+    return NULL;
+}
+
+static bool
+column_in(const ReplTableInfo *info, const char *name)
+{
+    for (size_t i = 0; i < info->ncols; i++)
+        if (strcmp(info->cols[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* The options of one table: --time-column, --map and --ignore-column where
+ * its columns have them. */
+static void
+multi_options(MultiTarget *t, const StreamOptions *o)
+{
+    PipelineOptions *c = &t->o.common;
+    size_t n = 0;
+
+    if (c->time_column && !column_in(&t->s.info, c->time_column))
+        c->time_column = NULL;
+    t->maps = xcalloc(o->common.nmaps + 1, sizeof *t->maps);
+    for (size_t i = 0; i < o->common.nmaps; i++)
+        if (column_in(&t->s.info, o->common.maps[i].from))
+            t->maps[n++] = o->common.maps[i];
+    c->maps = t->maps;
+    c->nmaps = n;
+    n = 0;
+    t->ignore = xcalloc(o->common.nignore + 1, sizeof *t->ignore);
+    for (size_t i = 0; i < o->common.nignore; i++)
+        if (column_in(&t->s.info, o->common.ignore[i]))
+            t->ignore[n++] = o->common.ignore[i];
+    c->ignore = t->ignore;
+    c->nignore = n;
+}
+
+/* A --map or --ignore-column naming a column of no table is a mistake. */
+static bool
+multi_columns_check(MultiTarget *ts, size_t n, const StreamOptions *o, Err *err)
+{
+    for (size_t i = 0; i < o->common.nmaps + o->common.nignore; i++)
+    {
+        bool map = i < o->common.nmaps;
+        const char *col = map ? o->common.maps[i].from : o->common.ignore[i - o->common.nmaps];
+        bool any = false;
+
+        for (size_t k = 0; k < n && !any; k++)
+            any = column_in(&ts[k].s.info, col);
+        if (!any)
+            return err_set(err, EC_USAGE, "%s %s: no table of the stream has a column \"%s\"",
+                           map ? "--map" : "--ignore-column", col, col);
+    }
+    return true;
+}
+
+/* The slot and each target's row: created together, or found. */
+static bool
+multi_setup_slot(MultiTarget *ts, size_t n, char *snapshot, size_t snapsize, bool *copy,
+                 Err *err)
+{
+    Streamer *first = &ts[0].s;
+    ReplSlotInfo slot;
+    size_t have = 0, fresh = 0;
+
+    snapshot[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+    {
+        Streamer *s = &ts[i].s;
+
+        copy[i] = false;
+        if (!stream_state_get(s->conn, s->o->slot, s->row_target, &s->state, err))
+            return false;
+        have += s->state.found;
+        fresh += s->state.found && strcmp(s->state.phase, "new") == 0;
+    }
+    if (!replconn_slot_info(first->repl, first->o->slot, &slot, err))
+        return false;
+    if (!slot.exists)
+    {
+        if (have > fresh)
+        {
+            for (size_t i = 0; i < n; i++)
+                if (ts[i].s.state.found && strcmp(ts[i].s.state.phase, "new") != 0)
+                    return err_set(err, EC_CONFIG,
+                                   "replication slot \"%s\" does not exist on the source, but "
+                                   "%s holds this stream's position: the changes made since "
+                                   "are not available any more",
+                                   first->o->slot, ts[i].s.o->common.table);
+        }
+        for (size_t i = 0; i < n; i++)
+            if (!state_new(&ts[i].s, err))
+                return false;
+        log_info("creating replication slot \"%s\" on the source for %zu tables (waits for "
+                 "transactions running there to finish)",
+                 first->o->slot, n);
+        if (!replconn_create_slot(first->repl, first->o->slot, &first->state.end_lsn, snapshot,
+                                  snapsize, err))
+            return false;
+        for (size_t i = 0; i < n; i++)
+        {
+            Streamer *s = &ts[i].s;
+
+            s->state.end_lsn = first->state.end_lsn;
+            (void) snprintf(s->state.phase, sizeof s->state.phase, "%s",
+                            s->o->no_snapshot ? "stream" : "copy");
+            if (!stream_state_create(s->conn, s->o->slot, &s->state, err))
+                return false;
+            copy[i] = !s->o->no_snapshot;
+        }
+        return true;
+    }
+    for (size_t i = 0; i < n; i++)
+    {
+        Streamer *s = &ts[i].s;
+
+        if (!s->state.found)
+        {
+            err_set(err, EC_CONFIG,
+                    "replication slot \"%s\" exists on the source, but %s has no stream with "
+                    "that slot (the tables of a slot are those it was created with)",
+                    s->o->slot, s->o->common.table);
+            err_hint(err, "Choose another --slot for a new set of tables.");
+            return false;
+        }
+        if (strcmp(s->state.phase, "new") == 0)
+        {
+            if (!slot_checks_basic(s, &slot, err))
+                return false;
+            s->state.end_lsn = slot.confirmed_flush_lsn;
+            (void) snprintf(s->state.phase, sizeof s->state.phase, "%s",
+                            s->o->no_snapshot ? "stream" : "copy");
+            copy[i] = !s->o->no_snapshot;
+            if (!stream_state_create(s->conn, s->o->slot, &s->state, err))
+                return false;
+            continue;
+        }
+        if (!slot_checks(s, &slot, err) || !same_tables(s, err))
+            return false;
+        copy[i] = strcmp(s->state.phase, "copy") == 0;
+        if (copy[i])
+            log_info("the initial copy of %s did not finish: copying again under a fresh view "
+                     "(rows already in %s are duplicates)",
+                     s->relation, s->o->common.table);
+    }
+    return true;
+}
+
+static void
+multi_status(MultiTarget *ts, size_t n, uint64_t *sent, bool reply)
+{
+    uint64_t flush = UINT64_MAX;
+    Err err = {0};
+
+    for (size_t i = 0; i < n; i++)
+    {
+        uint64_t f = atomic_load(&ts[i].s.flush_pos);
+
+        if (f < flush)
+            flush = f;
+    }
+    if (flush < *sent)
+        flush = *sent; /* never backwards */
+    if (!replconn_send_status(ts[0].s.repl, flush, flush, flush, reply, &err))
+        log_debug("status to the source: %s", err.msg);
+    else
+        *sent = flush;
+}
+
+/* The reader of the shared connection, until every table's stream ended.
+ * false with why: the connection failed (the tables' streams were stopped). */
+static bool
+multi_read(MultiTarget *ts, size_t n, uint64_t stop_lsn, Err *why)
+{
+    uint64_t sent = 0;
+    double last = 0;
+    bool broken = false, stopping = false;
+
+    for (;;)
+    {
+        size_t running = 0;
+        struct timespec now;
+        double ms;
+        char *buf = NULL;
+        int len = 0;
+
+        for (size_t i = 0; i < n; i++)
+        {
+            running += !atomic_load(&ts[i].done);
+            if (atomic_load(&ts[i].done) && !ts[i].ok && !stopping)
+            {
+                Err stop = {0};
+
+                /* One table's stream failed: the others stop too (what they
+                 * read is committed; the next run goes on from there). */
+                stopping = true;
+                err_set(&stop, EC_INTERRUPTED, "the stream of %s stopped",
+                        ts[i].s.o->common.table);
+                for (size_t k = 0; k < n; k++)
+                    frame_queue_stop(&ts[k].q, &stop);
+            }
+        }
+        if (running == 0)
+            break;
+        if (broken)
+        {
+            (void) usleep(20000);
+            continue;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        ms = (double) now.tv_sec * 1000.0 + (double) now.tv_nsec / 1e6;
+        if (ms - last >= 1000)
+        {
+            /* Every second: the least committed position; waiting to be
+             * caught up, asking where the server stands. */
+            multi_status(ts, n, &sent, stop_lsn > 0);
+            last = ms;
+        }
+        if (!replconn_recv(ts[0].s.repl, 100, &buf, &len, why))
+        {
+            broken = true;
+            for (size_t k = 0; k < n; k++)
+                frame_queue_stop(&ts[k].q, why);
+            continue;
+        }
+        if (len <= 0)
+            continue;
+        for (size_t k = 0; k < n; k++)
+            frame_queue_push(&ts[k].q, buf, len);
+        if (buf[0] == 'k' && len >= 18 && buf[17])
+            multi_status(ts, n, &sent, false);
+        replconn_freemem(buf);
+    }
+    if (!broken)
+    {
+        Err ferr = {0};
+
+        multi_status(ts, n, &sent, false);
+        if (!replconn_stop(ts[0].s.repl, &ferr))
+            log_debug("closing the replication connection: %s", ferr.msg);
+    }
+    return !broken;
+}
+
+/* One connection's worth of streaming for every table. */
+static bool
+multi_run_once(MultiTarget *ts, size_t n, uint64_t stop_lsn, bool *relation_changed, Err *why)
+{
+    uint64_t start = UINT64_MAX;
+    bool read_ok;
+
+    *relation_changed = false;
+    for (size_t i = 0; i < n; i++)
+    {
+        Streamer *s = &ts[i].s;
+
+        if (!stream_state_get(s->conn, s->o->slot, s->row_target, &s->state, why))
+            return false;
+        if (s->state.end_lsn < start)
+            start = s->state.end_lsn;
+        atomic_store(&s->flush_pos, s->state.end_lsn);
+    }
+    /* The slot's start is the least position; each table's source skips
+     * what its own target has. */
+    if (!replconn_start(ts[0].s.repl, ts[0].s.o->slot, start, ts[0].s.o->publication, 1, false,
+                        why))
+        return false;
+    for (size_t i = 0; i < n; i++)
+    {
+        frame_queue_init(&ts[i].q);
+        ts[i].s.queue = &ts[i].q;
+        ts[i].stop_lsn = stop_lsn;
+        ts[i].ok = false;
+        err_clear(&ts[i].err);
+        atomic_store(&ts[i].done, false);
+        ts[i].started = pthread_create(&ts[i].thread, NULL, multi_thread, &ts[i]) == 0;
+        if (!ts[i].started)
+        {
+            err_set(&ts[i].err, EC_INTERNAL, "could not start a thread for %s",
+                    ts[i].s.o->common.table);
+            frame_queue_close(&ts[i].q);
+            atomic_store(&ts[i].done, true);
+        }
+    }
+    read_ok = multi_read(ts, n, stop_lsn, why);
+    for (size_t i = 0; i < n; i++)
+    {
+        if (ts[i].started)
+            (void) pthread_join(ts[i].thread, NULL);
+        ts[i].started = false;
+        frame_queue_destroy(&ts[i].q);
+        ts[i].s.queue = NULL;
+    }
+    if (!read_ok)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!ts[i].ok && ts[i].s.relation_changed)
+            *relation_changed = true;
+    for (size_t i = 0; i < n; i++)
+        if (!ts[i].ok && !ts[i].s.relation_changed && ts[i].err.code != EC_INTERRUPTED)
+        {
+            *why = ts[i].err;
+            return false;
+        }
+    for (size_t i = 0; i < n; i++)
+        if (!ts[i].ok && !ts[i].s.relation_changed)
+        {
+            *why = ts[i].err;
+            return false;
+        }
+    return true;
+}
+
+/* The changes of every table until the end (caught up, interrupted), with
+ * reconnects as for one table. */
+static bool
+multi_changes(MultiTarget *ts, size_t n, uint64_t stop_lsn, Err *err)
+{
+    Streamer *first = &ts[0].s;
+    int attempt = 0;
+    bool stop;
+
+    for (;;)
+    {
+        Err why = {0};
+        bool relation_changed = false;
+
+        if (multi_run_once(ts, n, stop_lsn, &relation_changed, &why))
+        {
+            if (!relation_changed)
+                return true;
+            for (size_t i = 0; i < n; i++)
+                if (ts[i].s.relation_changed && (!read_columns(&ts[i].s, err)))
+                    return false;
+            if (!open_source(first, err))
+                return false;
+            continue;
+        }
+        if (!pg_err_is_connection(&why) && why.code != EC_PG_CONNECT &&
+            strcmp(why.sqlstate, "55006") != 0)
+        {
+            *err = why;
+            return false;
+        }
+        first->st->reconnects++;
+        if (!reconnect_retry(first, &attempt, &why, true, &stop, err))
+            return false;
+        if (stop)
+            return true;
+        for (size_t i = 1; i < n; i++)
+        {
+            ts[i].s.repl = first->repl;
+            if (pg_is_broken(ts[i].s.conn) && !pg_reconnect(ts[i].s.conn, err))
+                return false;
+        }
+    }
+}
+
+static void
+stats_add(StreamStats *a, const StreamStats *b)
+{
+    a->rows.read += b->rows.read;
+    a->rows.inserted += b->rows.inserted;
+    a->rows.duplicates += b->rows.duplicates;
+    a->rows.rejected += b->rows.rejected;
+    a->rows.expired += b->rows.expired;
+    a->rows.updated += b->rows.updated;
+    a->rows.deleted += b->rows.deleted;
+    a->rows.missing += b->rows.missing;
+    a->rows.missing_deletes += b->rows.missing_deletes;
+    a->rows.time_changed += b->rows.time_changed;
+    a->rows.truncates += b->rows.truncates;
+    a->rows.batches += b->rows.batches;
+    a->rows.partitions_created += b->rows.partitions_created;
+    if (b->rows.elapsed_s > a->rows.elapsed_s)
+        a->rows.elapsed_s = b->rows.elapsed_s;
+    a->copied += b->copied;
+    a->transactions += b->transactions;
+    a->skipped_transactions += b->skipped_transactions;
+    a->deletes_ignored += b->deletes_ignored;
+    a->truncates_ignored += b->truncates_ignored;
+    a->quarantined += b->quarantined;
+    a->bytes_received += b->bytes_received;
+    a->reconnects += b->reconnects;
+    if (a->start_lsn == 0 || (b->start_lsn && b->start_lsn < a->start_lsn))
+        a->start_lsn = b->start_lsn;
+    if (a->applied_lsn == 0 || b->applied_lsn < a->applied_lsn)
+        a->applied_lsn = b->applied_lsn;
+}
+
+static bool
+stream_run_multi(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
+{
+    size_t n = o->ntables;
+    MultiTarget *ts = xcalloc(n, sizeof *ts);
+    ReplTable *tables = xcalloc(n, sizeof *tables);
+    char snapshot[128];
+    bool *copy = xcalloc(n, sizeof *copy);
+    bool ok = false;
+    uint64_t stop_lsn = 0;
+    Streamer *first = &ts[0].s;
+
+    memset(st, 0, sizeof *st);
+    if (o->common.key_map_column)
+    {
+        err_set(err, EC_USAGE, "--key-map takes one --from: a typed key map names one table's "
+                               "rows");
+        goto out;
+    }
+    if (o->resnapshot)
+    {
+        err_set(err, EC_USAGE, "--resnapshot takes one --from");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+    {
+        MultiTarget *t = &ts[i];
+
+        if (!parse_from(o->tables[i].from, &tables[i], err))
+            goto out;
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(o->tables[k].target, o->tables[i].target) == 0 ||
+                (strcmp(tables[k].schema, tables[i].schema) == 0 &&
+                 strcmp(tables[k].name, tables[i].name) == 0))
+            {
+                err_set(err, EC_USAGE, "--from %s: %s given twice", o->tables[i].from,
+                        strcmp(o->tables[k].target, o->tables[i].target) == 0 ? "the target"
+                                                                               : "the table");
+                goto out;
+            }
+        t->o = *o;
+        t->o.from = o->tables[i].from;
+        t->o.common.table = o->tables[i].target;
+        t->o.tables = NULL;
+        t->o.ntables = 0;
+        t->s.o = &t->o;
+        t->s.st = &t->st;
+        t->s.from = tables[i];
+        t->s.row_target = o->tables[i].target;
+        t->s.borrowed = i > 0;
+        (void) snprintf(t->s.relation, sizeof t->s.relation, "%s.%s", tables[i].schema,
+                        tables[i].name);
+    }
+    if (!stream_observer_start(o->metrics_listen, o->tables[0].target, &first->ob, err))
+        goto out;
+    if (!pg_connect(o->source_conninfo, &first->src_sql, err))
+    {
+        err_prefix(err, "the source");
+        goto out;
+    }
+    if (!replconn_preflight(first->src_sql, o->publication, tables, n, err))
+        goto out;
+    for (size_t i = 0; i < n; i++)
+    {
+        /* Each table's own: its thread re-reads its columns on a new one while
+         * the first's watches the slot (a connection is one thread's). */
+        if (i > 0 && !pg_connect(o->source_conninfo, &ts[i].s.src_sql, err))
+        {
+            err_prefix(err, "the source");
+            goto out;
+        }
+        if (!replconn_table_info(ts[i].s.src_sql, &ts[i].s.from, &ts[i].s.info, err))
+            goto out;
+    }
+    if (!multi_columns_check(ts, n, o, err))
+        goto out;
+    for (size_t i = 0; i < n; i++)
+    {
+        MultiTarget *t = &ts[i];
+
+        multi_options(t, o);
+        if (i == 0)
+            t->s.conn = c;
+        else if (!pg_connect_again(c, &t->s.conn, err))
+            goto out;
+        if (!target_open(&t->s, &t->po, &t->inputs, err))
+            goto out;
+    }
+    if (!open_source(first, err))
+        goto out;
+    for (size_t i = 1; i < n; i++)
+    {
+        ts[i].s.repl = first->repl;
+        ts[i].s.sys = first->sys;
+    }
+    if (o->until_caught_up && !source_flushed_lsn(first, &stop_lsn, err))
+        goto out;
+    if (!multi_setup_slot(ts, n, snapshot, sizeof snapshot, copy, err))
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        if (!check_columns(&ts[i].s, err))
+            goto out;
+    for (size_t i = 0; i < n; i++)
+        if (!start_watch(&ts[i].s, err))
+            goto out;
+    /* Every copy under the one snapshot: the replication connection runs
+     * nothing until the last is done. */
+    for (size_t i = 0; i < n; i++)
+        if (copy[i] && !run_copy(&ts[i].s, snapshot, err))
+            goto out;
+    for (size_t i = 0; i < n; i++)
+    {
+        pipeline_set_jobs(ts[i].s.pl, 1);
+        ts[i].po.progress = false;
+    }
+    if (!multi_changes(ts, n, stop_lsn, err))
+        goto out;
+    ok = true;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = pipeline_finish(ts[i].s.pl, err);
+out:
+    for (size_t i = 0; i < n; i++)
+    {
+        MultiTarget *t = &ts[i];
+
+        if (t->s.pl)
+        {
+            Err cerr = {0};
+
+            if (!pipeline_close(t->s.pl, ok, &cerr) && ok)
+            {
+                ok = false;
+                *err = cerr;
+            }
+        }
+        pipeline_free(t->s.pl);
+        stats_add(st, &t->st);
+        import_stats_free(&t->st.rows);
+    }
+    for (size_t i = n; i-- > 0;)
+    {
+        MultiTarget *t = &ts[i];
+
+        streamer_free(&t->s);
+        if (i > 0)
+            pg_close(t->s.conn);
+        free(t->maps);
+        free(t->ignore);
+    }
+    free(ts);
+    free(tables);
+    free(copy);
+    return ok;
+}
+
+bool
+stream_tables_parse(const char *const *froms, size_t n, bool has_target, StreamTable **out,
+                    size_t *nout, Err *err)
+{
+    size_t named = 0;
+    StreamTable *t;
+
+    *out = NULL;
+    *nout = 0;
+    for (size_t i = 0; i < n; i++)
+        named += strchr(froms[i], '=') != NULL;
+    if (named == 0)
+    {
+        if (n > 1)
+            return err_set(err, EC_USAGE,
+                           "--from given %zu times: several tables take --from "
+                           "SCHEMA.TABLE=TARGET each (and no TABLE argument)",
+                           n);
+        return true;
+    }
+    if (named < n)
+        return err_set(err, EC_USAGE,
+                       "--from: either one SCHEMA.TABLE (with the TABLE argument) or each "
+                       "--from as SCHEMA.TABLE=TARGET, not both");
+    if (has_target)
+        return err_set(err, EC_USAGE,
+                       "--from SCHEMA.TABLE=TARGET names the targets: no TABLE argument");
+    t = xcalloc(n, sizeof *t);
+    for (size_t i = 0; i < n; i++)
+    {
+        const char *eq = strchr(froms[i], '=');
+
+        if (eq == froms[i] || eq[1] == '\0')
+        {
+            stream_tables_free(t, i);
+            return err_set(err, EC_USAGE, "--from takes SCHEMA.TABLE=TARGET, got \"%s\"",
+                           froms[i]);
+        }
+        t[i].from = xstrndup(froms[i], (size_t) (eq - froms[i]));
+        t[i].target = xstrdup(eq + 1);
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(t[k].target, t[i].target) == 0)
+            {
+                err_set(err, EC_USAGE, "--from %s: target %s given twice", froms[i],
+                        t[i].target);
+                stream_tables_free(t, i + 1);
+                return false;
+            }
+    }
+    *out = t;
+    *nout = n;
+    return true;
+}
+
+void
+stream_tables_free(StreamTable *t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++)
+    {
+        free((char *) t[i].from);
+        free((char *) t[i].target);
+    }
+    free(t);
 }
 
 bool
@@ -1233,6 +2083,8 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
     bool ok = false;
     uint64_t stop_lsn = 0;
 
+    if (o->ntables > 0)
+        return stream_run_multi(c, o, st, err);
     memset(&s, 0, sizeof s);
     memset(st, 0, sizeof *st);
     s.conn = c;
@@ -1250,28 +2102,8 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         goto out;
     }
     if (!replconn_preflight(s.src_sql, o->publication, &s.from, 1, err) ||
-        !replconn_table_info(s.src_sql, &s.from, &s.info, err))
-        goto out;
-    po = o->common;
-    s.po = &po;
-    if (po.key_map_column)
-    {
-        if (!key_map_type(&s, &po.key_map_type, err))
-            goto out;
-    }
-    else if (po.source_ref == NULL)
-    {
-        if (!default_template(&s, err))
-            goto out;
-        po.source_ref = s.ref_template;
-    }
-    /* The copy shows the pipeline's progress; the changes their status line. */
-    po.progress = o->common.progress;
-    inputs.noun = "source";
-    inputs.count = 1;
-    if (!pg_connect_again(c, &s.side, err) || !pipeline_open(c, &po, &inputs, &st->rows, &s.pl, err) ||
-        !stream_state_setup(c, err) || !pipeline_setup(s.pl, err) || !read_columns(&s, err) ||
-        !ensure_ahead(&s, err) || !open_source(&s, err))
+        !replconn_table_info(s.src_sql, &s.from, &s.info, err) ||
+        !target_open(&s, &po, &inputs, err) || !open_source(&s, err))
         goto out;
     if (o->until_caught_up && !source_flushed_lsn(&s, &stop_lsn, err))
         goto out;

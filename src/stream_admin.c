@@ -79,14 +79,15 @@ status_target(PgConn *target, const char *slot, StreamStatus *out, char **stored
         return true;
     }
     PQclear(res);
-    if (!stream_state_get(target, slot, &out->state, err))
+    if (!stream_state_get(target, slot, NULL, &out->state, err))
         return false;
     if (!pg_query(target,
-                  "SELECT (SELECT to_char(updated_at, 'YYYY-MM-DD HH24:MI:SS.MSOF') FROM "
+                  /* A slot of several tables has a row per target: the latest. */
+                  "SELECT (SELECT to_char(max(updated_at), 'YYYY-MM-DD HH24:MI:SS.MSOF') FROM "
                   "v7fill.stream WHERE slot = $1), (SELECT extract(epoch FROM now() - "
-                  "updated_at)::float8 FROM v7fill.stream WHERE slot = $1), (SELECT count(*) "
-                  "FROM v7fill.stream_quarantine WHERE slot = $1), (SELECT to_jsonb(s) ->> "
-                  "'source_conninfo' FROM v7fill.stream s WHERE slot = $1)",
+                  "max(updated_at))::float8 FROM v7fill.stream WHERE slot = $1), (SELECT count(*) "
+                  "FROM v7fill.stream_quarantine WHERE slot = $1), (SELECT max(to_jsonb(s) ->> "
+                  "'source_conninfo') FROM v7fill.stream s WHERE slot = $1)",
                   1, params, &res, err))
         return false;
     (void) snprintf(out->updated_at, sizeof out->updated_at, "%s", PQgetvalue(res, 0, 0));

@@ -68,22 +68,25 @@ stream_columns_read_source(PgConn *src, const char *schema, const char *table,
 }
 
 bool
-stream_columns_get(PgConn *target, const char *slot, StreamColumns *out, Err *err)
+stream_columns_get(PgConn *target, const char *slot, const char *table, StreamColumns *out,
+                   Err *err)
 {
-    const char *params[1] = {slot};
+    const char *params[2] = {slot, table};
 
     return columns_from(target,
                         "SELECT e->>'name', e->>'type_oid', e->>'type' FROM v7fill.stream s, "
                         "jsonb_array_elements(coalesce(s.columns, '[]')) WITH ORDINALITY "
-                        "AS x(e, i) WHERE s.slot = $1 ORDER BY x.i",
-                        1, params, out, err);
+                        "AS x(e, i) WHERE s.slot = $1 AND ($2::text IS NULL OR s.target = $2) "
+                        "ORDER BY x.i",
+                        2, params, out, err);
 }
 
 bool
-stream_columns_put(PgConn *target, const char *slot, const StreamColumns *cols, Err *err)
+stream_columns_put(PgConn *target, const char *slot, const char *table,
+                   const StreamColumns *cols, Err *err)
 {
     Buf json;
-    const char *params[2];
+    const char *params[3];
     bool ok;
 
     buf_init(&json);
@@ -102,8 +105,11 @@ stream_columns_put(PgConn *target, const char *slot, const StreamColumns *cols, 
     buf_putc(&json, '\0');
     params[0] = slot;
     params[1] = json.data;
-    ok = pg_exec_params(target, "UPDATE v7fill.stream SET columns = $2::jsonb WHERE slot = $1", 2,
-                        params, err);
+    params[2] = table;
+    ok = pg_exec_params(target,
+                        "UPDATE v7fill.stream SET columns = $2::jsonb WHERE slot = $1 AND "
+                        "($3::text IS NULL OR target = $3)",
+                        3, params, err);
     buf_free(&json);
     return ok;
 }

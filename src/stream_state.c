@@ -55,21 +55,29 @@ stream_state_setup(PgConn *c, Err *err)
                              "'v7fill.stream'::regclass AND attname = 'columns' AND NOT "
                              "attisdropped)",
                              "ALTER TABLE v7fill.stream ADD COLUMN IF NOT EXISTS columns jsonb",
-                             "the source's columns (v7fill.stream.columns)", err);
+                             "the source's columns (v7fill.stream.columns)", err) &&
+           /* Added with several tables per slot: one row per (slot, target). */
+           state_create_once(c,
+                             "SELECT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = "
+                             "'v7fill.stream'::regclass AND indisprimary AND indnatts = 2)",
+                             "ALTER TABLE v7fill.stream DROP CONSTRAINT IF EXISTS stream_pkey;"
+                             "ALTER TABLE v7fill.stream ADD CONSTRAINT stream_pkey "
+                             "PRIMARY KEY (slot, target)",
+                             "one stream row per target (v7fill.stream primary key)", err);
 }
 
 static uint64_t
-u64(const PGresult *res, int col)
+u64(const PGresult *res, int row, int col)
 {
-    return strtoull(PQgetvalue(res, 0, col), NULL, 10);
+    return strtoull(PQgetvalue(res, row, col), NULL, 10);
 }
 
 static uint64_t
-lsn_at(const PGresult *res, int col)
+lsn_at(const PGresult *res, int row, int col)
 {
     uint64_t v = 0;
 
-    (void) pgo_lsn_parse(PQgetvalue(res, 0, col), &v);
+    (void) pgo_lsn_parse(PQgetvalue(res, row, col), &v);
     return v;
 }
 
@@ -79,50 +87,76 @@ copy_text(char *dst, size_t size, const char *src)
     (void) snprintf(dst, size, "%s", src);
 }
 
+static const char *const select_sql =
+    "SELECT target, source_table, publication, system_id, phase, end_lsn::text, "
+    "txn_lsn::text, txn_changes, batches, read, inserted, duplicates, rejected, "
+    "expired, updated, deleted, missing, missing_deletes, time_changed, truncates, "
+    "(extract(epoch FROM (to_jsonb(s) ->> 'commit_time')::timestamptz) * 1e6)::int8 "
+    "FROM v7fill.stream s WHERE slot = $1 AND ($2::text IS NULL OR target = $2) "
+    "ORDER BY target";
+
+static void
+row_read(const PGresult *res, int r, StreamState *out)
+{
+    memset(out, 0, sizeof *out);
+    out->found = true;
+    copy_text(out->target, sizeof out->target, PQgetvalue(res, r, 0));
+    copy_text(out->source_table, sizeof out->source_table, PQgetvalue(res, r, 1));
+    copy_text(out->publication, sizeof out->publication, PQgetvalue(res, r, 2));
+    copy_text(out->system_id, sizeof out->system_id, PQgetvalue(res, r, 3));
+    copy_text(out->phase, sizeof out->phase, PQgetvalue(res, r, 4));
+    out->end_lsn = lsn_at(res, r, 5);
+    out->txn_lsn = lsn_at(res, r, 6);
+    out->txn_changes = u64(res, r, 7);
+    out->batches = u64(res, r, 8);
+    out->counts.read = u64(res, r, 9);
+    out->counts.inserted = u64(res, r, 10);
+    out->counts.duplicates = u64(res, r, 11);
+    out->counts.rejected = u64(res, r, 12);
+    out->counts.expired = u64(res, r, 13);
+    out->counts.updated = u64(res, r, 14);
+    out->counts.deleted = u64(res, r, 15);
+    out->counts.missing = u64(res, r, 16);
+    out->counts.missing_deletes = u64(res, r, 17);
+    out->counts.time_changed = u64(res, r, 18);
+    out->counts.truncates = u64(res, r, 19);
+    out->commit_time_us = PQgetisnull(res, r, 20) ? 0 : strtoll(PQgetvalue(res, r, 20), NULL, 10);
+}
+
 bool
-stream_state_get(PgConn *c, const char *slot, StreamState *out, Err *err)
+stream_state_list(PgConn *c, const char *slot, const char *target, StreamState **out,
+                  size_t *n, Err *err)
 {
     PGresult *res;
-    const char *params[1] = {slot};
+    const char *params[2] = {slot, target};
 
-    memset(out, 0, sizeof *out);
-    if (!pg_query(c,
-                  "SELECT target, source_table, publication, system_id, phase, end_lsn::text, "
-                  "txn_lsn::text, txn_changes, batches, read, inserted, duplicates, rejected, "
-                  "expired, updated, deleted, missing, missing_deletes, time_changed, truncates, "
-                  "(extract(epoch FROM (to_jsonb(s) ->> 'commit_time')::timestamptz) * 1e6)::int8 "
-                  "FROM v7fill.stream s WHERE slot = $1",
-                  1, params, &res, err))
+    *out = NULL;
+    *n = 0;
+    if (!pg_query(c, select_sql, 2, params, &res, err))
     {
         err_prefix(err, "could not read the stream's position (v7fill.stream)");
         return false;
     }
-    if (PQntuples(res) == 1)
-    {
-        out->found = true;
-        copy_text(out->target, sizeof out->target, PQgetvalue(res, 0, 0));
-        copy_text(out->source_table, sizeof out->source_table, PQgetvalue(res, 0, 1));
-        copy_text(out->publication, sizeof out->publication, PQgetvalue(res, 0, 2));
-        copy_text(out->system_id, sizeof out->system_id, PQgetvalue(res, 0, 3));
-        copy_text(out->phase, sizeof out->phase, PQgetvalue(res, 0, 4));
-        out->end_lsn = lsn_at(res, 5);
-        out->txn_lsn = lsn_at(res, 6);
-        out->txn_changes = u64(res, 7);
-        out->batches = u64(res, 8);
-        out->counts.read = u64(res, 9);
-        out->counts.inserted = u64(res, 10);
-        out->counts.duplicates = u64(res, 11);
-        out->counts.rejected = u64(res, 12);
-        out->counts.expired = u64(res, 13);
-        out->counts.updated = u64(res, 14);
-        out->counts.deleted = u64(res, 15);
-        out->counts.missing = u64(res, 16);
-        out->counts.missing_deletes = u64(res, 17);
-        out->counts.time_changed = u64(res, 18);
-        out->counts.truncates = u64(res, 19);
-        out->commit_time_us = PQgetisnull(res, 0, 20) ? 0 : strtoll(PQgetvalue(res, 0, 20), NULL, 10);
-    }
+    *n = (size_t) PQntuples(res);
+    *out = xcalloc(*n ? *n : 1, sizeof **out);
+    for (size_t i = 0; i < *n; i++)
+        row_read(res, (int) i, &(*out)[i]);
     PQclear(res);
+    return true;
+}
+
+bool
+stream_state_get(PgConn *c, const char *slot, const char *target, StreamState *out, Err *err)
+{
+    StreamState *rows;
+    size_t n;
+
+    memset(out, 0, sizeof *out);
+    if (!stream_state_list(c, slot, target, &rows, &n, err))
+        return false;
+    if (n > 0)
+        *out = rows[0];
+    free(rows);
     return true;
 }
 
@@ -143,7 +177,7 @@ stream_state_create(PgConn *c, const char *slot, const StreamState *s, Err *err)
     return pg_exec_params(c,
                           "INSERT INTO v7fill.stream (slot, target, source_table, publication, "
                           "system_id, phase, end_lsn) VALUES ($1, $2, $3, $4, $5, $6, "
-                          "$7::pg_lsn) ON CONFLICT (slot) DO UPDATE SET target = EXCLUDED.target, "
+                          "$7::pg_lsn) ON CONFLICT (slot, target) DO UPDATE SET "
                           "source_table = EXCLUDED.source_table, publication = "
                           "EXCLUDED.publication, system_id = EXCLUDED.system_id, phase = "
                           "EXCLUDED.phase, end_lsn = EXCLUDED.end_lsn, txn_lsn = '0/0', "
@@ -157,7 +191,7 @@ stream_state_put(PgConn *c, const char *slot, const StreamState *s, Err *err)
     char lsn[PGO_LSN_TEXT_SIZE], txn[PGO_LSN_TEXT_SIZE];
     char nums[14][24];
     char commit[24];
-    const char *params[18];
+    const char *params[19];
     const uint64_t v[14] = {
         s->txn_changes,          s->batches,          s->counts.read,
         s->counts.inserted,      s->counts.duplicates, s->counts.rejected,
@@ -179,6 +213,7 @@ stream_state_put(PgConn *c, const char *slot, const StreamState *s, Err *err)
     }
     (void) snprintf(commit, sizeof commit, "%" PRId64, s->commit_time_us);
     params[17] = s->commit_time_us > 0 ? commit : NULL;
+    params[18] = s->target;
     return pg_exec_params(c,
                           "UPDATE v7fill.stream SET phase = $2, end_lsn = $3::pg_lsn, "
                           "txn_lsn = $4::pg_lsn, txn_changes = $5, batches = $6, read = $7, "
@@ -186,23 +221,25 @@ stream_state_put(PgConn *c, const char *slot, const StreamState *s, Err *err)
                           "updated = $12, deleted = $13, missing = $14, missing_deletes = $15, "
                           "time_changed = $16, truncates = $17, updated_at = now(), "
                           "commit_time = coalesce(to_timestamp($18::float8 / 1e6), commit_time) "
-                          "WHERE slot = $1",
-                          18, params, err);
+                          "WHERE slot = $1 AND target = $19",
+                          19, params, err);
 }
 
 bool
-stream_state_put_idle(PgConn *c, const char *slot, uint64_t lsn, Err *err)
+stream_state_put_idle(PgConn *c, const char *slot, const char *target, uint64_t lsn, Err *err)
 {
     char text[PGO_LSN_TEXT_SIZE];
-    const char *params[2];
+    const char *params[3];
 
     pgo_lsn_format(lsn, text);
     params[0] = slot;
     params[1] = text;
+    params[2] = target;
     return pg_exec_params(c,
                           "UPDATE v7fill.stream SET end_lsn = $2::pg_lsn, updated_at = now() "
-                          "WHERE slot = $1 AND end_lsn < $2::pg_lsn AND txn_lsn = '0/0'",
-                          2, params, err);
+                          "WHERE slot = $1 AND target = $3 AND end_lsn < $2::pg_lsn AND "
+                          "txn_lsn = '0/0'",
+                          3, params, err);
 }
 
 bool

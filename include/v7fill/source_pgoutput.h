@@ -42,6 +42,13 @@ typedef enum PgoTruncatePolicy
 typedef struct PgoSourceConfig
 {
     ReplConn *repl;              /* START_REPLICATION done (CopyBoth); stays the caller's */
+    /* A connection shared by several tables (repl unused): the frames come
+     * from recv (each malloc'd, freed by the source; *len 0: nothing within
+     * timeout_ms), and no status is sent: the owner reports to the server the
+     * least position its tables committed (or stored idle: persist_idle), and
+     * answers the server's keepalives itself. */
+    bool (*recv)(void *recv_ctx, int timeout_ms, char **buf, int *len, Err *err);
+    void *recv_ctx;
     const char *schema;          /* the source table */
     const char *table;
     const char *const *columns;  /* the record's fields, in this order (names of the source) */

@@ -34,11 +34,25 @@ typedef enum StreamOnTruncate
     STREAM_TRUNCATE_IGNORE,
 } StreamOnTruncate;
 
+/* One table of a stream of several (--from SCHEMA.TABLE=TARGET). */
+typedef struct StreamTable
+{
+    const char *from;   /* SCHEMA.TABLE on the source */
+    const char *target; /* its target table */
+} StreamTable;
+
 typedef struct StreamOptions
 {
     PipelineOptions common;     /* table = the target */
     const char *source_conninfo;
     const char *from;           /* SCHEMA.TABLE on the source */
+    /* Several tables of one slot (ntables > 0; then from and common.table are
+     * not used): each into its own target, with its own row in v7fill.stream;
+     * the slot confirms the least position the targets committed.
+     * --time-column, --map and --ignore-column apply to the tables that have
+     * the column; --key-map and --resnapshot take one table. */
+    const StreamTable *tables;
+    size_t ntables;
     const char *publication;
     const char *slot;
     StreamOnDelete on_delete;
@@ -78,6 +92,15 @@ typedef struct StreamStats
     uint64_t start_lsn;         /* where this run started streaming */
     uint64_t applied_lsn;       /* the last source commit committed in the target */
 } StreamStats;
+
+/* The --from values given (n of them; has_target: the TABLE argument was
+ * given): one SCHEMA.TABLE → *nout 0 (one table into TABLE); each
+ * SCHEMA.TABLE=TARGET → the tables (free with stream_tables_free).  Mixed
+ * forms, several plain ones, TABLE with the =TARGET forms, or one target twice
+ * → EC_USAGE naming --from. */
+V7FILL_MUST_CHECK bool stream_tables_parse(const char *const *froms, size_t n, bool has_target,
+                                           StreamTable **out, size_t *nout, Err *err);
+void stream_tables_free(StreamTable *t, size_t n);
 
 /* Run a stream until interrupted (SIGINT/SIGTERM: the current group is
  * committed, exit status 0), until caught up (--until-caught-up), or until an

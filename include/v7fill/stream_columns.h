@@ -40,10 +40,11 @@ V7FILL_MUST_CHECK bool stream_columns_read_source(PgConn *src, const char *schem
                                                   Err *err);
 /* The list stored for the slot (n = 0: none yet: a new stream, or one an
  * older version ran). */
-V7FILL_MUST_CHECK bool stream_columns_get(PgConn *target, const char *slot, StreamColumns *out,
-                                          Err *err);
+/* table: the stream's target (several tables on one slot), NULL: the slot's row. */
+V7FILL_MUST_CHECK bool stream_columns_get(PgConn *target, const char *slot, const char *table,
+                                          StreamColumns *out, Err *err);
 /* Store the list (a statement of its own). */
-V7FILL_MUST_CHECK bool stream_columns_put(PgConn *target, const char *slot,
+V7FILL_MUST_CHECK bool stream_columns_put(PgConn *target, const char *slot, const char *table,
                                           const StreamColumns *cols, Err *err);
 
 /* Where a source column's values go: the target column's name and type

@@ -1,6 +1,6 @@
 /*
- * A stream's state in the target (schema v7fill): one row per slot in
- * v7fill.stream holding its position (written in the same transaction as the
+ * A stream's state in the target (schema v7fill): one row per slot and
+ * target in v7fill.stream (a slot streaming several tables has one per target) holding its position (written in the same transaction as the
  * rows it covers) and cumulative counts, and v7fill.stream_quarantine, the
  * rows the target refused or that came too late, with their reason.
  */
@@ -40,16 +40,24 @@ typedef struct QuarantineRow
 } QuarantineRow;
 
 V7FILL_MUST_CHECK bool stream_state_setup(PgConn *c, Err *err);
-V7FILL_MUST_CHECK bool stream_state_get(PgConn *c, const char *slot, StreamState *out, Err *err);
+/* The rows of slot (and target, unless NULL), ordered by target: *out
+ * (free()) holds *n of them. */
+V7FILL_MUST_CHECK bool stream_state_list(PgConn *c, const char *slot, const char *target,
+                                         StreamState **out, size_t *n, Err *err);
+/* The row of slot and target (target NULL: the slot's first row by target). */
+V7FILL_MUST_CHECK bool stream_state_get(PgConn *c, const char *slot, const char *target,
+                                        StreamState *out, Err *err);
 /* A new row (phase "copy" or "stream", position lsn). */
 V7FILL_MUST_CHECK bool stream_state_create(PgConn *c, const char *slot, const StreamState *s,
                                            Err *err);
-/* Inside a batch's transaction: the position, the counts, the batch number. */
+/* Inside a batch's transaction: the position, the counts, the batch number
+ * (of the row of slot and s->target). */
 V7FILL_MUST_CHECK bool stream_state_put(PgConn *c, const char *slot, const StreamState *s,
                                         Err *err);
 /* An idle position (no transaction pending), alone in its transaction; never
  * moves the position back. */
-V7FILL_MUST_CHECK bool stream_state_put_idle(PgConn *c, const char *slot, uint64_t lsn, Err *err);
+V7FILL_MUST_CHECK bool stream_state_put_idle(PgConn *c, const char *slot, const char *target,
+                                             uint64_t lsn, Err *err);
 V7FILL_MUST_CHECK bool stream_state_quarantine(PgConn *c, const char *slot, const char *target,
                                                const char *relation, const QuarantineRow *rows,
                                                size_t n, Err *err);

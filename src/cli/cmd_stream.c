@@ -18,6 +18,7 @@
 #include "v7fill/pgoutput.h"
 #include "v7fill/stream.h"
 #include "v7fill/stream_admin.h"
+#include "v7fill/stream_state.h"
 #include "v7fill/timeparse.h"
 
 enum
@@ -71,6 +72,9 @@ stream_usage(FILE *out)
 {
     fputs("Usage: v7fill [-d TARGET_CONNINFO] stream TABLE --source CONNINFO --from SCHEMA.TABLE\n"
           "                --publication PUB --slot SLOT [OPTION]...\n"
+          "       v7fill [-d TARGET_CONNINFO] stream --source CONNINFO\n"
+          "                --from SCHEMA.TABLE=TARGET [--from SCHEMA.TABLE=TARGET]...\n"
+          "                --publication PUB --slot SLOT [OPTION]...\n"
           "       v7fill [-d TARGET_CONNINFO] stream TABLE --status [--json] --slot SLOT\n"
           "                [--source CONNINFO]\n"
           "       v7fill [-d TARGET_CONNINFO] stream TABLE --drop --slot SLOT [--yes]\n"
@@ -85,6 +89,9 @@ stream_usage(FILE *out)
           "  --source CONNINFO       the source database (a role with REPLICATION; the password\n"
           "                         from ~/.pgpass or PGPASSWORD is best)\n"
           "  --from SCHEMA.TABLE     the table to stream (in the publication)\n"
+          "  --from SCHEMA.TABLE=TARGET\n"
+          "                         once per table, without TABLE: several tables of the\n"
+          "                         publication over one slot, each into its own target\n"
           "  --publication PUB      a publication holding it (created before the slot)\n"
           "  --slot SLOT            the replication slot: created with the stream (then the\n"
           "                         table is copied first); found again on later runs\n"
@@ -203,8 +210,30 @@ json_lsn(uint64_t lsn)
     return json_string(at);
 }
 
+/* A slot of several tables: "targets", one object per target. */
+static json_t *
+status_targets_json(const StreamState *rows, size_t n)
+{
+    json_t *a = json_array();
+
+    for (size_t i = 0; i < n; i++)
+    {
+        char at[PGO_LSN_TEXT_SIZE];
+        json_t *o = json_object();
+
+        pgo_lsn_format(rows[i].end_lsn, at);
+        json_object_set_new(o, "target", json_string(rows[i].target));
+        json_object_set_new(o, "source_table", json_string(rows[i].source_table));
+        json_object_set_new(o, "phase", json_string(rows[i].phase));
+        json_object_set_new(o, "stored_lsn", json_string(at));
+        json_object_set_new(o, "rows_read", json_integer((json_int_t) rows[i].counts.read));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
 static void
-status_json(const char *slot, const StreamStatus *s)
+status_json(const char *slot, const StreamStatus *s, const StreamState *rows, size_t n)
 {
     json_t *o = json_object();
     const StreamState *t = &s->state;
@@ -248,6 +277,8 @@ status_json(const char *slot, const StreamStatus *s)
     json_object_set_new(o, "updated", json_integer((json_int_t) t->counts.updated));
     json_object_set_new(o, "deleted", json_integer((json_int_t) t->counts.deleted));
     json_object_set_new(o, "duplicates", json_integer((json_int_t) t->counts.duplicates));
+    if (n > 1)
+        json_object_set_new(o, "targets", status_targets_json(rows, n));
     text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     printf("%s\n", text);
     free(text);
@@ -313,6 +344,43 @@ status_text(const char *slot, const StreamStatus *s)
         printf(" (no limit: max_slot_wal_keep_size = -1)\n");
 }
 
+/* A slot of several tables: one line per target. */
+static void
+status_targets_text(const StreamState *rows, size_t n)
+{
+    for (size_t i = 0; n > 1 && i < n; i++)
+    {
+        char at[PGO_LSN_TEXT_SIZE];
+
+        pgo_lsn_format(rows[i].end_lsn, at);
+        printf("  %-22s %s -> %s phase %s position %s read=%" PRIu64 " inserted=%" PRIu64
+               " updated=%" PRIu64 " deleted=%" PRIu64 "\n",
+               i == 0 ? "targets" : "", rows[i].source_table, rows[i].target, rows[i].phase, at,
+               rows[i].counts.read, rows[i].counts.inserted, rows[i].counts.updated,
+               rows[i].counts.deleted);
+    }
+}
+
+/* The stream's status, its row the one of TABLE (a slot of several tables has
+ * one per target: *rows, *nrows). */
+static bool
+status_of(PgConn *conn, const char *table, const char *slot, const char *source, StreamStatus *s,
+          StreamState **rows, size_t *nrows, Err *err)
+{
+    *rows = NULL;
+    *nrows = 0;
+    if (!stream_admin_status(conn, slot, source, s, err))
+        return false;
+    if (!s->state.found)
+        return true;
+    if (!stream_state_list(conn, slot, NULL, rows, nrows, err))
+        return false;
+    for (size_t i = 0; i < *nrows; i++)
+        if (strcmp((*rows)[i].target, table) == 0)
+            s->state = (*rows)[i];
+    return true;
+}
+
 static bool
 status_matches(const char *table, const char *slot, const StreamStatus *s, Err *err)
 {
@@ -327,13 +395,23 @@ stream_status(PgConn *conn, const char *table, const char *slot, const char *sou
               Err *err)
 {
     StreamStatus s;
+    StreamState *rows = NULL;
+    size_t n = 0;
 
-    if (!stream_admin_status(conn, slot, source, &s, err) || !status_matches(table, slot, &s, err))
+    if (!status_of(conn, table, slot, source, &s, &rows, &n, err) ||
+        !status_matches(table, slot, &s, err))
+    {
+        free(rows);
         return 1;
+    }
     if (json)
-        status_json(slot, &s);
+        status_json(slot, &s, rows, n);
     else
+    {
         status_text(slot, &s);
+        status_targets_text(rows, n);
+    }
+    free(rows);
     return 0;
 }
 
@@ -343,8 +421,13 @@ stream_drop(PgConn *conn, const char *table, const char *slot, const char *sourc
 {
     StreamStatus s;
     char answer[16] = "";
+    StreamState *rows = NULL;
+    size_t n = 0;
+    bool ok = status_of(conn, table, slot, source, &s, &rows, &n, err) &&
+              status_matches(table, slot, &s, err);
 
-    if (!stream_admin_status(conn, slot, source, &s, err) || !status_matches(table, slot, &s, err))
+    free(rows);
+    if (!ok)
         return 1;
     if (!s.source_ok)
     {
@@ -366,7 +449,8 @@ stream_drop(PgConn *conn, const char *table, const char *slot, const char *sourc
     else
         printf("  - (no slot \"%s\" on the source: nothing to drop there)\n", slot);
     if (s.state.found)
-        printf("  - delete the stream's row in v7fill.stream (its position and counts)\n");
+        printf("  - delete the stream's row%s in v7fill.stream (position and counts%s)\n",
+               n > 1 ? "s" : "", n > 1 ? " of every target of the slot" : "");
     printf("Kept: the rows of %s, its lookup, and the %" PRIu64
            " quarantined rows in v7fill.stream_quarantine\n"
            "  (DELETE FROM v7fill.stream_quarantine WHERE slot = '%s'; removes them).\n",
@@ -439,6 +523,10 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
     size_t nmaps = 0;
     const char **ignore = NULL;
     size_t nignore = 0;
+    const char **froms = NULL;
+    size_t nfroms = 0;
+    StreamTable *tables = NULL;
+    size_t ntables = 0;
     PgConn *conn = NULL;
     int status = 0;
     int c;
@@ -458,6 +546,8 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
                 o.source_conninfo = optarg;
                 break;
             case OPT_FROM:
+                froms = xrealloc(froms, (nfroms + 1) * sizeof *froms);
+                froms[nfroms++] = optarg;
                 o.from = optarg;
                 break;
             case OPT_PUBLICATION:
@@ -602,7 +692,13 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
                 goto out;
         }
     }
-    if (argc - optind != 1)
+    if (!action && !json && !yes &&
+        !stream_tables_parse(froms, nfroms, argc - optind > 0, &tables, &ntables, err))
+    {
+        status = 2;
+        goto out;
+    }
+    if (argc - optind != (ntables > 0 ? 0 : 1))
     {
         status = cli_usage_error(err, "stream", "\"stream\" needs one TABLE (the target)");
         goto out;
@@ -637,7 +733,9 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
                                  "--resnapshot copies the table anew: not with --no-snapshot");
         goto out;
     }
-    o.common.table = argv[optind];
+    o.common.table = ntables > 0 ? tables[0].target : argv[optind];
+    o.tables = tables;
+    o.ntables = ntables;
     o.common.progress = log_current_level >= LOG_LEVEL_INFO;
     o.common.maps = maps;
     o.common.nmaps = nmaps;
@@ -657,5 +755,7 @@ out:
     pg_close(conn);
     free(maps);
     free(ignore);
+    free(froms);
+    stream_tables_free(tables, ntables);
     return status;
 }

@@ -1,0 +1,155 @@
+# One slot, several tables (issue 19): `--from SCHEMA.TABLE=TARGET` twice.  A
+# writer changes both tables inside the same source transactions (and some
+# transactions touch only one) during the copy and the stream; v7fill is
+# killed (-9) several times and run again; after a catch-up each target
+# equals its source (count, key sum, md5 of every column), no row twice, each
+# target's stored position is at or past the slot's confirmed_flush_lsn (the
+# slot confirms only the least position of all the targets), and the usage
+# errors of the several-tables form name the flag or the table; SIGTERM exits 0;
+# after the copies no restart replays what a target has (no duplicates).
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+stream_source_db
+
+qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, amount int, note text);
+    CREATE TABLE items (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, qty int, label text);
+    CREATE TABLE outside (id bigint PRIMARY KEY, created_at timestamptz NOT NULL);
+    INSERT INTO orders SELECT g, now() - (g || ' seconds')::interval, g, 'n' FROM generate_series(1, 20000) g;
+    INSERT INTO items SELECT g, now() - (g || ' seconds')::interval, g % 7, 'i' FROM generate_series(1, 15000) g;
+    CREATE PUBLICATION pub FOR TABLE orders, items;"
+q "CREATE TABLE orders_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
+                           created_at timestamptz NOT NULL, amount int, note text)
+   PARTITION BY RANGE (id);
+   CREATE TABLE items_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
+                          created_at timestamptz NOT NULL, qty int, label text)
+   PARTITION BY RANGE (id)"
+digest_src() { qs "SELECT count(*), sum(id), md5(string_agg(id||'|'||created_at||'|'||$2||'|'||$3, ',' ORDER BY id)) FROM $1"; }
+digest_dst() { q "SELECT count(*), sum(legacy_id), md5(string_agg(legacy_id||'|'||created_at||'|'||$2||'|'||$3, ',' ORDER BY legacy_id)) FROM $1"; }
+common=(--source "dbname=$SRC" --publication pub --map id=legacy_id)
+args=(-q stream "${common[@]}" --slot "$SLOT" --from public.orders=orders_v7 --from public.items=items_v7
+      --group-rows 300 --group-ms 50 --batch-rows 2000)
+
+# ---- usage and configuration errors --------------------------------------------
+run_expect 2 "$V7FILL" stream orders_v7 "${common[@]}" --slot "${SLOT}_e" --from public.orders=orders_v7 --from public.items=items_v7
+assert_contains "$OUT" "--from SCHEMA.TABLE=TARGET names the targets: no TABLE argument" "a TABLE with =TARGET forms"
+run_expect 2 "$V7FILL" stream orders_v7 "${common[@]}" --slot "${SLOT}_e" --from public.orders --from public.items
+assert_contains "$OUT" "--from given 2 times" "two --from without =TARGET"
+run_expect 2 "$V7FILL" stream "${common[@]}" --slot "${SLOT}_e" --from public.orders=orders_v7 --from public.items
+assert_contains "$OUT" "--from: either one SCHEMA.TABLE" "mixed --from forms"
+run_expect 2 "$V7FILL" stream "${common[@]}" --slot "${SLOT}_e" --from public.orders=orders_v7 --from public.items=orders_v7
+assert_contains "$OUT" "target orders_v7 given twice" "one target twice"
+run_expect 3 "$V7FILL" stream "${common[@]}" --slot "${SLOT}_e" --from public.orders=orders_v7 --from public.outside=items_v7
+assert_contains "$OUT" "outside" "a table not in the publication is named"
+run_expect 2 "$V7FILL" stream "${common[@]}" --slot "${SLOT}_e" --from public.orders=orders_v7 --from public.items=items_v7 --map nosuch=amount
+assert_contains "$OUT" "--map nosuch" "a --map column no table has"
+run_expect 2 "$V7FILL" stream --source "dbname=$SRC" --publication pub --slot "${SLOT}_e" --from public.orders=orders_v7 --from public.items=items_v7 --key-map id
+assert_contains "$OUT" "--key-map takes one --from" "--key-map with several tables"
+assert_eq 0 "$(psql -X -At -d postgres -c "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '${SLOT}_e'")" "no slot made by a refused run"
+
+# ---- the writer: both tables in one transaction, or one of them --------------------
+cat >both.sql <<'SQL'
+\set k random(1, 40000)
+BEGIN;
+INSERT INTO orders SELECT g, now() - interval '5 minutes', 1, 'w' FROM generate_series(:k * 10 + 100000, :k * 10 + 100004) g ON CONFLICT DO NOTHING;
+INSERT INTO items SELECT g, now() - interval '4 minutes', 2, 'w' FROM generate_series(:k * 10 + 100000, :k * 10 + 100002) g ON CONFLICT DO NOTHING;
+UPDATE orders SET amount = amount + 1, note = note || 'u' WHERE id = :k;
+UPDATE items SET qty = qty + 1, label = label || 'u' WHERE id = :k + 2;
+DELETE FROM orders WHERE id = :k + 1;
+DELETE FROM items WHERE id = :k + 3;
+INSERT INTO orders VALUES (:k + 1, now() - interval '1 minute', 7, 'again') ON CONFLICT DO NOTHING;
+COMMIT;
+SQL
+cat >orders_only.sql <<'SQL'
+\set k random(1, 40000)
+BEGIN;
+UPDATE orders SET amount = amount + 3 WHERE id = :k;
+INSERT INTO orders VALUES (:k * 10 + 700000, now() - interval '2 minutes', 9, 'o') ON CONFLICT DO NOTHING;
+COMMIT;
+SQL
+"$PGBIN/pgbench" -n -c 2 -T 600 -f both.sql@3 -f orders_only.sql@1 "$SRC" >writer.log 2>&1 &
+writer=$!
+
+# The monitor: the slot's confirmed position never ahead of any target's stored one.
+( while :; do
+      c=$(psql -X -At -d postgres -c "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$SLOT'" 2>/dev/null)
+      if [ -n "$c" ]; then
+          bad=$(q "SELECT string_agg(target || ' at ' || end_lsn, ', ') FROM v7fill.stream WHERE slot = '$SLOT' AND end_lsn < '$c'::pg_lsn" 2>/dev/null || true)
+          [ -z "$bad" ] || echo "confirmed $c ahead of $bad" >>violations
+      fi
+      sleep 0.1
+  done ) &
+monitor=$!
+trap 'kill $writer $monitor 2>/dev/null || true; drop_slots; rm -rf "$T_TMP"' EXIT
+
+# The first run copies both tables while the writer runs; killed once both
+# stream.  From then on a restart must replay nothing a target has: no insert
+# comes again as a duplicate (the writer never inserts a key twice).
+"$V7FILL" "${args[@]}" >run0.log 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+    [ "$(q "SELECT count(*) FROM v7fill.stream WHERE slot = '$SLOT' AND phase = 'stream'" 2>/dev/null || echo 0)" = 2 ] && break
+    sleep 0.1
+done
+sleep 1
+kill -9 "$pid" 2>/dev/null || true
+wait "$pid" 2>/dev/null || true
+assert_eq 2 "$(q "SELECT count(*) FROM v7fill.stream WHERE slot = '$SLOT' AND phase = 'stream'")" "both initial copies done ($(tail -3 run0.log))"
+dups0=$(q "SELECT target || '=' || duplicates FROM v7fill.stream WHERE slot = '$SLOT' ORDER BY target" | tr '\n' ' ')
+for i in $(seq 1 8); do
+    "$V7FILL" "${args[@]}" >"run$i.log" 2>&1 &
+    pid=$!
+    sleep "$(python3 -c 'import random; print(round(random.uniform(0.5, 3.0), 2))')"
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+done
+# One run long enough for the idle positions to move (a target whose table a
+# transaction did not touch still advances).
+"$V7FILL" "${args[@]}" >run_long.log 2>&1 &
+pid=$!
+sleep 12
+kill -9 "$pid" 2>/dev/null || true
+wait "$pid" 2>/dev/null || true
+# SIGTERM while the writer runs: every target commits its group, exit 0.
+"$V7FILL" "${args[@]}" >run_term.log 2>&1 &
+pid=$!
+sleep 4
+kill -TERM "$pid"
+set +e; wait "$pid"; rc=$?; set -e
+assert_eq 0 "$rc" "SIGTERM stops the stream of every table with exit status 0 ($(tail -3 run_term.log))"
+kill $writer 2>/dev/null || true
+wait $writer 2>/dev/null || true
+run_expect 0 "$V7FILL" "${args[@]}" --until-caught-up
+echo "$OUT"
+kill $monitor 2>/dev/null || true
+wait $monitor 2>/dev/null || true
+
+assert_eq 2 "$(q "SELECT count(*) FROM v7fill.stream WHERE slot = '$SLOT'")" "one stream row per target"
+assert_eq "$(digest_src orders amount note)" "$(digest_dst orders_v7 amount note)" "orders_v7 equals orders"
+assert_eq "$(digest_src items qty label)" "$(digest_dst items_v7 qty label)" "items_v7 equals items"
+assert_eq 0 "$(q "SELECT count(*) FROM (SELECT legacy_id FROM orders_v7 GROUP BY 1 HAVING count(*) > 1) d")" "no order twice"
+assert_eq 0 "$(q "SELECT count(*) FROM (SELECT legacy_id FROM items_v7 GROUP BY 1 HAVING count(*) > 1) d")" "no item twice"
+c=$(psql -X -At -d postgres -c "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$SLOT'")
+assert_eq 2 "$(q "SELECT count(*) FROM v7fill.stream WHERE slot = '$SLOT' AND end_lsn >= '$c'::pg_lsn")" "each target's stored LSN >= the slot's confirmed_flush_lsn ($c)"
+[ ! -s violations ] || fail "the slot ran ahead of a target: $(head -3 violations)"
+assert_eq "$dups0" "$(q "SELECT target || '=' || duplicates FROM v7fill.stream WHERE slot = '$SLOT' ORDER BY target" | tr '\n' ' ')" "no restart replayed a transaction its target had (duplicates per target)"
+
+# A transaction touching only orders moves items_v7's position too.
+before=$(qs "SELECT pg_current_wal_lsn()")
+qs "UPDATE orders SET amount = amount + 1 WHERE id = 5"
+run_expect 0 "$V7FILL" "${args[@]}" --until-caught-up
+assert_eq 2 "$(q "SELECT count(*) FROM v7fill.stream WHERE slot = '$SLOT' AND end_lsn > '$before'::pg_lsn")" "both targets past a commit that touched only orders"
+assert_eq "$(digest_src orders amount note)" "$(digest_dst orders_v7 amount note)" "orders_v7 still equals orders"
+
+# --status of either target: its own row, and one line per target.
+run_expect 0 "$V7FILL" stream items_v7 --status --slot "$SLOT" --source "dbname=$SRC"
+assert_contains "$OUT" "public.items -> items_v7 (publication pub, phase stream)" "--status of items_v7 shows its row"
+assert_contains "$OUT" "public.orders -> orders_v7 phase stream position" "--status lists every target"
+run_expect 0 "$V7FILL" stream orders_v7 --status --json --slot "$SLOT"
+assert_contains "$OUT" '"target": "items_v7"' "--status --json lists every target"
+
+# A new table for an existing slot is refused, naming it.
+q "CREATE TABLE extra_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL, created_at timestamptz NOT NULL) PARTITION BY RANGE (id)"
+qs "ALTER PUBLICATION pub ADD TABLE outside"
+run_expect 3 "$V7FILL" "${args[@]}" --from public.outside=extra_v7 --until-caught-up
+assert_contains "$OUT" "extra_v7 has no stream with that slot" "a table the slot was not created with"
+drop_slots
