@@ -970,6 +970,28 @@ together_switched(PgConn *target, Together *t, uint64_t final_lsn, Err *err)
     return true;
 }
 
+/* <from>_legacy exists: the switch committed. */
+static bool
+legacy_exists(PgConn *target, const MigrateSpec *spec, bool *exists, Err *err)
+{
+    char name[64];
+    char *q;
+    const char *p[1];
+    PGresult *res;
+    bool ok;
+
+    (void) snprintf(name, sizeof name, "%.56s_legacy", spec->from_table);
+    q = pg_qualified(target, spec->from_schema, spec->legacy_table[0] ? spec->legacy_table : name);
+    p[0] = q;
+    ok = pg_query(target, "SELECT pg_catalog.to_regclass($1) IS NOT NULL", 1, p, &res, err);
+    free(q);
+    if (!ok)
+        return false;
+    *exists = PQgetvalue(res, 0, 0)[0] == 't';
+    PQclear(res);
+    return true;
+}
+
 bool
 migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *spec,
                     const MigrateOptions *o, SwitchStats *st, Err *err)
@@ -979,6 +1001,7 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
     PgConn *src;
     bool own, ok;
     bool kids = spec->child_mode == MIGRATE_CHILD_MIGRATE && spec->nchildren > 0;
+    bool renamed = false;
     Together tg;
 
     memset(st, 0, sizeof *st);
@@ -1003,7 +1026,14 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
         ok = false;
         goto out;
     }
-    for (int pass = 0; pass < 2 && spec->phase == MIGRATE_PHASE_FOLLOW; pass++)
+    /* Killed between the switch's commit and storing its phase: the names
+     * tell (migrate_switch says so); no capture into a renamed table. */
+    if (kids && spec->phase == MIGRATE_PHASE_FOLLOW && !legacy_exists(target, spec, &renamed, err))
+    {
+        ok = false;
+        goto out;
+    }
+    for (int pass = 0; pass < 2 && spec->phase == MIGRATE_PHASE_FOLLOW && !renamed; pass++)
         if (!(kids ? together_catch_up(&tg, NULL, NULL, err)
                    : switch_catch_up(&cu, NULL, NULL, err)))
         {

@@ -199,6 +199,12 @@ assert_eq "switched|switched" "$(q "SELECT string_agg(phase, '|' ORDER BY into_t
 assert_eq "items_ct_legacy" "$(q "SELECT legacy_table FROM v7fill.migration WHERE into_table = '$CINTO'")" "the child's legacy table stored"
 run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
 assert_contains "$OUT" "already switched" "a rerun of the switch says so"
+# a kill -9 between the switch's commit and storing the phases: the rerun finds the names
+q "UPDATE v7fill.migration SET phase = 'follow' WHERE into_table IN ('$INTO', '$CINTO')"
+run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
+assert_contains "$OUT" "already switched" "a rerun with the phases not stored says switched"
+assert_eq "switched|switched" "$(q "SELECT string_agg(phase, '|' ORDER BY into_table) FROM v7fill.migration WHERE into_table IN ('$INTO', '$CINTO')")" \
+    "the phases stored by the rerun"
 run_expect 3 "$V7FILL" migrate --into "$INTO" --reverse
 assert_contains "$OUT" "--child-mode migrate" "--reverse still refuses"
 drop_slot
