@@ -32,6 +32,7 @@
 #include "v7fill/state.h"
 #include "v7fill/migrate_child.h"
 #include "v7fill/migrate_childtable.h"
+#include "v7fill/migrate_childswitch.h"
 #include "v7fill/migrate_ddl.h"
 #include "v7fill/migrate_state.h"
 #include "v7fill/migrate_switch.h"
@@ -814,11 +815,12 @@ migrate_verify_spec(PgConn *target, const char *target_conninfo, const MigrateSp
     return ok;
 }
 
-/* What this version does not do with migrate-mode children yet: the parent's
- * migration, or a child's own (a child switched alone would leave its parent
- * behind). */
+/* What this version does not do with migrate-mode children: a child's own
+ * migration switched or reversed (it would leave its parent behind), and,
+ * unless with_children, the parent's (--reverse). */
 static bool
-childtables_refuse(PgConn *target, const MigrateSpec *spec, const char *what, Err *err)
+childtables_refuse(PgConn *target, const MigrateSpec *spec, const char *what, bool with_children,
+                   Err *err)
 {
     const char *params[2] = {spec->into_schema, spec->into_table};
     PGresult *res;
@@ -839,7 +841,7 @@ childtables_refuse(PgConn *target, const MigrateSpec *spec, const char *what, Er
         return false;
     }
     PQclear(res);
-    if (spec->nchildren == 0 || spec->child_mode != MIGRATE_CHILD_MIGRATE)
+    if (with_children || spec->nchildren == 0 || spec->child_mode != MIGRATE_CHILD_MIGRATE)
         return true;
     err_set(err, EC_CONFIG,
             "%s is not available in this version for a migration with --child-mode migrate "
@@ -889,6 +891,107 @@ switch_catch_up(void *ctx, MigrateSwitchLock lock, void *lock_ctx, Err *err)
     return ok;
 }
 
+/* The captures of a migration with migrate-mode children: the parent's and
+ * each child's (its own stored migration), caught up together. */
+typedef struct Together
+{
+    CatchUp parent;
+    CatchUp *kids;
+    MigrateSpec *specs;
+    void **ctx;
+    size_t n;
+} Together;
+
+static bool
+together_catch_up(void *ctx, MigrateSwitchLock lock, void *lock_ctx, Err *err)
+{
+    Together *t = ctx;
+
+    return migrate_catch_up_together(switch_catch_up, &t->parent, t->ctx, t->n, lock, lock_ctx,
+                                     err);
+}
+
+static void
+together_free(Together *t)
+{
+    for (size_t i = 0; t->specs && i < t->n; i++)
+        migrate_spec_free(&t->specs[i]);
+    free(t->kids);
+    free(t->specs);
+    free(t->ctx);
+}
+
+/* Each migrate-mode child's own migration, from v7fill.migration. */
+static bool
+together_load(PgConn *target, const MigrateSpec *spec, Together *t, Err *err)
+{
+    t->n = spec->nchildren;
+    t->kids = xcalloc(t->n ? t->n : 1, sizeof *t->kids);
+    t->specs = xcalloc(t->n ? t->n : 1, sizeof *t->specs);
+    t->ctx = xcalloc(t->n ? t->n : 1, sizeof *t->ctx);
+    for (size_t i = 0; i < t->n; i++)
+    {
+        bool found = false;
+
+        if (!migrate_state_get(target, spec->into_schema, spec->children[i].into_table,
+                               &t->specs[i], &found, err))
+            return false;
+        if (!found)
+            return err_set(err, EC_CONFIG,
+                           "child %s.%s: no migration into %s.%s (run migrate with --from ... "
+                           "again)",
+                           spec->children[i].schema, spec->children[i].table, spec->into_schema,
+                           spec->children[i].into_table);
+        t->kids[i] = t->parent;
+        t->kids[i].spec = &t->specs[i];
+        t->ctx[i] = &t->kids[i];
+    }
+    return true;
+}
+
+/* After the switch (or finding it done): each child's migration stored as
+ * switched, its legacy table named. */
+static bool
+together_switched(PgConn *target, Together *t, uint64_t final_lsn, Err *err)
+{
+    for (size_t i = 0; i < t->n; i++)
+    {
+        MigrateSpec *c = &t->specs[i];
+
+        if (c->phase >= MIGRATE_PHASE_SWITCHED)
+            continue;
+        c->phase = MIGRATE_PHASE_SWITCHED;
+        if (final_lsn)
+            c->switch_lsn = final_lsn;
+        (void) snprintf(c->legacy_table, sizeof c->legacy_table, "%.56s_legacy", c->from_table);
+        if (!migrate_state_put(target, c, err))
+            return false;
+    }
+    return true;
+}
+
+/* <from>_legacy exists: the switch committed. */
+static bool
+legacy_exists(PgConn *target, const MigrateSpec *spec, bool *exists, Err *err)
+{
+    char name[64];
+    char *q;
+    const char *p[1];
+    PGresult *res;
+    bool ok;
+
+    (void) snprintf(name, sizeof name, "%.56s_legacy", spec->from_table);
+    q = pg_qualified(target, spec->from_schema, spec->legacy_table[0] ? spec->legacy_table : name);
+    p[0] = q;
+    ok = pg_query(target, "SELECT pg_catalog.to_regclass($1) IS NOT NULL", 1, p, &res, err);
+    free(q);
+    if (!ok)
+        return false;
+    *exists = PQgetvalue(res, 0, 0)[0] == 't';
+    PQclear(res);
+    return true;
+}
+
 bool
 migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *spec,
                     const MigrateOptions *o, SwitchStats *st, Err *err)
@@ -897,9 +1000,13 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
                                                            target_conninfo)};
     PgConn *src;
     bool own, ok;
+    bool kids = spec->child_mode == MIGRATE_CHILD_MIGRATE && spec->nchildren > 0;
+    bool renamed = false;
+    Together tg;
 
     memset(st, 0, sizeof *st);
-    if (!childtables_refuse(target, spec, "--switch", err))
+    memset(&tg, 0, sizeof tg);
+    if (!childtables_refuse(target, spec, "--switch", true, err))
         return false;
     if (spec->phase < MIGRATE_PHASE_FOLLOW)
         return err_set(err, EC_CONFIG,
@@ -913,16 +1020,34 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
      * database the first pass's own writes (rows, map) are WAL past its stop position,
      * which the slot passes over only in a second pass; the switch measures the slot's
      * lag. */
-    for (int pass = 0; pass < 2 && spec->phase == MIGRATE_PHASE_FOLLOW; pass++)
-        if (!switch_catch_up(&cu, NULL, NULL, err))
+    tg.parent = cu;
+    if (kids && !together_load(target, spec, &tg, err))
+    {
+        ok = false;
+        goto out;
+    }
+    /* Killed between the switch's commit and storing its phase: the names
+     * tell (migrate_switch says so); no capture into a renamed table. */
+    if (kids && spec->phase == MIGRATE_PHASE_FOLLOW && !legacy_exists(target, spec, &renamed, err))
+    {
+        ok = false;
+        goto out;
+    }
+    for (int pass = 0; pass < 2 && spec->phase == MIGRATE_PHASE_FOLLOW && !renamed; pass++)
+        if (!(kids ? together_catch_up(&tg, NULL, NULL, err)
+                   : switch_catch_up(&cu, NULL, NULL, err)))
         {
-            if (own)
-                pg_close(src);
-            return false;
+            ok = false;
+            goto out;
         }
-    ok = migrate_switch(src, target, spec, o->lock_timeout_ms, o->switch_attempts,
-                        switch_catch_up, &cu, st, err) &&
-         migrate_state_put(target, spec, err);
+    ok = (kids ? migrate_switch(src, target, spec, o->lock_timeout_ms, o->switch_attempts,
+                                together_catch_up, &tg, st, err)
+               : migrate_switch(src, target, spec, o->lock_timeout_ms, o->switch_attempts,
+                                switch_catch_up, &cu, st, err)) &&
+         migrate_state_put(target, spec, err) &&
+         (!kids || together_switched(target, &tg, st->final_lsn, err));
+out:
+    together_free(&tg);
     if (own)
         pg_close(src);
     return ok;
@@ -982,7 +1107,7 @@ migrate_reverse_spec(PgConn *target, MigrateSpec *spec, bool follow, ReverseStat
     bool ok;
 
     memset(st, 0, sizeof *st);
-    if (!childtables_refuse(target, spec, "--reverse", err))
+    if (!childtables_refuse(target, spec, "--reverse", false, err))
         return false;
     if (spec->phase < MIGRATE_PHASE_SWITCHED)
         return err_set(err, EC_CONFIG,

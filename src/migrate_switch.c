@@ -257,6 +257,12 @@ prepare_reverse(PgConn *t, const Names *n, Err *err)
     return ok;
 }
 
+static bool
+has_childtables(const MigrateSpec *sp)
+{
+    return sp->child_mode == MIGRATE_CHILD_MIGRATE && sp->nchildren > 0;
+}
+
 static void
 print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const char *seq,
             const SwitchStats *st)
@@ -293,7 +299,16 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
         printf("  the old key is legacy_id; %s had no sequence: new rows get no legacy key, and "
                "the way back cannot copy them\n",
                sp->key);
-    for (size_t i = 0; i < sp->nchildren; i++)
+    for (size_t i = 0; has_childtables(sp) && i < sp->nchildren; i++)
+        printf("  child %s.%s is its UUIDv7 table now (was %s.%s; the old one is %s.%.56s_legacy): "
+               "its id is uuid, its old key legacy_id; reference the parent through %s_uuid "
+               "(uuid, FOREIGN KEY to %s.%s(id) ON DELETE SET NULL: change that rule to the "
+               "application's, e.g. ON DELETE CASCADE); %s keeps the parent's legacy key\n",
+               sp->children[i].schema, sp->children[i].table, sp->into_schema,
+               sp->children[i].into_table, sp->children[i].schema, sp->children[i].table,
+               sp->children[i].fk_column, sp->from_schema, sp->from_table,
+               sp->children[i].fk_column);
+    for (size_t i = 0; !has_childtables(sp) && i < sp->nchildren; i++)
         printf("  child %s.%s: reference the parent through %s_uuid (uuid); %s keeps the legacy "
                "key\n",
                sp->children[i].schema, sp->children[i].table, sp->children[i].fk_column,
@@ -317,6 +332,13 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
                        sp->legacy_table);
             PQclear(res);
         }
+    }
+    if (has_childtables(sp))
+    {
+        printf("no way back in this version with --child-mode migrate children (--reverse "
+               "refuses): the legacy tables are kept as they were at the switch\n");
+        (void) fflush(stdout);
+        return;
     }
     printf("way back: v7fill migrate --into %s.%s --reverse [--follow] keeps %s.%s current (slot "
            "\"%s\" keeps the WAL since the switch); if no way back is wanted: SELECT "
@@ -354,6 +376,87 @@ take_switch_lock(void *ctx, uint64_t *final_lsn, Err *err)
     pgo_lsn_format(*final_lsn, at);
     log_info("switch: the capture is caught up; locked, its final position is %s", at);
     return true;
+}
+
+/* The parent's and the child's captures applied their last changes side by
+ * side: a child row and its parent's map row committed at the same time see
+ * neither the other (the child's trigger and the map's).  Under the lock,
+ * before the renames: such rows get <fk>_uuid from the map (parents that
+ * still exist). */
+static bool
+fill_late_uuids(PgConn *s, const MigrateSpec *sp, const MigrateChild *ch, const char *child_q,
+                Err *err)
+{
+    char uuidcol[80];
+    char *fk = pg_ident(s, ch->fk_column), *fku;
+    char *map = pg_qualified(s, sp->into_schema, sp->map_table);
+    char *parent = pg_qualified(s, sp->from_schema, sp->from_table); /* renamed already */
+    bool ok;
+
+    (void) snprintf(uuidcol, sizeof uuidcol, "%s_uuid", ch->fk_column);
+    fku = pg_ident(s, uuidcol);
+    ok = exec_fmt(s, err,
+                  "UPDATE %s c SET %s = m.id FROM %s m WHERE c.%s IS NULL AND c.%s = m.legacy_id "
+                  "AND EXISTS (SELECT 1 FROM %s p WHERE p.id = m.id)",
+                  child_q, fku, map, fku, fk, parent) &&
+         /* The deferred foreign key's checks now: a table with pending
+          * trigger events cannot be renamed. */
+         pg_exec(s, "SET CONSTRAINTS ALL IMMEDIATE", err);
+    free(fk);
+    free(fku);
+    free(map);
+    free(parent);
+    return ok;
+}
+
+/* Inside the switch transaction (the children's source tables already locked
+ * with the parent): every migrate-mode child <child> -> <child>_legacy,
+ * <into schema>.<child>_v7 -> <child>, its legacy_id numbered by the old
+ * key's sequence.  Indexes, constraints and the foreign key to the parent
+ * follow their tables. */
+static bool
+switch_childtables(PgConn *s, const MigrateSpec *sp, Err *err)
+{
+    bool ok = true;
+
+    for (size_t i = 0; ok && has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        const MigrateChild *ch = &sp->children[i];
+        char legacy[64], seq[256] = "", key[64] = "";
+        char *src_q = pg_qualified(s, ch->schema, ch->table);
+        char *new_q = pg_qualified(s, sp->into_schema, ch->into_table);
+        const char *p[1] = {src_q};
+
+        (void) snprintf(legacy, sizeof legacy, "%.56s_legacy", ch->table);
+        ok = query_text(s,
+                        "SELECT a.attname FROM pg_catalog.pg_index i JOIN pg_catalog.pg_attribute "
+                        "a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] WHERE "
+                        "i.indrelid = $1::regclass AND i.indisprimary",
+                        1, p, key, sizeof key, err);
+        if (ok && key[0])
+        {
+            const char *p2[2] = {src_q, key};
+
+            ok = query_text(s,
+                            "SELECT pg_catalog.pg_get_serial_sequence($1, $2)::regclass::oid",
+                            2, p2, seq, sizeof seq, err);
+        }
+        ok = ok && exec_fmt(s, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", new_q, src_q) &&
+             fill_late_uuids(s, sp, ch, new_q, err) &&
+             move_table(s, src_q, ch->schema, ch->table, ch->schema, legacy, err) &&
+             move_table(s, new_q, sp->into_schema, ch->into_table, ch->schema, ch->table, err);
+        free(new_q);
+        new_q = pg_qualified(s, ch->schema, ch->table);
+        if (ok && seq[0])
+            ok = exec_fmt(s, err,
+                          "ALTER TABLE %s ALTER COLUMN legacy_id SET DEFAULT nextval('%s'::regclass)",
+                          new_q, seq);
+        if (!ok)
+            err_prefix(err, "child %s.%s", ch->schema, ch->table);
+        free(src_q);
+        free(new_q);
+    }
+    return ok;
 }
 
 /* The switch transaction, forward, one attempt.  *retry: the lock was not
@@ -410,16 +513,18 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
              (seqoid[0] == '\0' ||
               exec_fmt(s, err, "ALTER TABLE %s ALTER COLUMN legacy_id SET DEFAULT nextval('%s'::regclass)",
                        newname, seqoid)) &&
+             switch_childtables(s, sp, err) &&
              /* The way back starts here: every later write to the new table
-              * commits after this transaction. */
-             pg_exec_params(s,
+              * commits after this transaction (none with migrate-mode
+              * children: --reverse refuses them). */
+             (has_childtables(sp) || pg_exec_params(s,
                             "INSERT INTO v7fill.migrate_reverse (into_table, slot, publication, "
                             "switch_lsn, end_lsn) VALUES ($1, $2, $2, $3::pg_lsn, "
                             "pg_catalog.pg_current_wal_insert_lsn()) ON CONFLICT (into_table) DO "
                             "UPDATE SET slot = EXCLUDED.slot, publication = EXCLUDED.publication, "
                             "switch_lsn = EXCLUDED.switch_lsn, end_lsn = EXCLUDED.end_lsn, "
                             "applied = 0, updated_at = now()",
-                            3, sp3, err);
+                            3, sp3, err));
         free(newname);
         if (!ok)
             goto fail;
@@ -640,6 +745,12 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         err_set(err, EC_CONFIG, "switching back needs both tables in one database");
         goto out;
     }
+    if (!same && has_childtables(spec))
+    {
+        err_set(err, EC_CONFIG, "the switch with --child-mode migrate children needs the source "
+                                "and the target in one database");
+        goto out;
+    }
     if (!names_stand(c, &n, same, &w, err))
         goto out;
     if ((back && w == AT_BEFORE) || (!back && w == AT_SWITCHED))
@@ -656,7 +767,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
             const char *p[1] = {n.into_key};
             char v[PGO_LSN_TEXT_SIZE + 8] = "";
 
-            if (same && !query_text(c,
+            if (same && !has_childtables(spec) && !query_text(c,
                                     "SELECT switch_lsn::text FROM v7fill.migrate_reverse WHERE "
                                     "into_table = $1",
                                     1, p, v, sizeof v, err))
@@ -699,7 +810,8 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         if (!fill_child_keys(target, spec, n.legacy_q, &st->children_filled, err))
             goto out;
     }
-    else if (!check_caught_up(source, spec, err) || (same && !prepare_reverse(target, &n, err)))
+    else if (!check_caught_up(source, spec, err) ||
+             (same && !has_childtables(spec) && !prepare_reverse(target, &n, err)))
         goto out;
     if (!switch_retried(c, apply, spec, &n, same, back, lock_timeout_ms, attempts, catch_up, ctx,
                         st, seq, sizeof seq, err))

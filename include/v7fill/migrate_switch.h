@@ -25,6 +25,12 @@
  * table caught up under the lock, child rows written after the switch with
  * only <fk>_uuid given their <fk> from the map, names restored).
  *
+ * Children in mode migrate (same database only): catch_up runs every capture
+ * (migrate_childswitch.h) and the lock covers the children's source tables;
+ * in the switch transaction each child's <fk>_uuid missed by the side-by-side
+ * apply is filled from the map, then <child> -> <child>_legacy and
+ * <into schema>.<child into> -> <child>.  No way-back slot is made for them.
+ *
  * Both functions update *spec (phase, switch_lsn, legacy_table); the caller
  * stores it in v7fill.migration.  A rerun finds the state from the catalog
  * (which table holds which name), so a kill between the commit and the

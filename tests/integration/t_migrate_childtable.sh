@@ -6,7 +6,10 @@
 # order_id_uuid is the parent map's id of its legacy order_id (NULL for NULL keys and orphans),
 # the foreign key to the parent's target exists; a child row applied before its parent's map
 # row gets its uuid when the map row arrives (the map's trigger); --verify, --status of the
-# child; --switch and --reverse refuse (exit 3) and change nothing.
+# child; --reverse refuses (exit 3).  --switch (after a kill -9 in a first one) under a writer
+# inserting by the old names (it stops at the switch) and a reader: no statement waits 2 s, both
+# names point to the UUIDv7 tables, each as many rows as its _legacy table through legacy_id,
+# every order_id_uuid resolves, both phases stored switched; a rerun says already switched.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 INTO=orders_ct
@@ -29,6 +32,15 @@ q "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, 
      SELECT CASE WHEN g % 40 = 0 THEN NULL WHEN g % 25 = 0 THEN 100000 + g ELSE g % 3000 + 1 END,
             timestamptz '2024-02-01' + g * interval '71 minutes' + (g % 991) * interval '1.003 ms', g, 'l' || g
        FROM generate_series(1, 12000) g"
+# kill9_wait PID: kill -9, then wait until the slots are released
+kill9_wait() {
+    kill -9 "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+    for _ in $(seq 1 50); do
+        [ "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'v7fill_%_ct%' AND active")" = 0 ] && break
+        sleep 0.2
+    done
+}
 mig() { "$V7FILL" migrate --from public.orders --key id --time-column created_at --into "$INTO" "$@"; }
 CHILD=(--child 'public.items_ct(order_id)' --child-mode migrate)
 digest_src() { q "SELECT count(*), md5(string_agg(id||'|'||created_at||'|'||amount||'|'||note, ',' ORDER BY id)) FROM orders"; }
@@ -73,12 +85,7 @@ sleep 0.5
     --follow --batch-rows 500 >run1.log 2>&1 &
 pid=$!
 sleep 2.5
-kill -9 "$pid" 2>/dev/null || true
-wait "$pid" 2>/dev/null || true
-for _ in $(seq 1 50); do
-    [ "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'v7fill_%_ct%' AND active")" = 0 ] && break
-    sleep 0.2
-done
+kill9_wait "$pid"
 "$V7FILL" migrate --from public.orders --key id --time-column created_at --into "$INTO" "${CHILD[@]}" \
     --follow >run2.log 2>&1 &
 pid=$!
@@ -144,14 +151,61 @@ echo "$OUT"
 assert_contains "$OUT" "child public.items_ct" "--status lists the child"
 assert_contains "$OUT" "$CINTO" "--status names the child's target"
 
-# ---- --switch and --reverse refuse (this version) and change nothing
-run_expect 3 "$V7FILL" migrate --into "$INTO" --switch
-assert_contains "$OUT" "--child-mode migrate" "--switch refuses with the reason"
+# ---- --reverse refuses (this version), a child's own migration is not switched alone
 run_expect 3 "$V7FILL" migrate --into "$INTO" --reverse
 assert_contains "$OUT" "--child-mode migrate" "--reverse refuses with the reason"
 run_expect 3 "$V7FILL" migrate --into "$CINTO" --switch
 assert_contains "$OUT" "child of the migration into public.$INTO" "the child's own migration is not switched alone"
 assert_eq "follow" "$(q "SELECT phase FROM v7fill.migration WHERE into_table = '$INTO'")" "nothing switched"
 assert_eq "items_ct" "$(q "SELECT relname FROM pg_class WHERE relname = 'items_ct'")" "nothing renamed"
+
+# ---- --switch: the parent and the child together.  The writer inserts a parent and its child
+# by the OLD names and types, and stops at the switch: it takes its locks first (the names are
+# resolved again once granted), then writes only while orders.id is still bigint.
+wsql="DO \$\$ BEGIN LOCK TABLE orders, items_ct IN ROW EXCLUSIVE MODE;
+  IF (SELECT atttypid FROM pg_attribute WHERE attrelid = 'orders'::regclass AND attname = 'id') = 'bigint'::regtype THEN
+    EXECUTE 'INSERT INTO orders (id, created_at, amount, note) VALUES (nextval(''orders_w''), now(), 3, ''sw'')';
+    EXECUTE 'INSERT INTO items_ct (order_id, created_at, qty, label) VALUES (currval(''orders_w''), now(), 3, ''sw'')';
+  END IF; END \$\$"
+rsql="SELECT (SELECT count(*) FROM orders) + (SELECT count(*) FROM items_ct)"
+# A kill -9 in the middle of a switch first, then the switch under load finishes it.
+"$V7FILL" migrate --into "$INTO" --switch >kill.log 2>&1 &
+pid=$!
+sleep 0.4
+kill9_wait "$pid"
+switch_under_load "$wsql" "$rsql" migrate --into "$INTO" --switch
+echo "$OUT"
+[ "$(q "SELECT count(*) FROM orders_legacy WHERE note = 'sw'")" -gt 0 ] || fail "the writer wrote during the test"
+assert_contains "$OUT" "phase switched" "--switch with a migrate-mode child"
+assert_contains "$OUT" "lock held" "the lock hold time printed"
+assert_contains "$OUT" "child public.items_ct is its UUIDv7 table now" "the notes name the child"
+assert_contains "$OUT" "order_id_uuid" "the notes name the child's uuid column"
+assert_contains "$OUT" "ON DELETE SET NULL" "the notes name the foreign key's rule to change"
+assert_eq "uuid|uuid" "$(q "SELECT (SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = 'orders'::regclass AND attname = 'id')
+    || '|' || (SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = 'items_ct'::regclass AND attname = 'id')")" \
+    "orders and items_ct name the UUIDv7 tables"
+assert_eq "" "$(q "SELECT coalesce(to_regclass('$INTO')::text, '') || coalesce(to_regclass('$CINTO')::text, '')")" "the _v7 names are gone"
+for t in orders items_ct; do
+    n=$(q "SELECT count(*) FROM $t")
+    assert_eq "$n" "$(q "SELECT count(*) FROM ${t}_legacy")" "$t: as many rows as ${t}_legacy"
+    assert_eq "$n" "$(q "SELECT count(*) FROM $t n JOIN ${t}_legacy l ON l.id = n.legacy_id")" "$t: every row is a ${t}_legacy row through legacy_id"
+done
+assert_eq 0 "$(q "SELECT count(*) FROM items_ct WHERE order_id_uuid IS NOT NULL AND order_id_uuid NOT IN (SELECT id FROM orders)")" \
+    "every order_id_uuid resolves to an orders id"
+assert_eq 0 "$(q "SELECT count(*) FROM items_ct WHERE order_id IN (SELECT id FROM orders_legacy) AND order_id_uuid IS NULL")" \
+    "every child row of a legacy parent has its order_id_uuid"
+assert_eq "switched|switched" "$(q "SELECT string_agg(phase, '|' ORDER BY into_table) FROM v7fill.migration WHERE into_table IN ('$INTO', '$CINTO')")" \
+    "the parent's and the child's phases are stored as switched"
+assert_eq "items_ct_legacy" "$(q "SELECT legacy_table FROM v7fill.migration WHERE into_table = '$CINTO'")" "the child's legacy table stored"
+run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
+assert_contains "$OUT" "already switched" "a rerun of the switch says so"
+# a kill -9 between the switch's commit and storing the phases: the rerun finds the names
+q "UPDATE v7fill.migration SET phase = 'follow' WHERE into_table IN ('$INTO', '$CINTO')"
+run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
+assert_contains "$OUT" "already switched" "a rerun with the phases not stored says switched"
+assert_eq "switched|switched" "$(q "SELECT string_agg(phase, '|' ORDER BY into_table) FROM v7fill.migration WHERE into_table IN ('$INTO', '$CINTO')")" \
+    "the phases stored by the rerun"
+run_expect 3 "$V7FILL" migrate --into "$INTO" --reverse
+assert_contains "$OUT" "--child-mode migrate" "--reverse still refuses"
 drop_slot
 echo "ok t_migrate_childtable"
