@@ -58,9 +58,14 @@ assert_eq "$(digest_src)" "$(digest_dst)" "after the restarts the target equals 
 # its commit LSN, txn_changes = the changes it had applied in earlier target
 # transactions) still resumes: those changes are skipped, the rest applied.
 qs "INSERT INTO orders SELECT g, now(), 7 FROM generate_series(900001, 900010) g"
+for _ in $(seq 1 50); do   # the last run's walsender lets the slot go (peek needs it free)
+    [ "$(qs "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 's_restart' AND active")" = 0 ] && break
+    sleep 0.2
+done
 hex=$(qs "SELECT encode(substr(data, 2, 8), 'hex') FROM pg_logical_slot_peek_binary_changes('s_restart',
           NULL, NULL, 'proto_version', '1', 'publication_names', 'pub') WHERE get_byte(data, 0) = 66
           ORDER BY lsn DESC LIMIT 1")
+[ -n "$hex" ] || fail "no BEGIN message of the 10-row transaction in the slot"
 final=$(printf '%X/%X' "0x${hex:0:8}" "0x${hex:8:8}")
 q "UPDATE v7fill.stream SET txn_lsn = '$final', txn_changes = 4 WHERE slot = 's_restart'"
 run_expect 0 "$V7FILL" stream orders_v7 --source "$SRC_CONN" --from public.orders --publication pub \
