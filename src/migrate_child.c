@@ -897,22 +897,24 @@ delete_rule(PgConn *conn, const MigrateSpec *spec, const Child *c, const char **
     return true;
 }
 
-/* Child rows whose <fk>_uuid names a row the new table no longer has (its
- * parent deleted before the key existed): set NULL, so VALIDATE passes and
- * they are counted as orphans.  The key (NOT VALID) is in place: no new ones. */
+/* Child rows whose <fk>_uuid names a row the new table does not have (its
+ * parent deleted before the key existed, or a uuid written by hand): set
+ * from the map again, as the fill would (NULL, an orphan, when the parent is
+ * gone), so VALIDATE passes.  The key (NOT VALID) is in place: no new ones. */
 static bool
 clear_dangling(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, const Child *c,
                Err *err)
 {
     char *qinto = pg_qualified(conn, spec->into_schema, spec->into_table);
-    char *sql = xasprintf("UPDATE %s c SET %s = NULL WHERE c.%s IS NOT NULL AND NOT EXISTS "
+    char *sql = xasprintf("UPDATE %s c SET %s = (SELECT m.id FROM %s m WHERE m.legacy_id = c.%s) "
+                          "WHERE c.%s IS NOT NULL AND NOT EXISTS "
                           "(SELECT 1 FROM %s p WHERE p.id = c.%s)",
-                          c->qchild, c->quuid, c->quuid, qinto, c->quuid);
+                          c->qchild, c->quuid, c->qmap, c->qfk, c->quuid, qinto, c->quuid);
     PGresult *res = NULL;
     bool ok = pg_query(conn, sql, 0, NULL, &res, err);
 
     if (ok && strcmp(PQcmdTuples(res), "0") != 0)
-        log_info("child %s.%s: %s rows named a deleted parent in %s: set NULL (orphans now)",
+        log_info("child %s.%s: %s rows named a missing parent in %s: set from the map again",
                  ch->schema, ch->table, PQcmdTuples(res), c->uuid_col);
     PQclear(res);
     free(sql);
