@@ -377,9 +377,8 @@ collect_rejects(PgConn *target, const MigrateSpec *s, uint64_t *count, Buf *out,
     return true;
 }
 
-/* The counts of a second run added to the first's (what the summary shows). */
-static void
-stream_stats_add(StreamStats *a, const StreamStats *b)
+void
+migrate_stream_stats_add(StreamStats *a, const StreamStats *b)
 {
     ImportStats *x = &a->rows;
     const ImportStats *y = &b->rows;
@@ -392,6 +391,9 @@ stream_stats_add(StreamStats *a, const StreamStats *b)
     x->updated += y->updated;
     x->deleted += y->deleted;
     x->missing += y->missing;
+    x->missing_deletes += y->missing_deletes;
+    x->time_changed += y->time_changed;
+    x->truncates += y->truncates;
     x->elapsed_s += y->elapsed_s;
     a->transactions += b->transactions;
     a->skipped_transactions += b->skipped_transactions;
@@ -484,7 +486,7 @@ childtables_follow(PgConn *target, const MigrateOptions *o, const MigrateSpec *s
 
         memset(&more, 0, sizeof more);
         ok = stream_run(target, so, &more, err);
-        stream_stats_add(o->follow ? &r->follow : &r->copy, &more);
+        migrate_stream_stats_add(o->follow ? &r->follow : &r->copy, &more);
         import_stats_free(&more.rows);
         for (size_t i = 0; ok && o->follow && i < s->nchildren && interrupt_signal() == 0; i++)
             ok = migrate_childtable_sync(target, o, s, &s->children[i], &r->follow, err);
@@ -615,7 +617,7 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
         StreamStats more;
 
         ok = stream_run(target, &so, &more, err);
-        stream_stats_add(&r->copy, &more);
+        migrate_stream_stats_add(&r->copy, &more);
         import_stats_free(&more.rows);
     }
     if (ok && !(ok = copy_finished(target, s, &done, err)))

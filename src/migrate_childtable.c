@@ -305,11 +305,11 @@ migrate_childtable_sync(PgConn *target, const MigrateOptions *o, const MigrateSp
                      ch->table);
     if (ok && copy)
     {
-        copy->rows.read += cr.copy.rows.read;
-        copy->rows.inserted += cr.copy.rows.inserted;
-        copy->rows.updated += cr.copy.rows.updated;
-        copy->rows.deleted += cr.copy.rows.deleted;
+        uint64_t parent_lsn = copy->applied_lsn; /* the summary's position stays the parent's */
+
+        migrate_stream_stats_add(copy, &cr.copy);
         copy->copied += cr.copy.copied;
+        copy->applied_lsn = parent_lsn;
     }
     migrate_result_free(&cr);
     return ok;

@@ -157,6 +157,11 @@ struct VerifyReport;
 struct SwitchStats;
 struct ReverseStats;
 
+/* The counts of a later run (a second catch-up, a child's) added to an
+ * earlier one's, for the summary: every row count, the elapsed time summed,
+ * the last applied position. */
+void migrate_stream_stats_add(StreamStats *a, const StreamStats *b);
+
 /* --verify: migrate_verify (migrate_verify.h) on the source and the target
  * (one connection when they are one database). */
 V7FILL_MUST_CHECK bool migrate_verify_spec(PgConn *target, const char *target_conninfo,
