@@ -124,6 +124,11 @@ kill $monitor 2>/dev/null || true
 wait $monitor 2>/dev/null || true
 
 assert_eq 2 "$(q "SELECT count(*) FROM v7fill.stream WHERE slot = '$SLOT'")" "one stream row per target"
+# the source columns each target last ran with (checked for drops at the next start) are its own table's
+assert_eq "items_v7:id,created_at,qty,label orders_v7:id,created_at,amount,note" \
+    "$(q "SELECT string_agg(target || ':' || (SELECT string_agg(e->>'name', ',' ORDER BY i)
+                                              FROM jsonb_array_elements(columns) WITH ORDINALITY x(e, i)), ' ' ORDER BY target)
+          FROM v7fill.stream WHERE slot = '$SLOT'")" "each target's stored source columns are its own table's"
 assert_eq "$(digest_src orders amount note)" "$(digest_dst orders_v7 amount note)" "orders_v7 equals orders"
 assert_eq "$(digest_src items qty label)" "$(digest_dst items_v7 qty label)" "items_v7 equals items"
 assert_eq 0 "$(q "SELECT count(*) FROM (SELECT legacy_id FROM orders_v7 GROUP BY 1 HAVING count(*) > 1) d")" "no order twice"
