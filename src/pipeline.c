@@ -94,9 +94,15 @@ typedef struct Lane
     bool finished;
     uint64_t seq;
     /* A source transaction written in pieces: its target transaction is open
-     * on conn (writer's), holding these counts of the pieces written so far. */
+     * on conn (writer's), holding these counts of the pieces written so far;
+     * the run's stats counted them already (txn_run: the stats' other counts
+     * they raised), and take them back if the transaction is rolled back. */
     bool txn_open;
     BatchCounts txn_counts;
+    struct
+    {
+        uint64_t near_cutoff, expired_kept, keys_ordered;
+    } txn_run;
 } Lane;
 
 typedef struct Writer
@@ -1632,12 +1638,34 @@ pipeline_plan_batch(Pipeline *pl, Batch *b, Err *err)
 /* Batch seq committed and counted: the next one may commit. */
 static void lane_pass_turn(Lane *lane, uint64_t seq);
 
-/* Forget the lane's open transaction (its pieces were rolled back). */
+/* Forget the lane's open transaction (its pieces were rolled back): the
+ * run's counts of them are taken back, so that what the run says it applied
+ * is what the target holds (the source sends the transaction again whole). */
 static void
-lane_txn_forget(Lane *lane)
+lane_txn_forget(Pipeline *pl, Lane *lane)
 {
+    ImportStats *st = pl->st;
+    const BatchCounts *t = &lane->txn_counts;
+
+    pthread_mutex_lock(&pl->w.mu);
+    st->read -= t->read;
+    st->inserted -= t->inserted;
+    st->duplicates -= t->duplicates;
+    st->rejected -= t->rejected;
+    st->expired -= t->expired;
+    st->updated -= t->updated;
+    st->deleted -= t->deleted;
+    st->missing -= t->missing;
+    st->missing_deletes -= t->missing_deletes;
+    st->time_changed -= t->time_changed;
+    st->truncates -= t->truncates;
+    st->near_cutoff -= lane->txn_run.near_cutoff;
+    st->expired_kept -= lane->txn_run.expired_kept;
+    st->keys_ordered -= lane->txn_run.keys_ordered;
+    pthread_mutex_unlock(&pl->w.mu);
     lane->txn_open = false;
     memset(&lane->txn_counts, 0, sizeof lane->txn_counts);
+    memset(&lane->txn_run, 0, sizeof lane->txn_run);
 }
 
 /* The target transaction holding the earlier pieces of a source transaction
@@ -1654,7 +1682,7 @@ pipeline_txn_lost(Lane *lane, Err *err)
                lane->txn_counts.read + lane->txn_counts.truncates);
     err_hint(err, "Nothing of that source transaction is in the target: it is applied again "
                   "whole from the position committed last.");
-    lane_txn_forget(lane);
+    lane_txn_forget(lane->pl, lane);
     return false;
 }
 
@@ -1677,7 +1705,7 @@ pipeline_txn_abandon(Pipeline *pl)
     log_info("the source transaction in progress was not applied (%" PRIu64
              " changes of it rolled back): it is applied whole when the stream resumes",
              lane->txn_counts.read + lane->txn_counts.truncates);
-    lane_txn_forget(lane);
+    lane_txn_forget(pl, lane);
 }
 
 /*
@@ -1801,12 +1829,19 @@ pipeline_flush(Pipeline *pl, Lane *lane, uint64_t seq, Batch *b, const SourcePos
          * batch, in the same target transaction.  Counted now (the batch's
          * rows are not kept); stored with the position at the COMMIT. */
         BatchCounts t;
+        uint64_t near, kept, ordered;
 
         batch_totals(b, &t);
         batch_counts_add(&lane->txn_counts, &t);
         lane->txn_open = true;
         pthread_mutex_lock(&pl->w.mu);
+        near = pl->st->near_cutoff;
+        kept = pl->st->expired_kept;
+        ordered = pl->st->keys_ordered;
         pipeline_count_committed(pl, b);
+        lane->txn_run.near_cutoff += pl->st->near_cutoff - near;
+        lane->txn_run.expired_kept += pl->st->expired_kept - kept;
+        lane->txn_run.keys_ordered += pl->st->keys_ordered - ordered;
         pthread_mutex_unlock(&pl->w.mu);
         lane_pass_turn(lane, seq);
         batch_reset(b);
@@ -1814,6 +1849,7 @@ pipeline_flush(Pipeline *pl, Lane *lane, uint64_t seq, Batch *b, const SourcePos
     }
     lane->txn_open = false;
     memset(&lane->txn_counts, 0, sizeof lane->txn_counts);
+    memset(&lane->txn_run, 0, sizeof lane->txn_run);
     pthread_mutex_lock(&pl->w.mu);
     pipeline_count_committed(pl, b);
     if (b->nrows > 0 || b->txn_continues)

@@ -134,7 +134,18 @@ assert_eq "$after" "$(q "SELECT count(DISTINCT legacy_id) FROM orders_v7")" "eac
 
 # The target connection lost in the middle (its backend terminated): the
 # pieces written are gone with it; the stream says so, reconnects and applies
-# the whole transaction again from the committed position, each row once.
+# the whole transaction again from the committed position, each row once; the
+# summary it prints counts what it stored (not the lost pieces as well).
+# stored_counts: the stream's stored counts, as the summary prints them.
+stored_counts() {
+    q "SELECT 'read=' || read || ' inserted=' || inserted || ' updated=' || updated || ' deleted='
+              || deleted || ' duplicates=' || duplicates || ' missing=' || missing
+              || ' quarantined=' || rejected + expired
+       FROM v7fill.stream WHERE slot = '$SLOT'"
+}
+# count_of NAME TEXT: the number after NAME= in TEXT
+count_of() { printf '%s\n' "$2" | sed -nE "s/^(.*[( ])?$1=([0-9]+).*/\2/p" | head -1; }
+stored0=$(stored_counts)
 big_txn 7000000 lost.log
 until_true "SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM pg_stat_activity
             WHERE $OPEN_TXN"
@@ -145,3 +156,12 @@ assert_contains "$(cat lost.log)" "lost its target transaction" "the lost pieces
 assert_contains "$(cat lost.log)" "reconnects=1" "one reconnect"
 assert_eq "$after" "$(q "SELECT count(*) FROM orders_v7")" "after the lost connection: all of the transaction's rows"
 assert_eq "$after" "$(q "SELECT count(DISTINCT legacy_id) FROM orders_v7")" "each once"
+stored1=$(stored_counts)
+summary=$(grep '^stream: read=' lost.log)
+printed= ; stored=
+for k in read inserted updated deleted duplicates missing quarantined; do
+    printed="$printed $k=$(count_of "$k" "$summary")"
+    stored="$stored $k=$(( $(count_of "$k" "$stored1") - $(count_of "$k" "$stored0") ))"
+done
+assert_eq "$stored" "$printed" "the summary after the lost pieces counts what v7fill.stream stored ($summary)"
+assert_contains "$printed" " inserted=300000 " "the summary counts the transaction's rows once"
