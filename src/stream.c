@@ -590,7 +590,8 @@ watch_slot(Streamer *s, PgConn **conn)
         log_warn("%s", err.msg);
 }
 
-/* Every second from the reader: the metrics it knows; every minute the slot. */
+/* Every second from the reader: the metrics it knows; every minute the slot
+ * (its WAL, the clocks, the bytes received: the first target's, with several). */
 static void
 tick(void *ctx, uint64_t committed, uint64_t lag_bytes, bool idle)
 {
@@ -602,11 +603,11 @@ tick(void *ctx, uint64_t committed, uint64_t lag_bytes, bool idle)
     clock_gettime(CLOCK_REALTIME, &ts);
     source_pgoutput_stats(s->src, &ps);
     stream_observer_progress(s->ob, s->st->transactions + ps.transactions,
-                             s->st->bytes_received + ps.bytes, lag_bytes,
+                             s->borrowed ? 0 : s->st->bytes_received + ps.bytes, lag_bytes,
                              lag_seconds(s, idle, &ts));
     if (!atomic_load(&s->target_down))
         stream_observer_ready(s->ob, true, NULL);
-    if (ts.tv_sec - s->slot_at >= 60)
+    if (!s->borrowed && ts.tv_sec - s->slot_at >= 60)
         watch_slot(s, &s->mon);
 }
 
@@ -1242,7 +1243,7 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     cfg.persist_idle = persist_idle;
     cfg.status = status_line;
     cfg.status_interval_ms = s->o->status_interval_s * 1000;
-    cfg.tick = s->borrowed ? NULL : tick; /* the slot and the metrics: the first table's */
+    cfg.tick = tick; /* each target's metrics; the slot's from the first */
     cfg.on_caught_up = s->o->on_caught_up && stop_lsn > 0 ? caught_up : NULL;
     cfg.ctx = s;
     if (!source_pgoutput_open(&cfg, &s->src, err))
@@ -1326,6 +1327,17 @@ reconnect_retry(Streamer *s, int *attempt, Err *why, bool several, bool *stop, E
     }
 }
 
+/* /readyz while a lost connection is reconnected: not ready, saying which. */
+static void
+not_ready_reconnecting(Streamer *s, const Err *why)
+{
+    char reason[300];
+
+    (void) snprintf(reason, sizeof reason, "reconnecting to the %s: %s",
+                    pg_is_broken(s->conn) ? "target" : "source", why->msg);
+    stream_observer_ready(s->ob, false, reason);
+}
+
 static bool
 stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
 {
@@ -1358,13 +1370,7 @@ stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
         }
         s->st->reconnects++;
         stream_observer_reconnect(s->ob, pg_is_broken(s->conn));
-        {
-            char why_ready[300];
-
-            (void) snprintf(why_ready, sizeof why_ready, "reconnecting to the %s: %s",
-                            pg_is_broken(s->conn) ? "target" : "source", why.msg);
-            stream_observer_ready(s->ob, false, why_ready);
-        }
+        not_ready_reconnecting(s, &why);
         if (!reconnect_retry(s, &attempt, &why, false, &stop, err))
             return false;
         if (stop)
@@ -1428,8 +1434,9 @@ streamer_free(Streamer *s)
  *
  * One Streamer per target, each with its own pipeline (the only writer) and
  * its own row in v7fill.stream.  The first owns the shared connections (the
- * source's, the replication connection, the observer); the others borrow
- * them.  The slot is created once: each table is copied under its snapshot
+ * source's, the replication connection) and the observer; the others borrow
+ * them (each target has its own view of the observer: its series, its
+ * readiness).  The slot is created once: each table is copied under its snapshot
  * in turn (the replication connection runs nothing meanwhile), then one
  * reader (multi_read) receives the slot's frames and hands a copy to each
  * table's source (PgoSourceConfig.recv), which keeps its own table's changes
@@ -1807,6 +1814,9 @@ multi_changes(MultiTarget *ts, size_t n, uint64_t stop_lsn, Err *err)
             return false;
         }
         first->st->reconnects++;
+        stream_observer_reconnect(first->ob, pg_is_broken(first->conn));
+        for (size_t i = 0; i < n; i++)
+            not_ready_reconnecting(&ts[i].s, &why);
         if (!reconnect_retry(first, &attempt, &why, true, &stop, err))
             return false;
         if (stop)
@@ -1905,8 +1915,19 @@ stream_run_multi(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         (void) snprintf(t->s.relation, sizeof t->s.relation, "%s.%s", tables[i].schema,
                         tables[i].name);
     }
-    if (!stream_observer_start(o->metrics_listen, o->tables[0].target, &first->ob, err))
-        goto out;
+    {
+        const char **targets = xcalloc(n, sizeof *targets);
+
+        for (size_t i = 0; i < n; i++)
+            targets[i] = o->tables[i].target;
+        ok = stream_observer_start(o->metrics_listen, targets, n, &first->ob, err);
+        free(targets);
+        if (!ok)
+            goto out;
+        ok = false;
+        for (size_t i = 1; i < n; i++)
+            ts[i].s.ob = stream_observer_target(first->ob, i);
+    }
     if (!pg_connect(o->source_conninfo, &first->src_sql, err))
     {
         err_prefix(err, "the source");
@@ -2094,7 +2115,7 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         return false;
     (void) snprintf(s.relation, sizeof s.relation, "%s.%s", s.from.schema, s.from.name);
     /* The endpoint first: a bad --metrics-listen touches nothing. */
-    if (!stream_observer_start(o->metrics_listen, o->common.table, &s.ob, err))
+    if (!stream_observer_start(o->metrics_listen, &o->common.table, 1, &s.ob, err))
         return false;
     if (!pg_connect(o->source_conninfo, &s.src_sql, err))
     {

@@ -106,16 +106,55 @@ stream_metric_def(StreamMetric which)
     return which < SM_COUNT ? &defs[which] : NULL;
 }
 
+/* A target's families without a label for one target: with several targets
+ * they get the label table. */
+static bool
+per_target_unlabeled(StreamMetric which)
+{
+    switch (which)
+    {
+        case SM_SOURCE_TXNS:
+        case SM_TARGET_COMMITS:
+        case SM_APPLY_LAG_BYTES:
+        case SM_APPLY_LAG_SECONDS:
+        case SM_LAST_APPLIED_LSN:
+        case SM_INITIAL_COPY_RUNNING:
+            return true;
+        default:
+            return false;
+    }
+}
+
+size_t
+stream_metrics_nlabels(const StreamMetrics *sm, StreamMetric which)
+{
+    if (which >= SM_COUNT)
+        return 0;
+    return defs[which].nlabels + (sm->several && per_target_unlabeled(which) ? 1 : 0);
+}
+
 bool
 stream_metrics_define(Metrics *m, StreamMetrics *sm, Err *err)
 {
+    return stream_metrics_define_for(m, sm, false, err);
+}
+
+bool
+stream_metrics_define_for(Metrics *m, StreamMetrics *sm, bool several, Err *err)
+{
     memset(sm, 0, sizeof *sm);
     sm->reg = m;
+    sm->several = several;
     for (size_t i = 0; i < SM_COUNT; i++)
     {
         MetricDef d = defs[i];
         if (d.type == METRIC_HISTOGRAM)
             d.nbuckets = stream_metrics_delay_buckets(&d.buckets);
+        if (several && per_target_unlabeled((StreamMetric) i))
+        {
+            d.nlabels = 1;
+            d.labels[0] = "table";
+        }
         if (!metrics_define(m, &d, &sm->fam[i], err))
             return false;
     }

@@ -28,96 +28,166 @@ enum
     OP_COUNT
 };
 
-struct StreamObserver
+/* What the targets of one stream share: the registry, the endpoint, the
+ * slot's and the source connection's series. */
+typedef struct ObserverShared
 {
     Metrics *reg;
     StreamMetrics sm;
     HttpMetrics *http;
+    StreamObserver *views; /* one per target; views[0] is the one start returned */
+    size_t nviews;
+    MetricSeries *bytes, *retained, *safe, *reconnects[2], *clock;
+    _Atomic bool keep_warned;
+} ObserverShared;
+
+/* One target's view: its series and its readiness. */
+struct StreamObserver
+{
+    ObserverShared *sh;
+    char *table;
     HttpReadyState ready;
     MetricSeries *applied[OP_COUNT];
-    MetricSeries *duplicates, *quar_rejected, *quar_late, *txns, *commits, *bytes;
-    MetricSeries *lag_bytes, *lag_s, *retained, *safe, *delay, *late, *near;
-    MetricSeries *reconnects[2], *last_lsn, *copy_running, *copy_rows, *clock;
-    _Atomic bool keep_warned;
+    MetricSeries *duplicates, *quar_rejected, *quar_late, *txns, *commits;
+    MetricSeries *lag_bytes, *lag_s, *delay, *late, *near;
+    MetricSeries *last_lsn, *copy_running, *copy_rows;
 };
 
+/* The series of which with these label values: the target's table first for
+ * a target's family (the family takes as many as it has). */
 static bool
-series(StreamObserver *ob, StreamMetric which, const char *a, const char *b, MetricSeries **out,
+series(ObserverShared *sh, StreamMetric which, const char *a, const char *b, MetricSeries **out,
        Err *err)
 {
     const char *v[2] = {a, b};
-    size_t n = stream_metric_def(which)->nlabels;
 
-    return stream_metrics_series(&ob->sm, which, v, n, out, err);
+    return stream_metrics_series(&sh->sm, which, v, stream_metrics_nlabels(&sh->sm, which), out,
+                                 err);
 }
 
 static bool
-observer_series(StreamObserver *ob, const char *t, Err *err)
+shared_series(ObserverShared *sh, Err *err)
+{
+    return series(sh, SM_RECEIVED_BYTES, NULL, NULL, &sh->bytes, err) &&
+           series(sh, SM_SLOT_RETAINED_WAL, NULL, NULL, &sh->retained, err) &&
+           series(sh, SM_SLOT_SAFE_WAL_SIZE, NULL, NULL, &sh->safe, err) &&
+           series(sh, SM_RECONNECTS, "source", NULL, &sh->reconnects[0], err) &&
+           series(sh, SM_RECONNECTS, "target", NULL, &sh->reconnects[1], err) &&
+           series(sh, SM_CLOCK_OFFSET, NULL, NULL, &sh->clock, err);
+}
+
+static bool
+target_series(StreamObserver *ob, Err *err)
 {
     static const char *const ops[OP_COUNT] = {"insert", "update", "delete", "truncate"};
+    ObserverShared *sh = ob->sh;
+    const char *t = ob->table;
 
     for (int i = 0; i < OP_COUNT; i++)
-        if (!series(ob, SM_ROWS_APPLIED, t, ops[i], &ob->applied[i], err))
+        if (!series(sh, SM_ROWS_APPLIED, t, ops[i], &ob->applied[i], err))
             return false;
-    return series(ob, SM_DUPLICATES, t, NULL, &ob->duplicates, err) &&
-           series(ob, SM_QUARANTINED, t, "rejected", &ob->quar_rejected, err) &&
-           series(ob, SM_QUARANTINED, t, "late", &ob->quar_late, err) &&
-           series(ob, SM_SOURCE_TXNS, NULL, NULL, &ob->txns, err) &&
-           series(ob, SM_TARGET_COMMITS, NULL, NULL, &ob->commits, err) &&
-           series(ob, SM_RECEIVED_BYTES, NULL, NULL, &ob->bytes, err) &&
-           series(ob, SM_APPLY_LAG_BYTES, NULL, NULL, &ob->lag_bytes, err) &&
-           series(ob, SM_APPLY_LAG_SECONDS, NULL, NULL, &ob->lag_s, err) &&
-           series(ob, SM_SLOT_RETAINED_WAL, NULL, NULL, &ob->retained, err) &&
-           series(ob, SM_SLOT_SAFE_WAL_SIZE, NULL, NULL, &ob->safe, err) &&
-           series(ob, SM_INSERT_DELAY, t, NULL, &ob->delay, err) &&
-           series(ob, SM_LATE_ROWS, t, NULL, &ob->late, err) &&
-           series(ob, SM_NEAR_CUTOFF_ROWS, t, NULL, &ob->near, err) &&
-           series(ob, SM_RECONNECTS, "source", NULL, &ob->reconnects[0], err) &&
-           series(ob, SM_RECONNECTS, "target", NULL, &ob->reconnects[1], err) &&
-           series(ob, SM_LAST_APPLIED_LSN, NULL, NULL, &ob->last_lsn, err) &&
-           series(ob, SM_INITIAL_COPY_RUNNING, NULL, NULL, &ob->copy_running, err) &&
-           series(ob, SM_INITIAL_COPY_ROWS, t, NULL, &ob->copy_rows, err) &&
-           series(ob, SM_CLOCK_OFFSET, NULL, NULL, &ob->clock, err);
+    return series(sh, SM_DUPLICATES, t, NULL, &ob->duplicates, err) &&
+           series(sh, SM_QUARANTINED, t, "rejected", &ob->quar_rejected, err) &&
+           series(sh, SM_QUARANTINED, t, "late", &ob->quar_late, err) &&
+           series(sh, SM_SOURCE_TXNS, t, NULL, &ob->txns, err) &&
+           series(sh, SM_TARGET_COMMITS, t, NULL, &ob->commits, err) &&
+           series(sh, SM_APPLY_LAG_BYTES, t, NULL, &ob->lag_bytes, err) &&
+           series(sh, SM_APPLY_LAG_SECONDS, t, NULL, &ob->lag_s, err) &&
+           series(sh, SM_INSERT_DELAY, t, NULL, &ob->delay, err) &&
+           series(sh, SM_LATE_ROWS, t, NULL, &ob->late, err) &&
+           series(sh, SM_NEAR_CUTOFF_ROWS, t, NULL, &ob->near, err) &&
+           series(sh, SM_LAST_APPLIED_LSN, t, NULL, &ob->last_lsn, err) &&
+           series(sh, SM_INITIAL_COPY_RUNNING, t, NULL, &ob->copy_running, err) &&
+           series(sh, SM_INITIAL_COPY_ROWS, t, NULL, &ob->copy_rows, err);
+}
+
+/* /readyz: ready when every target is; else the first that is not says why
+ * (with its table's name when there are several). */
+static bool
+ready_all(void *arg, char *reason, size_t size)
+{
+    ObserverShared *sh = arg;
+
+    for (size_t i = 0; i < sh->nviews; i++)
+    {
+        char why[256];
+
+        if (http_ready_state_cb(&sh->views[i].ready, why, sizeof why))
+            continue;
+        if (sh->nviews > 1)
+            (void) snprintf(reason, size, "%s: %s", sh->views[i].table, why);
+        else
+            (void) snprintf(reason, size, "%s", why);
+        return false;
+    }
+    return true;
+}
+
+static void
+shared_free(ObserverShared *sh)
+{
+    http_metrics_stop(sh->http);
+    for (size_t i = 0; i < sh->nviews; i++)
+    {
+        http_ready_state_deinit(&sh->views[i].ready);
+        free(sh->views[i].table);
+    }
+    free(sh->views);
+    metrics_free(sh->reg);
+    free(sh);
 }
 
 bool
-stream_observer_start(const char *listen, const char *table, StreamObserver **out, Err *err)
+stream_observer_start(const char *listen, const char *const *tables, size_t ntables,
+                      StreamObserver **out, Err *err)
 {
-    StreamObserver *ob = xcalloc(1, sizeof *ob);
+    ObserverShared *sh = xcalloc(1, sizeof *sh);
+    bool ok;
 
     *out = NULL;
-    ob->reg = metrics_new();
-    http_ready_state_init(&ob->ready, "starting");
-    if (!stream_metrics_define(ob->reg, &ob->sm, err) || !observer_series(ob, table, err) ||
-        (listen && !http_metrics_start(listen, ob->reg, http_ready_state_cb, &ob->ready,
-                                       &ob->http, err)))
+    sh->reg = metrics_new();
+    sh->views = xcalloc(ntables, sizeof *sh->views);
+    sh->nviews = ntables;
+    for (size_t i = 0; i < ntables; i++)
+    {
+        sh->views[i].sh = sh;
+        sh->views[i].table = xstrdup(tables[i]);
+        http_ready_state_init(&sh->views[i].ready, "starting");
+    }
+    ok = stream_metrics_define_for(sh->reg, &sh->sm, ntables > 1, err) && shared_series(sh, err);
+    for (size_t i = 0; i < ntables && ok; i++)
+        ok = target_series(&sh->views[i], err);
+    if (!ok || (listen && !http_metrics_start(listen, sh->reg, ready_all, sh, &sh->http, err)))
     {
         if (listen)
             err_prefix(err, "--metrics-listen");
-        stream_observer_free(ob);
+        shared_free(sh);
         return false;
     }
-    if (ob->http)
+    if (sh->http)
         log_info("metrics on http://%s/metrics (readiness: /readyz)", listen);
-    *out = ob;
+    *out = &sh->views[0];
     return true;
+}
+
+StreamObserver *
+stream_observer_target(StreamObserver *ob, size_t i)
+{
+    return ob && i < ob->sh->nviews ? &ob->sh->views[i] : NULL;
 }
 
 void
 stream_observer_free(StreamObserver *ob)
 {
-    if (ob == NULL)
+    if (ob == NULL || ob != &ob->sh->views[0])
         return;
-    http_metrics_stop(ob->http);
-    http_ready_state_deinit(&ob->ready);
-    metrics_free(ob->reg);
-    free(ob);
+    shared_free(ob->sh);
 }
 
 uint16_t
 stream_observer_port(const StreamObserver *ob)
 {
-    return ob && ob->http ? http_metrics_port(ob->http) : 0;
+    return ob && ob->sh->http ? http_metrics_port(ob->sh->http) : 0;
 }
 
 void
@@ -169,7 +239,7 @@ void
 stream_observer_reconnect(StreamObserver *ob, bool target_side)
 {
     if (ob)
-        metrics_counter_add(ob->reconnects[target_side ? 1 : 0], 1);
+        metrics_counter_add(ob->sh->reconnects[target_side ? 1 : 0], 1);
 }
 
 void
@@ -179,7 +249,7 @@ stream_observer_progress(StreamObserver *ob, uint64_t transactions, uint64_t byt
     if (ob == NULL)
         return;
     metrics_counter_raise(ob->txns, transactions);
-    metrics_counter_raise(ob->bytes, bytes);
+    metrics_counter_raise(ob->sh->bytes, bytes);
     metrics_gauge_set(ob->lag_bytes, (double) lag_bytes);
     metrics_gauge_set(ob->lag_s, lag_s);
 }
@@ -247,17 +317,17 @@ stream_observer_slot(StreamObserver *ob, const char *slot, const SlotWal *w, uin
     {
         Err err = {0};
 
-        metrics_gauge_set(ob->retained, w->exists ? (double) w->retained : 0);
-        metrics_gauge_set(ob->safe, !w->exists ? 0 : w->safe_known ? (double) w->safe_wal_size
+        metrics_gauge_set(ob->sh->retained, w->exists ? (double) w->retained : 0);
+        metrics_gauge_set(ob->sh->safe, !w->exists ? 0 : w->safe_known ? (double) w->safe_wal_size
                                                                    : INFINITY);
-        if (!stream_metrics_set_wal_status(&ob->sm, w->exists && w->wal_status[0] ? w->wal_status
+        if (!stream_metrics_set_wal_status(&ob->sh->sm, w->exists && w->wal_status[0] ? w->wal_status
                                                                                  : NULL,
                                            &err))
             log_warn("slot metrics: %s", err.msg);
     }
     if (!w->exists)
         return;
-    if (w->keep_size_mb < 0 && (ob == NULL || !atomic_exchange(&ob->keep_warned, true)))
+    if (w->keep_size_mb < 0 && (ob == NULL || !atomic_exchange(&ob->sh->keep_warned, true)))
         log_warn("max_slot_wal_keep_size is unlimited (-1) on the source: while this stream is "
                  "stopped, slot \"%s\" keeps every WAL segment and can fill the source's disk; "
                  "set a limit there (ALTER SYSTEM SET max_slot_wal_keep_size = '50GB'; SELECT "
@@ -284,7 +354,7 @@ void
 stream_observer_clock(StreamObserver *ob, int64_t source_to_target_us)
 {
     if (ob)
-        metrics_gauge_set(ob->clock, (double) source_to_target_us / 1e6);
+        metrics_gauge_set(ob->sh->clock, (double) source_to_target_us / 1e6);
 }
 
 int64_t

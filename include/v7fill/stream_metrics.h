@@ -26,6 +26,15 @@
  *   initial_copy_rows_total (counter; table)            rows copied by the initial copy
  *   clock_offset_seconds (gauge, seconds)               the source server's clock minus the
  *                                                       target server's (stream_clock_offset)
+ *
+ * Several targets of one slot (stream --from S.T=TARGET ...): the families
+ * of one target's applying that have no labels for one target
+ * (source_transactions_total, target_commits_total, apply_lag_bytes,
+ * apply_lag_seconds, last_applied_lsn, initial_copy_running) get the label
+ * table, so every family of a target has one series per target; the slot's
+ * and the source connection's (received bytes, the slot's WAL, the clock
+ * offset, reconnects) stay one series for the stream.  One target: the
+ * families exactly as in the table above.
  */
 #ifndef V7FILL_STREAM_METRICS_H
 #define V7FILL_STREAM_METRICS_H
@@ -73,10 +82,18 @@ typedef struct StreamMetrics
 {
     Metrics *reg; /* borrowed */
     MetricFamily *fam[SM_COUNT];
+    bool several; /* several targets: a target's families all have the label table */
 } StreamMetrics;
 
-/* Define every stream metric in m (EC_INTERNAL if one is already there). */
+/* Define every stream metric in m (EC_INTERNAL if one is already there), for
+ * one target. */
 V7FILL_MUST_CHECK bool stream_metrics_define(Metrics *m, StreamMetrics *sm, Err *err);
+/* The same, for several targets when several is true (see above). */
+V7FILL_MUST_CHECK bool stream_metrics_define_for(Metrics *m, StreamMetrics *sm, bool several,
+                                                 Err *err);
+/* The label names of a family as sm defined it: its definition's, with
+ * "table" first for a target's family of a stream of several targets. */
+size_t stream_metrics_nlabels(const StreamMetrics *sm, StreamMetric which);
 
 /* The series of a family with the given label values (in the order of the
  * table above), e.g. stream_metrics_series(sm, SM_ROWS_APPLIED, (const char *[]) {"t", "insert"},

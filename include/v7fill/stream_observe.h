@@ -22,16 +22,28 @@
 
 typedef struct StreamObserver StreamObserver;
 
-/* The metrics of the stream into `table`; with listen (ADDR:PORT, see
- * http_metrics.h) the endpoint is bound before this returns (a bad address:
- * EC_USAGE; in use / not this host's: EC_IO), readiness "starting".  listen
- * NULL: the values are kept, nothing listens. */
-V7FILL_MUST_CHECK bool stream_observer_start(const char *listen, const char *table,
-                                             StreamObserver **out, Err *err);
-void stream_observer_free(StreamObserver *ob); /* stops the endpoint; NULL-safe */
+/* The metrics of the stream into the target tables (ntables >= 1; one slot),
+ * each target's series labelled with its name (stream_metrics.h: with several
+ * targets every family of a target has the label table, the slot's are one
+ * series); *out is the first target's observer (stream_observer_target for
+ * the others).  With listen (ADDR:PORT, see http_metrics.h) the endpoint is
+ * bound before this returns (a bad address: EC_USAGE; in use / not this
+ * host's: EC_IO), every target's readiness "starting".  listen NULL: the
+ * values are kept, nothing listens. */
+V7FILL_MUST_CHECK bool stream_observer_start(const char *listen, const char *const *tables,
+                                             size_t ntables, StreamObserver **out, Err *err);
+/* Target i's observer (0: ob itself), or NULL; it dies with ob.  Any of them
+ * sets the slot's series (stream_observer_slot, _clock, _reconnect, the bytes
+ * of _progress) for the whole stream. */
+StreamObserver *stream_observer_target(StreamObserver *ob, size_t i);
+/* Stops the endpoint and frees every target's observer: given the one that
+ * stream_observer_start returned (another is a no-op); NULL-safe. */
+void stream_observer_free(StreamObserver *ob);
 uint16_t stream_observer_port(const StreamObserver *ob); /* 0 without an endpoint */
 
-/* /readyz: 200 when ready, else 503 "not ready: reason". */
+/* This target's readiness.  /readyz: 200 when every target is ready, else 503
+ * "not ready: reason" of the first target that is not (prefixed "TABLE: "
+ * with several targets). */
 void stream_observer_ready(StreamObserver *ob, bool ready, const char *reason);
 
 /* After a target commit: the counts this run applied (cumulative since the

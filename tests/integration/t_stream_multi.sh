@@ -152,6 +152,68 @@ assert_contains "$OUT" "public.orders -> orders_v7 phase stream position" "--sta
 run_expect 0 "$V7FILL" stream orders_v7 --status --json --slot "$SLOT"
 assert_contains "$OUT" '"target": "items_v7"' "--status --json lists every target"
 
+# --metrics-listen with two targets (a new slot, fresh targets): every target's series with its
+# table label, its counts equal to its table's rows; the slot's series once; one HELP and TYPE
+# per family; /readyz names the target that is not ready yet, and is ready once both stream.
+q "CREATE TABLE orders_m7 (LIKE orders_v7 INCLUDING ALL) PARTITION BY RANGE (id);
+   CREATE TABLE items_m7 (LIKE items_v7 INCLUDING ALL) PARTITION BY RANGE (id)"
+cc -std=c11 -D_GNU_SOURCE -o expo_check "$V7FILL_ROOT/tests/integration/expo_check_main.c" -lm 2>cc.log \
+    || fail "could not compile the format checker: $(head -n 5 cc.log)"
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+metric() { awk -v k="$1" '$1 == k { print $2 }' scrape.txt; }
+scrape() { curl -sf "http://127.0.0.1:$PORT/metrics" -o scrape.txt || fail "scrape failed"; }
+"$V7FILL" stream "${common[@]}" --slot "${SLOT}_m" --from public.orders=orders_m7 \
+    --from public.items=public.items_m7 --metrics-listen "127.0.0.1:$PORT" >run_m.log 2>&1 &
+mpid=$!
+trap 'kill $mpid 2>/dev/null || true; drop_slots; rm -rf "$T_TMP"' EXIT
+: >readyz.txt
+for _ in $(seq 1 300); do
+    code=$(curl -s "http://127.0.0.1:$PORT/readyz" -o readyz1.txt -w '%{http_code}' || true)
+    cat readyz1.txt >>readyz.txt
+    [ "$code" = 200 ] && break
+    sleep 0.05
+done
+assert_eq 200 "$code" "/readyz: ready once both targets stream ($(tail -3 run_m.log))"
+grep -q -e '^not ready: orders_m7: ' -e '^not ready: public.items_m7: ' readyz.txt \
+    || fail "/readyz before ready names the target that is not ready: $(sort -u readyz.txt | head -5)"
+# the rows copied: the source is quiet (the writer stopped)
+copied="$(qs "SELECT count(*) FROM orders") $(qs "SELECT count(*) FROM items")"
+# (the writer never deleted items 1 to 3: its deletes are of ids from 4)
+qs "INSERT INTO orders SELECT g, now(), 1, 'm' FROM generate_series(900001, 900010) g;
+    INSERT INTO items SELECT g, now(), 1, 'm' FROM generate_series(900001, 900005) g;
+    UPDATE items SET qty = qty + 1 WHERE id IN (1, 2, 3);
+    DELETE FROM orders WHERE id IN (900001, 900002)"
+for _ in $(seq 1 200); do
+    [ "$(q "SELECT (SELECT count(*) FROM orders_m7) || ' ' || (SELECT count(*) FROM items_m7)")" \
+      = "$(qs "SELECT (SELECT count(*) FROM orders) || ' ' || (SELECT count(*) FROM items)")" ] && break
+    sleep 0.1
+done
+sleep 1.5 # a tick after the last commit
+scrape
+kill -TERM $mpid
+wait $mpid || fail "the stream with --metrics-listen did not stop with status 0: $(tail -5 run_m.log)"
+./expo_check <scrape.txt 2>check.err || fail "the scrape breaks the format: $(cat check.err)"
+assert_eq "" "$(grep -E '^# (HELP|TYPE) ' scrape.txt | cut -d' ' -f2,3 | sort | uniq -d)" "one HELP and one TYPE per family"
+for t in orders_m7:orders public.items_m7:items; do
+    T="table=\"${t%%:*}\""
+    rows=$(q "SELECT count(*) FROM ${t%%:*}")
+    assert_eq "$(qs "SELECT count(*) FROM ${t#*:}")" "$rows" "${t%%:*} equals ${t#*:}"
+    ins=$(metric "v7fill_stream_rows_applied_total{$T,op=\"insert\"}")
+    del=$(metric "v7fill_stream_rows_applied_total{$T,op=\"delete\"}")
+    [ -n "$ins" ] && [ -n "$del" ] || fail "${t%%:*}: no rows_applied_total series with $T"
+    assert_eq "$rows" "$(( ins - del ))" "${t%%:*}: its inserts less its deletes in /metrics = its rows"
+    assert_eq "$(q "SELECT inserted || ' ' || updated || ' ' || deleted FROM v7fill.stream WHERE slot = '${SLOT}_m' AND target = '${t%%:*}'")" \
+        "$ins $(metric "v7fill_stream_rows_applied_total{$T,op=\"update\"}") $del" "${t%%:*}: /metrics counts = its stored counts"
+    [ "$(metric "v7fill_stream_target_commits_total{$T}")" -gt 0 ] 2>/dev/null || fail "${t%%:*}: its own target commits"
+    [ -n "$(metric "v7fill_stream_last_applied_lsn{$T}")" ] || fail "${t%%:*}: its own last applied LSN"
+    assert_eq 0 "$(metric "v7fill_stream_initial_copy_running{$T}")" "${t%%:*}: its copy is over"
+done
+assert_eq "2 3 $copied" "$(metric 'v7fill_stream_rows_applied_total{table="orders_m7",op="delete"}') $(metric 'v7fill_stream_rows_applied_total{table="public.items_m7",op="update"}') $(metric 'v7fill_stream_initial_copy_rows_total{table="orders_m7"}') $(metric 'v7fill_stream_initial_copy_rows_total{table="public.items_m7"}')" \
+    "each target's deletes, updates and copied rows are its own"
+assert_eq 1 "$(grep -c '^v7fill_stream_slot_retained_wal_bytes ' scrape.txt)" "the slot's retained WAL once, without a table"
+assert_eq 1 "$(grep -c '^v7fill_stream_received_bytes_total ' scrape.txt)" "the bytes received once"
+[ "$(metric v7fill_stream_received_bytes_total)" -gt 0 ] || fail "bytes received counted"
+
 # A new table for an existing slot is refused, naming it.
 q "CREATE TABLE extra_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL, created_at timestamptz NOT NULL) PARTITION BY RANGE (id)"
 qs "ALTER PUBLICATION pub ADD TABLE outside"

@@ -28,6 +28,7 @@
 #include "v7fill/http_metrics.h"
 #include "v7fill/metrics.h"
 #include "v7fill/stream_metrics.h"
+#include "v7fill/stream_observe.h"
 
 /* ---- a minimal HTTP/1.0 client ---- */
 
@@ -551,6 +552,125 @@ test_stalled_client(void **state)
     metrics_free(m);
 }
 
+/* count_of: occurrences of needle in text */
+static size_t
+count_of(const char *text, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* A stream of two targets: one HELP and TYPE per family, one sample per target
+ * labelled with its table (escaped), the slot's series once; /readyz ready
+ * only when both targets are, else the first that is not, named. */
+static void
+test_observer_targets(void **state)
+{
+    (void) state;
+    const char *tables[] = {"orders_v7", "we\"ird\\t"};
+    char listen_at[64];
+    uint16_t port = free_port();
+    StreamObserver *ob = NULL;
+    Err err = {0};
+    char why[512];
+
+    snprintf(listen_at, sizeof listen_at, "127.0.0.1:%u", port);
+    if (!stream_observer_start(listen_at, tables, 2, &ob, &err))
+        fail_msg("start: %s", err.msg);
+    StreamObserver *ob2 = stream_observer_target(ob, 1);
+    assert_non_null(ob2);
+    assert_ptr_equal(stream_observer_target(ob, 0), ob);
+    assert_null(stream_observer_target(ob, 2));
+
+    Reply r = http_get(port, "/readyz");
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.body, "not ready: orders_v7: starting\n");
+    reply_free(&r);
+    stream_observer_ready(ob, true, NULL);
+    r = http_get(port, "/readyz");
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.body, "not ready: we\"ird\\t: starting\n");
+    reply_free(&r);
+    stream_observer_ready(ob2, true, NULL);
+    r = http_get(port, "/readyz");
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    stream_observer_ready(ob2, false, "reconnecting to the target: gone");
+    r = http_get(port, "/readyz");
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.body, "not ready: we\"ird\\t: reconnecting to the target: gone\n");
+    reply_free(&r);
+
+    BatchCounts a = {.inserted = 5, .updated = 2}, b = {.inserted = 7, .deleted = 1};
+    stream_observer_commit(ob, &a, 100);
+    stream_observer_commit(ob2, &b, 200);
+    stream_observer_commit(ob2, &b, 300);
+    stream_observer_progress(ob, 3, 1000, 10, 0.5);
+    stream_observer_progress(ob2, 4, 0, 20, 0);
+    stream_observer_copy(ob2, false, 9);
+    stream_observer_reconnect(ob2, true);
+    SlotWal w = {.exists = true, .retained = 4096, .wal_status = "reserved", .keep_size_mb = 100};
+    stream_observer_slot(ob2, "s", &w, 0);
+
+    r = http_get(port, "/metrics");
+    assert_int_equal(r.status, 200);
+    if (!expo_check(r.body, true, why, sizeof why))
+        fail_msg("%s\n%s", why, r.body);
+    for (int i = 0; i < SM_COUNT; i++)
+    {
+        char line[256];
+        snprintf(line, sizeof line, "# TYPE %s ", stream_metric_def((StreamMetric) i)->name);
+        assert_int_equal(count_of(r.body, line), 1);
+        snprintf(line, sizeof line, "# HELP %s ", stream_metric_def((StreamMetric) i)->name);
+        assert_int_equal(count_of(r.body, line), 1);
+    }
+    assert_has(r.body, "\nv7fill_stream_rows_applied_total{table=\"orders_v7\",op=\"insert\"} 5\n");
+    assert_has(r.body, "\nv7fill_stream_rows_applied_total{table=\"orders_v7\",op=\"update\"} 2\n");
+    assert_has(r.body, "\nv7fill_stream_rows_applied_total{table=\"we\\\"ird\\\\t\",op=\"insert\"} 7\n");
+    assert_has(r.body, "\nv7fill_stream_rows_applied_total{table=\"we\\\"ird\\\\t\",op=\"delete\"} 1\n");
+    assert_has(r.body, "\nv7fill_stream_target_commits_total{table=\"orders_v7\"} 1\n");
+    assert_has(r.body, "\nv7fill_stream_target_commits_total{table=\"we\\\"ird\\\\t\"} 2\n");
+    assert_has(r.body, "\nv7fill_stream_source_transactions_total{table=\"orders_v7\"} 3\n");
+    assert_has(r.body, "\nv7fill_stream_source_transactions_total{table=\"we\\\"ird\\\\t\"} 4\n");
+    assert_has(r.body, "\nv7fill_stream_apply_lag_bytes{table=\"we\\\"ird\\\\t\"} 20\n");
+    assert_has(r.body, "\nv7fill_stream_apply_lag_seconds{table=\"orders_v7\"} 0.5\n");
+    assert_has(r.body, "\nv7fill_stream_last_applied_lsn{table=\"orders_v7\"} 100\n");
+    assert_has(r.body, "\nv7fill_stream_last_applied_lsn{table=\"we\\\"ird\\\\t\"} 300\n");
+    assert_has(r.body, "\nv7fill_stream_initial_copy_running{table=\"we\\\"ird\\\\t\"} 0\n");
+    assert_has(r.body, "\nv7fill_stream_initial_copy_rows_total{table=\"we\\\"ird\\\\t\"} 9\n");
+    /* the slot's and the source connection's: once, without a table */
+    assert_has(r.body, "\nv7fill_stream_received_bytes_total 1000\n");
+    assert_has(r.body, "\nv7fill_stream_slot_retained_wal_bytes 4096\n");
+    assert_has(r.body, "\nv7fill_stream_slot_wal_status{status=\"reserved\"} 1\n");
+    assert_has(r.body, "\nv7fill_stream_reconnects_total{side=\"target\"} 1\n");
+    assert_int_equal(count_of(r.body, "\nv7fill_stream_slot_retained_wal_bytes"), 1);
+    assert_int_equal(count_of(r.body, "\nv7fill_stream_clock_offset_seconds "), 1);
+    reply_free(&r);
+    stream_observer_free(ob2); /* not the owner: nothing */
+    stream_observer_free(ob);
+
+    /* one target: the families without a table label stay so; no name in /readyz */
+    port = free_port();
+    snprintf(listen_at, sizeof listen_at, "127.0.0.1:%u", port);
+    if (!stream_observer_start(listen_at, tables, 1, &ob, &err))
+        fail_msg("start: %s", err.msg);
+    assert_null(stream_observer_target(ob, 1));
+    stream_observer_commit(ob, &a, 100);
+    r = http_get(port, "/metrics");
+    if (!expo_check(r.body, true, why, sizeof why))
+        fail_msg("%s\n%s", why, r.body);
+    assert_has(r.body, "\nv7fill_stream_target_commits_total 1\n");
+    assert_has(r.body, "\nv7fill_stream_last_applied_lsn 100\n");
+    assert_has(r.body, "\nv7fill_stream_rows_applied_total{table=\"orders_v7\",op=\"insert\"} 5\n");
+    reply_free(&r);
+    r = http_get(port, "/readyz");
+    assert_string_equal(r.body, "not ready: starting\n");
+    reply_free(&r);
+    stream_observer_free(ob);
+}
+
 int
 main(void)
 {
@@ -558,7 +678,7 @@ main(void)
         cmocka_unit_test(test_checker_rejects),  cmocka_unit_test(test_scrape_stream_metrics),
         cmocka_unit_test(test_health_and_errors), cmocka_unit_test(test_port_in_use),
         cmocka_unit_test(test_listen_parse),     cmocka_unit_test(test_ipv6),
-        cmocka_unit_test(test_stalled_client),
+        cmocka_unit_test(test_stalled_client),   cmocka_unit_test(test_observer_targets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
