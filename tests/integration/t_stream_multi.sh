@@ -167,9 +167,10 @@ scrape() { curl -sf "http://127.0.0.1:$PORT/metrics" -o scrape.txt || fail "scra
 mpid=$!
 trap 'kill $mpid 2>/dev/null || true; drop_slots; rm -rf "$T_TMP"' EXIT
 : >readyz.txt
-for _ in $(seq 1 300); do
+for _ in $(seq 1 1200); do
+    rm -f readyz1.txt
     code=$(curl -s "http://127.0.0.1:$PORT/readyz" -o readyz1.txt -w '%{http_code}' || true)
-    cat readyz1.txt >>readyz.txt
+    [ ! -e readyz1.txt ] || cat readyz1.txt >>readyz.txt
     [ "$code" = 200 ] && break
     sleep 0.05
 done
