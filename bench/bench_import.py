@@ -24,7 +24,8 @@ warm cache):
   pgloader (the Debian package; the CSV with precomputed ids, as for (a)), when installed.
 Printed per method: median rows/s with min-max, ratio to (a), client and server CPU,
 peak RSS (of the client; for (a2) the larger psql), and the server wait events seen in
-pg_stat_activity, sampled every 0.2 s (CPU = active without a wait event).  Then the
+pg_stat_activity, sampled every 0.2 s (CPU = active without a wait event; Lock:extend
+with the kind of relation being extended).  Then the
 per-row cost growth across sizes and, when perf is installed and BENCH_PERF=1, the
 client's top functions in one --jobs 1 run.
 """
@@ -48,9 +49,17 @@ CREATE TABLE {t} (
     kind text NOT NULL, amount numeric(12,2), payload jsonb, note text
 ) PARTITION BY RANGE (id);
 """
-WAITS = ("SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity "
-         "WHERE backend_type = 'client backend' AND state = 'active' "
-         "AND pid <> pg_backend_pid() \\watch 0.2\n")
+# A backend waiting for a relation's extension lock also names the relation's kind: a
+# partition's heap or index, or an unpartitioned table's (the lookup; v7fill's checkpoint
+# row hardly ever extends) — "Lock:extend@partition-heap".  Plain "Lock:extend": the lock
+# was granted between the two reads.
+WAITS = ("SELECT coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU') || coalesce(("
+         "SELECT '@' || CASE WHEN c.relispartition THEN 'partition' ELSE 'lookup' END || "
+         "CASE WHEN c.relkind = 'i' THEN '-index' ELSE '-heap' END "
+         "FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+         "WHERE l.pid = a.pid AND l.locktype = 'extend' AND NOT l.granted LIMIT 1), '') "
+         "FROM pg_stat_activity a WHERE a.backend_type = 'client backend' "
+         "AND a.state = 'active' AND a.pid <> pg_backend_pid() \\watch 0.2\n")
 
 
 def psql(sql):
@@ -247,7 +256,7 @@ def bench_size(n):
         for x in runs:
             for k, v in x.waits.items():
                 waits[k] = waits.get(k, 0) + v
-        top = ", ".join(f"{k} {v}" for k, v in sorted(waits.items(), key=lambda kv: -kv[1])[:4])
+        top = ", ".join(f"{k} {v}" for k, v in sorted(waits.items(), key=lambda kv: -kv[1])[:6])
         print(f"  {name:18} {statistics.median(rates):9,.0f} "
               f"{f'({rates[0]:,.0f}-{rates[-1]:,.0f})':>19} {statistics.median(rates) / a:6.2f} "
               f"{m.cpu:9.2f}s {m.server:9.2f}s {m.rss / 1024:7.1f}MB  {top}")
