@@ -756,6 +756,14 @@ migrate_status(PgConn *target, const char *target_conninfo, const char *into,
         (void) snprintf(out->map_table, sizeof out->map_table, "%s_source_ref", s->into_table);
     out->map_rows = count_rows(target, s->into_schema, out->map_table);
     out->rejected = out->stream.quarantined;
+    if (s->phase >= MIGRATE_PHASE_SWITCHED && s->source_conninfo[0] == '\0')
+    {
+        char key[160];
+
+        (void) snprintf(key, sizeof key, "%s.%s", s->into_schema, s->into_table);
+        if (!migrate_reverse_status(target, key, &out->reverse, &serr))
+            log_warn("the way back's state of %s: %s", key, serr.msg);
+    }
     return true;
 }
 
@@ -818,11 +826,9 @@ migrate_verify_spec(PgConn *target, const char *target_conninfo, const MigrateSp
 }
 
 /* What this version does not do with migrate-mode children: a child's own
- * migration switched or reversed (it would leave its parent behind), and,
- * unless with_children, the parent's (--reverse). */
+ * migration switched or reversed (it would leave its parent behind). */
 static bool
-childtables_refuse(PgConn *target, const MigrateSpec *spec, const char *what, bool with_children,
-                   Err *err)
+childtables_refuse(PgConn *target, const MigrateSpec *spec, const char *what, Err *err)
 {
     const char *params[2] = {spec->into_schema, spec->into_table};
     PGresult *res;
@@ -837,21 +843,14 @@ childtables_refuse(PgConn *target, const MigrateSpec *spec, const char *what, bo
     {
         err_set(err, EC_CONFIG,
                 "%s.%s is the target of a --child-mode migrate child of the migration into %s: "
-                "%s goes with its parent's migration (not available in this version)",
-                spec->into_schema, spec->into_table, PQgetvalue(res, 0, 0), what);
+                "%s goes with its parent's migration (%s --into %s)",
+                spec->into_schema, spec->into_table, PQgetvalue(res, 0, 0), what, what,
+                PQgetvalue(res, 0, 0));
         PQclear(res);
         return false;
     }
     PQclear(res);
-    if (with_children || spec->nchildren == 0 || spec->child_mode != MIGRATE_CHILD_MIGRATE)
-        return true;
-    err_set(err, EC_CONFIG,
-            "%s is not available in this version for a migration with --child-mode migrate "
-            "children (%s.%s, ...): nothing was changed",
-            what, spec->children[0].schema, spec->children[0].table);
-    err_hint(err, "See docs/migrating-children.md: the parent and child targets are complete "
-                  "and verified; rename them by hand, or migrate the children in expand mode.");
-    return false;
+    return true;
 }
 
 typedef struct CatchUp
@@ -1008,7 +1007,7 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
 
     memset(st, 0, sizeof *st);
     memset(&tg, 0, sizeof tg);
-    if (!childtables_refuse(target, spec, "--switch", true, err))
+    if (!childtables_refuse(target, spec, "--switch", err))
         return false;
     if (spec->phase < MIGRATE_PHASE_FOLLOW)
         return err_set(err, EC_CONFIG,
@@ -1110,7 +1109,7 @@ migrate_reverse_spec(PgConn *target, MigrateSpec *spec, bool follow, ReverseStat
     bool ok;
 
     memset(st, 0, sizeof *st);
-    if (!childtables_refuse(target, spec, "--reverse", false, err))
+    if (!childtables_refuse(target, spec, "--reverse", err))
         return false;
     if (spec->phase < MIGRATE_PHASE_SWITCHED)
         return err_set(err, EC_CONFIG,

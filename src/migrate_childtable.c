@@ -222,12 +222,13 @@ migrate_childtable_prepare(PgConn *src, PgConn *target, const MigrateSpec *ps,
                "CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql\n"
                "  SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS " CT_TAG "\n"
                "BEGIN\n"
-               "  NEW.%s := (SELECT m.id FROM %s m WHERE m.legacy_id = NEW.%s);\n"
+               "  NEW.%s := COALESCE((SELECT m.id FROM %s m WHERE m.legacy_id = NEW.%s),\n"
+               "                     CASE WHEN TG_OP = 'INSERT' THEN NEW.%s END);\n"
                "  RETURN NEW;\n"
                "END\n" CT_TAG ";\n"
                "CREATE OR REPLACE TRIGGER v7fill_fk_uuid BEFORE INSERT OR UPDATE OF %s ON %s\n"
                "  FOR EACH ROW EXECUTE FUNCTION %s();\n",
-               n.fn_child, n.fku, n.map, n.fk, n.fk, n.child, n.fn_child);
+               n.fn_child, n.fku, n.map, n.fk, n.fku, n.fk, n.child, n.fn_child);
     /* A child row applied before its parent's map row (the two slots have no
      * common order) gets its uuid when the map row arrives; a parent's map
      * row deleted (the parent deleted) takes it away again. */
@@ -558,5 +559,20 @@ migrate_childtable_verify(PgConn *src, PgConn *target, const MigrateSpec *ps,
         names_free(&n);
     }
     migrate_spec_free(&cs);
+    return ok;
+}
+
+bool
+migrate_childtable_unhook(PgConn *c, const MigrateSpec *ps, const MigrateChild *ch, Err *err)
+{
+    CtNames n;
+    char *sql;
+    bool ok;
+
+    names_make(c, ps, ch, &n);
+    sql = xasprintf("DROP TRIGGER IF EXISTS %s ON %s", n.trg_map, n.map);
+    ok = pg_exec(c, sql, err);
+    free(sql);
+    names_free(&n);
     return ok;
 }

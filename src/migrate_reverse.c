@@ -13,6 +13,7 @@
 
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
+#include "v7fill/migrate_childreverse.h"
 #include "v7fill/mem.h"
 #include "v7fill/migrate_switch.h"
 #include "v7fill/pgoutput.h"
@@ -28,6 +29,11 @@ typedef struct Rev
     char *legacy_q, *map_q, *key_q;
     ReplTableInfo newt, oldt;
     int f_legacy_id, f_id;
+    /* A migrate-mode child: its <fk> column (a common one) written as the
+     * parent map's legacy key of <fk>_uuid, else the <fk> the row carries. */
+    int fk_common;               /* its index among the common columns (-1: none) */
+    int f_fku;                   /* <fk>_uuid's field in the record */
+    char *pmap_q;                /* the parent's map */
     size_t ncommon;
     int *common_field;           /* per common column: its field in the record */
     char **common_q;             /* its quoted name */
@@ -91,7 +97,7 @@ column_index(const ReplTableInfo *t, const char *name)
 }
 
 static bool
-rev_columns(Rev *r, Err *err)
+rev_columns(Rev *r, const ReverseParentRef *ref, Err *err)
 {
     const MigrateSpec *sp = r->spec;
     ReplTable nt = {{0}}, ot = {{0}};
@@ -128,8 +134,24 @@ rev_columns(Rev *r, Err *err)
                      r->oldt.cols[i], sp->from_schema, sp->from_table);
             continue;
         }
+        if (ref && strcmp(r->oldt.cols[i], ref->fk_column) == 0)
+            r->fk_common = (int) r->ncommon;
         r->common_field[r->ncommon] = f;
         r->common_q[r->ncommon++] = pg_ident(r->c, r->oldt.cols[i]);
+    }
+    if (ref)
+    {
+        char uuidcol[80];
+
+        (void) snprintf(uuidcol, sizeof uuidcol, "%s_uuid", ref->fk_column);
+        r->f_fku = column_index(&r->newt, uuidcol);
+        if (r->fk_common < 0 || r->f_fku < 0)
+            return err_set(err, EC_CONFIG,
+                           "%s.%s and %s.%s do not both have %s (and the new one %s): they are "
+                           "not a migrate-mode child's tables",
+                           sp->from_schema, sp->from_table, sp->from_schema, sp->legacy_table,
+                           ref->fk_column, uuidcol);
+        r->pmap_q = pg_qualified(r->c, ref->map_schema, ref->map_table);
     }
     r->vals = xcalloc(r->newt.ncols + 1, sizeof *r->vals);
     r->legacy_q = pg_qualified(r->c, sp->from_schema, sp->legacy_table);
@@ -152,6 +174,7 @@ rev_free(Rev *r)
     free(r->legacy_q);
     free(r->map_q);
     free(r->key_q);
+    free(r->pmap_q);
     replconn_table_free(&r->newt);
     replconn_table_free(&r->oldt);
     buf_free(&r->sql);
@@ -188,12 +211,25 @@ map_lookup(Rev *r, const char *id, char *out, size_t size, bool *found, Err *err
     return true;
 }
 
+/* The value of common column i, its parameter $n: a child's <fk> is the
+ * parent map's legacy key of <fk>_uuid ($uuid_n), else the <fk> given. */
+static void
+put_value(Rev *r, size_t i, int n, int uuid_n)
+{
+    if ((int) i == r->fk_common)
+        buf_printf(&r->sql, "COALESCE((SELECT legacy_id FROM %s WHERE id = $%d::uuid), $%d)",
+                   r->pmap_q, uuid_n, n);
+    else
+        buf_printf(&r->sql, "$%d", n);
+}
+
 static bool
 apply_insert(Rev *r, Err *err)
 {
     const char *lk = r->vals[r->f_legacy_id];
-    const char **params = xcalloc(r->ncommon + 2, sizeof *params);
+    const char **params = xcalloc(r->ncommon + 3, sizeof *params);
     const char *mp[2];
+    int np = (int) r->ncommon + 1;
     bool ok;
 
     if (lk == NULL)
@@ -211,9 +247,12 @@ apply_insert(Rev *r, Err *err)
         buf_printf(&r->sql, ", %s", r->common_q[i]);
     buf_puts(&r->sql, ") VALUES ($1");
     params[0] = lk;
+    if (r->fk_common >= 0)
+        params[np++] = r->vals[r->f_fku];
     for (size_t i = 0; i < r->ncommon; i++)
     {
-        buf_printf(&r->sql, ", $%zu", i + 2);
+        buf_puts(&r->sql, ", ");
+        put_value(r, i, (int) i + 2, np);
         params[i + 1] = r->vals[r->common_field[i]];
     }
     buf_printf(&r->sql, ") ON CONFLICT (%s) DO ", r->key_q);
@@ -226,7 +265,7 @@ apply_insert(Rev *r, Err *err)
             buf_printf(&r->sql, "%s%s = EXCLUDED.%s", i ? ", " : "", r->common_q[i],
                        r->common_q[i]);
     }
-    ok = pg_exec_params(r->c, r->sql.data, (int) r->ncommon + 1, params, err);
+    ok = pg_exec_params(r->c, r->sql.data, np, params, err);
     free(params);
     if (!ok)
         return false;
@@ -283,9 +322,9 @@ static bool
 apply_update(Rev *r, const Record *rec, Err *err)
 {
     const Field *idf = rec->old_fields ? &rec->old_fields[r->f_id] : &rec->fields[r->f_id];
-    const char **params = xcalloc(r->ncommon + 3, sizeof *params);
+    const char **params = xcalloc(r->ncommon + 4, sizeof *params);
     char *id = idf->is_null || idf->data == NULL ? NULL : xstrndup(idf->data, idf->len);
-    int n = 2;
+    int n = 2, uuid_n = 0;
     uint64_t rows = 0;
     bool ok;
 
@@ -295,10 +334,17 @@ apply_update(Rev *r, const Record *rec, Err *err)
     buf_printf(&r->sql, "UPDATE %s SET %s = COALESCE($2, %s)", r->legacy_q, r->key_q, r->key_q);
     for (size_t i = 0; i < r->ncommon; i++)
     {
-        if (rec->fields[r->common_field[i]].unchanged)
+        if (rec->fields[r->common_field[i]].unchanged &&
+            ((int) i != r->fk_common || rec->fields[r->f_fku].unchanged))
             continue;
+        if ((int) i == r->fk_common)
+        {
+            params[n++] = r->vals[r->f_fku];
+            uuid_n = n;
+        }
         params[n++] = r->vals[r->common_field[i]];
-        buf_printf(&r->sql, ", %s = $%d", r->common_q[i], n);
+        buf_printf(&r->sql, ", %s = ", r->common_q[i]);
+        put_value(r, i, n, uuid_n);
     }
     buf_printf(&r->sql, " WHERE %s = COALESCE((SELECT legacy_id FROM %s WHERE id = $1), $2)",
                r->key_q, r->map_q);
@@ -459,6 +505,9 @@ run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
     cfg.ncolumns = r->newt.ncols;
     cfg.resume_lsn = start;
     cfg.stop_lsn = stop_lsn;
+    /* Strictly before it: the parent's and its children's slots, stopped at
+     * one position, end on the same commits. */
+    cfg.stop_before = true;
     cfg.group_rows = 1000;
     cfg.group_ms = 200;
     cfg.on_truncate = PGO_TRUNCATE_STOP;
@@ -506,8 +555,8 @@ run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
 }
 
 bool
-migrate_reverse_apply(PgConn *c, const MigrateSpec *spec, uint64_t stop_lsn, bool follow,
-                      ReverseStats *st, Err *err)
+migrate_reverse_apply(PgConn *c, const MigrateSpec *spec, const ReverseParentRef *ref,
+                      uint64_t stop_lsn, bool follow, ReverseStats *st, Err *err)
 {
     Rev r;
     ReplConn *repl = NULL;
@@ -521,10 +570,12 @@ migrate_reverse_apply(PgConn *c, const MigrateSpec *spec, uint64_t stop_lsn, boo
     r.c = c;
     r.spec = spec;
     r.st = st;
+    r.fk_common = -1;
+    r.f_fku = -1;
     (void) snprintf(r.into_key, sizeof r.into_key, "%s.%s", spec->into_schema, spec->into_table);
     if (!follow && stop_lsn == 0)
         return err_set(err, EC_INTERNAL, "the way back without --follow needs a stop position");
-    if (!read_state(&r, slot, pub, &start, err) || !rev_columns(&r, err))
+    if (!read_state(&r, slot, pub, &start, err) || !rev_columns(&r, ref, err))
         goto out;
     st->start_lsn = start;
     st->applied_lsn = start;
@@ -553,8 +604,8 @@ out:
 /* What the database committed so far: a transactional logical message
  * committed synchronously flushes every commit before it (stream.c does the
  * same for --until-caught-up). */
-static bool
-flushed_lsn(PgConn *c, uint64_t *out, Err *err)
+bool
+migrate_reverse_flushed_lsn(PgConn *c, uint64_t *out, Err *err)
 {
     PGresult *res;
     bool ok;
@@ -584,9 +635,16 @@ migrate_reverse(PgConn *db, MigrateSpec *spec, bool follow, ReverseStats *st, Er
     if (spec->legacy_table[0] == '\0')
         (void) snprintf(spec->legacy_table, sizeof spec->legacy_table, "%.56s_legacy",
                         spec->from_table);
-    if (!follow && !flushed_lsn(db, &stop, err))
+    if (spec->child_mode == MIGRATE_CHILD_MIGRATE && spec->nchildren > 0)
+    {
+        if (!migrate_childreverse(db, spec, follow, st, err))
+            return false;
+        spec->phase = MIGRATE_PHASE_REVERSE;
+        return true;
+    }
+    if (!follow && !migrate_reverse_flushed_lsn(db, &stop, err))
         return false;
-    if (!migrate_reverse_apply(db, spec, stop, follow, st, err))
+    if (!migrate_reverse_apply(db, spec, NULL, stop, follow, st, err))
     {
         err_prefix(err, "the way back into %s.%s", spec->from_schema, spec->legacy_table);
         return false;
@@ -597,5 +655,41 @@ migrate_reverse(PgConn *db, MigrateSpec *spec, bool follow, ReverseStats *st, Er
              " updated, %" PRIu64 " deleted, %" PRIu64 " missing",
              spec->from_schema, spec->legacy_table, spec->from_schema, spec->from_table, at,
              st->inserted, st->updated, st->deleted, st->missing);
+    return true;
+}
+
+bool
+migrate_reverse_status(PgConn *db, const char *into_key, ReverseStatus *out, Err *err)
+{
+    PGresult *res;
+    const char *p[1] = {into_key};
+    bool exists;
+
+    memset(out, 0, sizeof *out);
+    if (!pg_query(db, "SELECT pg_catalog.to_regclass('v7fill.migrate_reverse') IS NOT NULL", 0,
+                  NULL, &res, err))
+        return false;
+    exists = PQgetvalue(res, 0, 0)[0] == 't';
+    PQclear(res);
+    if (!exists)
+        return true;
+    if (!pg_query(db,
+                  "SELECT r.slot, r.end_lsn::text, r.applied, (pg_catalog.pg_current_wal_lsn() - "
+                  "r.end_lsn)::bigint, EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots s "
+                  "WHERE s.slot_name = r.slot) FROM v7fill.migrate_reverse r "
+                  "WHERE r.into_table = $1",
+                  1, p, &res, err))
+        return false;
+    out->found = PQntuples(res) == 1;
+    if (out->found)
+    {
+        (void) snprintf(out->slot, sizeof out->slot, "%s", PQgetvalue(res, 0, 0));
+        if (!pgo_lsn_parse(PQgetvalue(res, 0, 1), &out->applied_lsn))
+            out->applied_lsn = 0;
+        out->applied = strtoull(PQgetvalue(res, 0, 2), NULL, 10);
+        out->lag_bytes = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
+        out->slot_exists = PQgetvalue(res, 0, 4)[0] == 't';
+    }
+    PQclear(res);
     return true;
 }

@@ -13,6 +13,7 @@
 
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
+#include "v7fill/migrate_childtable.h"
 #include "v7fill/migrate_switch.h"
 #include "v7fill/pgoutput.h"
 
@@ -224,14 +225,20 @@ check_caught_up(PgConn *source, const MigrateSpec *sp, Err *err)
     return true;
 }
 
-/* Before the lock: the reverse publication and slot on the new table, so
- * the way back misses nothing written after the switch. */
 static bool
-prepare_reverse(PgConn *t, const Names *n, Err *err)
+has_childtables(const MigrateSpec *sp)
+{
+    return sp->child_mode == MIGRATE_CHILD_MIGRATE && sp->nchildren > 0;
+}
+
+/* Before the lock: the reverse publication and slot rev on the new table
+ * into_q, so the way back misses nothing written after the switch. */
+static bool
+prepare_reverse(PgConn *t, const char *rev, const char *into_q, Err *err)
 {
     char v[8];
-    const char *p[1] = {n->rev};
-    char *pub = pg_ident(t, n->rev);
+    const char *p[1] = {rev};
+    char *pub = pg_ident(t, rev);
     bool ok = migrate_reverse_setup(t, err) &&
               query_text(t, "SELECT count(*) FROM pg_catalog.pg_publication WHERE pubname = $1",
                          1, p, v, sizeof v, err);
@@ -240,7 +247,7 @@ prepare_reverse(PgConn *t, const Names *n, Err *err)
         ok = exec_fmt(t, err,
                       "CREATE PUBLICATION %s FOR TABLE %s WITH (publish_via_partition_root = "
                       "true)",
-                      pub, n->into_q);
+                      pub, into_q);
     free(pub);
     if (ok)
         ok = query_text(t,
@@ -248,19 +255,75 @@ prepare_reverse(PgConn *t, const Names *n, Err *err)
                         1, p, v, sizeof v, err);
     if (ok && strcmp(v, "0") == 0)
     {
-        log_info("creating the way back's slot \"%s\" (waits for running transactions)", n->rev);
+        log_info("creating the way back's slot \"%s\" (waits for running transactions)", rev);
         ok = query_text(t, "SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')",
                         1, p, v, sizeof v, err);
     }
     if (!ok)
-        err_prefix(err, "the way back's publication and slot \"%s\"", n->rev);
+        err_prefix(err, "the way back's publication and slot \"%s\"", rev);
     return ok;
 }
 
-static bool
-has_childtables(const MigrateSpec *sp)
+/* A migrate-mode child's own migration: its target, its state key and its
+ * way back's slot (migrate_object_name, as migrate_run names it). */
+static void
+child_rev(const MigrateSpec *sp, const MigrateChild *ch, char key[160], char rev[64])
 {
-    return sp->child_mode == MIGRATE_CHILD_MIGRATE && sp->nchildren > 0;
+    char slot[64];
+
+    migrate_object_name(sp->into_schema, ch->into_table, slot);
+    (void) snprintf(key, 160, "%s.%s", sp->into_schema, ch->into_table);
+    (void) snprintf(rev, 64, "%.59s_rev", slot);
+}
+
+/* The parent's way back, then each migrate-mode child's. */
+static bool
+prepare_reverses(PgConn *t, const MigrateSpec *sp, const Names *n, Err *err)
+{
+    bool ok = prepare_reverse(t, n->rev, n->into_q, err);
+
+    for (size_t i = 0; ok && has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        char key[160], rev[64];
+        char *q = pg_qualified(t, sp->into_schema, sp->children[i].into_table);
+
+        child_rev(sp, &sp->children[i], key, rev);
+        ok = prepare_reverse(t, rev, q, err);
+        free(q);
+    }
+    return ok;
+}
+
+/* In the switch transaction: where each way back starts (every later write
+ * to the new tables commits after this transaction). */
+static bool
+record_reverse(PgConn *s, const char *into_key, const char *rev, const char *at, Err *err)
+{
+    const char *p[3] = {into_key, rev, at};
+
+    return pg_exec_params(s,
+                          "INSERT INTO v7fill.migrate_reverse (into_table, slot, publication, "
+                          "switch_lsn, end_lsn) VALUES ($1, $2, $2, $3::pg_lsn, "
+                          "pg_catalog.pg_current_wal_insert_lsn()) ON CONFLICT (into_table) DO "
+                          "UPDATE SET slot = EXCLUDED.slot, publication = EXCLUDED.publication, "
+                          "switch_lsn = EXCLUDED.switch_lsn, end_lsn = EXCLUDED.end_lsn, "
+                          "applied = 0, updated_at = now()",
+                          3, p, err);
+}
+
+static bool
+record_reverses(PgConn *s, const MigrateSpec *sp, const Names *n, const char *at, Err *err)
+{
+    bool ok = record_reverse(s, n->into_key, n->rev, at, err);
+
+    for (size_t i = 0; ok && has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        char key[160], rev[64];
+
+        child_rev(sp, &sp->children[i], key, rev);
+        ok = record_reverse(s, key, rev, at, err);
+    }
+    return ok;
 }
 
 static void
@@ -333,18 +396,26 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
             PQclear(res);
         }
     }
-    if (has_childtables(sp))
-    {
-        printf("no way back in this version with --child-mode migrate children (--reverse "
-               "refuses): the legacy tables are kept as they were at the switch\n");
-        (void) fflush(stdout);
-        return;
-    }
     printf("way back: v7fill migrate --into %s.%s --reverse [--follow] keeps %s.%s current (slot "
            "\"%s\" keeps the WAL since the switch); if no way back is wanted: SELECT "
            "pg_drop_replication_slot('%s'); DROP PUBLICATION \"%s\";\n",
            sp->into_schema, sp->into_table, sp->from_schema, sp->legacy_table, n->rev, n->rev,
            n->rev);
+    for (size_t i = 0; has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        char key[160], rev[64];
+
+        child_rev(sp, &sp->children[i], key, rev);
+        printf("  and %s.%.56s_legacy from %s.%s (after the parent, up to the same position; "
+               "%s from the parent's map of %s_uuid), slot \"%s\": SELECT "
+               "pg_drop_replication_slot('%s'); DROP PUBLICATION \"%s\";\n",
+               sp->children[i].schema, sp->children[i].table, sp->children[i].schema,
+               sp->children[i].table, sp->children[i].fk_column, sp->children[i].fk_column, rev,
+               rev, rev);
+    }
+    if (has_childtables(sp))
+        printf("  switching back (--switch after --reverse) is not available with --child-mode "
+               "migrate children in this version\n");
     (void) fflush(stdout);
 }
 
@@ -443,6 +514,7 @@ switch_childtables(PgConn *s, const MigrateSpec *sp, Err *err)
         }
         ok = ok && exec_fmt(s, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", new_q, src_q) &&
              fill_late_uuids(s, sp, ch, new_q, err) &&
+             migrate_childtable_unhook(s, sp, ch, err) &&
              move_table(s, src_q, ch->schema, ch->table, ch->schema, legacy, err) &&
              move_table(s, new_q, sp->into_schema, ch->into_table, ch->schema, ch->table, err);
         free(new_q);
@@ -499,7 +571,6 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
     else
     {
         char at[PGO_LSN_TEXT_SIZE];
-        const char *sp3[4] = {n->into_key, n->rev, at, NULL};
         char *newname = pg_qualified(s, sp->from_schema, sp->from_table);
         bool ok;
 
@@ -514,17 +585,9 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
               exec_fmt(s, err, "ALTER TABLE %s ALTER COLUMN legacy_id SET DEFAULT nextval('%s'::regclass)",
                        newname, seqoid)) &&
              switch_childtables(s, sp, err) &&
-             /* The way back starts here: every later write to the new table
-              * commits after this transaction (none with migrate-mode
-              * children: --reverse refuses them). */
-             (has_childtables(sp) || pg_exec_params(s,
-                            "INSERT INTO v7fill.migrate_reverse (into_table, slot, publication, "
-                            "switch_lsn, end_lsn) VALUES ($1, $2, $2, $3::pg_lsn, "
-                            "pg_catalog.pg_current_wal_insert_lsn()) ON CONFLICT (into_table) DO "
-                            "UPDATE SET slot = EXCLUDED.slot, publication = EXCLUDED.publication, "
-                            "switch_lsn = EXCLUDED.switch_lsn, end_lsn = EXCLUDED.end_lsn, "
-                            "applied = 0, updated_at = now()",
-                            3, sp3, err));
+             /* The way back starts here: every later write to the new tables
+              * commits after this transaction. */
+             record_reverses(s, sp, n, at, err);
         free(newname);
         if (!ok)
             goto fail;
@@ -612,7 +675,7 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
     t0 = mono_ms();
     if (!current_lsn(t, &st->final_lsn, err))
         goto out;
-    if (!migrate_reverse_apply(apply, sp, st->final_lsn, false, &rst, err))
+    if (!migrate_reverse_apply(apply, sp, NULL, st->final_lsn, false, &rst, err))
     {
         err_prefix(err, "catching the legacy table up");
         goto out;
@@ -745,6 +808,16 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         err_set(err, EC_CONFIG, "switching back needs both tables in one database");
         goto out;
     }
+    if (back && has_childtables(spec))
+    {
+        err_set(err, EC_CONFIG,
+                "switching back a migration with --child-mode migrate children is not available "
+                "in this version: nothing was changed");
+        err_hint(err, "--reverse [--follow] keeps %s.%s and the children's _legacy tables "
+                      "current; see docs/migrating-children.md.",
+                 spec->from_schema, spec->legacy_table);
+        goto out;
+    }
     if (!same && has_childtables(spec))
     {
         err_set(err, EC_CONFIG, "the switch with --child-mode migrate children needs the source "
@@ -767,7 +840,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
             const char *p[1] = {n.into_key};
             char v[PGO_LSN_TEXT_SIZE + 8] = "";
 
-            if (same && !has_childtables(spec) && !query_text(c,
+            if (same && !query_text(c,
                                     "SELECT switch_lsn::text FROM v7fill.migrate_reverse WHERE "
                                     "into_table = $1",
                                     1, p, v, sizeof v, err))
@@ -802,7 +875,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         {
             memset(&pre, 0, sizeof pre);
             if (!current_lsn(target, &now_lsn, err) ||
-                !migrate_reverse_apply(apply, spec, now_lsn, false, &pre, err))
+                !migrate_reverse_apply(apply, spec, NULL, now_lsn, false, &pre, err))
                 goto out;
             if (pre.inserted + pre.updated + pre.deleted < 100)
                 break;
@@ -811,7 +884,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
             goto out;
     }
     else if (!check_caught_up(source, spec, err) ||
-             (same && !has_childtables(spec) && !prepare_reverse(target, &n, err)))
+             (same && !prepare_reverses(target, spec, &n, err)))
         goto out;
     if (!switch_retried(c, apply, spec, &n, same, back, lock_timeout_ms, attempts, catch_up, ctx,
                         st, seq, sizeof seq, err))

@@ -80,6 +80,7 @@ typedef struct PgoSource
     char *payload;           /* the frame being handed out (freed at the next call) */
     PgoSourceStats st;
     bool ended;
+    bool past_stop;              /* stop_before: a transaction committing past the stop began */
 } PgoSource;
 
 static double
@@ -547,6 +548,11 @@ on_frame(PgoSource *s, const PgoFrame *fr, Record *rec, bool *got, Err *err)
                                "pgoutput: a transaction began (commit at %s) inside another",
                                at);
             }
+            if (s->cfg.stop_before && s->cfg.stop_lsn > 0 && m->final_lsn >= s->cfg.stop_lsn)
+            {
+                s->past_stop = true; /* not handed out: the source ends here */
+                return true;
+            }
             s->in_txn = true;
             s->final_lsn = m->final_lsn;
             s->commit_time_us = m->commit_time_us;
@@ -604,6 +610,8 @@ should_end(PgoSource *s)
 {
     if (s->in_txn || s->cfg.stop_lsn == 0)
         return false;
+    if (s->past_stop)
+        return true;
     return s->last_end >= s->cfg.stop_lsn ||
            (s->server_end >= s->cfg.stop_lsn && idle(s) && s->received <= s->server_end);
 }

@@ -184,6 +184,17 @@ V7FILL_MUST_CHECK bool migrate_switch_spec(PgConn *target, const char *target_co
 V7FILL_MUST_CHECK bool migrate_reverse_spec(PgConn *target, MigrateSpec *spec, bool follow,
                                             struct ReverseStats *st, Err *err);
 
+/* --status: the way back of one table (migrate_reverse_status). */
+typedef struct ReverseStatus
+{
+    bool found;                  /* a row in v7fill.migrate_reverse */
+    char slot[64];
+    uint64_t applied_lsn;        /* end_lsn: committed in the legacy table up to here */
+    uint64_t applied;            /* rows applied so far */
+    int64_t lag_bytes;           /* the server's WAL position less applied_lsn */
+    bool slot_exists;
+} ReverseStatus;
+
 typedef struct MigrateStatus
 {
     MigrateSpec spec;
@@ -195,6 +206,7 @@ typedef struct MigrateStatus
     int64_t map_rows;          /* rows of the lookup (the map) */
     char map_table[64];        /* the lookup counted */
     uint64_t rejected;         /* in the stream's quarantine */
+    ReverseStatus reverse;     /* after the switch: the way back (reverse.found) */
 } MigrateStatus;
 
 /* --status: where the migration into `into` stands.  source_conninfo

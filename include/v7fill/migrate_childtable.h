@@ -9,7 +9,8 @@
  *              key as legacy_id, its time column minting id), <fk>_uuid uuid,
  *              an index on <fk> and one on <fk>_uuid; a BEFORE INSERT OR
  *              UPDATE OF <fk> trigger on the child target setting <fk>_uuid
- *              from the parent's map, and an AFTER INSERT OR UPDATE trigger on
+ *              from the parent's map (an insert keeps the uuid it gives when
+ *              the map has none), and an AFTER INSERT OR UPDATE trigger on
  *              the parent's map setting it on child rows that arrived first
  *              (two slots have no common order).  Both SECURITY DEFINER with
  *              search_path pinned.
@@ -89,5 +90,12 @@ struct VerifyReport;
 V7FILL_MUST_CHECK bool migrate_childtable_verify(PgConn *src, PgConn *target,
                                                  const MigrateSpec *ps, const MigrateChild *ch,
                                                  struct VerifyReport *out, Err *err);
+
+/* At the switch (under its lock): the trigger on the parent's map dropped.
+ * It made up for the two forward slots' lack of order; after the switch the
+ * way back writes the map, and the trigger would set <fk>_uuid on live child
+ * rows by their stale legacy <fk>. */
+V7FILL_MUST_CHECK bool migrate_childtable_unhook(PgConn *c, const MigrateSpec *ps,
+                                                 const MigrateChild *ch, Err *err);
 
 #endif /* V7FILL_MIGRATE_CHILDTABLE_H */

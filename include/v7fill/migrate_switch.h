@@ -29,7 +29,10 @@
  * (migrate_childswitch.h) and the lock covers the children's source tables;
  * in the switch transaction each child's <fk>_uuid missed by the side-by-side
  * apply is filled from the map, then <child> -> <child>_legacy and
- * <into schema>.<child into> -> <child>.  No way-back slot is made for them.
+ * <into schema>.<child into> -> <child>; each child gets its own way-back
+ * slot and start position like the parent's, and the trigger on the
+ * parent's map is dropped (migrate_childtable_unhook).  Their way back:
+ * migrate_childreverse.h; switching back refuses them (EC_CONFIG).
  *
  * Both functions update *spec (phase, switch_lsn, legacy_table); the caller
  * stores it in v7fill.migration.  A rerun finds the state from the catalog
@@ -100,11 +103,30 @@ V7FILL_MUST_CHECK bool migrate_reverse(PgConn *db, MigrateSpec *spec, bool follo
  * (the slot name cut to 59 bytes first). */
 void migrate_reverse_name(const MigrateSpec *spec, char *out, size_t size);
 
-/* Internal to the switch back: apply until stop_lsn on apply_conn (not the
- * connection holding the lock).  stop_lsn 0 with follow: until interrupted. */
+/* A migrate-mode child's way back: its <fk> in the legacy child is the
+ * parent map's legacy key of the new row's <fk>_uuid (else the <fk> the row
+ * carries: NULL keys, orphans, a parent gone). */
+typedef struct ReverseParentRef
+{
+    const char *map_schema;      /* the parent's map */
+    const char *map_table;
+    const char *fk_column;       /* the child's column holding the parent's legacy key */
+} ReverseParentRef;
+
+/* Apply spec's way back until stop_lsn on apply_conn (the switch back: not
+ * the connection holding the lock).  stop_lsn 0 with follow: until
+ * interrupted.  ref: spec is a migrate-mode child of that parent (NULL: not). */
 V7FILL_MUST_CHECK bool migrate_reverse_apply(PgConn *apply_conn, const MigrateSpec *spec,
-                                             uint64_t stop_lsn, bool follow, ReverseStats *st,
-                                             Err *err);
+                                             const ReverseParentRef *ref, uint64_t stop_lsn,
+                                             bool follow, ReverseStats *st, Err *err);
+
+/* What the database committed so far (a synchronous logical message's
+ * flush): the way back's stop position. */
+V7FILL_MUST_CHECK bool migrate_reverse_flushed_lsn(PgConn *c, uint64_t *out, Err *err);
+
+/* --status: the way back of one table ("<into_schema>.<into_table>"). */
+V7FILL_MUST_CHECK bool migrate_reverse_status(PgConn *db, const char *into_key,
+                                              ReverseStatus *out, Err *err);
 
 /* The reverse state: v7fill.migrate_reverse (into_table PRIMARY KEY, slot,
  * publication, switch_lsn, end_lsn, applied).  Created when missing. */

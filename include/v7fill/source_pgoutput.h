@@ -57,6 +57,9 @@ typedef struct PgoSourceConfig
     uint64_t resume_txn_lsn;     /* of the transaction committed here ... */
     uint64_t resume_txn_changes; /* ... skip this many changes (applied already) */
     uint64_t stop_lsn;           /* end once everything up to here is handed out (0: never) */
+    bool stop_before;            /* with stop_lsn: a transaction committing at or after it is
+                                    not handed out (the source ends at its begin), so two
+                                    slots stopped at one position end on the same commits */
     size_t group_rows;
     int group_ms;
     bool ignore_deletes;

@@ -75,7 +75,8 @@ migrate_usage(FILE *out)
           "                         with its own map, publication and slot; COL keeps the\n"
           "                         legacy key and COL_uuid is set from the parent's map.\n"
           "                         --switch renames the children with the parent;\n"
-          "                         --reverse refuses them (docs/migrating-children.md)\n"
+          "                         --reverse keeps their legacy tables current too\n"
+          "                         (docs/migrating-children.md)\n"
           "  --follow               keep applying changes until SIGINT/SIGTERM (default:\n"
           "                         stop once caught up)\n"
           "  --batch-rows N         rows per batch of the copy (default 10000)\n"
@@ -85,7 +86,8 @@ migrate_usage(FILE *out)
           "                         time range and the rows that would be rejected; change\n"
           "                         nothing\n"
           "  --status               phase, slot position and lag, rows in the source, target\n"
-          "                         and map, rejected rows (--json: a JSON object)\n"
+          "                         and map, rejected rows, the way back's position and lag\n"
+          "                         (--json: a JSON object)\n"
           "  --verify               compare source and target row by row through the map\n"
           "                         (after the run, or alone): a verdict table, exit 1 on a\n"
           "                         mismatch naming the first rows that differ; after a run\n"
@@ -93,8 +95,9 @@ migrate_usage(FILE *out)
           "                         after one more catch-up (at most 3 rounds)\n"
           "  --switch               swap the tables' names once caught up and verified\n"
           "  --reverse [--follow]   after the switch, keep the legacy table current from the\n"
-          "                         new one (until caught up, or until SIGINT/SIGTERM);\n"
-          "                         --switch in phase reverse switches back\n"
+          "                         new one (until caught up, or until SIGINT/SIGTERM), and\n"
+          "                         migrate-mode children after their parent; --switch in\n"
+          "                         phase reverse switches back (not with those children)\n"
           "\n"
           "The migration is stored in the target's v7fill.migration (the source's connection\n"
           "string without its password): later forms need only --into.  Every step is\n"
@@ -343,6 +346,15 @@ status_text(const MigrateStatus *m)
         printf("(none)\n");
     printf("  %-18s %" PRIu64 " (v7fill.stream_quarantine WHERE slot = '%s')\n", "rejected",
            m->rejected, s->slot);
+    if (m->reverse.found)
+    {
+        pgo_lsn_format(m->reverse.applied_lsn, at);
+        printf("  %-18s %s.%s up to %s, lag %" PRId64 " bytes, %" PRIu64 " rows applied "
+               "(slot %s%s)\n",
+               "way back", s->from_schema, s->legacy_table, at, m->reverse.lag_bytes,
+               m->reverse.applied, m->reverse.slot,
+               m->reverse.slot_exists ? "" : ", which does not exist");
+    }
 }
 
 static int

@@ -6,10 +6,11 @@
 # order_id_uuid is the parent map's id of its legacy order_id (NULL for NULL keys and orphans),
 # the foreign key to the parent's target exists; a child row applied before its parent's map
 # row gets its uuid when the map row arrives (the map's trigger); --verify, --status of the
-# child; --reverse refuses (exit 3).  --switch (after a kill -9 in a first one) under a writer
+# child; --reverse before the switch refuses (exit 3).  --switch (after a kill -9 in a first one) under a writer
 # inserting by the old names (it stops at the switch) and a reader: no statement waits 2 s, both
 # names point to the UUIDv7 tables, each as many rows as its _legacy table through legacy_id,
-# every order_id_uuid resolves, both phases stored switched; a rerun says already switched.
+# every order_id_uuid resolves, both phases stored switched; a rerun says already switched;
+# --reverse then runs.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 INTO=orders_ct
@@ -151,9 +152,9 @@ echo "$OUT"
 assert_contains "$OUT" "child public.items_ct" "--status lists the child"
 assert_contains "$OUT" "$CINTO" "--status names the child's target"
 
-# ---- --reverse refuses (this version), a child's own migration is not switched alone
+# ---- --reverse needs the switch first, a child's own migration is not switched alone
 run_expect 3 "$V7FILL" migrate --into "$INTO" --reverse
-assert_contains "$OUT" "--child-mode migrate" "--reverse refuses with the reason"
+assert_contains "$OUT" "--reverse follows --switch" "--reverse before the switch refuses with the reason"
 run_expect 3 "$V7FILL" migrate --into "$CINTO" --switch
 assert_contains "$OUT" "child of the migration into public.$INTO" "the child's own migration is not switched alone"
 assert_eq "follow" "$(q "SELECT phase FROM v7fill.migration WHERE into_table = '$INTO'")" "nothing switched"
@@ -205,7 +206,12 @@ run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
 assert_contains "$OUT" "already switched" "a rerun with the phases not stored says switched"
 assert_eq "switched|switched" "$(q "SELECT string_agg(phase, '|' ORDER BY into_table) FROM v7fill.migration WHERE into_table IN ('$INTO', '$CINTO')")" \
     "the phases stored by the rerun"
-run_expect 3 "$V7FILL" migrate --into "$INTO" --reverse
-assert_contains "$OUT" "--child-mode migrate" "--reverse still refuses"
+# the way back of the parent and the child (t_migrate_childreverse.sh tests it under a writer)
+run_expect 0 "$V7FILL" migrate --into "$INTO" --reverse
+assert_contains "$OUT" "phase reverse" "--reverse after the switch"
+for t in orders items_ct; do
+    assert_eq "$(q "SELECT count(*) FROM $t")" "$(q "SELECT count(*) FROM ${t}_legacy")" "$t: as many rows as ${t}_legacy after --reverse"
+done
+q "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name IN ('v7fill_${INTO}_rev', 'v7fill_${CINTO}_rev')" >/dev/null
 drop_slot
 echo "ok t_migrate_childtable"

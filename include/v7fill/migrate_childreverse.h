@@ -1,0 +1,33 @@
+/*
+ * The way back (`v7fill migrate --reverse [--follow]`) of a migration with
+ * --child-mode migrate children: the legacy parent and each legacy child kept
+ * current from the new tables, each from its own reverse slot
+ * ("<slot>_rev", recorded by the switch in v7fill.migrate_reverse), in rounds
+ * that keep the foreign key's order: a stop position L (what the database had
+ * flushed when the round began), the parent's way back applied up to L, then
+ * each child's up to the same L.  A child change at or before L references
+ * a parent committed before it, so the parent row (and its map row, through
+ * which the child's <fk>_uuid is translated to the legacy key) is already in
+ * the legacy table when the child row arrives.  Each table's position commits
+ * with its rows: a kill leaves every child at or behind the parent's position,
+ * and the next round goes on from there.
+ */
+#ifndef V7FILL_MIGRATE_CHILDREVERSE_H
+#define V7FILL_MIGRATE_CHILDREVERSE_H
+
+#include <stdbool.h>
+
+#include "v7fill/err.h"
+#include "v7fill/migrate.h"
+#include "v7fill/migrate_switch.h"
+#include "v7fill/pg.h"
+
+/* One round (until caught up with what was flushed when it started), or with
+ * follow rounds until SIGINT/SIGTERM.  *st sums the parent's and the
+ * children's counts; st->applied_lsn is the last round's stop position once
+ * every table reached it.  Each child's own migration is stored in phase
+ * reverse. */
+V7FILL_MUST_CHECK bool migrate_childreverse(PgConn *db, const MigrateSpec *spec, bool follow,
+                                            ReverseStats *st, Err *err);
+
+#endif /* V7FILL_MIGRATE_CHILDREVERSE_H */

@@ -1,0 +1,148 @@
+# v7fill migrate --reverse with a --child-mode migrate child (issue 21): after the switch a writer
+# inserts (a child in its new parent's transaction, by order_id_uuid only), updates (a child moved
+# to another parent by its uuid alone) and deletes parent and child rows in the new tables; a
+# --reverse --follow is killed with -9, another stopped with SIGINT, then --reverse until caught
+# up: the legacy parent and child equal the new ones through the maps (counts and a digest of
+# every row, the child's order_id the parent map's legacy key of its order_id_uuid), rows created
+# after the switch got their legacy keys from the old sequences and map rows, no legacy child
+# names a legacy parent that is missing; a rerun changes nothing; --status shows both ways back;
+# switching back refuses (exit 3).
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+INTO=orders_cr
+CINTO=items_cr_v7
+slots() { q "SELECT string_agg(slot_name, ',' ORDER BY slot_name) FROM pg_replication_slots WHERE slot_name LIKE 'v7fill_%_cr%'"; }
+drop_slot() {
+    psql -X -q -At -d postgres -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE 'v7fill_%_cr%' AND NOT active" >/dev/null || true
+}
+drop_slot
+writer=
+trap '[ -z "$writer" ] || kill "$writer" 2>/dev/null || true; drop_slot; rm -rf "$T_TMP"' EXIT
+
+# Parents 1..500 (the last 60 days), 2,000 children: every 40th key NULL, every 25th an orphan.
+q "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL, amount int, note text);
+   INSERT INTO orders SELECT g, now() - g * interval '3 hours' + (g % 97) * interval '1.001 ms', g, 'n' || g
+     FROM generate_series(1, 500) g;
+   SELECT setval('orders_id_seq', 500);
+   CREATE TABLE items_cr (id bigserial PRIMARY KEY, order_id bigint, created_at timestamptz NOT NULL, qty int, label text);
+   INSERT INTO items_cr (order_id, created_at, qty, label)
+     SELECT CASE WHEN g % 40 = 0 THEN NULL WHEN g % 25 = 0 THEN 100000 + g ELSE g % 500 + 1 END,
+            now() - g * interval '41 minutes' + (g % 91) * interval '1.003 ms', g, 'l' || g
+       FROM generate_series(1, 2000) g;
+   CREATE FUNCTION t_uuid7() RETURNS uuid LANGUAGE sql VOLATILE AS \$\$
+     SELECT (lpad(to_hex(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') || '7'
+             || substr(md5(random()::text), 1, 3) || '8' || substr(md5(random()::text), 1, 15))::uuid \$\$"
+kill9_wait() {
+    kill -9 "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+    for _ in $(seq 1 50); do
+        [ "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'v7fill_%_cr%' AND active")" = 0 ] && break
+        sleep 0.2
+    done
+}
+
+run_expect 0 "$V7FILL" migrate --from public.orders --key id --time-column created_at --into "$INTO" \
+    --child 'public.items_cr(order_id)' --child-mode migrate
+assert_contains "$OUT" "phase follow" "the migration is caught up"
+run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
+echo "$OUT"
+assert_contains "$OUT" "phase switched" "switched"
+assert_contains "$OUT" "way back: v7fill migrate --into public.$INTO --reverse" "the switch gives the way back"
+assert_contains "$OUT" "slot \"v7fill_${CINTO}_rev\"" "the switch names the child's way-back slot"
+assert_not_contains "$OUT" "no way back in this version" "no refusal any more"
+assert_eq "v7fill_${CINTO}_rev,v7fill_${INTO}_rev" "$(q "SELECT string_agg(slot_name, ',' ORDER BY slot_name) FROM pg_replication_slots WHERE slot_name LIKE '%_rev'")" \
+    "a way-back slot for the parent and one for the child"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass")" \
+    "the switch drops the map's trigger (the way back writes the map; it would touch live child rows)"
+
+# ---- after the switch: the application writes the new tables, the child by order_id_uuid only
+cat >writer.sql <<'SQL'
+\set k random(1, 500)
+\set c random(1, 2000)
+\set d random(1, 3)
+BEGIN;
+WITH p AS (INSERT INTO orders (id, created_at, amount, note) VALUES (t_uuid7(), now(), 1, 'r') RETURNING id)
+  INSERT INTO items_cr (id, order_id_uuid, created_at, qty, label) SELECT t_uuid7(), p.id, now(), 1, 'r' FROM p;
+INSERT INTO items_cr (id, order_id_uuid, created_at, qty, label) SELECT t_uuid7(), id, now(), 2, 'r2' FROM orders WHERE legacy_id = :k;
+UPDATE orders SET amount = amount + 1, note = note || 'u' WHERE legacy_id = :k;
+UPDATE items_cr SET qty = qty + 1, order_id_uuid = (SELECT id FROM orders WHERE legacy_id = (:k % 500) + 1) WHERE legacy_id = :c;
+UPDATE items_cr SET qty = qty + 10, label = label || 'u' WHERE id = (SELECT id FROM items_cr WHERE label LIKE 'r2%' ORDER BY id DESC LIMIT 1);
+DELETE FROM items_cr WHERE legacy_id = :c + 7;
+DELETE FROM orders WHERE legacy_id = (:k * 7) % 500 + 1;
+\if :d = 1
+DELETE FROM orders WHERE id = (SELECT id FROM orders WHERE note = 'r' ORDER BY id LIMIT 1);
+\endif
+COMMIT;
+SQL
+"$PGBIN/pgbench" -n -c 1 -R 40 -T 600 -f writer.sql "$PGDATABASE" >writer.log 2>&1 &
+writer=$!
+sleep 1
+
+# ---- --reverse --follow killed with -9, then one stopped with SIGINT, while the writer writes
+"$V7FILL" migrate --into "$INTO" --reverse --follow >rev1.log 2>&1 &
+pid=$!
+sleep 3
+kill9_wait "$pid"
+"$V7FILL" migrate --into "$INTO" --reverse --follow >rev2.log 2>&1 &
+pid=$!
+sleep 3
+kill -INT "$pid"
+st=0; wait "$pid" || st=$?
+cat rev2.log
+assert_eq 0 "$st" "--reverse --follow stops on SIGINT"
+sleep 1
+kill "$writer" 2>/dev/null || true; wait "$writer" 2>/dev/null || true
+writer=
+cat writer.log | head -8
+[ "$(q "SELECT count(*) FROM orders WHERE note = 'r'")" -gt 5 ] || fail "the writer wrote after the switch"
+
+run_expect 0 "$V7FILL" migrate --into "$INTO" --reverse
+echo "$OUT"
+assert_contains "$OUT" "phase reverse" "--reverse until caught up"
+
+pdigest_old() { q "SELECT count(*), md5(string_agg(id||'|'||created_at||'|'||amount||'|'||note, ',' ORDER BY id)) FROM orders_legacy"; }
+pdigest_new() { q "SELECT count(*), md5(string_agg(legacy_id||'|'||created_at||'|'||amount||'|'||note, ',' ORDER BY legacy_id)) FROM orders"; }
+cdigest_old() { q "SELECT count(*), md5(string_agg(id||'|'||coalesce(order_id::text, '-')||'|'||created_at||'|'||qty||'|'||label, ',' ORDER BY id)) FROM items_cr_legacy"; }
+cdigest_new() { q "SELECT count(*), md5(string_agg(c.legacy_id||'|'||coalesce(coalesce(pm.legacy_id, c.order_id)::text, '-')||'|'||c.created_at||'|'||c.qty||'|'||c.label, ',' ORDER BY c.legacy_id))
+                   FROM items_cr c LEFT JOIN ${INTO}_id_map pm ON pm.id = c.order_id_uuid"; }
+assert_eq "$(pdigest_new)" "$(pdigest_old)" "the legacy parent equals the new one through legacy_id"
+# printed: the first child rows that differ (none when the digests agree)
+q "SELECT 'differs', n.*, '||', l.* FROM (SELECT c.legacy_id AS id, coalesce(pm.legacy_id, c.order_id) AS order_id, c.order_id AS raw, c.order_id_uuid, c.created_at, c.qty, c.label FROM items_cr c LEFT JOIN ${INTO}_id_map pm ON pm.id = c.order_id_uuid) n FULL JOIN items_cr_legacy l USING (id) WHERE row(n.order_id, n.created_at, n.qty, n.label) IS DISTINCT FROM row(l.order_id, l.created_at, l.qty, l.label) LIMIT 8"
+assert_eq "$(cdigest_new)" "$(cdigest_old)" "the legacy child equals the new one (order_id through the parent's map)"
+[ "$(q "SELECT count(*) FROM items_cr_legacy WHERE label = 'r' AND order_id IS NOT NULL")" -gt 0 ] ||
+    fail "child rows created after the switch with their new parent reached the legacy child with its key"
+[ "$(q "SELECT count(*) FROM items_cr_legacy WHERE label LIKE 'r2%u%'")" -gt 0 ] ||
+    fail "updates of child rows created after the switch reached the legacy child"
+assert_eq 0 "$(q "SELECT count(*) FROM items_cr_legacy WHERE label IN ('r', 'r2') AND order_id IS NOT NULL
+                   AND order_id NOT IN (SELECT id FROM orders_legacy)")" "no legacy child row made after the switch names a missing legacy parent"
+assert_eq "$(q "SELECT count(*) FROM orders")" "$(q "SELECT count(*) FROM orders o JOIN ${INTO}_id_map m USING (legacy_id, id)")" \
+    "the parent's map: one row per parent"
+assert_eq "$(q "SELECT count(*) FROM items_cr")" "$(q "SELECT count(*) FROM items_cr c JOIN ${CINTO}_id_map m USING (legacy_id, id)")" \
+    "the child's map: one row per child, those made after the switch too"
+assert_eq 0 "$(q "SELECT count(*) FROM items_cr WHERE legacy_id <= 2000 AND label IN ('r', 'r2')")" \
+    "child rows made after the switch have legacy keys from the old sequence"
+assert_eq "reverse|reverse" "$(q "SELECT string_agg(phase, '|' ORDER BY into_table) FROM v7fill.migration WHERE into_table IN ('$INTO', '$CINTO')")" \
+    "the parent's and the child's phases stored as reverse"
+
+# ---- a rerun changes nothing
+before="$(pdigest_old) $(cdigest_old)"
+run_expect 0 "$V7FILL" migrate --into "$INTO" --reverse
+assert_contains "$OUT" "inserted=0 updated=0 deleted=0" "a rerun applies nothing"
+assert_eq "$before" "$(pdigest_old) $(cdigest_old)" "a rerun leaves the legacy tables as they were"
+
+# ---- --status shows both ways back
+run_expect 0 "$V7FILL" migrate --into "$INTO" --status
+echo "$OUT"
+assert_contains "$OUT" "way back           public.orders_legacy up to" "--status: the parent's way back"
+assert_contains "$OUT" "way back           public.items_cr_legacy up to" "--status: the child's way back"
+assert_contains "$OUT" "v7fill_${CINTO}_rev" "--status names the child's slot"
+
+# ---- the child alone and switching back refuse
+run_expect 3 "$V7FILL" migrate --into "$CINTO" --reverse
+assert_contains "$OUT" "goes with its parent's migration" "a child's own --reverse refuses"
+run_expect 3 "$V7FILL" migrate --into "$INTO" --switch
+assert_contains "$OUT" "switching back a migration with --child-mode migrate children is not available" "switching back refuses"
+assert_eq "uuid" "$(q "SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = 'orders'::regclass AND attname = 'id'")" "nothing switched back"
+q "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE '%_rev'" >/dev/null
+drop_slot
+echo "ok t_migrate_childreverse"
