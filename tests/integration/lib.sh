@@ -75,7 +75,7 @@ build_helper() {
     # shellcheck disable=SC2046
     cc -std=c11 -D_GNU_SOURCE "${san[@]}" -I"$V7FILL_ROOT/include" $(pkg-config --cflags libpq) \
         -o "$1" "$2" "$lib" \
-        $(pkg-config --libs libpq libzstd libcrypto jansson libxxhash) -lcsv -lm -pthread 2>cc.log \
+        $(pkg-config --libs libpq libzstd libcrypto jansson libxxhash libmicrohttpd) -lcsv -lm -pthread 2>cc.log \
         || fail "could not compile the helper $2: $(head -n 5 cc.log)"
 }
 
