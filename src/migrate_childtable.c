@@ -543,12 +543,28 @@ verify_pairs(PgConn *src, PgConn *target, const MigrateSpec *ps, const MigrateSp
 }
 
 bool
+migrate_childtable_verify_links(PgConn *src, PgConn *target, const MigrateSpec *ps,
+                                const MigrateChild *ch, const MigrateSpec *cs, VerifyReport *out,
+                                Err *err)
+{
+    CtNames n;
+    char name[130];
+    bool ok;
+
+    (void) snprintf(name, sizeof name, "%s.%s", ps->into_schema, ch->into_table);
+    names_make(target, ps, ch, &n);
+    ok = verify_keys(target, &n, name, out, err) &&
+         verify_pairs(src, target, ps, cs, ch, &n, name, out, err);
+    names_free(&n);
+    return ok;
+}
+
+bool
 migrate_childtable_verify(PgConn *src, PgConn *target, const MigrateSpec *ps,
                           const MigrateChild *ch, VerifyReport *out, Err *err)
 {
     MigrateSpec cs;
     VerifyReport sub;
-    CtNames n;
     char name[130];
     bool found = false, ok;
 
@@ -569,13 +585,7 @@ migrate_childtable_verify(PgConn *src, PgConn *target, const MigrateSpec *ps,
     ok = migrate_verify(src, target, &cs, &sub, err);
     report_append(out, sub.checks, sub.n);
     verify_report_free(&sub);
-    if (ok)
-    {
-        names_make(target, ps, ch, &n);
-        ok = verify_keys(target, &n, name, out, err) &&
-             verify_pairs(src, target, ps, &cs, ch, &n, name, out, err);
-        names_free(&n);
-    }
+    ok = ok && migrate_childtable_verify_links(src, target, ps, ch, &cs, out, err);
     migrate_spec_free(&cs);
     return ok;
 }
