@@ -1055,6 +1055,104 @@ out:
     return ok;
 }
 
+/* The checks of *sub appended to *out (sub keeps its diff keys). */
+static void
+report_take(VerifyReport *out, const VerifyReport *sub)
+{
+    out->checks = xrealloc(out->checks, (out->n + sub->n + 1) * sizeof *out->checks);
+    if (sub->n)
+        memcpy(out->checks + out->n, sub->checks, sub->n * sizeof *sub->checks);
+    out->n += sub->n;
+}
+
+/* The join pairs of a child whose other checks agree, read while the application writes:
+ * the pairs follow from the child's rows (settled key by key), its keys (equal to the parent
+ * map's) and the parent's rows; they differ only by what was written between the two reads. */
+static void
+pairs_settled(VerifyCheck *c, int rounds)
+{
+    size_t len = strlen(c->detail);
+
+    c->ok = true;
+    (void) snprintf(c->detail + len, sizeof c->detail - len,
+                    "%ssettled: the child's rows and keys agree, the pairs differed only while "
+                    "the capture lagged (%d rounds)",
+                    len ? "; " : "", rounds);
+}
+
+/* Migrate-mode children, while the application writes: the parent settled alone (the keys
+ * re-checked are its own), each child's own migration settled the same way (its keys, after
+ * its own slot caught up), then each child's links to the parent ("child keys", "NULL keys":
+ * counts within the target) verified again after the parent's and the children's captures
+ * caught up together, until they agree or `rounds` verifies: a link mismatch found in every
+ * round stays a mismatch (the parent's settling does not excuse it).  Its "join pairs" (the
+ * live source against the target) settle once the rest agrees (pairs_settled). */
+static bool
+childtables_verify_settled(PgConn *target, const char *target_conninfo, const MigrateSpec *spec,
+                           const MigrateOptions *o, int rounds, VerifyReport *out, int *done,
+                           Err *err)
+{
+    MigrateSpec parent = *spec;
+    Together tg;
+    PgConn *src = NULL;
+    bool own = false, ok;
+
+    memset(&tg, 0, sizeof tg);
+    tg.parent = (CatchUp){target, spec, o,
+                          migrate_source_conninfo(spec, o->source_conninfo, target_conninfo)};
+    parent.nchildren = 0; /* each child is a migration of its own */
+    if (!migrate_verify_settled(target, target_conninfo, &parent, o, rounds, out, done, err))
+        return false;
+    ok = together_load(target, spec, &tg, err) &&
+         source_conn(target, target_conninfo, spec, o->source_conninfo, &src, &own, err);
+    for (size_t i = 0; ok && i < tg.n; i++)
+    {
+        VerifyReport sub;
+        int d = 0;
+
+        memset(&sub, 0, sizeof sub);
+        ok = migrate_verify_settled(target, target_conninfo, &tg.specs[i], o, rounds, &sub, &d,
+                                    err);
+        if (ok)
+            report_take(out, &sub);
+        verify_report_free(&sub);
+        *done = d > *done ? d : *done;
+        for (int r = 1; ok; r++)
+        {
+            bool agree = true;
+
+            memset(&sub, 0, sizeof sub);
+            ok = migrate_childtable_verify_links(src, target, spec, &spec->children[i],
+                                                 &tg.specs[i], &sub, err);
+            for (size_t j = 0; j < sub.n; j++)
+                agree = agree && (sub.checks[j].ok || strcmp(sub.checks[j].check, "join pairs") == 0);
+            if (!ok || agree || r >= rounds || interrupt_signal() != 0)
+            {
+                for (size_t j = 0; ok && agree && j < sub.n; j++)
+                    if (!sub.checks[j].ok)
+                        pairs_settled(&sub.checks[j], r);
+                if (ok)
+                    report_take(out, &sub);
+                verify_report_free(&sub);
+                *done = r > *done ? r : *done;
+                break;
+            }
+            verify_report_free(&sub);
+            log_info("verify: the keys of %s.%s differ from its parent's map (round %d of %d): "
+                     "re-checked after a catch-up",
+                     spec->into_schema, spec->children[i].into_table, r, rounds);
+            ok = together_catch_up(&tg, NULL, NULL, err);
+        }
+    }
+    out->ok = ok;
+    for (size_t i = 0; i < out->n; i++)
+        out->ok = out->ok && out->checks[i].ok;
+    together_free(&tg);
+    if (own)
+        pg_close(src);
+    return ok;
+}
+
 bool
 migrate_verify_settled(PgConn *target, const char *target_conninfo, const MigrateSpec *spec,
                        const MigrateOptions *o, int rounds, VerifyReport *out, int *done,
@@ -1068,6 +1166,9 @@ migrate_verify_settled(PgConn *target, const char *target_conninfo, const Migrat
 
     *done = 1;
     memset(&again, 0, sizeof again);
+    if (spec->child_mode == MIGRATE_CHILD_MIGRATE && spec->nchildren > 0)
+        return childtables_verify_settled(target, target_conninfo, spec, o, rounds, out, done,
+                                          err);
     if (!migrate_verify_spec(target, target_conninfo, spec, o->source_conninfo, out, err))
         return false;
     if (out->ok || rounds <= 1)

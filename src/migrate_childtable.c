@@ -481,18 +481,29 @@ verify_keys(PgConn *target, const CtNames *n, const char *name, VerifyReport *ou
 }
 
 /* (child key, parent key) pairs: the legacy tables joined on <fk>, the new ones on <fk>_uuid;
- * counted and hashed (a sum of the server's 64-bit text hash: order free). */
+ * counted and hashed (a sum of the server's 64-bit text hash: order free).  Legacy rows no
+ * UUIDv7 can carry (a time NULL or before 1970: rejected with their reason) have no pair on the
+ * new side: a child's own are left out (its "rejected" check lists them), the children of such
+ * a parent are counted and named apart (orphans by rejection, not a mismatch). */
 static bool
-verify_pairs(PgConn *src, PgConn *target, const MigrateSpec *ps, const MigrateChild *ch,
-             const char *ckey, const CtNames *n, const char *name, VerifyReport *out, Err *err)
+verify_pairs(PgConn *src, PgConn *target, const MigrateSpec *ps, const MigrateSpec *cs,
+             const MigrateChild *ch, const CtNames *n, const char *name, VerifyReport *out,
+             Err *err)
 {
     char *lc = pg_qualified(src, ch->schema, ch->table);
     char *lp = pg_qualified(src, ps->from_schema, ps->from_table);
-    char *lk = pg_ident(src, ckey);
+    char *lk = pg_ident(src, cs->key);
     char *pk = pg_ident(src, ps->key);
-    char *old_sql = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(c.%s::text || ',' "
-                              "|| p.%s::text, 0)), 0)::text FROM %s c JOIN %s p ON p.%s = c.%s",
-                              lk, pk, lc, lp, pk, n->fk);
+    char *ct = pg_ident(src, cs->time_column);
+    char *pt = pg_ident(src, ps->time_column);
+    char *old_sql = xasprintf(
+        "SELECT count(*) FILTER (WHERE p.%s >= 'epoch'), coalesce(sum(hashtextextended(c.%s::text"
+        " || ',' || p.%s::text, 0)) FILTER (WHERE p.%s >= 'epoch'), 0)::text,"
+        " count(*) FILTER (WHERE p.%s IS NULL OR p.%s < 'epoch'),"
+        " array_to_string((array_agg(DISTINCT p.%s ORDER BY p.%s) FILTER (WHERE p.%s IS NULL OR"
+        " p.%s < 'epoch'))[1:5], ', ')"
+        " FROM %s c JOIN %s p ON p.%s = c.%s WHERE c.%s >= 'epoch'",
+        pt, lk, pk, pt, pt, pt, pk, pk, pt, pt, lc, lp, pk, n->fk, ct);
     char *new_sql = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(c.legacy_id::text "
                               "|| ',' || p.legacy_id::text, 0)), 0)::text FROM %s c JOIN %s p "
                               "ON p.id = c.%s",
@@ -503,8 +514,14 @@ verify_pairs(PgConn *src, PgConn *target, const MigrateSpec *ps, const MigrateCh
 
     if (ok)
     {
-        VerifyCheck *c = report_add(out, name, "join pairs");
+        VerifyCheck *c = report_add(out, name, "rejected parents");
 
+        c->source = strtoull(PQgetvalue(a, 0, 2), NULL, 10);
+        if (c->source)
+            (void) snprintf(c->detail, sizeof c->detail,
+                            "child rows of rejected parents: %s (keys %s)", PQgetvalue(a, 0, 2),
+                            PQgetvalue(a, 0, 3));
+        c = report_add(out, name, "join pairs");
         c->source = strtoull(PQgetvalue(a, 0, 0), NULL, 10);
         c->target = strtoull(PQgetvalue(b, 0, 0), NULL, 10);
         c->ok = c->source == c->target && strcmp(PQgetvalue(a, 0, 1), PQgetvalue(b, 0, 1)) == 0;
@@ -521,6 +538,25 @@ verify_pairs(PgConn *src, PgConn *target, const MigrateSpec *ps, const MigrateCh
     free(lp);
     free(lk);
     free(pk);
+    free(ct);
+    free(pt);
+    return ok;
+}
+
+bool
+migrate_childtable_verify_links(PgConn *src, PgConn *target, const MigrateSpec *ps,
+                                const MigrateChild *ch, const MigrateSpec *cs, VerifyReport *out,
+                                Err *err)
+{
+    CtNames n;
+    char name[130];
+    bool ok;
+
+    (void) snprintf(name, sizeof name, "%s.%s", ps->into_schema, ch->into_table);
+    names_make(target, ps, ch, &n);
+    ok = verify_keys(target, &n, name, out, err) &&
+         verify_pairs(src, target, ps, cs, ch, &n, name, out, err);
+    names_free(&n);
     return ok;
 }
 
@@ -530,7 +566,6 @@ migrate_childtable_verify(PgConn *src, PgConn *target, const MigrateSpec *ps,
 {
     MigrateSpec cs;
     VerifyReport sub;
-    CtNames n;
     char name[130];
     bool found = false, ok;
 
@@ -551,13 +586,7 @@ migrate_childtable_verify(PgConn *src, PgConn *target, const MigrateSpec *ps,
     ok = migrate_verify(src, target, &cs, &sub, err);
     report_append(out, sub.checks, sub.n);
     verify_report_free(&sub);
-    if (ok)
-    {
-        names_make(target, ps, ch, &n);
-        ok = verify_keys(target, &n, name, out, err) &&
-             verify_pairs(src, target, ps, ch, cs.key, &n, name, out, err);
-        names_free(&n);
-    }
+    ok = ok && migrate_childtable_verify_links(src, target, ps, ch, &cs, out, err);
     migrate_spec_free(&cs);
     return ok;
 }

@@ -170,7 +170,9 @@ V7FILL_MUST_CHECK bool migrate_verify_spec(PgConn *target, const char *target_co
 /* --verify after a run that stopped once caught up, while the application writes: verify;
  * while it finds a mismatch, one more catch-up (the stream) and verify again, `rounds`
  * verifies at most (3 for the CLI); only keys that differed in every round are a mismatch
- * (verify_report_settle).  *done: the rounds run. */
+ * (verify_report_settle); with migrate-mode children, per table (the parent's keys, each
+ * child's own, then each child's links to its parent re-read after all captures caught up):
+ * the parent settling never excuses a child's mismatch.  *done: the rounds run. */
 V7FILL_MUST_CHECK bool migrate_verify_settled(PgConn *target, const char *target_conninfo,
                                               const MigrateSpec *spec, const MigrateOptions *o,
                                               int rounds, struct VerifyReport *out, int *done,

@@ -85,8 +85,10 @@ struct VerifyReport;
  * row by row through its own map, map, id time) appended to *out, then on the
  * child target "child keys" (every non-NULL <fk> has <fk>_uuid = the parent
  * map's id; a key without a map row must have it NULL), "orphans" (listed),
- * "NULL keys", and "join pairs" (legacy child ⋈ parent on <fk> against
- * <child_v7> ⋈ <parent_v7> on <fk>_uuid, as (child key, parent key) pairs). */
+ * "NULL keys", "rejected parents" (child rows whose parent has a NULL or pre-1970 time:
+ * listed, not a mismatch) and "join pairs" (legacy child ⋈ parent on <fk> against
+ * <child_v7> ⋈ <parent_v7> on <fk>_uuid, as (child key, parent key) pairs, the children of
+ * rejected parents and the child's own rows rejected for their time left out). */
 V7FILL_MUST_CHECK bool migrate_childtable_verify(PgConn *src, PgConn *target,
                                                  const MigrateSpec *ps, const MigrateChild *ch,
                                                  struct VerifyReport *out, Err *err);
@@ -97,5 +99,14 @@ V7FILL_MUST_CHECK bool migrate_childtable_verify(PgConn *src, PgConn *target,
  * rows by their stale legacy <fk>. */
 V7FILL_MUST_CHECK bool migrate_childtable_unhook(PgConn *c, const MigrateSpec *ps,
                                                  const MigrateChild *ch, Err *err);
+
+/* The child target's links to its parent, as migrate_childtable_verify checks them ("child
+ * keys", "orphans", "NULL keys", "rejected parents", "join pairs"), appended to *out; cs: the
+ * child's own stored migration. */
+V7FILL_MUST_CHECK bool migrate_childtable_verify_links(PgConn *src, PgConn *target,
+                                                       const MigrateSpec *ps,
+                                                       const MigrateChild *ch,
+                                                       const MigrateSpec *cs,
+                                                       struct VerifyReport *out, Err *err);
 
 #endif /* V7FILL_MIGRATE_CHILDTABLE_H */
