@@ -971,6 +971,27 @@ together_switched(PgConn *target, Together *t, uint64_t final_lsn, Err *err)
     return true;
 }
 
+/* After switching back (or finding it done): each child's migration stored
+ * in phase follow again, without a legacy table. */
+static bool
+together_back(PgConn *target, Together *t, uint64_t final_lsn, Err *err)
+{
+    for (size_t i = 0; i < t->n; i++)
+    {
+        MigrateSpec *c = &t->specs[i];
+
+        if (c->phase < MIGRATE_PHASE_SWITCHED)
+            continue;
+        c->phase = MIGRATE_PHASE_FOLLOW;
+        if (final_lsn)
+            c->switch_lsn = final_lsn;
+        c->legacy_table[0] = '\0';
+        if (!migrate_state_put(target, c, err))
+            return false;
+    }
+    return true;
+}
+
 /* <from>_legacy exists: the switch committed. */
 static bool
 legacy_exists(PgConn *target, const MigrateSpec *spec, bool *exists, Err *err)
@@ -1002,6 +1023,7 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
     PgConn *src;
     bool own, ok;
     bool kids = spec->child_mode == MIGRATE_CHILD_MIGRATE && spec->nchildren > 0;
+    bool back = spec->phase == MIGRATE_PHASE_REVERSE;
     bool renamed = false;
     Together tg;
 
@@ -1047,7 +1069,8 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
                : migrate_switch(src, target, spec, o->lock_timeout_ms, o->switch_attempts,
                                 switch_catch_up, &cu, st, err)) &&
          migrate_state_put(target, spec, err) &&
-         (!kids || together_switched(target, &tg, st->final_lsn, err));
+         (!kids || (back ? together_back(target, &tg, st->final_lsn, err)
+                         : together_switched(target, &tg, st->final_lsn, err)));
 out:
     together_free(&tg);
     if (own)

@@ -93,6 +93,24 @@ round_once(PgConn *db, const MigrateSpec *spec, const MigrateSpec *kids, uint64_
 }
 
 bool
+migrate_childreverse_upto(PgConn *apply, const MigrateSpec *spec, uint64_t stop,
+                          ReverseStats *st, Err *err)
+{
+    MigrateSpec *kids = xcalloc(spec->nchildren ? spec->nchildren : 1, sizeof *kids);
+    bool all = false;
+    bool ok = load_children(apply, spec, kids, err) &&
+              round_once(apply, spec, kids, stop, st, &all, err);
+
+    st->caught_up = ok && all;
+    if (st->caught_up)
+        st->applied_lsn = stop;
+    for (size_t i = 0; i < spec->nchildren; i++)
+        migrate_spec_free(&kids[i]);
+    free(kids);
+    return ok;
+}
+
+bool
 migrate_childreverse(PgConn *db, const MigrateSpec *spec, bool follow, ReverseStats *st,
                      Err *err)
 {

@@ -591,17 +591,33 @@ migrate_childtable_verify(PgConn *src, PgConn *target, const MigrateSpec *ps,
     return ok;
 }
 
-bool
-migrate_childtable_unhook(PgConn *c, const MigrateSpec *ps, const MigrateChild *ch, Err *err)
+/* The trigger on the parent's map: made again (hook) or dropped. */
+static bool
+map_hook(PgConn *c, const MigrateSpec *ps, const MigrateChild *ch, bool hook, Err *err)
 {
     CtNames n;
     char *sql;
     bool ok;
 
     names_make(c, ps, ch, &n);
-    sql = xasprintf("DROP TRIGGER IF EXISTS %s ON %s", n.trg_map, n.map);
+    sql = hook ? xasprintf("CREATE OR REPLACE TRIGGER %s AFTER INSERT OR UPDATE OR DELETE ON %s "
+                           "FOR EACH ROW EXECUTE FUNCTION %s()",
+                           n.trg_map, n.map, n.fn_map)
+               : xasprintf("DROP TRIGGER IF EXISTS %s ON %s", n.trg_map, n.map);
     ok = pg_exec(c, sql, err);
     free(sql);
     names_free(&n);
     return ok;
+}
+
+bool
+migrate_childtable_unhook(PgConn *c, const MigrateSpec *ps, const MigrateChild *ch, Err *err)
+{
+    return map_hook(c, ps, ch, false, err);
+}
+
+bool
+migrate_childtable_rehook(PgConn *c, const MigrateSpec *ps, const MigrateChild *ch, Err *err)
+{
+    return map_hook(c, ps, ch, true, err);
 }

@@ -13,6 +13,7 @@
 
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
+#include "v7fill/migrate_childreverse.h"
 #include "v7fill/migrate_childtable.h"
 #include "v7fill/migrate_switch.h"
 #include "v7fill/pgoutput.h"
@@ -414,8 +415,9 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
                rev, rev);
     }
     if (has_childtables(sp))
-        printf("  switching back (--switch after --reverse) is not available with --child-mode "
-               "migrate children in this version\n");
+        printf("  switching back: v7fill migrate --into %s.%s --switch once --reverse is caught "
+               "up (the parent and these children in one transaction)\n",
+               sp->into_schema, sp->into_table);
     (void) fflush(stdout);
 }
 
@@ -655,8 +657,61 @@ fill_child_keys(PgConn *c, const MigrateSpec *sp, const char *legacy_q, uint64_t
     return ok;
 }
 
-/* Switching back (phase reverse, same database): the new table locked
- * against writes, the legacy table caught up on a second connection, the
+/* The way back up to stop (strictly before it) on apply: the parent's, then
+ * each migrate-mode child's up to the same position. */
+static bool
+reverse_upto(PgConn *apply, const MigrateSpec *sp, uint64_t stop, ReverseStats *rst, Err *err)
+{
+    memset(rst, 0, sizeof *rst);
+    if (has_childtables(sp))
+        return migrate_childreverse_upto(apply, sp, stop, rst, err);
+    return migrate_reverse_apply(apply, sp, NULL, stop, false, rst, err);
+}
+
+/* In the switch back's transaction, after the parent's names: every
+ * migrate-mode child's names restored (<child> -> <into schema>.<child
+ * into>, <child>_legacy -> <child>), the default its legacy_id got from the
+ * switch dropped, the trigger on the parent's map made again, its way back's
+ * state deleted. */
+static bool
+back_childtables(PgConn *s, const MigrateSpec *sp, Err *err)
+{
+    bool ok = true;
+
+    for (size_t i = 0; ok && has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        const MigrateChild *ch = &sp->children[i];
+        char legacy[64], key[160], rev[64];
+        char *cur_q = pg_qualified(s, ch->schema, ch->table);
+        char *mid_q = pg_qualified(s, ch->schema, ch->into_table);
+        char *into_q = pg_qualified(s, sp->into_schema, ch->into_table);
+        char *legacy_q;
+        const char *p[1] = {key};
+
+        (void) snprintf(legacy, sizeof legacy, "%.56s_legacy", ch->table);
+        legacy_q = pg_qualified(s, ch->schema, legacy);
+        child_rev(sp, ch, key, rev);
+        ok = exec_fmt(s, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", legacy_q, cur_q) &&
+             move_table(s, cur_q, ch->schema, ch->table, ch->schema, ch->into_table, err) &&
+             move_table(s, mid_q, ch->schema, ch->into_table, sp->into_schema, ch->into_table,
+                        err) &&
+             move_table(s, legacy_q, ch->schema, legacy, ch->schema, ch->table, err) &&
+             exec_fmt(s, err, "ALTER TABLE %s ALTER COLUMN legacy_id DROP DEFAULT", into_q) &&
+             migrate_childtable_rehook(s, sp, ch, err) &&
+             pg_exec_params(s, "DELETE FROM v7fill.migrate_reverse WHERE into_table = $1", 1, p,
+                            err);
+        if (!ok)
+            err_prefix(err, "child %s.%s", ch->schema, ch->table);
+        free(cur_q);
+        free(mid_q);
+        free(into_q);
+        free(legacy_q);
+    }
+    return ok;
+}
+
+/* Switching back (phase reverse, same database): the new tables locked
+ * against writes, the legacy ones caught up on a second connection, the
  * names restored. */
 static bool
 back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int lock_timeout_ms,
@@ -675,7 +730,7 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
     t0 = mono_ms();
     if (!current_lsn(t, &st->final_lsn, err))
         goto out;
-    if (!migrate_reverse_apply(apply, sp, NULL, st->final_lsn, false, &rst, err))
+    if (!reverse_upto(apply, sp, st->final_lsn, &rst, err))
     {
         err_prefix(err, "catching the legacy table up");
         goto out;
@@ -688,7 +743,7 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
         goto out;
     }
     st->applied_at_switch = rst.inserted + rst.updated + rst.deleted;
-    ok = fill_child_keys(t, sp, n->legacy_q, &st->children_filled, err) &&
+    ok = (has_childtables(sp) || fill_child_keys(t, sp, n->legacy_q, &st->children_filled, err)) &&
          exec_fmt(t, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", n->legacy_q, n->from_q) &&
          move_table(t, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
                     sp->into_table, err) &&
@@ -699,7 +754,7 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
          exec_fmt(t, err, "ALTER TABLE %s ALTER COLUMN legacy_id DROP DEFAULT", n->into_q) &&
          pg_exec_params(t, "DELETE FROM v7fill.migrate_reverse WHERE into_table = $1", 1, p,
                         err) &&
-         pg_exec(t, "COMMIT", err);
+         back_childtables(t, sp, err) && pg_exec(t, "COMMIT", err);
     if (ok)
         st->lock_held_ms = mono_ms() - t0;
 out:
@@ -715,12 +770,12 @@ out:
 /* After switching back: the reverse slot and publication are not needed
  * (a next switch makes them anew); a failure only warns. */
 static void
-drop_reverse(PgConn *t, const Names *n)
+drop_reverse(PgConn *t, const char *rev)
 {
     Err e = {0};
-    const char *p[1] = {n->rev};
+    const char *p[1] = {rev};
     char v[8];
-    char *pub = pg_ident(t, n->rev);
+    char *pub = pg_ident(t, rev);
 
     if (!query_text(t,
                     "SELECT pg_catalog.pg_drop_replication_slot(slot_name) FROM "
@@ -729,8 +784,40 @@ drop_reverse(PgConn *t, const Names *n)
         !exec_fmt(t, &e, "DROP PUBLICATION IF EXISTS %s", pub))
         log_warn("could not drop the way back's slot or publication \"%s\" (%s): drop them by "
                  "hand, SELECT pg_drop_replication_slot('%s'); DROP PUBLICATION \"%s\";",
-                 n->rev, e.msg, n->rev, n->rev);
+                 rev, e.msg, rev, rev);
     free(pub);
+}
+
+/* The parent's and each migrate-mode child's. */
+static void
+drop_reverses(PgConn *t, const MigrateSpec *sp, const Names *n)
+{
+    drop_reverse(t, n->rev);
+    for (size_t i = 0; has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        char key[160], rev[64];
+
+        child_rev(sp, &sp->children[i], key, rev);
+        drop_reverse(t, rev);
+    }
+}
+
+/* Switching back: what the application must change for each migrate-mode
+ * child. */
+static void
+print_back_children(const MigrateSpec *sp)
+{
+    for (size_t i = 0; has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        const MigrateChild *ch = &sp->children[i];
+
+        printf("  child %s.%s is the legacy table again (its %s is the parent's legacy key); the "
+               "UUIDv7 one is %s.%s again, its legacy_id without a default, the trigger on %s.%s "
+               "made again; a foreign key of %s.%s dropped or relaxed for the way back can be "
+               "added again\n",
+               ch->schema, ch->table, ch->fk_column, sp->into_schema, ch->into_table,
+               sp->into_schema, sp->map_table, ch->schema, ch->table);
+    }
 }
 
 typedef enum Where
@@ -808,16 +895,6 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         err_set(err, EC_CONFIG, "switching back needs both tables in one database");
         goto out;
     }
-    if (back && has_childtables(spec))
-    {
-        err_set(err, EC_CONFIG,
-                "switching back a migration with --child-mode migrate children is not available "
-                "in this version: nothing was changed");
-        err_hint(err, "--reverse [--follow] keeps %s.%s and the children's _legacy tables "
-                      "current; see docs/migrating-children.md.",
-                 spec->from_schema, spec->legacy_table);
-        goto out;
-    }
     if (!same && has_childtables(spec))
     {
         err_set(err, EC_CONFIG, "the switch with --child-mode migrate children needs the source "
@@ -831,7 +908,10 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         st->already = true;
         if (back)
         {
+            /* Killed after the commit: the slots may be left. */
+            drop_reverses(c, spec, &n);
             spec->phase = MIGRATE_PHASE_FOLLOW;
+            spec->legacy_table[0] = '\0';
             printf("%s.%s is the legacy table again: already switched back\n", spec->from_schema,
                    spec->from_table);
         }
@@ -873,14 +953,14 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         /* Again while a pass found much to do: writers go on meanwhile. */
         for (int pass = 0; pass < 5; pass++)
         {
-            memset(&pre, 0, sizeof pre);
             if (!current_lsn(target, &now_lsn, err) ||
-                !migrate_reverse_apply(apply, spec, NULL, now_lsn, false, &pre, err))
+                !reverse_upto(apply, spec, now_lsn, &pre, err))
                 goto out;
             if (pre.inserted + pre.updated + pre.deleted < 100)
                 break;
         }
-        if (!fill_child_keys(target, spec, n.legacy_q, &st->children_filled, err))
+        if (!has_childtables(spec) &&
+            !fill_child_keys(target, spec, n.legacy_q, &st->children_filled, err))
             goto out;
     }
     else if (!check_caught_up(source, spec, err) ||
@@ -892,18 +972,22 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
     spec->switch_lsn = st->final_lsn;
     if (back)
     {
-        drop_reverse(target, &n);
+        drop_reverses(target, spec, &n);
         spec->phase = MIGRATE_PHASE_FOLLOW;
         spec->legacy_table[0] = '\0';
         printf("switched back: %s.%s is the legacy table again and %s.%s the UUIDv7 one; lock "
-               "held %" PRId64 " ms (attempt %d), %" PRIu64 " changes applied under it; %" PRIu64
-               " child rows got their legacy key from the map\n",
+               "held %" PRId64 " ms (attempt %d), %" PRIu64 " changes applied under it",
                spec->from_schema, spec->from_table, spec->into_schema, spec->into_table,
-               st->lock_held_ms, st->attempts, st->applied_at_switch, st->children_filled);
+               st->lock_held_ms, st->attempts, st->applied_at_switch);
+        if (!has_childtables(spec))
+            printf("; %" PRIu64 " child rows got their legacy key from the map",
+                   st->children_filled);
+        printf("\n");
         printf("the application must change: back to %s.%s with its %s %s key; resume the "
                "capture (v7fill migrate --into %s.%s) to keep the UUIDv7 table current\n",
                spec->from_schema, spec->from_table, spec->key_type, spec->key, spec->into_schema,
                spec->into_table);
+        print_back_children(spec);
         (void) fflush(stdout);
     }
     else

@@ -30,4 +30,10 @@
 V7FILL_MUST_CHECK bool migrate_childreverse(PgConn *db, const MigrateSpec *spec, bool follow,
                                             ReverseStats *st, Err *err);
 
+/* Switching back: one round up to stop (strictly before it) on apply, the
+ * parent's way back first, then each child's; st->caught_up when every table
+ * reached stop.  The phases are left to the switch. */
+V7FILL_MUST_CHECK bool migrate_childreverse_upto(PgConn *apply, const MigrateSpec *spec,
+                                                 uint64_t stop, ReverseStats *st, Err *err);
+
 #endif /* V7FILL_MIGRATE_CHILDREVERSE_H */

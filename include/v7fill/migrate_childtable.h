@@ -99,6 +99,11 @@ V7FILL_MUST_CHECK bool migrate_childtable_verify(PgConn *src, PgConn *target,
  * rows by their stale legacy <fk>. */
 V7FILL_MUST_CHECK bool migrate_childtable_unhook(PgConn *c, const MigrateSpec *ps,
                                                  const MigrateChild *ch, Err *err);
+/* Switching back (under its lock, after the way back's last writes to the
+ * map): the trigger on the parent's map made again, as before the switch (the
+ * function is kept), for the capture that resumes. */
+V7FILL_MUST_CHECK bool migrate_childtable_rehook(PgConn *c, const MigrateSpec *ps,
+                                                 const MigrateChild *ch, Err *err);
 
 /* The child target's links to its parent, as migrate_childtable_verify checks them ("child
  * keys", "orphans", "NULL keys", "rejected parents", "join pairs"), appended to *out; cs: the

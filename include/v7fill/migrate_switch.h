@@ -32,7 +32,11 @@
  * <into schema>.<child into> -> <child>; each child gets its own way-back
  * slot and start position like the parent's, and the trigger on the
  * parent's map is dropped (migrate_childtable_unhook).  Their way back:
- * migrate_childreverse.h; switching back refuses them (EC_CONFIG).
+ * migrate_childreverse.h.  Switching back takes them along: the way back's
+ * rounds (parent first, children up to the same position) before the lock
+ * and under it, then in the same transaction each child's names restored, the
+ * legacy_id default dropped and the map's trigger made again
+ * (migrate_childtable_rehook).
  *
  * Both functions update *spec (phase, switch_lsn, legacy_table); the caller
  * stores it in v7fill.migration.  A rerun finds the state from the catalog

@@ -97,7 +97,7 @@ migrate_usage(FILE *out)
           "  --reverse [--follow]   after the switch, keep the legacy table current from the\n"
           "                         new one (until caught up, or until SIGINT/SIGTERM), and\n"
           "                         migrate-mode children after their parent; --switch in\n"
-          "                         phase reverse switches back (not with those children)\n"
+          "                         phase reverse switches back (those children with it)\n"
           "\n"
           "The migration is stored in the target's v7fill.migration (the source's connection\n"
           "string without its password): later forms need only --into.  Every step is\n"

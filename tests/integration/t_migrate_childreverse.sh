@@ -5,8 +5,13 @@
 # up: the legacy parent and child equal the new ones through the maps (counts and a digest of
 # every row, the child's order_id the parent map's legacy key of its order_id_uuid), rows created
 # after the switch got their legacy keys from the old sequences and map rows, no legacy child
-# names a legacy parent that is missing; a rerun changes nothing; --status shows both ways back;
-# switching back refuses (exit 3).
+# names a legacy parent that is missing; a rerun changes nothing; --status shows both ways back.
+# Switching back: killed with -9 while a lock makes it retry (nothing renamed), then, after more
+# writes the way back has not applied, under a writer (updating a parent and a child row by
+# columns both shapes have) and a reader (no statement waits 2 s): the old names hold the legacy
+# tables again with every write (digests through the maps; the writer's rows counted), both ways
+# back's slots dropped, the switch's defaults gone and the map's trigger back, phases follow, and
+# the application writes by integer keys again; a switch back killed after its commit finishes.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 INTO=orders_cr
@@ -137,12 +142,80 @@ assert_contains "$OUT" "way back           public.orders_legacy up to" "--status
 assert_contains "$OUT" "way back           public.items_cr_legacy up to" "--status: the child's way back"
 assert_contains "$OUT" "v7fill_${CINTO}_rev" "--status names the child's slot"
 
-# ---- the child alone and switching back refuse
+# ---- the child alone refuses
 run_expect 3 "$V7FILL" migrate --into "$CINTO" --reverse
 assert_contains "$OUT" "goes with its parent's migration" "a child's own --reverse refuses"
-run_expect 3 "$V7FILL" migrate --into "$INTO" --switch
-assert_contains "$OUT" "switching back a migration with --child-mode migrate children is not available" "switching back refuses"
-assert_eq "uuid" "$(q "SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = 'orders'::regclass AND attname = 'id'")" "nothing switched back"
-q "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE '%_rev'" >/dev/null
+
+# ---- switching back killed with -9 inside its transaction (a lock on the legacy child makes it
+# retry), then nothing is renamed
+psql -X -q -At -c "BEGIN; LOCK TABLE items_cr_legacy IN ACCESS SHARE MODE; SELECT pg_sleep(6); COMMIT" >blocker.log 2>&1 &
+blocker=$!
+sleep 0.5
+"$V7FILL" migrate --into "$INTO" --switch >back_kill.log 2>&1 &
+pid=$!
+sleep 3.5
+kill9_wait "$pid"
+cat back_kill.log
+assert_contains "$(cat back_kill.log)" "switch attempt 1 of 10" "the switch back was retrying its lock when killed"
+wait "$blocker" || true
+assert_eq "uuid|uuid|items_cr_legacy" "$(q "SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = 'orders'::regclass AND attname = 'id'")|$(q "SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = 'items_cr'::regclass AND attname = 'id'")|$(q "SELECT to_regclass('items_cr_legacy')")" \
+    "the killed switch back renamed nothing"
+
+# ---- more writes the way back has not applied yet (inserts, updates, deletes of both tables)
+"$PGBIN/pgbench" -n -c 1 -R 40 -T 2 -f writer.sql "$PGDATABASE" >writer2.log 2>&1 || { cat writer2.log; fail "the writer before the switch back"; }
+[ "$(pdigest_new)" != "$(pdigest_old)" ] || fail "writes pending for the switch back"
+[ "$(cdigest_new)" != "$(cdigest_old)" ] || fail "child writes pending for the switch back"
+
+# ---- switching back under a writer and a reader; the writer's parent and child rows by their times
+PT=$(q "SELECT created_at FROM orders WHERE legacy_id <= 500 ORDER BY legacy_id LIMIT 1")
+CT=$(q "SELECT created_at FROM items_cr WHERE legacy_id <= 2000 ORDER BY legacy_id LIMIT 1")
+a0=$(q "SELECT amount FROM orders WHERE created_at = '$PT'")
+q0=$(q "SELECT qty FROM items_cr WHERE created_at = '$CT'")
+switch_under_load "WITH p AS (UPDATE orders SET amount = amount + 1 WHERE created_at = '$PT' RETURNING 1) UPDATE items_cr SET qty = qty + 1 WHERE created_at = '$CT'" \
+    "SELECT (SELECT count(*) FROM orders) + (SELECT count(*) FROM items_cr)" \
+    migrate --into "$INTO" --switch
+echo "$OUT"
+assert_contains "$OUT" "switched back: public.orders is the legacy table again" "switched back"
+assert_contains "$OUT" "child public.items_cr is the legacy table again" "the child named in the advice"
+assert_contains "$OUT" "phase follow" "phase follow again"
+nw=$(grep -c '^Time: ' sw_w.log)
+assert_eq "bigint|bigint|uuid|uuid" "$(q "SELECT string_agg(format_type(atttypid, NULL), '|' ORDER BY attrelid::regclass::text <> 'orders', attrelid::regclass::text <> 'items_cr', attrelid::regclass::text)
+    FROM pg_attribute WHERE attrelid IN ('orders'::regclass, 'items_cr'::regclass, '$INTO'::regclass, '$CINTO'::regclass) AND attname = 'id'")" \
+    "the old names hold the integer-keyed tables, the _v7/into names the UUIDv7 ones"
+assert_eq "||" "$(q "SELECT to_regclass('orders_legacy')")|$(q "SELECT to_regclass('items_cr_legacy')")|" "no _legacy names left"
+assert_eq "$((a0 + nw))|$((q0 + nw))" "$(q "SELECT amount FROM orders WHERE created_at = '$PT'")|$(q "SELECT qty FROM items_cr WHERE created_at = '$CT'")" \
+    "every one of the writer's $nw statements reached the legacy rows (before and after the switch back)"
+[ "$(q "SELECT amount FROM orders WHERE created_at = '$PT'")" -gt "$(q "SELECT amount FROM $INTO WHERE created_at = '$PT'")" ] ||
+    fail "the writer wrote the legacy table after the switch back"
+pdig() { q "SELECT count(*), md5(string_agg($2||'|'||created_at||'|'||amount||'|'||note, ',' ORDER BY $2)) FROM $1 WHERE created_at <> '$PT'"; }
+cdig_legacy() { q "SELECT count(*), md5(string_agg(id||'|'||coalesce(order_id::text, '-')||'|'||created_at||'|'||qty||'|'||label, ',' ORDER BY id)) FROM items_cr WHERE created_at <> '$CT'"; }
+cdig_v7() { q "SELECT count(*), md5(string_agg(c.legacy_id||'|'||coalesce(coalesce(pm.legacy_id, c.order_id)::text, '-')||'|'||c.created_at||'|'||c.qty||'|'||c.label, ',' ORDER BY c.legacy_id))
+                 FROM $CINTO c LEFT JOIN ${INTO}_id_map pm ON pm.id = c.order_id_uuid WHERE c.created_at <> '$CT'"; }
+assert_eq "$(pdig "$INTO" legacy_id)" "$(pdig orders id)" "the legacy parent holds every write made to the new one (through legacy_id)"
+assert_eq "$(cdig_v7)" "$(cdig_legacy)" "the legacy child holds every write made to the new one (order_id through the parent's map)"
+assert_eq "" "$(q "SELECT string_agg(slot_name, ',') FROM pg_replication_slots WHERE slot_name LIKE '%_rev'")" "both ways back's slots dropped"
+assert_eq 0 "$(q "SELECT count(*) FROM v7fill.migrate_reverse WHERE into_table IN ('public.$INTO', 'public.$CINTO')")" "both ways back's states deleted"
+assert_eq "follow|follow" "$(q "SELECT string_agg(phase, '|' ORDER BY into_table) FROM v7fill.migration WHERE into_table IN ('$INTO', '$CINTO')")" \
+    "the parent's and the child's phases stored as follow"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+    WHERE d.adrelid IN ('$INTO'::regclass, '$CINTO'::regclass) AND a.attname = 'legacy_id'")" "the switch's legacy_id defaults dropped"
+assert_eq 1 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass AND NOT tgisinternal")" \
+    "the trigger on the parent's map made again"
+
+# ---- the application writes by integer keys again (the old sequences go on past every legacy_id)
+newid=$(q "INSERT INTO orders (created_at, amount, note) VALUES (now(), 7, 'legacy again') RETURNING id")
+[ "$newid" -gt "$(q "SELECT max(legacy_id) FROM $INTO")" ] || fail "the old sequence numbers past every legacy_id ($newid)"
+q "INSERT INTO items_cr (order_id, created_at, qty, label) VALUES ($newid, now(), 7, 'legacy again');
+   UPDATE items_cr SET qty = 8 WHERE order_id = $newid; UPDATE orders SET amount = 8 WHERE id = $newid" >/dev/null
+assert_eq "8|8" "$(q "SELECT o.amount || '|' || c.qty FROM orders o JOIN items_cr c ON c.order_id = o.id WHERE o.id = $newid")" \
+    "a parent and its child written by integer keys"
+
+# ---- killed after the commit, before the phases were stored: the rerun finishes
+q "UPDATE v7fill.migration SET phase = 'reverse', legacy_table = CASE into_table WHEN '$INTO' THEN 'orders_legacy' ELSE 'items_cr_legacy' END
+   WHERE into_table IN ('$INTO', '$CINTO')" >/dev/null
+run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
+assert_contains "$OUT" "already switched back" "a rerun of the switch back"
+assert_eq "follow|follow" "$(q "SELECT string_agg(phase || legacy_table, '|' ORDER BY into_table) FROM v7fill.migration WHERE into_table IN ('$INTO', '$CINTO')")" \
+    "the rerun stores both phases as follow"
 drop_slot
 echo "ok t_migrate_childreverse"
