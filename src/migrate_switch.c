@@ -604,12 +604,56 @@ fail:
     return false;
 }
 
+/* Migrate-mode children, switching back: the UUIDv7 child's <fk> made the
+ * parent map's legacy key of its <fk>_uuid again where the application wrote
+ * (or changed) only <fk>_uuid after the switch, as it was before the switch
+ * (the capture resumes on it, --verify checks it); the legacy child got that
+ * key from the way back.  The child's trigger leaves <fk>_uuid as it is. */
+static bool
+fill_childtable_keys(PgConn *c, const MigrateSpec *sp, uint64_t *rows, Err *err)
+{
+    char *map = pg_qualified(c, sp->into_schema, sp->map_table);
+    bool ok = true;
+
+    for (size_t i = 0; ok && i < sp->nchildren; i++)
+    {
+        const MigrateChild *ch = &sp->children[i];
+        char uuidcol[80], v[32];
+        char *cq = pg_qualified(c, ch->schema, ch->table);
+        char *fk = pg_ident(c, ch->fk_column), *fku, *sql;
+
+        (void) snprintf(uuidcol, sizeof uuidcol, "%s_uuid", ch->fk_column);
+        fku = pg_ident(c, uuidcol);
+        sql = xasprintf("WITH u AS (UPDATE %s c SET %s = m.legacy_id FROM %s m WHERE c.%s = m.id "
+                        "AND c.%s IS DISTINCT FROM m.legacy_id RETURNING 1) SELECT count(*) FROM u",
+                        cq, fk, map, fku, fk);
+        ok = query_text(c, sql, 0, NULL, v, sizeof v, err);
+        if (ok)
+            *rows += strtoull(v, NULL, 10);
+        else
+            err_prefix(err, "the legacy keys of %s.%s", ch->schema, ch->table);
+        free(sql);
+        free(cq);
+        free(fk);
+        free(fku);
+    }
+    free(map);
+    /* Under the lock: the child's foreign key checks now (a table with
+     * pending trigger events cannot be renamed). */
+    return ok && (PQtransactionStatus(pg_raw(c)) != PQTRANS_INTRANS ||
+                  pg_exec(c, "SET CONSTRAINTS ALL IMMEDIATE", err));
+}
+
 /* Child rows the application wrote after the switch with only <fk>_uuid:
  * their legacy key from the map, so the legacy application finds them
- * (expand mode; a child without <fk>_uuid is passed over). */
+ * (expand mode; a child without <fk>_uuid is passed over).  Migrate-mode
+ * children: fill_childtable_keys. */
 static bool
 fill_child_keys(PgConn *c, const MigrateSpec *sp, const char *legacy_q, uint64_t *rows, Err *err)
 {
+    if (has_childtables(sp))
+        return fill_childtable_keys(c, sp, rows, err);
+
     char *key = pg_ident(c, sp->key);
     bool ok = true;
 
@@ -743,7 +787,7 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
         goto out;
     }
     st->applied_at_switch = rst.inserted + rst.updated + rst.deleted;
-    ok = (has_childtables(sp) || fill_child_keys(t, sp, n->legacy_q, &st->children_filled, err)) &&
+    ok = fill_child_keys(t, sp, n->legacy_q, &st->children_filled, err) &&
          exec_fmt(t, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", n->legacy_q, n->from_q) &&
          move_table(t, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
                     sp->into_table, err) &&
@@ -959,8 +1003,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
             if (pre.inserted + pre.updated + pre.deleted < 100)
                 break;
         }
-        if (!has_childtables(spec) &&
-            !fill_child_keys(target, spec, n.legacy_q, &st->children_filled, err))
+        if (!fill_child_keys(target, spec, n.legacy_q, &st->children_filled, err))
             goto out;
     }
     else if (!check_caught_up(source, spec, err) ||
@@ -976,17 +1019,22 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         spec->phase = MIGRATE_PHASE_FOLLOW;
         spec->legacy_table[0] = '\0';
         printf("switched back: %s.%s is the legacy table again and %s.%s the UUIDv7 one; lock "
-               "held %" PRId64 " ms (attempt %d), %" PRIu64 " changes applied under it",
+               "held %" PRId64 " ms (attempt %d), %" PRIu64 " changes applied under it; %" PRIu64
+               " child rows got their legacy key from the map%s\n",
                spec->from_schema, spec->from_table, spec->into_schema, spec->into_table,
-               st->lock_held_ms, st->attempts, st->applied_at_switch);
-        if (!has_childtables(spec))
-            printf("; %" PRIu64 " child rows got their legacy key from the map",
-                   st->children_filled);
-        printf("\n");
+               st->lock_held_ms, st->attempts, st->applied_at_switch, st->children_filled,
+               has_childtables(spec) ? " (in the UUIDv7 children)" : "");
         printf("the application must change: back to %s.%s with its %s %s key; resume the "
-               "capture (v7fill migrate --into %s.%s) to keep the UUIDv7 table current\n",
-               spec->from_schema, spec->from_table, spec->key_type, spec->key, spec->into_schema,
+               "capture to keep the UUIDv7 table current: v7fill migrate --from %s.%s --key %s "
+               "--time-column %s --into %s.%s",
+               spec->from_schema, spec->from_table, spec->key_type, spec->key, spec->from_schema,
+               spec->from_table, spec->key, spec->time_column, spec->into_schema,
                spec->into_table);
+        for (size_t i = 0; i < spec->nchildren; i++)
+            printf(" --child '%s.%s(%s)%s%s'", spec->children[i].schema, spec->children[i].table,
+                   spec->children[i].fk_column, spec->children[i].time_column[0] ? ":" : "",
+                   spec->children[i].time_column);
+        printf("%s\n", has_childtables(spec) ? " --child-mode migrate" : "");
         print_back_children(spec);
         (void) fflush(stdout);
     }

@@ -10,8 +10,9 @@
 # writes the way back has not applied, under a writer (updating a parent and a child row by
 # columns both shapes have) and a reader (no statement waits 2 s): the old names hold the legacy
 # tables again with every write (digests through the maps; the writer's rows counted), both ways
-# back's slots dropped, the switch's defaults gone and the map's trigger back, phases follow, and
-# the application writes by integer keys again; a switch back killed after its commit finishes.
+# back's slots dropped, the switch's defaults gone and the map's trigger back, the UUIDv7 child's
+# order_id the legacy one's again, phases follow, and the application writes by integer keys
+# again; a switch back killed after its commit finishes; the printed command resumes the capture.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 INTO=orders_cr
@@ -148,15 +149,19 @@ assert_contains "$OUT" "goes with its parent's migration" "a child's own --rever
 
 # ---- switching back killed with -9 inside its transaction (a lock on the legacy child makes it
 # retry), then nothing is renamed
-psql -X -q -At -c "BEGIN; LOCK TABLE items_cr_legacy IN ACCESS SHARE MODE; SELECT pg_sleep(6); COMMIT" >blocker.log 2>&1 &
+PGAPPNAME=t_blocker psql -X -q -At -c "BEGIN; LOCK TABLE items_cr_legacy IN ACCESS SHARE MODE; SELECT pg_sleep(120); COMMIT" >blocker.log 2>&1 &
 blocker=$!
-sleep 0.5
+for _ in $(seq 1 50); do
+    [ "$(q "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 't_blocker' AND l.granted AND l.relation = 'items_cr_legacy'::regclass")" = 1 ] && break
+    sleep 0.1
+done
 "$V7FILL" migrate --into "$INTO" --switch >back_kill.log 2>&1 &
 pid=$!
-sleep 3.5
+for _ in $(seq 1 300); do grep -q "switch attempt 1 of 10" back_kill.log && break; sleep 0.1; done
 kill9_wait "$pid"
 cat back_kill.log
 assert_contains "$(cat back_kill.log)" "switch attempt 1 of 10" "the switch back was retrying its lock when killed"
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 't_blocker'" >/dev/null
 wait "$blocker" || true
 assert_eq "uuid|uuid|items_cr_legacy" "$(q "SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = 'orders'::regclass AND attname = 'id'")|$(q "SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = 'items_cr'::regclass AND attname = 'id'")|$(q "SELECT to_regclass('items_cr_legacy')")" \
     "the killed switch back renamed nothing"
@@ -193,6 +198,10 @@ cdig_v7() { q "SELECT count(*), md5(string_agg(c.legacy_id||'|'||coalesce(coales
                  FROM $CINTO c LEFT JOIN ${INTO}_id_map pm ON pm.id = c.order_id_uuid WHERE c.created_at <> '$CT'"; }
 assert_eq "$(pdig "$INTO" legacy_id)" "$(pdig orders id)" "the legacy parent holds every write made to the new one (through legacy_id)"
 assert_eq "$(cdig_v7)" "$(cdig_legacy)" "the legacy child holds every write made to the new one (order_id through the parent's map)"
+assert_eq 0 "$(q "SELECT count(*) FROM $CINTO c JOIN items_cr l ON l.id = c.legacy_id WHERE c.order_id IS DISTINCT FROM l.order_id")" \
+    "the UUIDv7 child's order_id is the legacy child's again (rows the application wrote or moved by order_id_uuid)"
+assert_contains "$OUT" "resume the capture to keep the UUIDv7 table current: v7fill migrate --from public.orders --key id --time-column created_at --into public.$INTO --child 'public.items_cr(order_id)' --child-mode migrate" \
+    "the command resuming the capture"
 assert_eq "" "$(q "SELECT string_agg(slot_name, ',') FROM pg_replication_slots WHERE slot_name LIKE '%_rev'")" "both ways back's slots dropped"
 assert_eq 0 "$(q "SELECT count(*) FROM v7fill.migrate_reverse WHERE into_table IN ('public.$INTO', 'public.$CINTO')")" "both ways back's states deleted"
 assert_eq "follow|follow" "$(q "SELECT string_agg(phase, '|' ORDER BY into_table) FROM v7fill.migration WHERE into_table IN ('$INTO', '$CINTO')")" \
@@ -217,5 +226,11 @@ run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
 assert_contains "$OUT" "already switched back" "a rerun of the switch back"
 assert_eq "follow|follow" "$(q "SELECT string_agg(phase || legacy_table, '|' ORDER BY into_table) FROM v7fill.migration WHERE into_table IN ('$INTO', '$CINTO')")" \
     "the rerun stores both phases as follow"
+
+# ---- the printed command resumes the capture: the rows written by integer keys reach the UUIDv7 tables
+run_expect 0 "$V7FILL" migrate --from public.orders --key id --time-column created_at --into "$INTO" \
+    --child 'public.items_cr(order_id)' --child-mode migrate
+assert_eq "8|8|true" "$(q "SELECT o.amount || '|' || c.qty || '|' || (c.order_id_uuid = o.id) FROM $INTO o JOIN $CINTO c ON c.order_id = o.legacy_id WHERE o.legacy_id = $newid")" \
+    "the parent and child written by integer keys after the switch back are in the UUIDv7 tables, linked by uuid"
 drop_slot
 echo "ok t_migrate_childreverse"
