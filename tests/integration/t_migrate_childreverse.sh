@@ -176,9 +176,14 @@ PT=$(q "SELECT created_at FROM orders WHERE legacy_id <= 500 ORDER BY legacy_id 
 CT=$(q "SELECT created_at FROM items_cr WHERE legacy_id <= 2000 ORDER BY legacy_id LIMIT 1")
 a0=$(q "SELECT amount FROM orders WHERE created_at = '$PT'")
 q0=$(q "SELECT qty FROM items_cr WHERE created_at = '$CT'")
-switch_under_load "WITH p AS (UPDATE orders SET amount = amount + 1 WHERE created_at = '$PT' RETURNING 1) UPDATE items_cr SET qty = qty + 1 WHERE created_at = '$CT'" \
-    "SELECT (SELECT count(*) FROM orders) + (SELECT count(*) FROM items_cr)" \
-    migrate --into "$INTO" --switch
+# baseline: the same writer and reader for 3 s without a switch
+wsql="WITH p AS (UPDATE orders SET amount = amount + 1 WHERE created_at = '$PT' RETURNING 1) UPDATE items_cr SET qty = qty + 1 WHERE created_at = '$CT'"
+rsql="SELECT (SELECT count(*) FROM orders) + (SELECT count(*) FROM items_cr)"
+timed_start base_w "$wsql"; timed_start base_r "$rsql"; sleep 3
+echo "baseline: writer $(timed_stop base_w); reader $(timed_stop base_r)"
+a0=$((a0 + $(grep -c '^Time: ' base_w.log)))
+q0=$((q0 + $(grep -c '^Time: ' base_w.log)))
+switch_under_load "$wsql" "$rsql" migrate --into "$INTO" --switch
 echo "$OUT"
 assert_contains "$OUT" "switched back: public.orders is the legacy table again" "switched back"
 assert_contains "$OUT" "child public.items_cr is the legacy table again" "the child named in the advice"
