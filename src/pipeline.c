@@ -778,7 +778,19 @@ pipeline_map_key(Pipeline *pl, const Field *fields, uint8_t hash[REF_HASH_LEN], 
     if (!lookup_map_key_parse(err_printable(pl->o->key_map_column, pn, sizeof pn), f->data,
                               f->len, f->is_null, pl->map_bits, &v, hash, reason, reason_size))
         return false;
-    buf_printf(&pl->ref, "%" PRId64, v);
+    /* The decimal text by hand: printf's was an eighth of the client's work per row. */
+    {
+        char digits[24];
+        char *p = digits + sizeof digits;
+        uint64_t mag = v < 0 ? -(uint64_t) v : (uint64_t) v;
+
+        do
+            *--p = (char) ('0' + mag % 10);
+        while ((mag /= 10) != 0);
+        if (v < 0)
+            *--p = '-';
+        buf_append(&pl->ref, p, (size_t) (digits + sizeof digits - p));
+    }
     return true;
 }
 
