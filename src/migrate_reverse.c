@@ -30,7 +30,7 @@ typedef struct Rev
     ReplTableInfo newt, oldt;
     int f_legacy_id, f_id;
     /* A migrate-mode child: its <fk> column (a common one) written as the
-     * parent map's legacy key of <fk>_uuid, else the <fk> the row carries. */
+     * parent map's legacy key of <fk>_uuid, else as put_value says. */
     int fk_common;               /* its index among the common columns (-1: none) */
     int f_fku;                   /* <fk>_uuid's field in the record */
     char *pmap_q;                /* the parent's map */
@@ -212,13 +212,19 @@ map_lookup(Rev *r, const char *id, char *out, size_t size, bool *found, Err *err
 }
 
 /* The value of common column i, its parameter $n: a child's <fk> is the
- * parent map's legacy key of <fk>_uuid ($uuid_n), else the <fk> given. */
+ * parent map's legacy key of <fk>_uuid ($uuid_n), else the <fk> given; with
+ * no <fk>_uuid, NULL when the <fk> given names a mapped parent (the
+ * application cleared the link, or the parent's delete set it NULL), else
+ * the <fk> given (a NULL key, an orphan or a rejected parent kept as it was). */
 static void
 put_value(Rev *r, size_t i, int n, int uuid_n)
 {
     if ((int) i == r->fk_common)
-        buf_printf(&r->sql, "COALESCE((SELECT legacy_id FROM %s WHERE id = $%d::uuid), $%d)",
-                   r->pmap_q, uuid_n, n);
+        buf_printf(&r->sql,
+                   "CASE WHEN $%d::uuid IS NOT NULL THEN COALESCE((SELECT legacy_id FROM %s "
+                   "WHERE id = $%d::uuid), $%d) WHEN EXISTS (SELECT 1 FROM %s WHERE legacy_id "
+                   "= $%d) THEN NULL ELSE $%d END",
+                   uuid_n, r->pmap_q, uuid_n, n, r->pmap_q, n, n);
     else
         buf_printf(&r->sql, "$%d", n);
 }

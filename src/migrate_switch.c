@@ -606,7 +606,8 @@ fail:
 
 /* Migrate-mode children, switching back: the UUIDv7 child's <fk> made the
  * parent map's legacy key of its <fk>_uuid again where the application wrote
- * (or changed) only <fk>_uuid after the switch, as it was before the switch
+ * (or changed) only <fk>_uuid after the switch, and NULL where it cleared
+ * <fk>_uuid of a row whose <fk> names a mapped parent, as it was before the switch
  * (the capture resumes on it, --verify checks it); the legacy child got that
  * key from the way back.  The child's trigger leaves <fk>_uuid as it is. */
 static bool
@@ -625,8 +626,11 @@ fill_childtable_keys(PgConn *c, const MigrateSpec *sp, uint64_t *rows, Err *err)
         (void) snprintf(uuidcol, sizeof uuidcol, "%s_uuid", ch->fk_column);
         fku = pg_ident(c, uuidcol);
         sql = xasprintf("WITH u AS (UPDATE %s c SET %s = m.legacy_id FROM %s m WHERE c.%s = m.id "
-                        "AND c.%s IS DISTINCT FROM m.legacy_id RETURNING 1) SELECT count(*) FROM u",
-                        cq, fk, map, fku, fk);
+                        "AND c.%s IS DISTINCT FROM m.legacy_id RETURNING 1), "
+                        "n AS (UPDATE %s c SET %s = NULL WHERE c.%s IS NULL AND c.%s IS NOT NULL "
+                        "AND EXISTS (SELECT 1 FROM %s m WHERE m.legacy_id = c.%s) RETURNING 1) "
+                        "SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM n)",
+                        cq, fk, map, fku, fk, cq, fk, fku, fk, map, fk);
         ok = query_text(c, sql, 0, NULL, v, sizeof v, err);
         if (ok)
             *rows += strtoull(v, NULL, 10);
