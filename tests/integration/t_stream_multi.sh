@@ -179,11 +179,12 @@ grep -q -e '^not ready: orders_m7: ' -e '^not ready: public.items_m7: ' readyz.t
     || fail "/readyz before ready names the target that is not ready: $(sort -u readyz.txt | head -5)"
 # the rows copied: the source is quiet (the writer stopped)
 copied="$(qs "SELECT count(*) FROM orders") $(qs "SELECT count(*) FROM items")"
-# (the writer never deleted items 1 to 3: its deletes are of ids from 4)
-qs "INSERT INTO orders SELECT g, now(), 1, 'm' FROM generate_series(900001, 900010) g;
-    INSERT INTO items SELECT g, now(), 1, 'm' FROM generate_series(900001, 900005) g;
+# (the writer never deleted items 1 to 3: its deletes are of ids from 4; its keys stay below
+# 1,100,001: orders_only's reach 1,100,000)
+qs "INSERT INTO orders SELECT g, now(), 1, 'm' FROM generate_series(2000001, 2000010) g;
+    INSERT INTO items SELECT g, now(), 1, 'm' FROM generate_series(2000001, 2000005) g;
     UPDATE items SET qty = qty + 1 WHERE id IN (1, 2, 3);
-    DELETE FROM orders WHERE id IN (900001, 900002)"
+    DELETE FROM orders WHERE id IN (2000001, 2000002)"
 for _ in $(seq 1 200); do
     [ "$(q "SELECT (SELECT count(*) FROM orders_m7) || ' ' || (SELECT count(*) FROM items_m7)")" \
       = "$(qs "SELECT (SELECT count(*) FROM orders) || ' ' || (SELECT count(*) FROM items)")" ] && break
