@@ -156,9 +156,11 @@ CHECKPOINT;""")
     psql("CHECKPOINT")
     wall_copy, out, err = migrate("--from", "public.orders", "--key", "id", "--time-column",
                                   "created_at", "--into", INTO)
-    m = re.search(r"\(snapshot\): (\d+) rows read, (\d+) inserted, (\d+) rows/s", err)
-    copied = int(m[2]) if m else P
-    pipe_rate = int(m[3]) if m else float("nan")
+    # the copy's last line: the progress lines before it carry the same words (at 5M rows
+    # the first match was a progress line at 1.23M rows, and the baseline's rate was wrong)
+    ms = re.findall(r"\(snapshot\): (\d+) rows read, (\d+) inserted, (\d+) rows/s", err)
+    copied = int(psql(f"SELECT count(*) FROM {INTO}"))
+    pipe_rate = int(ms[-1][2]) if ms else float("nan")
     t_slot, t_done = log_time(err, r"slot .* created at"), log_time(err, r"initial copy of .* done")
     phase_s = (t_done - t_slot) if t_slot is not None and t_done is not None else float("nan")
     # (a) baseline: a raw COPY of the same rows into the same kind of target, same windows
@@ -218,6 +220,8 @@ BEGIN
     DELETE FROM orders WHERE id > base + t * {ins} AND id <= base + t * {ins} + {dele};
     COMMIT;
   END LOOP;
+  -- the writer's inserts take keys from the sequence: past these explicit ones
+  PERFORM setval('orders_id_seq', (SELECT max(id) FROM orders));
 END $$;""")
     changes = ntx * per
     wall_catch, out_catch, err_catch = migrate("--into", INTO, "--from", "public.orders", "--key", "id",
