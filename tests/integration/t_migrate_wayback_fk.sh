@@ -8,9 +8,10 @@
 # PARAMETER applies it all; the legacy tables equal the new ones row by row (each child's
 # order_id the parent map's legacy key of its order_id_uuid), the CASCADE child's rows deleted by
 # its own way back with their map rows, no trigger of the legacy parent fired, a rerun applies
-# nothing.  More writes of the same kind, then the switch back (its catch-up on its own
-# connection): the legacy tables hold every write, their foreign keys still validated, no legacy
-# child names a missing parent.
+# nothing; --status --json shows each table's way back as v7fill.migrate_reverse holds it.  More
+# writes of the same kind, then the switch back (its catch-up on its own connection): the legacy
+# tables hold every write, their foreign keys still validated, no legacy child names a missing
+# parent.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 INTO=wb_orders_v7
@@ -156,6 +157,20 @@ assert_eq 4 "$(q "SELECT count(*) FROM wb_orders_legacy WHERE note = 'new' AND i
 assert_eq 0 "$(q "SELECT count(*) FROM wb_audit WHERE tbl = 'wb_orders_legacy'")" "no trigger of the legacy parent fired for the way back's writes"
 run_expect 0 "$V7FILL" migrate --into "$INTO" --reverse
 assert_contains "$OUT" "inserted=0 updated=0 deleted=0" "a rerun applies nothing"
+
+# ---- --status --json: the parent's way back and each child's (as v7fill.migrate_reverse holds them)
+json=$("$V7FILL" migrate --into "$INTO" --status --json 2>status.err) || { cat status.err; fail "--status --json"; }
+echo "$json" | head -n 40
+assert_eq 3 "$(jq '.children | length' <<<"$json")" "--status --json lists the three children"
+for t in wb_orders wb_items_na wb_items_rs wb_items_cc; do
+    k=public.${t}_v7
+    want=$(q "SELECT 'public.${t}_legacy|' || slot || '|' || end_lsn || '|' || applied || '|true|number'
+              FROM v7fill.migrate_reverse WHERE into_table = '$k'")
+    got=$(jq -r --arg k "$k" '[., .children[]] | map(select(.into == $k))[0].way_back
+              | "\(.legacy_table)|\(.slot)|\(.applied_lsn)|\(.rows_applied)|\(.slot_exists)|\(.lag_bytes | type)"' <<<"$json")
+    assert_eq "$want" "$got" "--status --json: the way back of $k"
+done
+[ "$(jq '.way_back.rows_applied' <<<"$json")" -gt 20 ] || fail "--status --json: the parent's way back counts its rows"
 
 # ---- more writes, then the switch back (their catch-up on its own connection, as a replica)
 app_writes 30
