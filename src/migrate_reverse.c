@@ -607,6 +607,110 @@ out:
     return ok;
 }
 
+/* A migrate-mode child's legacy table with a foreign key to the legacy
+ * parent that refuses a delete (NO ACTION or RESTRICT): its name and the
+ * key's name (both "" when none). */
+static bool
+restrictive_child_key(PgConn *c, const MigrateSpec *spec, char *child, size_t csize,
+                      char *key, size_t ksize, Err *err)
+{
+    char *parent_q = pg_qualified(c, spec->from_schema, spec->legacy_table);
+    bool ok = true;
+
+    child[0] = key[0] = '\0';
+    for (size_t i = 0; ok && !key[0] && spec->child_mode == MIGRATE_CHILD_MIGRATE &&
+                       i < spec->nchildren;
+         i++)
+    {
+        char legacy[64];
+        char *child_q;
+        const char *p[2];
+        PGresult *res;
+
+        (void) snprintf(legacy, sizeof legacy, "%.56s_legacy", spec->children[i].table);
+        child_q = pg_qualified(c, spec->children[i].schema, legacy);
+        p[0] = child_q;
+        p[1] = parent_q;
+        ok = pg_query(c,
+                      "SELECT conname FROM pg_catalog.pg_constraint WHERE contype = 'f' AND "
+                      "conrelid = pg_catalog.to_regclass($1) AND confrelid = "
+                      "pg_catalog.to_regclass($2) AND confdeltype IN ('a', 'r') "
+                      "ORDER BY conname LIMIT 1",
+                      2, p, &res, err);
+        if (ok && PQntuples(res) == 1)
+        {
+            (void) snprintf(child, csize, "%s.%s", spec->children[i].schema, legacy);
+            (void) snprintf(key, ksize, "%s", PQgetvalue(res, 0, 0));
+        }
+        if (ok)
+            PQclear(res);
+        free(child_q);
+    }
+    free(parent_q);
+    return ok;
+}
+
+bool
+migrate_reverse_session(PgConn *c, const MigrateSpec *spec, bool *replica, Err *err)
+{
+    Err e = {0};
+    char child[160], key[64], role[64] = "";
+    char *role_q;
+    PGresult *res;
+
+    *replica = false;
+    if (pg_exec(c, "SET session_replication_role = replica", &e))
+    {
+        *replica = true;
+        log_info("the way back writes with session_replication_role = replica: no trigger "
+                 "(foreign keys included) fires on the legacy tables, as under a replication "
+                 "apply worker");
+        return true;
+    }
+    if (strcmp(e.sqlstate, "42501") != 0)
+    {
+        *err = e;
+        err_prefix(err, "SET session_replication_role = replica");
+        return false;
+    }
+    if (!restrictive_child_key(c, spec, child, sizeof child, key, sizeof key, err))
+        return false;
+    if (key[0] == '\0')
+    {
+        log_debug("the way back writes without session_replication_role = replica (%s): the "
+                  "legacy tables' triggers fire",
+                  e.msg);
+        return true;
+    }
+    if (!pg_query(c, "SELECT current_user", 0, NULL, &res, err))
+        return false;
+    (void) snprintf(role, sizeof role, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    role_q = pg_ident(c, role);
+    err_set(err, EC_CONFIG,
+            "the way back needs SET session_replication_role = replica, which %s may not set "
+            "(%s): the legacy child %s has the foreign key %s to %s.%s with ON DELETE NO ACTION "
+            "or RESTRICT, and a round applies the parent's deletes before its children's, so "
+            "the parent's delete would fail on it",
+            role, e.msg, child, key, spec->from_schema, spec->legacy_table);
+    err_hint(err,
+             "As a superuser: GRANT SET ON PARAMETER session_replication_role TO %s; (or drop "
+             "or relax that key while the way back runs, and add it again after switching back)",
+             role_q);
+    free(role_q);
+    return false;
+}
+
+/* Back to the session's default (the connection goes on with other work). */
+static void
+session_reset(PgConn *c, bool replica)
+{
+    Err e = {0};
+
+    if (replica && !pg_exec(c, "RESET session_replication_role", &e))
+        log_debug("RESET session_replication_role: %s", e.msg);
+}
+
 /* What the database committed so far: a transactional logical message
  * committed synchronously flushes every commit before it (stream.c does the
  * same for --until-caught-up). */
@@ -627,20 +731,14 @@ migrate_reverse_flushed_lsn(PgConn *c, uint64_t *out, Err *err)
     return ok ? true : err_set(err, EC_PG_QUERY, "the WAL position is not an LSN");
 }
 
-bool
-migrate_reverse(PgConn *db, MigrateSpec *spec, bool follow, ReverseStats *st, Err *err)
+/* The way back after migrate_reverse's checks: the parent alone, or with its
+ * migrate-mode children in rounds. */
+static bool
+reverse_run(PgConn *db, MigrateSpec *spec, bool follow, ReverseStats *st, Err *err)
 {
     uint64_t stop = 0;
     char at[PGO_LSN_TEXT_SIZE];
 
-    memset(st, 0, sizeof *st);
-    if (spec->source_conninfo[0] != '\0')
-        return err_set(err, EC_CONFIG,
-                       "the way back (--reverse) needs the legacy table and the new one in the "
-                       "same database; this migration has a separate source");
-    if (spec->legacy_table[0] == '\0')
-        (void) snprintf(spec->legacy_table, sizeof spec->legacy_table, "%.56s_legacy",
-                        spec->from_table);
     if (spec->child_mode == MIGRATE_CHILD_MIGRATE && spec->nchildren > 0)
     {
         if (!migrate_childreverse(db, spec, follow, st, err))
@@ -662,6 +760,26 @@ migrate_reverse(PgConn *db, MigrateSpec *spec, bool follow, ReverseStats *st, Er
              spec->from_schema, spec->legacy_table, spec->from_schema, spec->from_table, at,
              st->inserted, st->updated, st->deleted, st->missing);
     return true;
+}
+
+bool
+migrate_reverse(PgConn *db, MigrateSpec *spec, bool follow, ReverseStats *st, Err *err)
+{
+    bool replica = false, ok;
+
+    memset(st, 0, sizeof *st);
+    if (spec->source_conninfo[0] != '\0')
+        return err_set(err, EC_CONFIG,
+                       "the way back (--reverse) needs the legacy table and the new one in the "
+                       "same database; this migration has a separate source");
+    if (spec->legacy_table[0] == '\0')
+        (void) snprintf(spec->legacy_table, sizeof spec->legacy_table, "%.56s_legacy",
+                        spec->from_table);
+    if (!migrate_reverse_session(db, spec, &replica, err))
+        return false;
+    ok = reverse_run(db, spec, follow, st, err);
+    session_reset(db, replica);
+    return ok;
 }
 
 bool

@@ -993,10 +993,13 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
     {
         ReverseStats pre;
         uint64_t now_lsn = 0;
+        bool replica;
 
         /* Most of the way back and the child keys before the lock; what was
-         * written since, under it. */
-        if (!pg_connect_again(target, &apply, err))
+         * written since, under it; the way back's connection writes as
+         * --reverse's (migrate_reverse_session). */
+        if (!pg_connect_again(target, &apply, err) ||
+            !migrate_reverse_session(apply, spec, &replica, err))
             goto out;
         /* Again while a pass found much to do: writers go on meanwhile. */
         for (int pass = 0; pass < 5; pass++)

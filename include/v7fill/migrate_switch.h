@@ -124,6 +124,18 @@ V7FILL_MUST_CHECK bool migrate_reverse_apply(PgConn *apply_conn, const MigrateSp
                                              const ReverseParentRef *ref, uint64_t stop_lsn,
                                              bool follow, ReverseStats *st, Err *err);
 
+/* The way back's writing connection c as PostgreSQL's apply workers write:
+ * SET session_replication_role = replica, so no trigger fires on the legacy
+ * tables, foreign keys' included (a round applies the parent's changes
+ * before its children's: a legacy child's NO ACTION or RESTRICT key would
+ * refuse the parent's delete whose children's deletes come next; the
+ * children's changes up to the same position follow in the round).
+ * *replica: it was set.  Refused (42501: neither a superuser nor GRANT SET
+ * ON PARAMETER): without it, unless a migrate-mode child's legacy table has
+ * such a key to the legacy parent, then false with the GRANT to run. */
+V7FILL_MUST_CHECK bool migrate_reverse_session(PgConn *c, const MigrateSpec *spec, bool *replica,
+                                               Err *err);
+
 /* What the database committed so far (a synchronous logical message's
  * flush): the way back's stop position. */
 V7FILL_MUST_CHECK bool migrate_reverse_flushed_lsn(PgConn *c, uint64_t *out, Err *err);

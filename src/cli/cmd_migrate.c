@@ -86,8 +86,9 @@ migrate_usage(FILE *out)
           "                         time range and the rows that would be rejected; change\n"
           "                         nothing\n"
           "  --status               phase, slot position and lag, rows in the source, target\n"
-          "                         and map, rejected rows, the way back's position and lag\n"
-          "                         (--json: a JSON object)\n"
+          "                         and map, rejected rows, the way back's position and lag,\n"
+          "                         then each migrate-mode child's (--json: a JSON object,\n"
+          "                         \"way_back\" and \"children\")\n"
           "  --verify               compare source and target row by row through the map\n"
           "                         (after the run, or alone): a verdict table, exit 1 on a\n"
           "                         mismatch naming the first rows that differ; after a run\n"
@@ -97,7 +98,11 @@ migrate_usage(FILE *out)
           "  --reverse [--follow]   after the switch, keep the legacy table current from the\n"
           "                         new one (until caught up, or until SIGINT/SIGTERM), and\n"
           "                         migrate-mode children after their parent; --switch in\n"
-          "                         phase reverse switches back (those children with it)\n"
+          "                         phase reverse switches back (those children with it);\n"
+          "                         written with session_replication_role = replica (no\n"
+          "                         trigger or foreign key acts on the legacy tables): needs\n"
+          "                         a superuser or GRANT SET ON PARAMETER, else refused when\n"
+          "                         a legacy child's key is NO ACTION/RESTRICT\n"
           "\n"
           "The migration is stored in the target's v7fill.migration (the source's connection\n"
           "string without its password): later forms need only --into.  Every step is\n"
@@ -247,14 +252,34 @@ run_verify_settled(PgConn *conn, const char *conninfo, const MigrateSpec *spec,
     return status;
 }
 
-static void
-status_json(const MigrateStatus *m)
+/* The way back of one table (after the switch), else null. */
+static json_t *
+way_back_json(const MigrateStatus *m)
+{
+    const MigrateSpec *s = &m->spec;
+    json_t *o;
+    char at[PGO_LSN_TEXT_SIZE];
+
+    if (!m->reverse.found)
+        return json_null();
+    o = json_object();
+    pgo_lsn_format(m->reverse.applied_lsn, at);
+    json_object_set_new(o, "legacy_table", json_sprintf("%s.%s", s->from_schema, s->legacy_table));
+    json_object_set_new(o, "applied_lsn", json_string(at));
+    json_object_set_new(o, "lag_bytes", json_integer((json_int_t) m->reverse.lag_bytes));
+    json_object_set_new(o, "rows_applied", json_integer((json_int_t) m->reverse.applied));
+    json_object_set_new(o, "slot", json_string(m->reverse.slot));
+    json_object_set_new(o, "slot_exists", json_boolean(m->reverse.slot_exists));
+    return o;
+}
+
+static json_t *
+status_object(const MigrateStatus *m)
 {
     const MigrateSpec *s = &m->spec;
     const StreamStatus *st = &m->stream;
     json_t *o = json_object();
     char at[PGO_LSN_TEXT_SIZE];
-    char *text;
 
     json_object_set_new(o, "into", json_sprintf("%s.%s", s->into_schema, s->into_table));
     json_object_set_new(o, "from", json_sprintf("%s.%s", s->from_schema, s->from_table));
@@ -287,10 +312,17 @@ status_json(const MigrateStatus *m)
                         m->target_rows >= 0 ? json_integer(m->target_rows) : json_null());
     json_object_set_new(o, "map_rows", m->map_rows >= 0 ? json_integer(m->map_rows) : json_null());
     json_object_set_new(o, "rejected", json_integer((json_int_t) m->rejected));
-    text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    printf("%s\n", text);
+    json_object_set_new(o, "way_back", way_back_json(m));
+    return o;
+}
+
+static void
+print_json(json_t *o)
+{
+    char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+    printf("%s\n", text ? text : "null");
     free(text);
-    json_decref(o);
 }
 
 static void
@@ -365,6 +397,7 @@ migrate_later(PgConn *conn, const char *conninfo, int action, const MigrateOptio
     MigrateSpec spec;
     int status = 1;
     const char *into = o->into, *source = o->source_conninfo;
+    json_t *out = NULL, *kids = NULL;
 
     if (action != OPT_STATUS)
     {
@@ -407,27 +440,57 @@ migrate_later(PgConn *conn, const char *conninfo, int action, const MigrateOptio
     if (!migrate_status(conn, conninfo, into, source, &m, err))
         return 1;
     if (json)
-        status_json(&m);
+        out = status_object(&m);
     else
         status_text(&m);
-    /* Migrate-mode children: each its own migration (phase, position, lag). */
-    for (size_t i = 0; !json && m.spec.child_mode == MIGRATE_CHILD_MIGRATE && i < m.spec.nchildren;
-         i++)
+    /* Migrate-mode children: each its own migration (phase, position, lag,
+     * way back); in the JSON, "children": one object each. */
+    if (json && m.spec.child_mode == MIGRATE_CHILD_MIGRATE && m.spec.nchildren > 0)
+    {
+        kids = json_array();
+        json_object_set_new(out, "children", kids);
+    }
+    for (size_t i = 0; m.spec.child_mode == MIGRATE_CHILD_MIGRATE && i < m.spec.nchildren; i++)
     {
         const MigrateChild *ch = &m.spec.children[i];
         char cinto[160];
         MigrateStatus cm;
+        json_t *co = NULL;
 
         (void) snprintf(cinto, sizeof cinto, "%s.%s", m.spec.into_schema, ch->into_table);
-        printf("child %s.%s(%s) -> %s:\n", ch->schema, ch->table, ch->fk_column, cinto);
+        if (!json)
+            printf("child %s.%s(%s) -> %s:\n", ch->schema, ch->table, ch->fk_column, cinto);
         if (!migrate_status(conn, conninfo, cinto, source, &cm, err))
         {
-            printf("  (%s)\n", err->msg);
+            if (json)
+            {
+                co = json_object();
+                json_object_set_new(co, "into", json_string(cinto));
+                json_object_set_new(co, "error", json_string(err->msg));
+            }
+            else
+                printf("  (%s)\n", err->msg);
             err_clear(err);
-            continue;
         }
-        status_text(&cm);
-        migrate_spec_free(&cm.spec);
+        else
+        {
+            if (json)
+                co = status_object(&cm);
+            else
+                status_text(&cm);
+            migrate_spec_free(&cm.spec);
+        }
+        if (co)
+        {
+            json_object_set_new(co, "child", json_sprintf("%s.%s", ch->schema, ch->table));
+            json_object_set_new(co, "fk_column", json_string(ch->fk_column));
+            json_array_append_new(kids, co);
+        }
+    }
+    if (json)
+    {
+        print_json(out);
+        json_decref(out);
     }
     migrate_spec_free(&m.spec);
     return 0;
