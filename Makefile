@@ -8,7 +8,9 @@
 #   make bench           benchmarks, each figure beside its baseline (ends with bench-stream,
 #                        then bench-migrate)
 #   make bench-stream    v7fill stream beside native logical replication, two throwaway
-#                        clusters [BENCH_STREAM_ROWS=1000000; 100000 for a quick run]
+#                        clusters per server profile [BENCH_PROFILES="tuned production";
+#                        BENCH_STREAM_ROWS=1000000, 100000 for a quick run;
+#                        BENCH_STREAM_WALSENDER=1|only: the source walsender's CPU by pgoutput option]
 #   make bench-migrate   v7fill migrate beside a raw COPY into the same target, the child
 #                        fill, the capture's catch-up, a writer's longest wait (one throwaway
 #                        cluster) [BENCH_MIGRATE_PARENT=1000000 BENCH_MIGRATE_CHILD=2000000;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # make bench (import part): bench/bench_import.py on two throwaway clusters, one per
 # server profile: "tuned" (tests/pgtmp.sh as it is: fsync, full_page_writes and
-# synchronous_commit off) and "production" (stock settings: all three on, shared_buffers
-# 128MB, max_wal_size 1GB).  The generated files are shared by both (BENCH_DATA).
+# synchronous_commit off) and "production" (bench/production.conf: stock settings, all three
+# on, shared_buffers 128MB, max_wal_size 1GB).  The generated files are shared by both (BENCH_DATA).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export V7FILL=${V7FILL:-$root/build/v7fill}
@@ -19,14 +19,7 @@ for profile in ${BENCH_PROFILES:-tuned production}; do
     eval "$("$root/tests/pgtmp.sh" start)"
     dirs+=("$PGTMP_DIR")
     if [ "$profile" = production ]; then
-        cat >>"$PGTMP_DIR/data/postgresql.conf" <<CONF
-fsync = on
-synchronous_commit = on
-full_page_writes = on
-shared_buffers = 128MB
-max_wal_size = 1GB
-checkpoint_timeout = 5min
-CONF
+        cat "$root/bench/production.conf" >>"$PGTMP_DIR/data/postgresql.conf"
         owner=$(stat -c %U "$PGTMP_DIR/data")
         pgbin=${PGBIN:-}
         [ -n "$pgbin" ] || for d in /usr/lib/postgresql/*/bin; do [ -x "$d/pg_ctl" ] && pgbin=$d; done

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""v7fill stream beside PostgreSQL's own logical replication, in one run.
+"""v7fill stream beside PostgreSQL's own logical replication, in one run, on one server
+profile (BENCH_PROFILE: "tuned", fsync, full_page_writes and synchronous_commit off, or
+"production", stock settings on source and target; bench_stream.sh runs each it is given).
 
 Two throwaway clusters (bench_stream.sh): the source (table `ev`, bigint key, 7 columns,
 publication `pub`) and the target, which holds
@@ -37,6 +39,8 @@ import tempfile
 import threading
 import time
 
+from stream_rows import COLS, rows_sql
+
 V7FILL = os.environ["V7FILL"]
 N = int(os.environ.get("BENCH_STREAM_ROWS", "1000000"))
 RATE = int(os.environ.get("BENCH_STREAM_RATE", "10000"))
@@ -44,14 +48,13 @@ LAG_SECONDS = int(os.environ.get("BENCH_STREAM_LAG_SECONDS", "30"))
 UNTIL_EXIT_GRACE = 15
 PERF = os.environ.get("BENCH_STREAM_PERF") == "1"  # perf profile of v7fill's catch-up of (1)
 EXTRA_ARGS = os.environ.get("BENCH_STREAM_ARGS", "").split()  # e.g. "--group-ms 50"
+PROFILE = os.environ.get("BENCH_PROFILE", "tuned")
 SRC = {"host": os.environ["SRC_HOST"], "port": os.environ["SRC_PORT"], "dir": os.environ["SRC_DIR"]}
 TGT = {"host": os.environ["PGHOST"], "port": os.environ["PGPORT"], "dir": os.environ["PGTMP_DIR"]}
 SRC_DB, TGT_DB, NATIVE_DB = "src", "tgt", "native"
 SRC_CONNINFO = f"host={SRC['host']} port={SRC['port']} user=postgres dbname={SRC_DB}"
 TICK = os.sysconf("SC_CLK_TCK")
 
-COLS = "created_at timestamptz NOT NULL, account_id bigint NOT NULL, kind text NOT NULL, " \
-       "amount numeric(12,2), payload jsonb, note text"
 
 
 def psql_cmd(side, db, sql):
@@ -78,16 +81,6 @@ def qn(sql):
     """On the target cluster's database of the native subscription (its table has the
     source's name, public.ev, as a subscription requires)."""
     return query(TGT, NATIVE_DB, sql)
-
-
-def rows_sql(base, n):
-    """INSERT of n source rows with keys base+1 .. base+n, created_at = now by the clock."""
-    k = f"({base} + g)"
-    return (f"INSERT INTO ev SELECT {k}, clock_timestamp(), 1000 + {k} % 5000, "
-            f"(ARRAY['signup','login','purchase','refund','logout'])[1 + {k} % 5], "
-            f"CASE WHEN {k} % 3 = 0 THEN ({k} % 100000) / 100.0 END, "
-            f"jsonb_build_object('n', {k} % 100), 'note ' || {k} % 1000 "
-            f"FROM generate_series(1, {n}) g")
 
 
 class CpuMonitor:
@@ -399,8 +392,11 @@ def main():
     tmp = TMP
     setup(tmp)
     version = qs("SHOW server_version")
-    print(f"\n== stream: {N:,} rows per workload, 7 columns, two clusters (PostgreSQL {version}, "
-          f"fsync off), {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start"
+    durability = ", ".join(f"{g} {qs('SHOW ' + g)}" for g in
+                           ("fsync", "synchronous_commit", "full_page_writes", "shared_buffers"))
+    print(f"\n== stream, {PROFILE} profile: {N:,} rows per workload, 7 columns, two clusters "
+          f"(PostgreSQL {version}, {durability}, the same on both), {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.1f} at start"
           + (f", v7fill stream {' '.join(EXTRA_ARGS)}" if EXTRA_ARGS else ""),
           flush=True)
     base = 0
@@ -436,7 +432,7 @@ def main():
         lag[which], base = lag_phase(which, base, tmp)
 
     labels = {1: "(1) 1,000-row txns", 2: "(2) single-row txns", 3: "(3) one txn"}
-    print("\nCatch-up from a backlog.  CPU used, and time runnable but waiting for a CPU, as % of "
+    print(f"\n[{PROFILE} profile] Catch-up from a backlog.  CPU used, and time runnable but waiting for a CPU, as % of "
           "one core over the wall time: client = v7fill, src = source cluster (its walsender "
           "decodes), tgt = target cluster (apply worker / v7fill's sessions)")
     print("| workload | rows | native rows/s | v7fill rows/s | v7fill/native | native CPU src / tgt "
@@ -448,7 +444,7 @@ def main():
         print(f"| {labels[kind]} | {n:,} | {n / nat['wall']:,.0f} | {n / v7['wall']:,.0f}{extra} | "
               f"{nat['wall'] / v7['wall']:.2f}x | {shares(nat, ('src', 'tgt'))} | "
               f"{shares(v7, ('client', 'src', 'tgt'))} | {v7['rss'] / 1024:.1f} MiB |")
-    print(f"\nApply lag, steady writer ({RATE:,} rows/s asked for {LAG_SECONDS} s as "
+    print(f"\n[{PROFILE} profile] Apply lag, steady writer ({RATE:,} rows/s asked for {LAG_SECONDS} s as "
           "100-row transactions; source commit to visible on the target, sampled every 10 ms)")
     print("| consumer | writer achieved | rows seen | lag p50 | lag p99 | lag max "
           "| CPU client / src / tgt | waited client / src / tgt | peak RSS |")
@@ -463,7 +459,7 @@ def main():
     def kinds(r):
         return ", ".join(f"{side}/{kind} {v:.1f}" for (side, kind), v in sorted(
             (k, v) for k, v in r["cpu"].items() if isinstance(k, tuple) and k[0] != "wait"))
-    print("\nCPU seconds by process (other = checkpointer, walwriter, autovacuum; bench = this "
+    print(f"\n[{PROFILE} profile] CPU seconds by process (other = checkpointer, walwriter, autovacuum; bench = this "
           "script's 10 ms pollers and writer, left out of the shares above):")
     for kind, _, _, nat, v7 in results:
         print(f"  {labels[kind]}: native {kinds(nat)} | v7fill {kinds(v7)}")

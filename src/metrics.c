@@ -472,6 +472,18 @@ metrics_histogram_observe(MetricSeries *s, double v)
 }
 
 void
+metrics_histogram_add(MetricSeries *s, const uint64_t *counts, size_t ncounts, double sum)
+{
+    if (s == NULL || s->fam->type != METRIC_HISTOGRAM || ncounts != s->fam->nbounds + 1 ||
+        isnan(sum))
+        return;
+    for (size_t i = 0; i < ncounts; i++)
+        if (counts[i] > 0)
+            atomic_fetch_add_explicit(&s->buckets[i], counts[i], memory_order_relaxed);
+    atomic_add_dbl(&s->sum_bits, sum);
+}
+
+void
 metrics_gauge_set_others(MetricFamily *f, const MetricSeries *keep, double v)
 {
     if (f == NULL || f->type != METRIC_GAUGE)

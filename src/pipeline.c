@@ -103,6 +103,13 @@ typedef struct Lane
     {
         uint64_t near_cutoff, expired_kept, keys_ordered;
     } txn_run;
+    /* The tracker's aggregates and the run's windows as they were before the
+     * open transaction's first piece was counted: put back if it is rolled
+     * back (the delays and per-window rows then count what the target holds).
+     * txn_tracker stays allocated for the next transaction. */
+    Tracker *txn_tracker;
+    WindowCount *txn_windows;
+    size_t txn_nwindows;
 } Lane;
 
 typedef struct Writer
@@ -1650,6 +1657,46 @@ pipeline_plan_batch(Pipeline *pl, Batch *b, Err *err)
 /* Batch seq committed and counted: the next one may commit. */
 static void lane_pass_turn(Lane *lane, uint64_t seq);
 
+/* Before the first piece of a source transaction is counted (under w.mu):
+ * what its rows will change, kept to be put back by lane_txn_restore. */
+static void
+lane_txn_save(Pipeline *pl, Lane *lane)
+{
+    ImportStats *st = pl->st;
+
+    if (pl->tracker)
+    {
+        if (lane->txn_tracker == NULL)
+            lane->txn_tracker =
+                tracker_new(tracker_retention(pl->tracker), tracker_near_cutoff(pl->tracker));
+        tracker_copy_into(lane->txn_tracker, pl->tracker);
+    }
+    lane->txn_windows = xrealloc(lane->txn_windows,
+                                 (st->nwindows ? st->nwindows : 1) * sizeof *st->windows);
+    if (st->nwindows)
+        memcpy(lane->txn_windows, st->windows, st->nwindows * sizeof *st->windows);
+    lane->txn_nwindows = st->nwindows;
+}
+
+/* The open transaction rolled back (under w.mu): the tracker (delays, largest
+ * delays, windows) and the run's per-window rows as before its first piece;
+ * the owner forgets the delays it was given for them. */
+static void
+lane_txn_restore(Pipeline *pl, Lane *lane)
+{
+    ImportStats *st = pl->st;
+
+    if (pl->tracker && lane->txn_tracker)
+        tracker_copy_into(pl->tracker, lane->txn_tracker);
+    st->windows = xrealloc(st->windows,
+                           (lane->txn_nwindows ? lane->txn_nwindows : 1) * sizeof *st->windows);
+    if (lane->txn_nwindows)
+        memcpy(st->windows, lane->txn_windows, lane->txn_nwindows * sizeof *st->windows);
+    st->nwindows = lane->txn_nwindows;
+    if (pl->hooks.rows_rolled_back)
+        pl->hooks.rows_rolled_back(pl->hooks.ctx);
+}
+
 /* Forget the lane's open transaction (its pieces were rolled back): the
  * run's counts of them are taken back, so that what the run says it applied
  * is what the target holds (the source sends the transaction again whole). */
@@ -1660,6 +1707,8 @@ lane_txn_forget(Pipeline *pl, Lane *lane)
     const BatchCounts *t = &lane->txn_counts;
 
     pthread_mutex_lock(&pl->w.mu);
+    if (lane->txn_open)
+        lane_txn_restore(pl, lane);
     st->read -= t->read;
     st->inserted -= t->inserted;
     st->duplicates -= t->duplicates;
@@ -1845,8 +1894,10 @@ pipeline_flush(Pipeline *pl, Lane *lane, uint64_t seq, Batch *b, const SourcePos
 
         batch_totals(b, &t);
         batch_counts_add(&lane->txn_counts, &t);
-        lane->txn_open = true;
         pthread_mutex_lock(&pl->w.mu);
+        if (!lane->txn_open)
+            lane_txn_save(pl, lane);
+        lane->txn_open = true;
         near = pl->st->near_cutoff;
         kept = pl->st->expired_kept;
         ordered = pl->st->keys_ordered;
@@ -2598,6 +2649,8 @@ pipeline_free(Pipeline *pl)
         }
         sortwork_free(&lane->sort);
         refset_free(lane->keys);
+        tracker_free(lane->txn_tracker);
+        free(lane->txn_windows);
     }
     free(pl->w.lanes);
     refset_free(pl->w.spare);

@@ -41,6 +41,15 @@
 #include "v7fill/stream_observe.h"
 #include "v7fill/stream_state.h"
 
+/* The servers' clocks over ours (µs), set and read together.  Several
+ * targets share one source and one target server: the first's pair serves
+ * them all, measured at each start and with the slot's checks every minute. */
+typedef struct StreamClocks
+{
+    pthread_mutex_t mu;
+    int64_t source_us, target_us;
+} StreamClocks;
+
 typedef struct Streamer
 {
     PgConn *conn;        /* the target (the pipeline's writer uses it) */
@@ -72,10 +81,10 @@ typedef struct Streamer
     uint64_t relation_at;
     StreamObserver *ob;  /* metrics, readiness, the slot's WAL */
     PgConn *mon;         /* the source again, for the slot's checks (reader thread) */
-    /* The servers' clocks over ours (µs), measured at start and with the slot's
-     * checks; written and read on the reader's (or, during the copy, the
-     * writer's) thread. */
-    _Atomic int64_t source_offset_us, target_offset_us;
+    /* The servers' clocks (clocks_own's, or the first target's with several):
+     * written on the readers' (or, during the copy, the writer's) threads. */
+    StreamClocks clocks_own;
+    StreamClocks *clocks;
     time_t slot_at;      /* when the slot's WAL was last checked */
     BatchCounts run_base; /* the stored counts when this process started */
     _Atomic bool target_down; /* the pipeline is reconnecting to the target */
@@ -470,6 +479,12 @@ hook_row_delay(void *ctx, int64_t delay_us, int delay_class)
     stream_observer_delay(((Streamer *) ctx)->ob, delay_us, delay_class);
 }
 
+static void
+hook_rows_rolled_back(void *ctx)
+{
+    stream_observer_rollback(((Streamer *) ctx)->ob);
+}
+
 /* The pipeline retrying its target connection: not ready meanwhile. */
 static void
 hook_target_connection(void *ctx, bool lost, const char *why)
@@ -504,6 +519,7 @@ stream_hooks(Streamer *s, PipelineHooks *h)
     h->check_commit = hook_check_commit;
     h->after_commit = hook_after_commit;
     h->row_delay = hook_row_delay;
+    h->rows_rolled_back = hook_rows_rolled_back;
     h->target_connection = hook_target_connection;
     h->rejects_where = "v7fill.stream_quarantine";
     h->rejects_hint = "SELECT reason, row FROM v7fill.stream_quarantine ORDER BY id";
@@ -534,16 +550,36 @@ persist_idle(void *ctx, uint64_t lsn, Err *err)
 
 static bool ensure_ahead(Streamer *s, Err *err);
 
+/* s's clocks as owner's (owner == s: its own). */
+static void
+clocks_share(Streamer *s, Streamer *owner)
+{
+    if (owner == s)
+        pthread_mutex_init(&s->clocks_own.mu, NULL);
+    s->clocks = &owner->clocks_own;
+}
+
+static void
+clocks_get(Streamer *s, int64_t *source_us, int64_t *target_us)
+{
+    pthread_mutex_lock(&s->clocks->mu);
+    *source_us = s->clocks->source_us;
+    *target_us = s->clocks->target_us;
+    pthread_mutex_unlock(&s->clocks->mu);
+}
+
 /* now − the applied commit's source time, on the target's clock with the
  * source's offset to it taken out (stream_lag_seconds); 0 when idle. */
 static double
 lag_seconds(Streamer *s, bool idle, const struct timespec *ts)
 {
+    int64_t so, to;
+
     if (idle)
         return 0;
-    return stream_lag_seconds((int64_t) ts->tv_sec * 1000000 + (int64_t) ts->tv_nsec / 1000,
-                              atomic_load(&s->source_offset_us), atomic_load(&s->target_offset_us),
-                              atomic_load(&s->applied_commit_us));
+    clocks_get(s, &so, &to);
+    return stream_lag_seconds((int64_t) ts->tv_sec * 1000000 + (int64_t) ts->tv_nsec / 1000, so,
+                              to, atomic_load(&s->applied_commit_us));
 }
 
 /* Both servers' clocks against ours (the source's on src, the target's on
@@ -563,8 +599,10 @@ measure_clocks(Streamer *s, PgConn *src, PgConn *tgt, Err *err)
         err_prefix(err, "could not read the target's clock");
         return false;
     }
-    atomic_store(&s->source_offset_us, so);
-    atomic_store(&s->target_offset_us, to);
+    pthread_mutex_lock(&s->clocks->mu);
+    s->clocks->source_us = so;
+    s->clocks->target_us = to;
+    pthread_mutex_unlock(&s->clocks->mu);
     stream_observer_clock(s->ob, so - to);
     return true;
 }
@@ -591,7 +629,8 @@ watch_slot(Streamer *s, PgConn **conn)
 }
 
 /* Every second from the reader: the metrics it knows; every minute the slot
- * (its WAL, the clocks, the bytes received: the first target's, with several). */
+ * (its WAL, the clocks, the bytes received: the first target's, with several;
+ * the others read the clocks it measures). */
 static void
 tick(void *ctx, uint64_t committed, uint64_t lag_bytes, bool idle)
 {
@@ -1174,13 +1213,14 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
 static bool
 start_watch(Streamer *s, Err *err)
 {
-    int64_t off;
+    int64_t off, so, to;
 
     s->run_base = s->state.counts;
     if (!measure_clocks(s, s->src_sql, s->conn, err) ||
         !stream_admin_remember_source(s->conn, s->o->slot, s->o->source_conninfo, err))
         return false;
-    off = atomic_load(&s->source_offset_us) - atomic_load(&s->target_offset_us);
+    clocks_get(s, &so, &to);
+    off = so - to;
     if (off > 1000000 || off < -1000000)
         log_warn("the source's clock is %.1f s %s the target's: lag in seconds is corrected for it",
                  (double) (off < 0 ? -off : off) / 1e6, off < 0 ? "behind" : "ahead of");
@@ -1425,6 +1465,8 @@ streamer_free(Streamer *s)
     }
     pg_close(s->src_sql);
     pg_close(s->mon);
+    if (s->clocks == &s->clocks_own)
+        pthread_mutex_destroy(&s->clocks_own.mu);
     replconn_table_free(&s->info);
     free(s->ignore);
     free(s->ref_template);
@@ -1782,6 +1824,28 @@ multi_run_once(MultiTarget *ts, size_t n, uint64_t stop_lsn, bool *relation_chan
     return true;
 }
 
+/* A reconnect of every table's stream, counted where the connection was
+ * lost: each target whose own connection broke, else the source's (one for
+ * the stream, counted once). */
+static void
+multi_count_reconnect(MultiTarget *ts, size_t n)
+{
+    bool target = false;
+
+    for (size_t i = 0; i < n; i++)
+        if (pg_is_broken(ts[i].s.conn))
+        {
+            ts[i].s.st->reconnects++;
+            stream_observer_reconnect(ts[i].s.ob, true);
+            target = true;
+        }
+    if (!target)
+    {
+        ts[0].s.st->reconnects++;
+        stream_observer_reconnect(ts[0].s.ob, false);
+    }
+}
+
 /* The changes of every table until the end (caught up, interrupted), with
  * reconnects as for one table. */
 static bool
@@ -1813,8 +1877,7 @@ multi_changes(MultiTarget *ts, size_t n, uint64_t stop_lsn, Err *err)
             *err = why;
             return false;
         }
-        first->st->reconnects++;
-        stream_observer_reconnect(first->ob, pg_is_broken(first->conn));
+        multi_count_reconnect(ts, n);
         for (size_t i = 0; i < n; i++)
             not_ready_reconnecting(&ts[i].s, &why);
         if (!reconnect_retry(first, &attempt, &why, true, &stop, err))
@@ -1912,6 +1975,7 @@ stream_run_multi(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         t->s.from = tables[i];
         t->s.row_target = o->tables[i].target;
         t->s.borrowed = i > 0;
+        clocks_share(&t->s, first);
         (void) snprintf(t->s.relation, sizeof t->s.relation, "%s.%s", tables[i].schema,
                         tables[i].name);
     }
@@ -2111,6 +2175,7 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
     s.conn = c;
     s.o = o;
     s.st = st;
+    clocks_share(&s, &s);
     if (!parse_from(o->from, &s.from, err))
         return false;
     (void) snprintf(s.relation, sizeof s.relation, "%s.%s", s.from.schema, s.from.name);

@@ -106,8 +106,8 @@ stream_metric_def(StreamMetric which)
     return which < SM_COUNT ? &defs[which] : NULL;
 }
 
-/* A target's families without a label for one target: with several targets
- * they get the label table. */
+/* A target's families without the label table for one target: with several
+ * targets they get it, first (reconnects: before side). */
 static bool
 per_target_unlabeled(StreamMetric which)
 {
@@ -119,6 +119,7 @@ per_target_unlabeled(StreamMetric which)
         case SM_APPLY_LAG_SECONDS:
         case SM_LAST_APPLIED_LSN:
         case SM_INITIAL_COPY_RUNNING:
+        case SM_RECONNECTS:
             return true;
         default:
             return false;
@@ -152,8 +153,10 @@ stream_metrics_define_for(Metrics *m, StreamMetrics *sm, bool several, Err *err)
             d.nbuckets = stream_metrics_delay_buckets(&d.buckets);
         if (several && per_target_unlabeled((StreamMetric) i))
         {
-            d.nlabels = 1;
+            for (size_t k = d.nlabels; k > 0; k--)
+                d.labels[k] = d.labels[k - 1];
             d.labels[0] = "table";
+            d.nlabels++;
         }
         if (!metrics_define(m, &d, &sm->fam[i], err))
             return false;

@@ -37,7 +37,7 @@ typedef struct ObserverShared
     HttpMetrics *http;
     StreamObserver *views; /* one per target; views[0] is the one start returned */
     size_t nviews;
-    MetricSeries *bytes, *retained, *safe, *reconnects[2], *clock;
+    MetricSeries *bytes, *retained, *safe, *reconnects_source, *clock;
     _Atomic bool keep_warned;
 } ObserverShared;
 
@@ -51,10 +51,22 @@ struct StreamObserver
     MetricSeries *duplicates, *quar_rejected, *quar_late, *txns, *commits;
     MetricSeries *lag_bytes, *lag_s, *delay, *late, *near;
     MetricSeries *last_lsn, *copy_running, *copy_rows;
+    MetricSeries *reconnects_target; /* its own target connection's */
+    /* The delays of rows written in a target transaction not committed yet
+     * (the pieces of a large source transaction): published by the commit,
+     * dropped by a rollback.  Only the thread counting the target's rows
+     * touches them (under the pipeline's lock). */
+    struct
+    {
+        uint64_t buckets[METRIC_MAX_BUCKETS + 1]; /* not cumulative; the last +Inf */
+        double sum;
+        uint64_t rows, near, late;
+    } pending;
 };
 
 /* The series of which with these label values: the target's table first for
- * a target's family (the family takes as many as it has). */
+ * a target's family (the family takes as many as it has; reconnects_total
+ * takes the table only with several targets: reconnects() gives its values). */
 static bool
 series(ObserverShared *sh, StreamMetric which, const char *a, const char *b, MetricSeries **out,
        Err *err)
@@ -65,14 +77,23 @@ series(ObserverShared *sh, StreamMetric which, const char *a, const char *b, Met
                                  err);
 }
 
+/* reconnects_total{side}: with several targets {table, side}, the source
+ * connection (one for the stream) with table "" (Prometheus: no label), each
+ * target's own connection with its table. */
+static bool
+reconnects(ObserverShared *sh, const char *table, const char *side, MetricSeries **out, Err *err)
+{
+    return sh->sm.several ? series(sh, SM_RECONNECTS, table, side, out, err)
+                          : series(sh, SM_RECONNECTS, side, NULL, out, err);
+}
+
 static bool
 shared_series(ObserverShared *sh, Err *err)
 {
     return series(sh, SM_RECEIVED_BYTES, NULL, NULL, &sh->bytes, err) &&
            series(sh, SM_SLOT_RETAINED_WAL, NULL, NULL, &sh->retained, err) &&
            series(sh, SM_SLOT_SAFE_WAL_SIZE, NULL, NULL, &sh->safe, err) &&
-           series(sh, SM_RECONNECTS, "source", NULL, &sh->reconnects[0], err) &&
-           series(sh, SM_RECONNECTS, "target", NULL, &sh->reconnects[1], err) &&
+           reconnects(sh, "", "source", &sh->reconnects_source, err) &&
            series(sh, SM_CLOCK_OFFSET, NULL, NULL, &sh->clock, err);
 }
 
@@ -98,7 +119,8 @@ target_series(StreamObserver *ob, Err *err)
            series(sh, SM_NEAR_CUTOFF_ROWS, t, NULL, &ob->near, err) &&
            series(sh, SM_LAST_APPLIED_LSN, t, NULL, &ob->last_lsn, err) &&
            series(sh, SM_INITIAL_COPY_RUNNING, t, NULL, &ob->copy_running, err) &&
-           series(sh, SM_INITIAL_COPY_ROWS, t, NULL, &ob->copy_rows, err);
+           series(sh, SM_INITIAL_COPY_ROWS, t, NULL, &ob->copy_rows, err) &&
+           reconnects(sh, t, "target", &ob->reconnects_target, err);
 }
 
 /* /readyz: ready when every target is; else the first that is not says why
@@ -212,18 +234,52 @@ stream_observer_commit(StreamObserver *ob, const BatchCounts *run, uint64_t appl
     metrics_counter_add(ob->commits, 1);
     if (applied_lsn > 0)
         metrics_gauge_set(ob->last_lsn, (double) applied_lsn);
+    if (ob->pending.rows > 0)
+    {
+        const double *bounds;
+        size_t nb = stream_metrics_delay_buckets(&bounds);
+
+        metrics_histogram_add(ob->delay, ob->pending.buckets, nb + 1, ob->pending.sum);
+        metrics_counter_add(ob->near, ob->pending.near);
+        metrics_counter_add(ob->late, ob->pending.late);
+    }
+    stream_observer_rollback(ob);
+}
+
+void
+stream_observer_rollback(StreamObserver *ob)
+{
+    if (ob)
+        memset(&ob->pending, 0, sizeof ob->pending);
 }
 
 void
 stream_observer_delay(StreamObserver *ob, int64_t delay_us, int delay_class)
 {
+    const double *bounds;
+    size_t lo = 0, hi;
+    double v;
+
     if (ob == NULL)
         return;
-    metrics_histogram_observe(ob->delay, (double) (delay_us < 0 ? 0 : delay_us) / 1e6);
+    v = (double) (delay_us < 0 ? 0 : delay_us) / 1e6;
+    hi = stream_metrics_delay_buckets(&bounds); /* the first bound >= v, or +Inf */
+    while (lo < hi)
+    {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (v <= bounds[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    ob->pending.buckets[lo]++;
+    ob->pending.sum += v;
+    ob->pending.rows++;
     if (delay_class == DELAY_NEAR_CUTOFF)
-        metrics_counter_add(ob->near, 1);
+        ob->pending.near++;
     else if (delay_class == DELAY_EXPIRED)
-        metrics_counter_add(ob->late, 1);
+        ob->pending.late++;
 }
 
 void
@@ -239,7 +295,7 @@ void
 stream_observer_reconnect(StreamObserver *ob, bool target_side)
 {
     if (ob)
-        metrics_counter_add(ob->sh->reconnects[target_side ? 1 : 0], 1);
+        metrics_counter_add(target_side ? ob->reconnects_target : ob->sh->reconnects_source, 1);
 }
 
 void

@@ -466,6 +466,36 @@ tracker_name_pending(Tracker *t, TrackerNameFn name, void *ctx)
         }
 }
 
+void
+tracker_copy_into(Tracker *dst, const Tracker *src)
+{
+    if (dst == src)
+        return;
+    memcpy(dst->counts, src->counts, sizeof dst->counts);
+    dst->negative = src->negative;
+    dst->min_us = src->min_us;
+    dst->max_us = src->max_us;
+    memcpy(dst->fine, src->fine, FINE_BUCKETS * sizeof *dst->fine);
+    for (size_t i = 0; i < NDISPLAY; i++)
+        dst->display[i].count = src->display[i].count;
+    memcpy(dst->largest, src->largest, sizeof dst->largest);
+    dst->nlargest = src->nlargest;
+    if (dst->cap_windows < src->nwindows)
+    {
+        dst->cap_windows = src->nwindows;
+        dst->windows = xrealloc(dst->windows, dst->cap_windows * sizeof *dst->windows);
+    }
+    if (src->nwindows > 0)
+        memcpy(dst->windows, src->windows, src->nwindows * sizeof *dst->windows);
+    dst->nwindows = src->nwindows;
+    dst->last_window = 0;
+    dst->untracked_window_rows = src->untracked_window_rows;
+    memcpy(dst->at_insert, src->at_insert, sizeof dst->at_insert);
+    dst->other_runs = src->other_runs;
+    dst->other_min_us = src->other_min_us;
+    dst->other_max_us = src->other_max_us;
+}
+
 uint64_t
 tracker_count(const Tracker *t, DelayClass c)
 {

@@ -99,6 +99,10 @@ void metrics_counter_raise(MetricSeries *s, uint64_t v);
 void metrics_gauge_set(MetricSeries *s, double v);
 void metrics_gauge_add(MetricSeries *s, double delta);
 void metrics_histogram_observe(MetricSeries *s, double v); /* v <= bound counts in that bucket; NaN ignored */
+/* Many observations at once: counts[i] in bucket i (not cumulative; ncounts is
+ * the family's bucket count + 1, the last +Inf; another count: a no-op), their
+ * values summing to sum.  Each bucket is added atomically, not all together. */
+void metrics_histogram_add(MetricSeries *s, const uint64_t *counts, size_t ncounts, double sum);
 /* Set every series of gauge family f except keep (may be NULL) to v: with
  * keep set to 1 first, a state exposed as one series per state (1 = current). */
 void metrics_gauge_set_others(MetricFamily *f, const MetricSeries *keep, double v);

@@ -249,6 +249,11 @@ typedef struct PipelineHooks
     /* Each row of a committed batch the tracker counts (inserted, or expired):
      * its id → insert delay in µs and its DelayClass, for live metrics. */
     void (*row_delay)(void *ctx, int64_t delay_us, int delay_class);
+    /* The rows given to row_delay since the last after_commit were rolled
+     * back (the open target transaction of a large source transaction was
+     * lost or given up: none of it is in the target, and it comes again):
+     * forget them.  Under the same lock as row_delay and after_commit. */
+    void (*rows_rolled_back)(void *ctx);
     /* A writer's connection to the target lost (lost true, why: the error),
      * then, once the pipeline's own retries got it back, found again (lost
      * false, why NULL): readiness while it retries.  From the writer's thread. */
@@ -364,9 +369,11 @@ void pipeline_free(Pipeline *p);
  * transaction"; a lost connection stays a connection error) and the owner
  * starts again from its committed position; an input that breaks, or an
  * error, inside a source transaction rolls its open transaction back.  The
- * pipeline's statistics count a piece's rows when it is written (a lost
- * transaction's pieces, written again, count twice there; what save_position
- * stores counts them once).
+ * pipeline's statistics count a piece's rows when it is written; a rolled-back
+ * transaction's pieces are taken out again (the counts, the tracker's delays
+ * and largest delays, the per-window rows, and through rows_rolled_back the
+ * owner's delays), so a transaction written again counts once, as
+ * save_position stores it.
  */
 
 #endif /* V7FILL_PIPELINE_H */

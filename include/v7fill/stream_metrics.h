@@ -21,6 +21,7 @@
  *   late_rows_total (counter; table)                    rows whose window was already past retention
  *   near_cutoff_rows_total (counter; table)             rows whose window retires within near-cutoff
  *   reconnects_total (counter; side)                    reconnections; side is source or target
+ *                                                       (several targets: table, side)
  *   last_applied_lsn (gauge)                            the last applied commit's end LSN, as a number
  *   initial_copy_running (gauge)                        1 while the initial copy runs, else 0
  *   initial_copy_rows_total (counter; table)            rows copied by the initial copy
@@ -28,13 +29,15 @@
  *                                                       target server's (stream_clock_offset)
  *
  * Several targets of one slot (stream --from S.T=TARGET ...): the families
- * of one target's applying that have no labels for one target
+ * of one target's applying that have no label table for one target
  * (source_transactions_total, target_commits_total, apply_lag_bytes,
- * apply_lag_seconds, last_applied_lsn, initial_copy_running) get the label
- * table, so every family of a target has one series per target; the slot's
- * and the source connection's (received bytes, the slot's WAL, the clock
- * offset, reconnects) stay one series for the stream.  One target: the
- * families exactly as in the table above.
+ * apply_lag_seconds, last_applied_lsn, initial_copy_running, and
+ * reconnects_total before its side) get the label table, so every family of
+ * a target has one series per target; reconnects_total{side="source"} (the
+ * one source connection) has table="" (Prometheus reads an empty label as no
+ * label); the slot's (received bytes, the slot's WAL, the clock offset) stay
+ * one series for the stream.  One target: the families exactly as in the
+ * table above.
  */
 #ifndef V7FILL_STREAM_METRICS_H
 #define V7FILL_STREAM_METRICS_H

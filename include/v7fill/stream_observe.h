@@ -3,7 +3,7 @@
  * values, the /readyz state, and the source slot's WAL (retained bytes,
  * wal_status, safe_wal_size) with the warnings an operator needs.
  *
- * Threads: stream_observer_commit and stream_observer_delay are called on the
+ * Threads: stream_observer_commit, _delay and _rollback are called on the
  * pipeline's writer thread, stream_observer_progress and
  * stream_observer_slot on the reader's, the rest on the main thread; every
  * update is a lock-free atomic of the registry, and the HTTP server answers
@@ -33,8 +33,8 @@ typedef struct StreamObserver StreamObserver;
 V7FILL_MUST_CHECK bool stream_observer_start(const char *listen, const char *const *tables,
                                              size_t ntables, StreamObserver **out, Err *err);
 /* Target i's observer (0: ob itself), or NULL; it dies with ob.  Any of them
- * sets the slot's series (stream_observer_slot, _clock, _reconnect, the bytes
- * of _progress) for the whole stream. */
+ * sets the slot's series (stream_observer_slot, _clock, a source-side
+ * _reconnect, the bytes of _progress) for the whole stream. */
 StreamObserver *stream_observer_target(StreamObserver *ob, size_t i);
 /* Stops the endpoint and frees every target's observer: given the one that
  * stream_observer_start returned (another is a no-op); NULL-safe. */
@@ -47,11 +47,22 @@ uint16_t stream_observer_port(const StreamObserver *ob); /* 0 without an endpoin
 void stream_observer_ready(StreamObserver *ob, bool ready, const char *reason);
 
 /* After a target commit: the counts this run applied (cumulative since the
- * start of the process), the applied commit's end LSN (0: the initial copy). */
+ * start of the process), the applied commit's end LSN (0: the initial copy);
+ * the delays given since the last commit are published. */
 void stream_observer_commit(StreamObserver *ob, const BatchCounts *run, uint64_t applied_lsn);
-/* One row inserted (or expired) with its id → insert delay and class (DelayClass). */
+/* One row inserted (or expired) with its id → insert delay and class
+ * (DelayClass), in the target transaction being written: kept apart until
+ * stream_observer_commit publishes it (insert_delay_seconds, late_rows_total,
+ * near_cutoff_rows_total), or stream_observer_rollback drops it.  Called on
+ * the thread that commits (both under the pipeline's lock). */
 void stream_observer_delay(StreamObserver *ob, int64_t delay_us, int delay_class);
+/* The target transaction being written was rolled back (a large source
+ * transaction's pieces lost with their connection): its delays are dropped,
+ * so the histogram counts what the target holds. */
+void stream_observer_rollback(StreamObserver *ob);
 void stream_observer_copy(StreamObserver *ob, bool running, uint64_t rows);
+/* A reconnection: of the source connection (the stream's one), or of this
+ * target's own connection (target_side; with several targets, its series). */
 void stream_observer_reconnect(StreamObserver *ob, bool target_side);
 /* From the reader: source transactions and bytes so far (this process), the
  * lag in bytes, and in seconds (already clock-corrected; 0 when caught up). */

@@ -88,6 +88,12 @@ void tracker_add_pending(Tracker *t, int64_t id_us, int64_t insert_us, DelayClas
                          int64_t window_lower_us, int64_t window_upper_us, uint64_t tag);
 void tracker_name_pending(Tracker *t, TrackerNameFn name, void *ctx);
 
+/* dst's aggregates (everything tracker_add and the merges change: counts,
+ * histograms, largest delays, windows) become src's; dst's retention
+ * settings stay.  A copy taken before rows are added and copied back after
+ * takes those rows out exactly (a rolled-back transaction's). */
+void tracker_copy_into(Tracker *dst, const Tracker *src);
+
 uint64_t tracker_count(const Tracker *t, DelayClass c);
 /* Delay percentile (0 < p <= 100) in µs; 0 when empty. */
 int64_t tracker_percentile(const Tracker *t, double p);

@@ -155,6 +155,9 @@ assert_contains "$OUT" '"target": "items_v7"' "--status --json lists every targe
 # --metrics-listen with two targets (a new slot, fresh targets): every target's series with its
 # table label, its counts equal to its table's rows; the slot's series once; one HELP and TYPE
 # per family; /readyz names the target that is not ready yet, and is ready once both stream.
+# A large transaction of items (the second target), applied in pieces of --batch-rows 1000,
+# loses its target connection in the middle: the reconnect is counted for items_m7 alone, and
+# each target's delay histogram counts each of its inserted rows once (not the rolled-back pieces).
 q "CREATE TABLE orders_m7 (LIKE orders_v7 INCLUDING ALL) PARTITION BY RANGE (id);
    CREATE TABLE items_m7 (LIKE items_v7 INCLUDING ALL) PARTITION BY RANGE (id)"
 cc -std=c11 -D_GNU_SOURCE -o expo_check "$V7FILL_ROOT/tests/integration/expo_check_main.c" -lm 2>cc.log \
@@ -163,7 +166,7 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 metric() { awk -v k="$1" '$1 == k { print $2 }' scrape.txt; }
 scrape() { curl -sf "http://127.0.0.1:$PORT/metrics" -o scrape.txt || fail "scrape failed"; }
 "$V7FILL" stream "${common[@]}" --slot "${SLOT}_m" --from public.orders=orders_m7 \
-    --from public.items=public.items_m7 --metrics-listen "127.0.0.1:$PORT" >run_m.log 2>&1 &
+    --from public.items=public.items_m7 --metrics-listen "127.0.0.1:$PORT" --batch-rows 1000 >run_m.log 2>&1 &
 mpid=$!
 trap 'kill $mpid 2>/dev/null || true; drop_slots; rm -rf "$T_TMP"' EXIT
 : >readyz.txt
@@ -185,11 +188,24 @@ qs "INSERT INTO orders SELECT g, now(), 1, 'm' FROM generate_series(2000001, 200
     INSERT INTO items SELECT g, now(), 1, 'm' FROM generate_series(2000001, 2000005) g;
     UPDATE items SET qty = qty + 1 WHERE id IN (1, 2, 3);
     DELETE FROM orders WHERE id IN (2000001, 2000002)"
-for _ in $(seq 1 200); do
-    [ "$(q "SELECT (SELECT count(*) FROM orders_m7) || ' ' || (SELECT count(*) FROM items_m7)")" \
-      = "$(qs "SELECT (SELECT count(*) FROM orders) || ' ' || (SELECT count(*) FROM items)")" ] && break
-    sleep 0.1
+synced() {
+    for _ in $(seq 1 600); do
+        [ "$(q "SELECT (SELECT count(*) FROM orders_m7) || ' ' || (SELECT count(*) FROM items_m7)")" \
+          = "$(qs "SELECT (SELECT count(*) FROM orders) || ' ' || (SELECT count(*) FROM items)")" ] && return
+        sleep 0.1
+    done
+}
+synced
+qs "INSERT INTO items SELECT g, now(), 1, 'big' FROM generate_series(3000001, 3100000) g"
+for _ in $(seq 1 600); do
+    got=$(q "SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM pg_stat_activity
+             WHERE datname = current_database() AND backend_xid IS NOT NULL AND pid <> pg_backend_pid()
+               AND now() - xact_start > interval '1 second'")
+    [ "$got" = f ] || break
+    sleep 0.05
 done
+[ "$got" = t ] || fail "no open target transaction of the large items transaction to terminate ($(tail -3 run_m.log))"
+synced
 sleep 1.5 # a tick after the last commit
 scrape
 kill -TERM $mpid
@@ -212,6 +228,13 @@ for t in orders_m7:orders public.items_m7:items; do
 done
 assert_eq "2 3 $copied" "$(metric 'v7fill_stream_rows_applied_total{table="orders_m7",op="delete"}') $(metric 'v7fill_stream_rows_applied_total{table="public.items_m7",op="update"}') $(metric 'v7fill_stream_initial_copy_rows_total{table="orders_m7"}') $(metric 'v7fill_stream_initial_copy_rows_total{table="public.items_m7"}')" \
     "each target's deletes, updates and copied rows are its own"
+assert_contains "$(cat run_m.log)" "lost its target transaction" "the large items transaction lost its target connection"
+for T in 'table="orders_m7"' 'table="public.items_m7"'; do
+    assert_eq "$(metric "v7fill_stream_rows_applied_total{$T,op=\"insert\"}")" "$(metric "v7fill_stream_insert_delay_seconds_count{$T}")" \
+        "$T: the delay histogram counts each inserted row once (the rolled-back pieces are out)"
+done
+assert_eq "1 0 0" "$(metric 'v7fill_stream_reconnects_total{table="public.items_m7",side="target"}') $(metric 'v7fill_stream_reconnects_total{table="orders_m7",side="target"}') $(metric 'v7fill_stream_reconnects_total{table="",side="source"}')" \
+    "the reconnect is items_m7's own target connection's (items, orders, source)"
 assert_eq 1 "$(grep -c '^v7fill_stream_slot_retained_wal_bytes ' scrape.txt)" "the slot's retained WAL once, without a table"
 assert_eq 1 "$(grep -c '^v7fill_stream_received_bytes_total ' scrape.txt)" "the bytes received once"
 [ "$(metric v7fill_stream_received_bytes_total)" -gt 0 ] || fail "bytes received counted"

@@ -605,12 +605,20 @@ test_observer_targets(void **state)
 
     BatchCounts a = {.inserted = 5, .updated = 2}, b = {.inserted = 7, .deleted = 1};
     stream_observer_commit(ob, &a, 100);
+    /* delays published by their commit; those of a rolled-back transaction never */
+    stream_observer_delay(ob2, 500000, 0);
+    stream_observer_delay(ob2, 250000, 0);
     stream_observer_commit(ob2, &b, 200);
+    stream_observer_delay(ob2, 2000000, 1 /* DELAY_NEAR_CUTOFF */);
+    stream_observer_delay(ob2, 3000000, 2 /* DELAY_EXPIRED */);
+    stream_observer_rollback(ob2);
     stream_observer_commit(ob2, &b, 300);
+    stream_observer_delay(ob, 1000, 0); /* not committed yet */
     stream_observer_progress(ob, 3, 1000, 10, 0.5);
     stream_observer_progress(ob2, 4, 0, 20, 0);
     stream_observer_copy(ob2, false, 9);
     stream_observer_reconnect(ob2, true);
+    stream_observer_reconnect(ob, false);
     SlotWal w = {.exists = true, .retained = 4096, .wal_status = "reserved", .keep_size_mb = 100};
     stream_observer_slot(ob2, "s", &w, 0);
 
@@ -644,7 +652,18 @@ test_observer_targets(void **state)
     assert_has(r.body, "\nv7fill_stream_received_bytes_total 1000\n");
     assert_has(r.body, "\nv7fill_stream_slot_retained_wal_bytes 4096\n");
     assert_has(r.body, "\nv7fill_stream_slot_wal_status{status=\"reserved\"} 1\n");
-    assert_has(r.body, "\nv7fill_stream_reconnects_total{side=\"target\"} 1\n");
+    /* reconnects: each target's own connection, the source's once (table "": no label) */
+    assert_has(r.body, "\nv7fill_stream_reconnects_total{table=\"orders_v7\",side=\"target\"} 0\n");
+    assert_has(r.body, "\nv7fill_stream_reconnects_total{table=\"we\\\"ird\\\\t\",side=\"target\"} 1\n");
+    assert_has(r.body, "\nv7fill_stream_reconnects_total{table=\"\",side=\"source\"} 1\n");
+    assert_int_equal(count_of(r.body, "\nv7fill_stream_reconnects_total{"), 3);
+    assert_has(r.body, "\nv7fill_stream_insert_delay_seconds_bucket{table=\"we\\\"ird\\\\t\",le=\"0.1\"} 0\n");
+    assert_has(r.body, "\nv7fill_stream_insert_delay_seconds_bucket{table=\"we\\\"ird\\\\t\",le=\"1\"} 2\n");
+    assert_has(r.body, "\nv7fill_stream_insert_delay_seconds_count{table=\"we\\\"ird\\\\t\"} 2\n");
+    assert_has(r.body, "\nv7fill_stream_insert_delay_seconds_sum{table=\"we\\\"ird\\\\t\"} 0.75\n");
+    assert_has(r.body, "\nv7fill_stream_near_cutoff_rows_total{table=\"we\\\"ird\\\\t\"} 0\n");
+    assert_has(r.body, "\nv7fill_stream_late_rows_total{table=\"we\\\"ird\\\\t\"} 0\n");
+    assert_has(r.body, "\nv7fill_stream_insert_delay_seconds_count{table=\"orders_v7\"} 0\n");
     assert_int_equal(count_of(r.body, "\nv7fill_stream_slot_retained_wal_bytes"), 1);
     assert_int_equal(count_of(r.body, "\nv7fill_stream_clock_offset_seconds "), 1);
     reply_free(&r);
@@ -671,6 +690,134 @@ test_observer_targets(void **state)
     stream_observer_free(ob);
 }
 
+/* The page of a one-target stream, byte for byte as before streams of several
+ * targets (and per-target reconnects, delays published at commit) existed:
+ * taken from that version with the same calls. */
+#define ONE_TARGET_PAGE \
+    "# HELP v7fill_stream_rows_applied_total Rows applied to the target table, by operation (a TRUNCATE counts 1).\n" \
+    "# TYPE v7fill_stream_rows_applied_total counter\n" \
+    "v7fill_stream_rows_applied_total{table=\"orders_v7\",op=\"insert\"} 5\n" \
+    "v7fill_stream_rows_applied_total{table=\"orders_v7\",op=\"update\"} 2\n" \
+    "v7fill_stream_rows_applied_total{table=\"orders_v7\",op=\"delete\"} 1\n" \
+    "v7fill_stream_rows_applied_total{table=\"orders_v7\",op=\"truncate\"} 1\n" \
+    "# HELP v7fill_stream_duplicates_total Inserts not applied because the row was already in the target.\n" \
+    "# TYPE v7fill_stream_duplicates_total counter\n" \
+    "v7fill_stream_duplicates_total{table=\"orders_v7\"} 3\n" \
+    "# HELP v7fill_stream_quarantined_rows_total Rows set aside in the quarantine table instead of the target, by reason.\n" \
+    "# TYPE v7fill_stream_quarantined_rows_total counter\n" \
+    "v7fill_stream_quarantined_rows_total{table=\"orders_v7\",reason=\"rejected\"} 1\n" \
+    "v7fill_stream_quarantined_rows_total{table=\"orders_v7\",reason=\"late\"} 2\n" \
+    "# HELP v7fill_stream_source_transactions_total Source transactions applied to the target.\n" \
+    "# TYPE v7fill_stream_source_transactions_total counter\n" \
+    "v7fill_stream_source_transactions_total 3\n" \
+    "# HELP v7fill_stream_target_commits_total Transactions committed in the target (each holds one or more source transactions).\n" \
+    "# TYPE v7fill_stream_target_commits_total counter\n" \
+    "v7fill_stream_target_commits_total 1\n" \
+    "# HELP v7fill_stream_received_bytes_total Bytes of replication messages received from the source.\n" \
+    "# TYPE v7fill_stream_received_bytes_total counter\n" \
+    "v7fill_stream_received_bytes_total 1000\n" \
+    "# HELP v7fill_stream_apply_lag_bytes Source end of WAL minus the last applied commit's LSN.\n" \
+    "# TYPE v7fill_stream_apply_lag_bytes gauge\n" \
+    "v7fill_stream_apply_lag_bytes 10\n" \
+    "# HELP v7fill_stream_apply_lag_seconds Now minus the source commit time of the last applied transaction, corrected for the clock offset between the servers; 0 when caught up.\n" \
+    "# TYPE v7fill_stream_apply_lag_seconds gauge\n" \
+    "v7fill_stream_apply_lag_seconds 0.5\n" \
+    "# HELP v7fill_stream_slot_retained_wal_bytes WAL the source keeps for the slot: pg_current_wal_lsn() minus restart_lsn.\n" \
+    "# TYPE v7fill_stream_slot_retained_wal_bytes gauge\n" \
+    "v7fill_stream_slot_retained_wal_bytes 4096\n" \
+    "# HELP v7fill_stream_slot_wal_status The slot's wal_status: 1 for the current status, 0 for the others.\n" \
+    "# TYPE v7fill_stream_slot_wal_status gauge\n" \
+    "v7fill_stream_slot_wal_status{status=\"reserved\"} 0\n" \
+    "v7fill_stream_slot_wal_status{status=\"extended\"} 1\n" \
+    "v7fill_stream_slot_wal_status{status=\"unreserved\"} 0\n" \
+    "v7fill_stream_slot_wal_status{status=\"lost\"} 0\n" \
+    "# HELP v7fill_stream_slot_safe_wal_size_bytes WAL that can still be written before the slot is lost (safe_wal_size); +Inf when max_slot_wal_keep_size is unlimited.\n" \
+    "# TYPE v7fill_stream_slot_safe_wal_size_bytes gauge\n" \
+    "v7fill_stream_slot_safe_wal_size_bytes 8192\n" \
+    "# HELP v7fill_stream_insert_delay_seconds Delay from the time a row's id carries to its insert into the target.\n" \
+    "# TYPE v7fill_stream_insert_delay_seconds histogram\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"0.001\"} 0\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"0.01\"} 0\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"0.1\"} 0\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"1\"} 2\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"10\"} 3\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"60\"} 3\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"600\"} 3\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"3600\"} 3\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"21600\"} 3\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"86400\"} 3\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"172800\"} 3\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"604800\"} 3\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"1209600\"} 3\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"2592000\"} 3\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"5184000\"} 3\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"7776000\"} 3\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"15552000\"} 3\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"31536000\"} 3\n" \
+    "v7fill_stream_insert_delay_seconds_bucket{table=\"orders_v7\",le=\"+Inf\"} 3\n" \
+    "v7fill_stream_insert_delay_seconds_sum{table=\"orders_v7\"} 2.75\n" \
+    "v7fill_stream_insert_delay_seconds_count{table=\"orders_v7\"} 3\n" \
+    "# HELP v7fill_stream_late_rows_total Rows whose time window was already past the retention cutoff when they arrived.\n" \
+    "# TYPE v7fill_stream_late_rows_total counter\n" \
+    "v7fill_stream_late_rows_total{table=\"orders_v7\"} 1\n" \
+    "# HELP v7fill_stream_near_cutoff_rows_total Rows whose time window retires within the near-cutoff horizon.\n" \
+    "# TYPE v7fill_stream_near_cutoff_rows_total counter\n" \
+    "v7fill_stream_near_cutoff_rows_total{table=\"orders_v7\"} 1\n" \
+    "# HELP v7fill_stream_reconnects_total Reconnections after a lost connection, by side (source or target).\n" \
+    "# TYPE v7fill_stream_reconnects_total counter\n" \
+    "v7fill_stream_reconnects_total{side=\"source\"} 2\n" \
+    "v7fill_stream_reconnects_total{side=\"target\"} 1\n" \
+    "# HELP v7fill_stream_last_applied_lsn End LSN of the last applied source commit, as a number.\n" \
+    "# TYPE v7fill_stream_last_applied_lsn gauge\n" \
+    "v7fill_stream_last_applied_lsn 380859608\n" \
+    "# HELP v7fill_stream_initial_copy_running 1 while the initial copy of the source table runs, else 0.\n" \
+    "# TYPE v7fill_stream_initial_copy_running gauge\n" \
+    "v7fill_stream_initial_copy_running 0\n" \
+    "# HELP v7fill_stream_initial_copy_rows_total Rows copied into the target by the initial copy.\n" \
+    "# TYPE v7fill_stream_initial_copy_rows_total counter\n" \
+    "v7fill_stream_initial_copy_rows_total{table=\"orders_v7\"} 9\n" \
+    "# HELP v7fill_stream_clock_offset_seconds The source server's clock minus the target server's, each read at the middle of a round trip from this host.\n" \
+    "# TYPE v7fill_stream_clock_offset_seconds gauge\n" \
+    "v7fill_stream_clock_offset_seconds -1.5\n"
+static const char one_target_page[] = ONE_TARGET_PAGE;
+
+static void
+test_observer_one_target_page(void **state)
+{
+    (void) state;
+    const char *tables[] = {"orders_v7"};
+    char listen_at[64];
+    uint16_t port = free_port();
+    StreamObserver *ob = NULL;
+    Err err = {0};
+    BatchCounts a = {.inserted = 5, .updated = 2, .deleted = 1, .duplicates = 3, .rejected = 1,
+                     .expired = 2, .truncates = 1};
+    SlotWal w = {.exists = true, .retained = 4096, .wal_status = "extended", .safe_known = true,
+                 .safe_wal_size = 8192, .keep_size_mb = 100};
+
+    snprintf(listen_at, sizeof listen_at, "127.0.0.1:%u", port);
+    if (!stream_observer_start(listen_at, tables, 1, &ob, &err))
+        fail_msg("start: %s", err.msg);
+    stream_observer_ready(ob, true, NULL);
+    stream_observer_copy(ob, true, 9);
+    stream_observer_delay(ob, 500000, 0);
+    stream_observer_delay(ob, 2000000, 1);
+    stream_observer_delay(ob, 250000, 2);
+    stream_observer_commit(ob, &a, 380859608);
+    stream_observer_copy(ob, false, 9);
+    stream_observer_progress(ob, 3, 1000, 10, 0.5);
+    stream_observer_reconnect(ob, true);
+    stream_observer_reconnect(ob, false);
+    stream_observer_reconnect(ob, false);
+    stream_observer_slot(ob, "s", &w, 0);
+    stream_observer_clock(ob, -1500000);
+    Reply r = http_get(port, "/metrics");
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, one_target_page);
+    reply_free(&r);
+    stream_observer_free(ob);
+}
+
 int
 main(void)
 {
@@ -679,6 +826,7 @@ main(void)
         cmocka_unit_test(test_health_and_errors), cmocka_unit_test(test_port_in_use),
         cmocka_unit_test(test_listen_parse),     cmocka_unit_test(test_ipv6),
         cmocka_unit_test(test_stalled_client),   cmocka_unit_test(test_observer_targets),
+        cmocka_unit_test(test_observer_one_target_page),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -689,6 +689,48 @@ test_window_cap(void **state)
     tracker_free(t);
 }
 
+/* A copy taken before rows are added, copied back after: the tracker is as
+ * before them, counts, histograms, largest delays (with their names) and
+ * windows (a large source transaction's rolled-back pieces). */
+static void
+test_copy_into_takes_rows_out(void **state)
+{
+    Tracker *t = tracker_new(RET, 0);
+    Tracker *saved = tracker_new(RET, 0);
+    uint64_t seed = 7;
+    char *before;
+    char *after;
+
+    (void) state;
+    for (int i = 0; i < 500; i++)
+    {
+        int64_t id = JUL + (int64_t) (rnd_unit(&seed) * (double) (AUG - JUL));
+
+        tracker_add(t, id, AUG + (int64_t) (rnd_unit(&seed) * 3600e6), DELAY_ON_TIME, JUL, AUG,
+                    "before", 6);
+    }
+    tracker_copy_into(saved, t);
+    before = tracker_to_json(t);
+    /* rolled-back rows: larger delays (they rank), a new window, another class */
+    for (int i = 0; i < 300; i++)
+        tracker_add(t, JUL - RET, AUG + i, i % 2 ? DELAY_EXPIRED : DELAY_NEAR_CUTOFF, JUL - RET,
+                    JUL - RET + US_PER_DAY, "rolled back", 11);
+    after = tracker_to_json(t);
+    assert_string_not_equal(before, after);
+    free(after);
+    tracker_copy_into(t, saved);
+    after = tracker_to_json(t);
+    assert_string_equal(before, after);
+    assert_int_equal(tracker_total(t), 500);
+    /* and it goes on counting from there */
+    tracker_add(t, JUL, AUG, DELAY_ON_TIME, JUL, AUG, "next", 4);
+    assert_int_equal(tracker_total(t), 501);
+    free(before);
+    free(after);
+    tracker_free(t);
+    tracker_free(saved);
+}
+
 int
 main(void)
 {
@@ -706,6 +748,7 @@ main(void)
         cmocka_unit_test(test_merge_run_keeps_the_class_at_insert_when_it_changes_during_the_run),
         cmocka_unit_test(test_json_merge_rejects),
         cmocka_unit_test(test_window_cap),
+        cmocka_unit_test(test_copy_into_takes_rows_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

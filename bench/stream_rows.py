@@ -1,0 +1,15 @@
+"""The source table of the stream benchmarks (bench_stream.py, bench_walsender.py): `ev`, a
+bigint key and 7 columns, and the rows its workloads insert."""
+
+COLS = "created_at timestamptz NOT NULL, account_id bigint NOT NULL, kind text NOT NULL, " \
+       "amount numeric(12,2), payload jsonb, note text"
+
+
+def rows_sql(base, n):
+    """INSERT of n source rows with keys base+1 .. base+n, created_at = now by the clock."""
+    k = f"({base} + g)"
+    return (f"INSERT INTO ev SELECT {k}, clock_timestamp(), 1000 + {k} % 5000, "
+            f"(ARRAY['signup','login','purchase','refund','logout'])[1 + {k} % 5], "
+            f"CASE WHEN {k} % 3 = 0 THEN ({k} % 100000) / 100.0 END, "
+            f"jsonb_build_object('n', {k} % 100), 'note ' || {k} % 1000 "
+            f"FROM generate_series(1, {n}) g")
