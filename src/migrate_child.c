@@ -26,6 +26,7 @@
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
+#include "v7fill/migrate_maptrig.h"
 
 /* What the catalog says about one child. */
 typedef struct Child
@@ -370,6 +371,159 @@ out:
     free(qtrig);
     free(qfn);
     child_free(&c);
+    return ok;
+}
+
+/* ---- the map's trigger ----------------------------------------------------------------- */
+
+/* A one-row query of two booleans. */
+static bool
+query_bools(PgConn *conn, const char *sql, int np, const char *const *params, bool *a, bool *b,
+            Err *err)
+{
+    PGresult *res;
+
+    if (!pg_query(conn, sql, np, params, &res, err))
+        return false;
+    *a = PQgetvalue(res, 0, 0)[0] == 't';
+    *b = PQgetvalue(res, 0, 1)[0] == 't';
+    PQclear(res);
+    return true;
+}
+
+/* The map trigger's quoted names for this child: function
+ * v7fill."child_map_<oid>_<attnum>", trigger "v7fill_child_<oid>_<attnum>";
+ * *found false (and nothing set) when the child is gone. */
+static bool
+hook_names(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, char **fn,
+           char **trg, char **map, char *trg_plain, size_t trg_size, bool *found, Err *err)
+{
+    char *qchild = pg_qualified(conn, ch->schema, ch->table);
+    const char *params[2] = {qchild, ch->fk_column};
+    char buf[64];
+    PGresult *res;
+    bool ok;
+
+    *found = false;
+    ok = pg_query(conn,
+                  "SELECT c.oid::text, a.attnum::text FROM pg_catalog.pg_class c "
+                  "  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = $2 "
+                  " WHERE c.oid = to_regclass($1)",
+                  2, params, &res, err);
+    free(qchild);
+    if (!ok)
+        return false;
+    if (PQntuples(res) == 1)
+    {
+        *found = true;
+        (void) snprintf(buf, sizeof buf, "child_map_%s_%s", PQgetvalue(res, 0, 0),
+                        PQgetvalue(res, 0, 1));
+        *fn = pg_qualified(conn, "v7fill", buf);
+        (void) snprintf(trg_plain, trg_size, "v7fill_child_%s_%s", PQgetvalue(res, 0, 0),
+                        PQgetvalue(res, 0, 1));
+        *trg = pg_ident(conn, trg_plain);
+        *map = pg_qualified(conn, spec->into_schema, spec->map_table);
+    }
+    PQclear(res);
+    return true;
+}
+
+bool
+migrate_child_hook(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, Err *err)
+{
+    static const char *const tags[] = {"$v7fill$", "$v7fill_1$", "$v7fill_2$", "$v7fill_3$"};
+    char tname[64], what[300];
+    char *fn = NULL, *trg = NULL, *map = NULL, *parent = NULL;
+    Child c;
+    ChildStats st = {0};
+    Buf sql;
+    bool found = false, ok = false, made = false;
+
+    memset(&c, 0, sizeof c);
+    buf_init(&sql);
+    if (!migrate_child_same_database(spec))
+        return true; /* the map is in another database: fill passes only */
+    if (!child_describe(conn, spec, ch, &c, err) ||
+        !hook_names(conn, spec, ch, &fn, &trg, &map, tname, sizeof tname, &found, err))
+        goto out;
+    if (!found)
+    {
+        err_set(err, EC_CONFIG, "child table %s.%s does not exist", ch->schema, ch->table);
+        goto out;
+    }
+    {
+        const char *params[4] = {map, tname, c.oid, c.fk_attnum};
+        bool has, indexed;
+
+        if (!query_bools(conn,
+                         "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger WHERE tgrelid = "
+                         "$1::regclass AND tgname = $2 AND NOT tgisinternal), "
+                         "EXISTS (SELECT 1 FROM pg_catalog.pg_index WHERE indrelid = $3::oid "
+                         "AND indkey[0] = $4::int2)",
+                         4, params, &has, &indexed, err))
+            goto out;
+        if (!indexed)
+            log_warn("child %s.%s: no index begins with %s: each parent the capture inserts "
+                     "makes the map's trigger scan the child (CREATE INDEX CONCURRENTLY on %s)",
+                     ch->schema, ch->table, ch->fk_column, ch->fk_column);
+        if (has)
+        {
+            ok = true;
+            goto out;
+        }
+    }
+    parent = pg_qualified(conn, spec->into_schema, spec->into_table);
+    {
+        MapTrig mt = {c.qchild, c.qfk, c.quuid, map, parent, fn, trg, MAPTRIG_NULL_ONLY};
+
+        for (size_t i = 0; !made && i < sizeof tags / sizeof tags[0]; i++)
+            made = migrate_maptrig_sql(&mt, tags[i], &sql);
+    }
+    if (!made)
+    {
+        err_set(err, EC_CONFIG, "child %s.%s: its names hold every dollar-quote tag tried",
+                ch->schema, ch->table);
+        goto out;
+    }
+    (void) snprintf(what, sizeof what, "the trigger %s on %s.%s for %s.%s", tname,
+                    spec->into_schema, spec->map_table, ch->schema, ch->table);
+    if (!tx_retry(conn, MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, what, sql.data, 0, NULL, false, &st,
+                  NULL, err))
+        goto out;
+    log_info("child %s.%s: %s_uuid set by trigger %s when the parent's map row arrives",
+             ch->schema, ch->table, ch->fk_column, tname);
+    ok = true;
+out:
+    buf_free(&sql);
+    free(fn);
+    free(trg);
+    free(map);
+    free(parent);
+    child_free(&c);
+    return ok;
+}
+
+bool
+migrate_child_unhook(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, Err *err)
+{
+    char tname[64];
+    char *fn = NULL, *trg = NULL, *map = NULL;
+    bool found = false, ok;
+
+    ok = hook_names(conn, spec, ch, &fn, &trg, &map, tname, sizeof tname, &found, err);
+    /* Its events pending in this transaction first: a trigger with pending
+     * events cannot be dropped.  Its function goes with it. */
+    if (ok && found)
+    {
+        char *drop = xasprintf("DROP FUNCTION IF EXISTS %s()", fn);
+
+        ok = pg_exec(conn, "SET CONSTRAINTS ALL IMMEDIATE", err) &&
+             migrate_maptrig_drop(conn, trg, map, err) && pg_exec(conn, drop, err);
+        free(drop);
+    }
+    free(fn);
+    free(trg);
+    free(map);
     return ok;
 }
 
@@ -826,18 +980,14 @@ ensure_uuid_index(PgConn *conn, const MigrateChild *ch, const Child *c, Err *err
     const char *params[2] = {c->oid, c->uuid_attnum};
     char name[128];
     char *qname = NULL, *sql = NULL;
-    PGresult *res;
     bool have, invalid, ok;
 
-    if (!pg_query(conn,
-                  "SELECT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = $1::oid AND indisvalid "
-                  "AND indkey[0] = $2::int2), EXISTS (SELECT 1 FROM pg_index WHERE indrelid = "
-                  "$1::oid AND NOT indisvalid AND indkey[0] = $2::int2)",
-                  2, params, &res, err))
+    if (!query_bools(conn,
+                     "SELECT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = $1::oid AND indisvalid "
+                     "AND indkey[0] = $2::int2), EXISTS (SELECT 1 FROM pg_index WHERE indrelid = "
+                     "$1::oid AND NOT indisvalid AND indkey[0] = $2::int2)",
+                     2, params, &have, &invalid, err))
         return false;
-    have = PQgetvalue(res, 0, 0)[0] == 't';
-    invalid = PQgetvalue(res, 0, 1)[0] == 't';
-    PQclear(res);
     if (have)
         return true;
     (void) snprintf(name, sizeof name, "%s_%s_idx", ch->table, c->uuid_col);

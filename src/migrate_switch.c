@@ -533,6 +533,43 @@ switch_childtables(PgConn *s, const MigrateSpec *sp, Err *err)
     return ok;
 }
 
+/* Inside the switch transaction, expand mode: the trigger on the map that
+ * sets children's <fk>_uuid dropped; from here the way back writes the map,
+ * and the trigger would set <fk>_uuid on live child rows by their old <fk>. */
+static bool
+unhook_children(PgConn *s, const MigrateSpec *sp, Err *err)
+{
+    for (size_t i = 0; !has_childtables(sp) && i < sp->nchildren; i++)
+        if (!migrate_child_unhook(s, sp, &sp->children[i], err))
+        {
+            err_prefix(err, "child %s.%s", sp->children[i].schema, sp->children[i].table);
+            return false;
+        }
+    return true;
+}
+
+/* Inside the switch transaction, expand mode, after the parent's renames:
+ * the capture's last changes were applied while the children were locked,
+ * so the map's trigger left the children of the parents they inserted NULL
+ * (it does not wait for the lock): set from the map, as migrate mode's. */
+static bool
+late_children(PgConn *s, const MigrateSpec *sp, Err *err)
+{
+    bool ok = true;
+
+    for (size_t i = 0; ok && !has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        const MigrateChild *ch = &sp->children[i];
+        char *child_q = pg_qualified(s, ch->schema, ch->table);
+
+        ok = fill_late_uuids(s, sp, ch, child_q, err);
+        if (!ok)
+            err_prefix(err, "child %s.%s", ch->schema, ch->table);
+        free(child_q);
+    }
+    return ok;
+}
+
 /* The switch transaction, forward, one attempt.  *retry: the lock was not
  * granted in time (or a deadlock); rolled back. */
 static bool
@@ -579,6 +616,8 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
         pgo_lsn_format(st->final_lsn, at);
         ok = exec_fmt(s, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", n->into_q,
                       n->from_q) &&
+             /* before the renames: its pending events name the new table */
+             unhook_children(s, sp, err) &&
              move_table(s, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
                         sp->legacy_table, err) &&
              move_table(s, n->into_q, sp->into_schema, sp->into_table, sp->from_schema,
@@ -587,6 +626,7 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
               exec_fmt(s, err, "ALTER TABLE %s ALTER COLUMN legacy_id SET DEFAULT nextval('%s'::regclass)",
                        newname, seqoid)) &&
              switch_childtables(s, sp, err) &&
+             late_children(s, sp, err) &&
              /* The way back starts here: every later write to the new tables
               * commits after this transaction. */
              record_reverses(s, sp, n, at, err);

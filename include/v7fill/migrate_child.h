@@ -8,7 +8,8 @@
  *              UPDATE OF <fk> trigger (function v7fill."child_uuid_<oid>_<attnum>")
  *              keeps it current for rows the application writes meanwhile
  *              (NULL while the parent has no map row yet: the next fill
- *              pass sets it).  Two databases: no trigger, fill passes only.
+ *              pass sets it, or the map's trigger: migrate_child_hook).  Two
+ *              databases: no trigger, fill passes only.
  *   fill       batches along the child's primary key, each write its own
  *              short transaction under SET LOCAL lock_timeout (retried on
  *              55P03 / 40P01), then passes over the rows still NULL until a
@@ -68,6 +69,21 @@ bool migrate_child_same_database(const MigrateSpec *spec);
  * both are present already. */
 V7FILL_MUST_CHECK bool migrate_child_prepare(PgConn *conn, const MigrateSpec *spec,
                                              const MigrateChild *ch, Err *err);
+
+/* Same database: the trigger on the parent's map (migrate_maptrig.h,
+ * MAPTRIG_NULL_ONLY) giving child rows with <fk> = the map row's legacy_id
+ * and <fk>_uuid NULL their uuid when the capture writes the map row (a child
+ * inserted in its new parent's transaction), in that transaction.  Made
+ * once the parent's copy is done (the copy writes the map in bulk), before
+ * the fill; nothing is locked when it exists.  Two databases: nothing. */
+V7FILL_MUST_CHECK bool migrate_child_hook(PgConn *conn, const MigrateSpec *spec,
+                                          const MigrateChild *ch, Err *err);
+
+/* In the caller's transaction (the switch): the map's trigger dropped (its
+ * pending events run first), so that later writes of the map (the way back)
+ * never set <fk>_uuid on live rows by their old <fk>. */
+V7FILL_MUST_CHECK bool migrate_child_unhook(PgConn *conn, const MigrateSpec *spec,
+                                            const MigrateChild *ch, Err *err);
 
 /* conn: the database holding the child; map: a connection to the map's
  * database (may be the same PgConn).  Fills <fk>_uuid = map.id where it

@@ -38,6 +38,12 @@
  * legacy_id default dropped and the map's trigger made again
  * (migrate_childtable_rehook).
  *
+ * Children in mode expand (same database): in the switch transaction, before
+ * the renames, the trigger on the map that sets their <fk>_uuid is dropped
+ * (migrate_child_unhook: the way back writes the map); after them, rows the
+ * capture's last changes left NULL (the trigger does not wait for the
+ * switch's lock on the child) are set from the map.
+ *
  * Both functions update *spec (phase, switch_lsn, legacy_table); the caller
  * stores it in v7fill.migration.  A rerun finds the state from the catalog
  * (which table holds which name), so a kill between the commit and the

@@ -15,10 +15,13 @@ e2e_source
 args=(migrate --from public.orders --key id --time-column created_at --into "$INTO"
       --child 'public.items(order_id)' --child 'public.payments(order_id)' --batch-rows 10000)
 # (--child-mode migrate: t_migrate_e2e_childtable.sh, the same scenario with the child tables')
-e2e_writer_start
+e2e_writer_start new-child
+# (new-child: items inserted in their new parent's transaction, whose uuid the map's trigger sets)
 # ---- kill -9 at 10 random points (setup, copy, capture, child fill), then the same command
 e2e_kills 10 3.5 -q "${args[@]}"
 e2e_rerun_verify "${args[@]}"
+maptrig() { q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass AND tgname LIKE 'v7fill\_child\_%'"; }
+assert_eq 2 "$(maptrig)" "a trigger on the map per child sets the uuid of items inserted with their new parent"
 e2e_writer_stop
 run_expect 0 "$V7FILL" "${args[@]}"
 assert_eq "$(e2e_digest orders id "$ORDER_COLS" "created_at >= 'epoch'")" "$(e2e_digest $INTO legacy_id "$ORDER_COLS")" "the target equals the source through legacy_id (every non-key column)"
@@ -48,6 +51,7 @@ switch_under_load "UPDATE orders SET amount = amount + 1 WHERE note = 'n4242'" \
     "SELECT count(*) FROM orders WHERE note = 'n4243'" migrate --into "$INTO" --switch
 echo "$OUT"
 assert_contains "$OUT" "phase switched" "--switch"
+assert_eq 0 "$(maptrig)" "the switch dropped the map's triggers (the way back writes the map)"
 assert_eq "uuid" "$(q "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'orders'::regclass AND attname = 'id'")" \
     "orders is the UUIDv7 table"
 
