@@ -234,8 +234,8 @@ migrate_childtable_prepare(PgConn *src, PgConn *target, const MigrateSpec *ps,
      * common order) gets its uuid when the map row arrives; a parent's map
      * row deleted (the parent deleted) takes it away again. */
     {
-        MapTrig mt = {n.child,  n.fk,     n.fku,          n.map,
-                      n.parent, n.fn_map, n.trg_map, MAPTRIG_FOLLOW_MAP};
+        MapTrig mt = {n.child,   n.fk,      n.fku,           n.map, n.parent,
+                      n.fn_map,  n.trg_map, MAPTRIG_FOLLOW_MAP, NULL,  NULL};
 
         if (!migrate_maptrig_sql(&mt, CT_TAG, &ddl))
         {

@@ -29,12 +29,16 @@ migrate_maptrig_sql(const MapTrig *t, const char *tag, Buf *out)
          * parent's new row, and <fk>_uuid's foreign key is checked at once.
          * Only while both rows are there (a row that did not land loses its
          * map row again in the same transaction).  Not when the child is
-         * locked against writes: that is the switch, which holds the lock
-         * until the capture's last commit and sets these rows itself. */
+         * locked against writes (the switch holds the lock until the
+         * capture's last commit): the key is recorded, and the lock's holder
+         * sets its children (an index look-up, not a scan of the child).
+         * The record reads nothing of the child, so it never waits. */
         body = xasprintf("BEGIN\n"
                          "  BEGIN\n"
                          "    LOCK TABLE %s IN ROW EXCLUSIVE MODE NOWAIT;\n"
                          "  EXCEPTION WHEN lock_not_available THEN\n"
+                         "    INSERT INTO " MAPTRIG_LATE_TABLE " (child, fk_attnum, legacy_id)\n"
+                         "      VALUES (%s, %s, NEW.legacy_id) ON CONFLICT DO NOTHING;\n"
                          "    RETURN NULL;\n"
                          "  END;\n"
                          "  UPDATE %s c SET %s = NEW.id WHERE c.%s = NEW.legacy_id AND c.%s IS NULL\n"
@@ -43,7 +47,8 @@ migrate_maptrig_sql(const MapTrig *t, const char *tag, Buf *out)
                          "     AND EXISTS (SELECT 1 FROM %s p WHERE p.id = NEW.id);\n"
                          "  RETURN NULL;\n"
                          "END\n",
-                         t->child, t->child, t->fku, t->fk, t->fku, t->map, t->parent);
+                         t->child, t->child_oid, t->fk_attnum, t->child, t->fku, t->fk,
+                         t->fku, t->map, t->parent);
     if (strstr(body, tag) != NULL || strstr(t->fn, tag) != NULL ||
         strstr(t->trigger, tag) != NULL || strstr(t->map, tag) != NULL)
     {

@@ -13,6 +13,7 @@
 
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
+#include "v7fill/migrate_child.h"
 #include "v7fill/migrate_childreverse.h"
 #include "v7fill/migrate_childtable.h"
 #include "v7fill/migrate_switch.h"
@@ -352,6 +353,11 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
            sp->legacy_table);
     printf("  lock held %" PRId64 " ms (attempt %d), the capture applied up to %s\n",
            st->lock_held_ms, st->attempts, at);
+    if (!has_childtables(sp) && sp->nchildren > 0)
+        printf("  children's <fk>_uuid: %" PRIu64 " rows set before the lock (%" PRId64
+               " ms, no lock held), %" PRIu64 " under it (children of the parents the capture "
+               "applied there)\n",
+               st->children_settled, st->children_settle_ms, st->children_late);
     printf("the application must change:\n");
     printf("  %s.%s.id is uuid now (was %s %s): new rows need a UUIDv7 id from the application\n",
            sp->from_schema, sp->from_table, sp->key_type, sp->key);
@@ -548,26 +554,50 @@ unhook_children(PgConn *s, const MigrateSpec *sp, Err *err)
     return true;
 }
 
-/* Inside the switch transaction, expand mode, after the parent's renames:
- * the capture's last changes were applied while the children were locked,
- * so the map's trigger left the children of the parents they inserted NULL
- * (it does not wait for the lock): set from the map, as migrate mode's. */
+/* Inside the switch transaction, expand mode, once the capture applied its
+ * last changes (the children locked, readers going on): the map's trigger
+ * recorded the keys of the parents those changes inserted instead of waiting
+ * for the lock; their children set from the map (index look-ups per key). */
 static bool
-late_children(PgConn *s, const MigrateSpec *sp, Err *err)
+late_children(PgConn *s, const MigrateSpec *sp, SwitchStats *st, Err *err)
 {
-    bool ok = true;
-
-    for (size_t i = 0; ok && !has_childtables(sp) && i < sp->nchildren; i++)
+    st->children_late = 0;
+    for (size_t i = 0; !has_childtables(sp) && i < sp->nchildren; i++)
     {
-        const MigrateChild *ch = &sp->children[i];
-        char *child_q = pg_qualified(s, ch->schema, ch->table);
+        uint64_t rows = 0;
 
-        ok = fill_late_uuids(s, sp, ch, child_q, err);
-        if (!ok)
-            err_prefix(err, "child %s.%s", ch->schema, ch->table);
-        free(child_q);
+        if (!migrate_child_set_late(s, sp, &sp->children[i], &rows, err))
+        {
+            err_prefix(err, "child %s.%s", sp->children[i].schema, sp->children[i].table);
+            return false;
+        }
+        st->children_late += rows;
     }
-    return ok;
+    return true;
+}
+
+/* Before the switch's lock, expand mode: each child's rows still NULL set
+ * from the map in short transactions of their own (writers go on), so that
+ * under the lock only what the capture applies there is left. */
+static bool
+settle_children(PgConn *c, const MigrateSpec *sp, int lock_timeout_ms, SwitchStats *st,
+                Err *err)
+{
+    int64_t t0 = mono_ms();
+
+    for (size_t i = 0; !has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        ChildStats cs;
+
+        if (!migrate_child_settle(c, sp, &sp->children[i], lock_timeout_ms, &cs, err))
+        {
+            err_prefix(err, "child %s.%s", sp->children[i].schema, sp->children[i].table);
+            return false;
+        }
+        st->children_settled += cs.filled;
+    }
+    st->children_settle_ms = mono_ms() - t0;
+    return true;
 }
 
 /* The switch transaction, forward, one attempt.  *retry: the lock was not
@@ -595,7 +625,8 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
         goto fail;
     }
     t0 = lk.t0;
-    if (!query_text(s, "SELECT pg_catalog.pg_get_serial_sequence($1, $2)", 2, p, seq, seqsize,
+    if ((same && !late_children(s, sp, st, err)) ||
+        !query_text(s, "SELECT pg_catalog.pg_get_serial_sequence($1, $2)", 2, p, seq, seqsize,
                     err) ||
         (seq[0] && !query_text(s, "SELECT pg_catalog.pg_get_serial_sequence($1, $2)::regclass::oid",
                                2, p, seqoid, sizeof seqoid, err)))
@@ -626,7 +657,6 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
               exec_fmt(s, err, "ALTER TABLE %s ALTER COLUMN legacy_id SET DEFAULT nextval('%s'::regclass)",
                        newname, seqoid)) &&
              switch_childtables(s, sp, err) &&
-             late_children(s, sp, err) &&
              /* The way back starts here: every later write to the new tables
               * commits after this transaction. */
              record_reverses(s, sp, n, at, err);
@@ -1051,7 +1081,8 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
             goto out;
     }
     else if (!check_caught_up(source, spec, err) ||
-             (same && !prepare_reverses(target, spec, &n, err)))
+             (same && !prepare_reverses(target, spec, &n, err)) ||
+             (same && !settle_children(target, spec, lock_timeout_ms, st, err)))
         goto out;
     if (!switch_retried(c, apply, spec, &n, same, back, lock_timeout_ms, attempts, catch_up, ctx,
                         st, seq, sizeof seq, err))

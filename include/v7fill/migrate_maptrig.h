@@ -15,10 +15,11 @@
  *             the capture writes the map row before the new row, and the
  *             child's foreign key to <into> is not deferred); AFTER INSERT OR
  *             UPDATE (the application's own table: a uuid already there is
- *             kept).  It does nothing when the child is locked against
- *             writes (LOCK ... NOWAIT fails): the switch holds that lock
- *             while the capture applies its last changes, and sets the
- *             uuids left NULL itself under it.
+ *             kept).  It never waits for the child's lock (LOCK ... NOWAIT):
+ *             when the lock is not granted (the switch holds it while the
+ *             capture applies its last changes) it records the map row's
+ *             legacy_id in MAPTRIG_LATE_TABLE instead, and whoever holds
+ *             the lock sets those children (migrate_child_set_late).
  *   migrate  (MAPTRIG_FOLLOW_MAP) the same WHERE <fk>_uuid IS DISTINCT FROM
  *            NEW.id, and a deleted map row sets it back to NULL
  *
@@ -33,6 +34,16 @@
 #include "v7fill/err.h"
 #include "v7fill/mem.h"
 #include "v7fill/pg.h"
+
+/* Expand mode: the keys whose children the trigger could not set (the child
+ * was locked), per child (oid, attnum of <fk>); drained by
+ * migrate_child_set_late. */
+#define MAPTRIG_LATE_TABLE "v7fill.child_late"
+#define MAPTRIG_LATE_TABLE_SQL                                                              \
+    "CREATE SCHEMA IF NOT EXISTS v7fill;\n"                                                 \
+    "CREATE TABLE IF NOT EXISTS " MAPTRIG_LATE_TABLE " (child oid NOT NULL, "               \
+    "fk_attnum int2 NOT NULL, legacy_id bigint NOT NULL, "                                  \
+    "PRIMARY KEY (child, fk_attnum, legacy_id));\n"
 
 typedef enum MapTrigMode
 {
@@ -51,6 +62,10 @@ typedef struct MapTrig
     const char *fn;      /* the trigger function, schema-qualified */
     const char *trigger; /* the trigger's name on the map */
     MapTrigMode mode;
+    /* MAPTRIG_NULL_ONLY: the child's oid and <fk>'s attnum (digits), its
+     * rows' key in MAPTRIG_LATE_TABLE; unused otherwise */
+    const char *child_oid;
+    const char *fk_attnum;
 } MapTrig;
 
 /* Appends CREATE OR REPLACE FUNCTION and the trigger (CREATE OR REPLACE
