@@ -65,10 +65,17 @@ run_expect 0 "$V7FILL" migrate --into "$INTO" --reverse
 echo "$OUT"
 assert_contains "$OUT" "phase reverse" "--reverse"
 assert_contains "$OUT" "missing=0" "every change found its legacy row"
+# both_equal NEW LEGACY WHAT: the same rows (legacy key, created_at, amount, note); on a difference
+# the first differing rows are printed (new | legacy)
 both_equal() {
-    assert_eq "$(q "SELECT count(*), md5(string_agg(legacy_id||'|'||created_at||'|'||amount||'|'||coalesce(note, '-'), ',' ORDER BY legacy_id)) FROM $1")" \
-              "$(q "SELECT count(*), md5(string_agg(id||'|'||created_at||'|'||amount||'|'||coalesce(note, '-'), ',' ORDER BY id)) FROM $2 WHERE created_at >= 'epoch'")" \
-              "$3"
+    local a b
+    a=$(q "SELECT count(*), md5(string_agg(legacy_id||'|'||created_at||'|'||amount||'|'||coalesce(note, '-'), ',' ORDER BY legacy_id)) FROM $1")
+    b=$(q "SELECT count(*), md5(string_agg(id||'|'||created_at||'|'||amount||'|'||coalesce(note, '-'), ',' ORDER BY id)) FROM $2 WHERE created_at >= 'epoch'")
+    [ "$a" == "$b" ] ||
+        q "SELECT coalesce(n.legacy_id, l.id), n.created_at, n.amount, n.note, '|', l.created_at, l.amount, l.note
+             FROM $1 n FULL JOIN (SELECT * FROM $2 WHERE created_at >= 'epoch') l ON l.id = n.legacy_id
+            WHERE (n.created_at, n.amount, n.note) IS DISTINCT FROM (l.created_at, l.amount, l.note) ORDER BY 1 LIMIT 5" >&2
+    assert_eq "$a" "$b" "$3"
 }
 both_equal orders orders_legacy "after the way back the legacy table equals the new one"
 
