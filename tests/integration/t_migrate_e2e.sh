@@ -47,10 +47,16 @@ assert_contains "$OUT" "keys without a parent: " "items: the orphan keys listed"
 e2e_verify_names_rows $INTO amount
 
 # ---- the switch under a concurrent reader and writer (both work before and after the rename)
+# (the writer's row: amount + 1 per statement, before the switch in the legacy table through the
+# capture, after it in the new table; absent when the writer above deleted or renamed it)
+n4242() { q "SELECT count(*) || ' ' || coalesce(sum(amount), 0) FROM orders WHERE note = 'n4242'"; }
+read -r rows amount0 <<<"$(n4242)"
 switch_under_load "UPDATE orders SET amount = amount + 1 WHERE note = 'n4242'" \
     "SELECT count(*) FROM orders WHERE note = 'n4243'" migrate --into "$INTO" --switch
 echo "$OUT"
 assert_contains "$OUT" "phase switched" "--switch"
+assert_eq "$rows $((amount0 + rows * SW_WRITES))" "$(n4242)" \
+    "the switch-time writer's row in the new table: each of its $SW_WRITES updates counted once"
 assert_eq 0 "$(maptrig)" "the switch dropped the map's triggers (the way back writes the map)"
 assert_eq "uuid" "$(q "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'orders'::regclass AND attname = 'id'")" \
     "orders is the UUIDv7 table"
