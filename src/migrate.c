@@ -427,8 +427,10 @@ children_prepare(PgConn *src, const MigrateSpec *s, Err *err)
     return true;
 }
 
-/* Once the parent is copied: each child filled from the map, then (same
- * database) its foreign key to the target added NOT VALID and validated. */
+/* Once the parent is copied: (same database) the trigger on the map for
+ * children of parents the capture inserts, each child filled from the map,
+ * then (same database) its foreign key to the target added NOT VALID and
+ * validated. */
 static bool
 children_fill(PgConn *src, PgConn *target, const MigrateSpec *s, const MigrateOptions *o,
               MigrateResult *r, Err *err)
@@ -441,7 +443,10 @@ children_fill(PgConn *src, PgConn *target, const MigrateSpec *s, const MigrateOp
     {
         const MigrateChild *ch = &s->children[i];
 
-        if (!migrate_child_fill(src, target, s, ch, o->lock_timeout_ms, &r->children[i], err) ||
+        /* The map's trigger before the fill: a map row written meanwhile sets
+         * its children itself, the fill the rest. */
+        if (!migrate_child_hook(src, s, ch, err) ||
+            !migrate_child_fill(src, target, s, ch, o->lock_timeout_ms, &r->children[i], err) ||
             (migrate_child_same_database(s) &&
              !migrate_child_constrain(src, s, ch, o->lock_timeout_ms, &r->children[i], err)))
         {

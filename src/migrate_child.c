@@ -26,6 +26,7 @@
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
+#include "v7fill/migrate_maptrig.h"
 
 /* What the catalog says about one child. */
 typedef struct Child
@@ -370,6 +371,218 @@ out:
     free(qtrig);
     free(qfn);
     child_free(&c);
+    return ok;
+}
+
+/* ---- the map's trigger ----------------------------------------------------------------- */
+
+/* A one-row query of two booleans. */
+static bool
+query_bools(PgConn *conn, const char *sql, int np, const char *const *params, bool *a, bool *b,
+            Err *err)
+{
+    PGresult *res;
+
+    if (!pg_query(conn, sql, np, params, &res, err))
+        return false;
+    *a = PQgetvalue(res, 0, 0)[0] == 't';
+    *b = PQgetvalue(res, 0, 1)[0] == 't';
+    PQclear(res);
+    return true;
+}
+
+/* A valid index of the child beginning with column `col` (attnum, quoted
+ * qcol), built CONCURRENTLY when there is none (writers go on); one left
+ * invalid by an interrupted build is dropped and built again.  `why`: what
+ * uses it, for the log. */
+static bool
+ensure_index(PgConn *conn, const MigrateChild *ch, const Child *c, const char *attnum,
+             const char *col, const char *qcol, const char *why, Err *err)
+{
+    const char *params[2] = {c->oid, attnum};
+    char name[128];
+    char *qname = NULL, *sql = NULL;
+    bool have, invalid, ok;
+
+    if (!query_bools(conn,
+                     "SELECT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = $1::oid AND indisvalid "
+                     "AND indkey[0] = $2::int2), EXISTS (SELECT 1 FROM pg_index WHERE indrelid = "
+                     "$1::oid AND NOT indisvalid AND indkey[0] = $2::int2)",
+                     2, params, &have, &invalid, err))
+        return false;
+    if (have)
+        return true;
+    (void) snprintf(name, sizeof name, "%s_%s_idx", ch->table, col);
+    qname = pg_qualified(conn, ch->schema, name);
+    ok = true;
+    if (invalid)
+    {
+        sql = xasprintf("DROP INDEX CONCURRENTLY IF EXISTS %s", qname);
+        ok = pg_exec(conn, sql, err);
+        free(sql);
+    }
+    if (ok)
+    {
+        char *qbare = pg_ident(conn, name); /* an index is made in its table's schema */
+
+        sql = xasprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s)", qbare,
+                        c->qchild, qcol);
+        free(qbare);
+        ok = pg_exec(conn, sql, err);
+        free(sql);
+    }
+    if (ok)
+        log_info("child %s.%s: index %s on %s built (%s)", ch->schema, ch->table, name, col,
+                 why);
+    else
+        err_prefix(err, "could not build the index on %s.%s.%s", ch->schema, ch->table, col);
+    free(qname);
+    return ok;
+}
+
+/* The map trigger's quoted names for this child: function
+ * v7fill."child_map_<oid>_<attnum>", trigger "v7fill_child_<oid>_<attnum>";
+ * *found false (and nothing set) when the child is gone. */
+static bool
+hook_names(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, char **fn,
+           char **trg, char **map, char *trg_plain, size_t trg_size, bool *found, Err *err)
+{
+    char *qchild = pg_qualified(conn, ch->schema, ch->table);
+    const char *params[2] = {qchild, ch->fk_column};
+    char buf[64];
+    PGresult *res;
+    bool ok;
+
+    *found = false;
+    ok = pg_query(conn,
+                  "SELECT c.oid::text, a.attnum::text FROM pg_catalog.pg_class c "
+                  "  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = $2 "
+                  " WHERE c.oid = to_regclass($1)",
+                  2, params, &res, err);
+    free(qchild);
+    if (!ok)
+        return false;
+    if (PQntuples(res) == 1)
+    {
+        *found = true;
+        (void) snprintf(buf, sizeof buf, "child_map_%s_%s", PQgetvalue(res, 0, 0),
+                        PQgetvalue(res, 0, 1));
+        *fn = pg_qualified(conn, "v7fill", buf);
+        (void) snprintf(trg_plain, trg_size, "v7fill_child_%s_%s", PQgetvalue(res, 0, 0),
+                        PQgetvalue(res, 0, 1));
+        *trg = pg_ident(conn, trg_plain);
+        *map = pg_qualified(conn, spec->into_schema, spec->map_table);
+    }
+    PQclear(res);
+    return true;
+}
+
+bool
+migrate_child_hook(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, Err *err)
+{
+    static const char *const tags[] = {"$v7fill$", "$v7fill_1$", "$v7fill_2$", "$v7fill_3$"};
+    char tname[64], what[300];
+    char *fn = NULL, *trg = NULL, *map = NULL, *parent = NULL;
+    Child c;
+    ChildStats st = {0};
+    Buf sql;
+    bool found = false, ok = false, made = false;
+
+    memset(&c, 0, sizeof c);
+    buf_init(&sql);
+    if (!migrate_child_same_database(spec))
+        return true; /* the map is in another database: fill passes only */
+    if (!child_describe(conn, spec, ch, &c, err) ||
+        !hook_names(conn, spec, ch, &fn, &trg, &map, tname, sizeof tname, &found, err))
+        goto out;
+    if (!found)
+    {
+        err_set(err, EC_CONFIG, "child table %s.%s does not exist", ch->schema, ch->table);
+        goto out;
+    }
+    {
+        const char *params[4] = {map, tname, c.oid, c.fk_attnum};
+        bool has, indexed;
+
+        if (!query_bools(conn,
+                         "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger WHERE tgrelid = "
+                         "$1::regclass AND tgname = $2 AND NOT tgisinternal), "
+                         "EXISTS (SELECT 1 FROM pg_catalog.pg_index WHERE indrelid = $3::oid "
+                         "AND indkey[0] = $4::int2 AND indisvalid)",
+                         4, params, &has, &indexed, err))
+            goto out;
+        /* Each map row the capture writes looks its children up by <fk>, and
+         * the switch sets the children of the keys recorded under its lock
+         * the same way: without the index, each is a scan of the child. */
+        if (!indexed && c.relkind == 'p')
+            log_warn("child %s.%s: no index begins with %s: each parent the capture inserts "
+                     "makes the map's trigger scan the child, and so does the switch under "
+                     "its lock (create one on each partition)",
+                     ch->schema, ch->table, ch->fk_column);
+        else if (!indexed &&
+                 !ensure_index(conn, ch, &c, c.fk_attnum, ch->fk_column, c.qfk,
+                               "the map's trigger and the switch find the children by it", err))
+            goto out;
+        if (has)
+        {
+            ok = true;
+            goto out;
+        }
+    }
+    parent = pg_qualified(conn, spec->into_schema, spec->into_table);
+    {
+        MapTrig mt = {c.qchild, c.qfk, c.quuid,           map,   parent,
+                      fn,       trg,   MAPTRIG_NULL_ONLY, c.oid, c.fk_attnum};
+
+        buf_puts(&sql, MAPTRIG_LATE_TABLE_SQL);
+        for (size_t i = 0; !made && i < sizeof tags / sizeof tags[0]; i++)
+            made = migrate_maptrig_sql(&mt, tags[i], &sql);
+    }
+    if (!made)
+    {
+        err_set(err, EC_CONFIG, "child %s.%s: its names hold every dollar-quote tag tried",
+                ch->schema, ch->table);
+        goto out;
+    }
+    (void) snprintf(what, sizeof what, "the trigger %s on %s.%s for %s.%s", tname,
+                    spec->into_schema, spec->map_table, ch->schema, ch->table);
+    if (!tx_retry(conn, MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, what, sql.data, 0, NULL, false, &st,
+                  NULL, err))
+        goto out;
+    log_info("child %s.%s: %s_uuid set by trigger %s when the parent's map row arrives",
+             ch->schema, ch->table, ch->fk_column, tname);
+    ok = true;
+out:
+    buf_free(&sql);
+    free(fn);
+    free(trg);
+    free(map);
+    free(parent);
+    child_free(&c);
+    return ok;
+}
+
+bool
+migrate_child_unhook(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, Err *err)
+{
+    char tname[64];
+    char *fn = NULL, *trg = NULL, *map = NULL;
+    bool found = false, ok;
+
+    ok = hook_names(conn, spec, ch, &fn, &trg, &map, tname, sizeof tname, &found, err);
+    /* Its events pending in this transaction first: a trigger with pending
+     * events cannot be dropped.  Its function goes with it. */
+    if (ok && found)
+    {
+        char *drop = xasprintf("DROP FUNCTION IF EXISTS %s()", fn);
+
+        ok = pg_exec(conn, "SET CONSTRAINTS ALL IMMEDIATE", err) &&
+             migrate_maptrig_drop(conn, trg, map, err) && pg_exec(conn, drop, err);
+        free(drop);
+    }
+    free(fn);
+    free(trg);
+    free(map);
     return ok;
 }
 
@@ -718,9 +931,89 @@ fill_pass(Fill *f, bool full, Err *err)
     return true;
 }
 
+/* ---- keys the map's trigger recorded under a lock --------------------------------------- */
+
+/* Whether MAPTRIG_LATE_TABLE exists (made with the map's first trigger). */
+static bool
+late_table_exists(PgConn *conn, bool *exists, Err *err)
+{
+    PGresult *res;
+
+    if (!pg_query(conn, "SELECT to_regclass('" MAPTRIG_LATE_TABLE "') IS NOT NULL", 0, NULL,
+                  &res, err))
+        return false;
+    *exists = PQgetvalue(res, 0, 0)[0] == 't';
+    PQclear(res);
+    return true;
+}
+
+/* The children of the keys recorded for this child set from the map (the
+ * parent's new row there), the keys deleted, in one statement: per key a
+ * look-up of the map and of the child's index on <fk>.  lock_ms > 0: its own
+ * short transaction, retried; 0: in the caller's.  *rows: the rows set. */
+static bool
+late_apply(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, const Child *c,
+           int lock_ms, ChildStats *st, uint64_t *rows, Err *err)
+{
+    const char *params[2] = {c->oid, c->fk_attnum};
+    char what[300];
+    char *parent, *sql;
+    bool exists = false, ok;
+
+    *rows = 0;
+    if (!late_table_exists(conn, &exists, err))
+        return false;
+    if (!exists)
+        return true; /* no trigger made it: nothing recorded */
+    parent = pg_qualified(conn, spec->into_schema, spec->into_table);
+    sql = xasprintf("WITH l AS (DELETE FROM " MAPTRIG_LATE_TABLE " WHERE child = $1::oid AND "
+                    "fk_attnum = $2::int2 RETURNING legacy_id) "
+                    "UPDATE %s c SET %s = m.id FROM l JOIN %s m ON m.legacy_id = l.legacy_id "
+                    "WHERE c.%s = l.legacy_id AND c.%s IS NULL "
+                    "AND EXISTS (SELECT 1 FROM %s p WHERE p.id = m.id)",
+                    c->qchild, c->quuid, c->qmap, c->qfk, c->quuid, parent);
+    (void) snprintf(what, sizeof what, "setting %s.%s.%s of the keys recorded by the map's trigger",
+                    ch->schema, ch->table, c->uuid_col);
+    if (lock_ms > 0)
+        ok = tx_retry(conn, lock_ms, what, sql, 2, params, true, st, rows, err);
+    else
+    {
+        PGresult *res = NULL;
+
+        ok = pg_query(conn, sql, 2, params, &res, err);
+        if (ok)
+            *rows = strtoull(PQcmdTuples(res), NULL, 10);
+        else
+            err_prefix(err, "%s", what);
+        PQclear(res);
+    }
+    free(sql);
+    free(parent);
+    return ok;
+}
+
 bool
-migrate_child_fill(PgConn *conn, PgConn *map, const MigrateSpec *spec, const MigrateChild *ch,
-                   int lock_timeout_ms, ChildStats *st, Err *err)
+migrate_child_set_late(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch,
+                       uint64_t *rows, Err *err)
+{
+    Child c;
+    ChildStats st = {0};
+    bool ok;
+
+    *rows = 0;
+    if (!migrate_child_same_database(spec))
+        return true;
+    ok = child_describe(conn, spec, ch, &c, err) && late_apply(conn, spec, ch, &c, 0, &st, rows, err);
+    child_free(&c);
+    return ok;
+}
+
+/* After the keys recorded by the map's trigger: the fill (full_first: a
+ * first pass over every row, then passes over the rows still NULL until one
+ * changes nothing) or one pass over the rows still NULL. */
+static bool
+fill_run(PgConn *conn, PgConn *map, const MigrateSpec *spec, const MigrateChild *ch,
+         int lock_timeout_ms, bool full_first, ChildStats *st, Err *err)
 {
     Fill f = {.conn = conn, .map = map ? map : conn, .spec = spec, .ch = ch, .st = st};
     bool ok = false;
@@ -740,6 +1033,17 @@ migrate_child_fill(PgConn *conn, PgConn *map, const MigrateSpec *spec, const Mig
     }
     (void) snprintf(f.what, sizeof f.what, "filling %s.%s.%s", ch->schema, ch->table,
                     f.c.uuid_col);
+    if (f.same)
+    {
+        uint64_t late = 0;
+
+        if (!late_apply(conn, spec, ch, &f.c, f.lock_ms, st, &late, err))
+            goto out;
+        st->filled += late;
+        if (late > 0)
+            log_detail("%s: %llu rows of keys the map's trigger recorded", f.what,
+                       (unsigned long long) late);
+    }
     f.sql_write = write_sql(&f);
     if (!f.same)
     {
@@ -752,7 +1056,7 @@ migrate_child_fill(PgConn *conn, PgConn *map, const MigrateSpec *spec, const Mig
     }
     for (;;)
     {
-        bool full = st->passes == 0;
+        bool full = full_first && st->passes == 0;
 
         if (!fill_pass(&f, full, err))
             goto out;
@@ -767,8 +1071,8 @@ migrate_child_fill(PgConn *conn, PgConn *map, const MigrateSpec *spec, const Mig
         log_detail("%s: pass %llu, %llu rows read, %llu set, %llu orphans", f.what,
                    (unsigned long long) st->passes, (unsigned long long) f.seen,
                    (unsigned long long) f.changed, (unsigned long long) f.orphans);
-        if (f.changed == 0)
-            break;
+        if (f.changed == 0 || !full_first)
+            break; /* settle: one pass; what arrives after it the map's trigger covers */
         if (st->passes > MIGRATE_CHILD_MAX_PASSES)
         {
             log_warn("%s: rows still change after %llu passes (children written before their "
@@ -786,6 +1090,25 @@ out:
     free(f.sql_write);
     child_free(&f.c);
     return ok;
+}
+
+bool
+migrate_child_fill(PgConn *conn, PgConn *map, const MigrateSpec *spec, const MigrateChild *ch,
+                   int lock_timeout_ms, ChildStats *st, Err *err)
+{
+    return fill_run(conn, map, spec, ch, lock_timeout_ms, true, st, err);
+}
+
+bool
+migrate_child_settle(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch,
+                     int lock_timeout_ms, ChildStats *st, Err *err)
+{
+    if (!migrate_child_same_database(spec))
+    {
+        memset(st, 0, sizeof *st);
+        return true;
+    }
+    return fill_run(conn, conn, spec, ch, lock_timeout_ms, false, st, err);
 }
 
 /* ---- constrain ------------------------------------------------------------------------- */
@@ -814,59 +1137,6 @@ find_fk(PgConn *conn, const MigrateSpec *spec, const Child *c, char *name, size_
     *validated = strcmp(PQgetvalue(res, 0, 2), "true") == 0;
     PQclear(res);
     return true;
-}
-
-/* The child's index on <fk>_uuid: without one, every delete in the new table
- * (the capture applies the source's) scans the whole child for the foreign key.
- * Built CONCURRENTLY (writers go on); one left invalid by an interrupted build is
- * dropped and built again. */
-static bool
-ensure_uuid_index(PgConn *conn, const MigrateChild *ch, const Child *c, Err *err)
-{
-    const char *params[2] = {c->oid, c->uuid_attnum};
-    char name[128];
-    char *qname = NULL, *sql = NULL;
-    PGresult *res;
-    bool have, invalid, ok;
-
-    if (!pg_query(conn,
-                  "SELECT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = $1::oid AND indisvalid "
-                  "AND indkey[0] = $2::int2), EXISTS (SELECT 1 FROM pg_index WHERE indrelid = "
-                  "$1::oid AND NOT indisvalid AND indkey[0] = $2::int2)",
-                  2, params, &res, err))
-        return false;
-    have = PQgetvalue(res, 0, 0)[0] == 't';
-    invalid = PQgetvalue(res, 0, 1)[0] == 't';
-    PQclear(res);
-    if (have)
-        return true;
-    (void) snprintf(name, sizeof name, "%s_%s_idx", ch->table, c->uuid_col);
-    qname = pg_qualified(conn, ch->schema, name);
-    ok = true;
-    if (invalid)
-    {
-        sql = xasprintf("DROP INDEX CONCURRENTLY IF EXISTS %s", qname);
-        ok = pg_exec(conn, sql, err);
-        free(sql);
-    }
-    if (ok)
-    {
-        char *qbare = pg_ident(conn, name); /* an index is made in its table's schema */
-
-        sql = xasprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s)", qbare,
-                        c->qchild, c->quuid);
-        free(qbare);
-        ok = pg_exec(conn, sql, err);
-        free(sql);
-    }
-    if (ok)
-        log_info("child %s.%s: index %s on %s built (the foreign key's deletes use it)",
-                 ch->schema, ch->table, name, c->uuid_col);
-    else
-        err_prefix(err, "could not build the index on %s.%s.%s", ch->schema, ch->table,
-                   c->uuid_col);
-    free(qname);
-    return ok;
 }
 
 /* The ON DELETE rule of the new key: the legacy key's from the child's <fk> to
@@ -956,7 +1226,11 @@ migrate_child_constrain(PgConn *conn, const MigrateSpec *spec, const MigrateChil
     }
     if (!find_fk(conn, spec, &c, name, sizeof name, &validated, &into_exists, err))
         goto out;
-    if (into_exists && c.relkind != 'p' && !ensure_uuid_index(conn, ch, &c, err))
+    /* Without it, every delete in the new table (the capture applies the
+     * source's) scans the whole child for the foreign key. */
+    if (into_exists && c.relkind != 'p' &&
+        !ensure_index(conn, ch, &c, c.uuid_attnum, c.uuid_col, c.quuid,
+                      "the foreign key's deletes use it", err))
         goto out;
     if (!into_exists)
     {

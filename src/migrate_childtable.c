@@ -13,6 +13,7 @@
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
 #include "v7fill/migrate_ddl.h"
+#include "v7fill/migrate_maptrig.h"
 #include "v7fill/migrate_state.h"
 #include "v7fill/migrate_verify.h"
 
@@ -232,23 +233,18 @@ migrate_childtable_prepare(PgConn *src, PgConn *target, const MigrateSpec *ps,
     /* A child row applied before its parent's map row (the two slots have no
      * common order) gets its uuid when the map row arrives; a parent's map
      * row deleted (the parent deleted) takes it away again. */
-    buf_printf(&ddl,
-               "CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql\n"
-               "  SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS " CT_TAG "\n"
-               "BEGIN\n"
-               "  IF TG_OP = 'DELETE' THEN\n"
-               "    UPDATE %s c SET %s = NULL WHERE c.%s = OLD.legacy_id AND c.%s IS NOT NULL;\n"
-               "  ELSE\n"
-               "    UPDATE %s c SET %s = NEW.id WHERE c.%s = NEW.legacy_id\n"
-               "       AND c.%s IS DISTINCT FROM NEW.id;\n"
-               "  END IF;\n"
-               "  RETURN NULL;\n"
-               "END\n" CT_TAG ";\n"
-               "CREATE OR REPLACE TRIGGER %s AFTER INSERT OR UPDATE OR DELETE ON %s\n"
-               "  FOR EACH ROW EXECUTE FUNCTION %s();\n"
-               "COMMIT;\n",
-               n.fn_map, n.child, n.fku, n.fk, n.fku, n.child, n.fku, n.fk, n.fku, n.trg_map,
-               n.map, n.fn_map);
+    {
+        MapTrig mt = {n.child,   n.fk,      n.fku,           n.map, n.parent,
+                      n.fn_map,  n.trg_map, MAPTRIG_FOLLOW_MAP, NULL,  NULL};
+
+        if (!migrate_maptrig_sql(&mt, CT_TAG, &ddl))
+        {
+            err_set(err, EC_CONFIG, "child %s.%s: its names hold the dollar-quote tag %s",
+                    ch->schema, ch->table, CT_TAG);
+            goto out;
+        }
+    }
+    buf_puts(&ddl, "COMMIT;\n");
     if (strstr(ddl.data, CT_TAG "\n") != strstr(ddl.data, CT_TAG) ||
         strstr(n.child, CT_TAG) || strstr(n.map, CT_TAG) || strstr(n.fk, CT_TAG) ||
         strstr(n.fku, CT_TAG))
@@ -596,16 +592,20 @@ static bool
 map_hook(PgConn *c, const MigrateSpec *ps, const MigrateChild *ch, bool hook, Err *err)
 {
     CtNames n;
-    char *sql;
     bool ok;
 
     names_make(c, ps, ch, &n);
-    sql = hook ? xasprintf("CREATE OR REPLACE TRIGGER %s AFTER INSERT OR UPDATE OR DELETE ON %s "
-                           "FOR EACH ROW EXECUTE FUNCTION %s()",
-                           n.trg_map, n.map, n.fn_map)
-               : xasprintf("DROP TRIGGER IF EXISTS %s ON %s", n.trg_map, n.map);
-    ok = pg_exec(c, sql, err);
-    free(sql);
+    if (hook)
+    {
+        char *sql = xasprintf("CREATE OR REPLACE TRIGGER %s AFTER INSERT OR UPDATE OR DELETE ON %s "
+                              "FOR EACH ROW EXECUTE FUNCTION %s()",
+                              n.trg_map, n.map, n.fn_map);
+
+        ok = pg_exec(c, sql, err);
+        free(sql);
+    }
+    else
+        ok = migrate_maptrig_drop(c, n.trg_map, n.map, err);
     names_free(&n);
     return ok;
 }

@@ -13,6 +13,7 @@
 
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
+#include "v7fill/migrate_child.h"
 #include "v7fill/migrate_childreverse.h"
 #include "v7fill/migrate_childtable.h"
 #include "v7fill/migrate_switch.h"
@@ -352,6 +353,11 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
            sp->legacy_table);
     printf("  lock held %" PRId64 " ms (attempt %d), the capture applied up to %s\n",
            st->lock_held_ms, st->attempts, at);
+    if (!has_childtables(sp) && sp->nchildren > 0)
+        printf("  children's <fk>_uuid: %" PRIu64 " rows set before the lock (%" PRId64
+               " ms, no lock held), %" PRIu64 " under it (children of the parents the capture "
+               "applied there)\n",
+               st->children_settled, st->children_settle_ms, st->children_late);
     printf("the application must change:\n");
     printf("  %s.%s.id is uuid now (was %s %s): new rows need a UUIDv7 id from the application\n",
            sp->from_schema, sp->from_table, sp->key_type, sp->key);
@@ -533,6 +539,67 @@ switch_childtables(PgConn *s, const MigrateSpec *sp, Err *err)
     return ok;
 }
 
+/* Inside the switch transaction, expand mode: the trigger on the map that
+ * sets children's <fk>_uuid dropped; from here the way back writes the map,
+ * and the trigger would set <fk>_uuid on live child rows by their old <fk>. */
+static bool
+unhook_children(PgConn *s, const MigrateSpec *sp, Err *err)
+{
+    for (size_t i = 0; !has_childtables(sp) && i < sp->nchildren; i++)
+        if (!migrate_child_unhook(s, sp, &sp->children[i], err))
+        {
+            err_prefix(err, "child %s.%s", sp->children[i].schema, sp->children[i].table);
+            return false;
+        }
+    return true;
+}
+
+/* Inside the switch transaction, expand mode, once the capture applied its
+ * last changes (the children locked, readers going on): the map's trigger
+ * recorded the keys of the parents those changes inserted instead of waiting
+ * for the lock; their children set from the map (index look-ups per key). */
+static bool
+late_children(PgConn *s, const MigrateSpec *sp, SwitchStats *st, Err *err)
+{
+    st->children_late = 0;
+    for (size_t i = 0; !has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        uint64_t rows = 0;
+
+        if (!migrate_child_set_late(s, sp, &sp->children[i], &rows, err))
+        {
+            err_prefix(err, "child %s.%s", sp->children[i].schema, sp->children[i].table);
+            return false;
+        }
+        st->children_late += rows;
+    }
+    return true;
+}
+
+/* Before the switch's lock, expand mode: each child's rows still NULL set
+ * from the map in short transactions of their own (writers go on), so that
+ * under the lock only what the capture applies there is left. */
+static bool
+settle_children(PgConn *c, const MigrateSpec *sp, int lock_timeout_ms, SwitchStats *st,
+                Err *err)
+{
+    int64_t t0 = mono_ms();
+
+    for (size_t i = 0; !has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        ChildStats cs;
+
+        if (!migrate_child_settle(c, sp, &sp->children[i], lock_timeout_ms, &cs, err))
+        {
+            err_prefix(err, "child %s.%s", sp->children[i].schema, sp->children[i].table);
+            return false;
+        }
+        st->children_settled += cs.filled;
+    }
+    st->children_settle_ms = mono_ms() - t0;
+    return true;
+}
+
 /* The switch transaction, forward, one attempt.  *retry: the lock was not
  * granted in time (or a deadlock); rolled back. */
 static bool
@@ -558,7 +625,8 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
         goto fail;
     }
     t0 = lk.t0;
-    if (!query_text(s, "SELECT pg_catalog.pg_get_serial_sequence($1, $2)", 2, p, seq, seqsize,
+    if ((same && !late_children(s, sp, st, err)) ||
+        !query_text(s, "SELECT pg_catalog.pg_get_serial_sequence($1, $2)", 2, p, seq, seqsize,
                     err) ||
         (seq[0] && !query_text(s, "SELECT pg_catalog.pg_get_serial_sequence($1, $2)::regclass::oid",
                                2, p, seqoid, sizeof seqoid, err)))
@@ -579,6 +647,8 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
         pgo_lsn_format(st->final_lsn, at);
         ok = exec_fmt(s, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", n->into_q,
                       n->from_q) &&
+             /* before the renames: its pending events name the new table */
+             unhook_children(s, sp, err) &&
              move_table(s, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
                         sp->legacy_table, err) &&
              move_table(s, n->into_q, sp->into_schema, sp->into_table, sp->from_schema,
@@ -1014,7 +1084,8 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
             goto out;
     }
     else if (!check_caught_up(source, spec, err) ||
-             (same && !prepare_reverses(target, spec, &n, err)))
+             (same && !prepare_reverses(target, spec, &n, err)) ||
+             (same && !settle_children(target, spec, lock_timeout_ms, st, err)))
         goto out;
     if (!switch_retried(c, apply, spec, &n, same, back, lock_timeout_ms, attempts, catch_up, ctx,
                         st, seq, sizeof seq, err))

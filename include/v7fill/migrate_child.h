@@ -8,7 +8,8 @@
  *              UPDATE OF <fk> trigger (function v7fill."child_uuid_<oid>_<attnum>")
  *              keeps it current for rows the application writes meanwhile
  *              (NULL while the parent has no map row yet: the next fill
- *              pass sets it).  Two databases: no trigger, fill passes only.
+ *              pass sets it, or the map's trigger: migrate_child_hook).  Two
+ *              databases: no trigger, fill passes only.
  *   fill       batches along the child's primary key, each write its own
  *              short transaction under SET LOCAL lock_timeout (retried on
  *              55P03 / 40P01), then passes over the rows still NULL until a
@@ -69,9 +70,47 @@ bool migrate_child_same_database(const MigrateSpec *spec);
 V7FILL_MUST_CHECK bool migrate_child_prepare(PgConn *conn, const MigrateSpec *spec,
                                              const MigrateChild *ch, Err *err);
 
+/* Same database: the trigger on the parent's map (migrate_maptrig.h,
+ * MAPTRIG_NULL_ONLY) giving child rows with <fk> = the map row's legacy_id
+ * and <fk>_uuid NULL their uuid when the capture writes the map row (a child
+ * inserted in its new parent's transaction), in that transaction; when the
+ * child is locked (the switch) it records the key in MAPTRIG_LATE_TABLE
+ * instead.  Made once the parent's copy is done (the copy writes the map in
+ * bulk), before the fill; nothing is locked when it exists.  The child's
+ * index on <fk> (the look-up of the trigger and of migrate_child_set_late)
+ * is built CONCURRENTLY when missing (a partitioned child: a warning).  Two
+ * databases: nothing. */
+V7FILL_MUST_CHECK bool migrate_child_hook(PgConn *conn, const MigrateSpec *spec,
+                                          const MigrateChild *ch, Err *err);
+
+/* In the caller's transaction (the switch): the map's trigger dropped (its
+ * pending events run first), so that later writes of the map (the way back)
+ * never set <fk>_uuid on live rows by their old <fk>. */
+V7FILL_MUST_CHECK bool migrate_child_unhook(PgConn *conn, const MigrateSpec *spec,
+                                            const MigrateChild *ch, Err *err);
+
+/* Same database, in the caller's transaction (the switch, under its lock,
+ * once the capture's last changes are committed, before the renames): the
+ * children of the keys the map's trigger recorded (it met the lock) get
+ * <fk>_uuid from the map where the parent's new row exists, and the keys are
+ * deleted.  Its cost is an index look-up per key recorded, not a scan of
+ * the child.  *rows: the rows set.  Two databases: nothing. */
+V7FILL_MUST_CHECK bool migrate_child_set_late(PgConn *conn, const MigrateSpec *spec,
+                                              const MigrateChild *ch, uint64_t *rows, Err *err);
+
+/* Same database, before the switch's lock, in short transactions of its
+ * own: the keys recorded (as migrate_child_set_late), then one pass over
+ * the rows whose <fk>_uuid is still NULL, as the fill's (a read along the
+ * primary key, writes in short batches): what the triggers could not reach
+ * (a fill cut short by a kill).  Two databases: nothing. */
+V7FILL_MUST_CHECK bool migrate_child_settle(PgConn *conn, const MigrateSpec *spec,
+                                            const MigrateChild *ch, int lock_timeout_ms,
+                                            ChildStats *st, Err *err);
+
 /* conn: the database holding the child; map: a connection to the map's
  * database (may be the same PgConn).  Fills <fk>_uuid = map.id where it
- * differs; statistics in *st (zeroed first). */
+ * differs (first, same database, the keys the map's trigger recorded);
+ * statistics in *st (zeroed first). */
 V7FILL_MUST_CHECK bool migrate_child_fill(PgConn *conn, PgConn *map, const MigrateSpec *spec,
                                           const MigrateChild *ch, int lock_timeout_ms,
                                           ChildStats *st, Err *err);

@@ -38,6 +38,14 @@
  * legacy_id default dropped and the map's trigger made again
  * (migrate_childtable_rehook).
  *
+ * Children in mode expand (same database): before the lock, a pass over
+ * their rows still NULL (migrate_child_settle, no lock of ours).  Under it,
+ * once the capture applied its last changes: the children of the keys the
+ * map's trigger recorded (it does not wait for the switch's lock on the
+ * child) are set from the map (migrate_child_set_late: index look-ups, as
+ * many as keys recorded; no scan of the child), then, before the renames,
+ * the trigger is dropped (migrate_child_unhook: the way back writes the map).
+ *
  * Both functions update *spec (phase, switch_lsn, legacy_table); the caller
  * stores it in v7fill.migration.  A rerun finds the state from the catalog
  * (which table holds which name), so a kill between the commit and the
@@ -67,6 +75,11 @@ typedef struct SwitchStats
     uint64_t applied_at_switch;  /* switching back: rows the reverse applied under the lock */
     uint64_t children_filled;    /* switching back: child rows written with only <fk>_uuid
                                     that got <fk> from the map */
+    uint64_t children_settled;   /* forward, expand-mode children: rows whose <fk>_uuid the
+                                    pass before the lock set */
+    int64_t children_settle_ms;  /* how long that took (no lock held) */
+    uint64_t children_late;      /* forward, expand-mode children: rows set under the lock
+                                    from the keys the map's trigger recorded */
     bool already;                /* nothing to do: the names were already switched */
     bool back;                   /* this was a switch back (phase reverse) */
 } SwitchStats;

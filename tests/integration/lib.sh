@@ -81,22 +81,28 @@ build_helper() {
 
 # timed_start NAME SQL: SQL about every 25 ms through one psql session (\timing) in the
 # background until timed_stop NAME, which prints "max_ms=N statements=N errors=N" (the longest
-# statement in whole ms: a statement waiting for a lock shows here).
+# statement in whole ms: a statement waiting for a lock shows here) once psql ran every
+# statement sent (those queued while it waited or lagged too: they are writes like the others).
 timed_start() {
-    rm -f "$1.stop"
-    { echo '\timing on'; while [ ! -e "$1.stop" ]; do echo "$2;"; sleep 0.025; done; } |
-        psql -X -q -At >"$1.log" 2>&1 &
-    echo $! >"$1.pid"
+    rm -f "$1.stop" "$1.done"
+    ( { echo '\timing on'; while [ ! -e "$1.stop" ]; do echo "$2;"; sleep 0.025; done; } |
+        psql -X -q -At >"$1.log" 2>&1
+      touch "$1.done" ) &
 }
+# (timed_stop is called in $(...), where `wait` returns at once: a subshell's wait does not
+# wait for its parent's jobs; hence the .done file.)
 timed_stop() {
+    local i
     touch "$1.stop"
-    wait "$(cat "$1.pid")" || true
+    for i in $(seq 1 1200); do [ -e "$1.done" ] && break; sleep 0.05; done
+    [ -e "$1.done" ] || fail "timed_stop $1: psql still running 60 s after the stop"
     awk '/^Time: /{ms=$2+0; if(ms>max)max=ms; n++} /ERROR/{e++}
          END{printf "max_ms=%d statements=%d errors=%d\n", max, n, e+0}' "$1.log"
 }
 # switch_under_load WRITER_SQL READER_SQL ARGS...: v7fill ARGS (exit 0, its output in OUT) while
 # a writer and a reader run their statement every 25 ms; fails when one of their statements
-# waited 2000 ms (a lock timeout of 1000 ms + 1 s) or failed.
+# waited 2000 ms (a lock timeout of 1000 ms + 1 s) or failed.  Returns once both ran their last
+# statement; how many statements the writer ran in SW_WRITES.
 switch_under_load() {
     local w r x ms
     timed_start sw_w "$1"
@@ -107,6 +113,7 @@ switch_under_load() {
     sleep 0.5
     w=$(timed_stop sw_w)
     r=$(timed_stop sw_r)
+    SW_WRITES=$(sed 's/.*statements=\([0-9]*\).*/\1/' <<<"$w")
     echo "switch: $(grep -o 'lock held [0-9]* ms' <<<"$OUT" | head -n 1); writer $w; reader $r; load $(cut -d' ' -f1-3 /proc/loadavg)"
     for x in "writer $w" "reader $r"; do
         ms=$(sed -n 's/.*max_ms=\([0-9]*\).*/\1/p' <<<"$x")

@@ -48,9 +48,9 @@ e2e_source() {
 
 # e2e_writer_start [new-child]: parent and child rows inserted (with new-child, also an item of
 # the new parent in its transaction), updated, deleted, 10 transactions a second over 2
-# clients, until e2e_writer_stop.  (Expand mode does not take new-child: its trigger gives such
-# an item NULL, as the map has no row yet, and only the next fill sets it; the run's verify
-# re-checks without a fill, so the item's key differs in every round.)
+# clients, until e2e_writer_stop.  (Such an item gets its parent's uuid from the trigger on
+# the map when the capture writes the map row, in both child modes: the run's verify re-checks
+# without a fill.)
 e2e_writer_start() {
     cat >writer.sql <<'SQL'
 \set k random(1, 100000)

@@ -15,10 +15,13 @@ e2e_source
 args=(migrate --from public.orders --key id --time-column created_at --into "$INTO"
       --child 'public.items(order_id)' --child 'public.payments(order_id)' --batch-rows 10000)
 # (--child-mode migrate: t_migrate_e2e_childtable.sh, the same scenario with the child tables')
-e2e_writer_start
+e2e_writer_start new-child
+# (new-child: items inserted in their new parent's transaction, whose uuid the map's trigger sets)
 # ---- kill -9 at 10 random points (setup, copy, capture, child fill), then the same command
 e2e_kills 10 3.5 -q "${args[@]}"
 e2e_rerun_verify "${args[@]}"
+maptrig() { q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass AND tgname LIKE 'v7fill\_child\_%'"; }
+assert_eq 2 "$(maptrig)" "a trigger on the map per child sets the uuid of items inserted with their new parent"
 e2e_writer_stop
 run_expect 0 "$V7FILL" "${args[@]}"
 assert_eq "$(e2e_digest orders id "$ORDER_COLS" "created_at >= 'epoch'")" "$(e2e_digest $INTO legacy_id "$ORDER_COLS")" "the target equals the source through legacy_id (every non-key column)"
@@ -44,10 +47,17 @@ assert_contains "$OUT" "keys without a parent: " "items: the orphan keys listed"
 e2e_verify_names_rows $INTO amount
 
 # ---- the switch under a concurrent reader and writer (both work before and after the rename)
+# (the writer's row: amount + 1 per statement, before the switch in the legacy table through the
+# capture, after it in the new table; absent when the writer above deleted or renamed it)
+n4242() { q "SELECT count(*) || ' ' || coalesce(sum(amount), 0) FROM orders WHERE note = 'n4242'"; }
+read -r rows amount0 <<<"$(n4242)"
 switch_under_load "UPDATE orders SET amount = amount + 1 WHERE note = 'n4242'" \
     "SELECT count(*) FROM orders WHERE note = 'n4243'" migrate --into "$INTO" --switch
 echo "$OUT"
 assert_contains "$OUT" "phase switched" "--switch"
+assert_eq "$rows $((amount0 + rows * SW_WRITES))" "$(n4242)" \
+    "the switch-time writer's row in the new table: each of its $SW_WRITES updates counted once"
+assert_eq 0 "$(maptrig)" "the switch dropped the map's triggers (the way back writes the map)"
 assert_eq "uuid" "$(q "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'orders'::regclass AND attname = 'id'")" \
     "orders is the UUIDv7 table"
 
@@ -61,10 +71,17 @@ run_expect 0 "$V7FILL" migrate --into "$INTO" --reverse
 echo "$OUT"
 assert_contains "$OUT" "phase reverse" "--reverse"
 assert_contains "$OUT" "missing=0" "every change found its legacy row"
+# both_equal NEW LEGACY WHAT: the same rows (legacy key, created_at, amount, note); on a difference
+# the first differing rows are printed (new | legacy)
 both_equal() {
-    assert_eq "$(q "SELECT count(*), md5(string_agg(legacy_id||'|'||created_at||'|'||amount||'|'||coalesce(note, '-'), ',' ORDER BY legacy_id)) FROM $1")" \
-              "$(q "SELECT count(*), md5(string_agg(id||'|'||created_at||'|'||amount||'|'||coalesce(note, '-'), ',' ORDER BY id)) FROM $2 WHERE created_at >= 'epoch'")" \
-              "$3"
+    local a b
+    a=$(q "SELECT count(*), md5(string_agg(legacy_id||'|'||created_at||'|'||amount||'|'||coalesce(note, '-'), ',' ORDER BY legacy_id)) FROM $1")
+    b=$(q "SELECT count(*), md5(string_agg(id||'|'||created_at||'|'||amount||'|'||coalesce(note, '-'), ',' ORDER BY id)) FROM $2 WHERE created_at >= 'epoch'")
+    [ "$a" == "$b" ] ||
+        q "SELECT coalesce(n.legacy_id, l.id), n.created_at, n.amount, n.note, '|', l.created_at, l.amount, l.note
+             FROM $1 n FULL JOIN (SELECT * FROM $2 WHERE created_at >= 'epoch') l ON l.id = n.legacy_id
+            WHERE (n.created_at, n.amount, n.note) IS DISTINCT FROM (l.created_at, l.amount, l.note) ORDER BY 1 LIMIT 5" >&2
+    assert_eq "$a" "$b" "$3"
 }
 both_equal orders orders_legacy "after the way back the legacy table equals the new one"
 

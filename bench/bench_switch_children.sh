@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The switch's lock-held time with a large expand-mode child, beside a baseline binary, and the
+# cost of a map row insert with the map's trigger (docs/migrating-children.md).
+#
+#   V7FILL=build/v7fill V7FILL_BASE=/path/to/old/v7fill bench/bench_switch_children.sh
+#
+# One throwaway cluster; per binary (V7FILL_BASE first, when given) its own database: a parent
+# of BENCH_SC_PARENT rows (default 20000), a child of BENCH_SC_CHILD rows (default 1000000,
+# indexed on its key) of which BENCH_SC_NULL (default 300) are orphans and as many have a NULL
+# key (their <fk>_uuid stays NULL); `v7fill migrate` (copy, fill, foreign key), then
+# `migrate --switch` without a writer; prints the switch's "lock held" line.  With V7FILL only:
+# before the switch, a transaction writing BENCH_SC_MAP (default 20000) map rows and their new
+# rows, each with a child inserted before it (NULL uuid), timed with the map's trigger and with
+# it disabled.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+V7FILL=${V7FILL:-$root/build/v7fill}
+PARENT=${BENCH_SC_PARENT:-20000}
+CHILD=${BENCH_SC_CHILD:-1000000}
+NULLS=${BENCH_SC_NULL:-300}
+MAPROWS=${BENCH_SC_MAP:-20000}
+eval "$(PGTMP_PORT=${BENCH_SC_PORT:-54351} "$root/tests/pgtmp.sh" start)"
+trap '"$root/tests/pgtmp.sh" stop "$PGTMP_DIR"' EXIT
+q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
+ms() { date +%s%3N; }
+
+setup() { # setup DB
+    psql -X -q -d postgres -c "CREATE DATABASE $1" >/dev/null
+    q -d "$1" -c "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL, note text);
+        INSERT INTO orders (created_at, note)
+          SELECT timestamptz '2024-01-01' + g * interval '17 minutes', 'n' || g FROM generate_series(1, $PARENT) g;
+        CREATE TABLE items (id serial PRIMARY KEY, order_id bigint, qty int);
+        INSERT INTO items (order_id, qty) SELECT g % $PARENT + 1, g FROM generate_series(1, $CHILD - 2 * $NULLS) g;
+        INSERT INTO items (order_id, qty) SELECT 900000000 + g, 0 FROM generate_series(1, $NULLS) g;
+        INSERT INTO items (order_id, qty) SELECT NULL, 0 FROM generate_series(1, $NULLS) g;
+        CREATE INDEX ON items (order_id); ANALYZE orders, items"
+}
+
+map_cost() { # map_cost DB INTO: the map rows' transaction with the trigger, then without
+    local db=$1 into=$2 trg t0 with without
+    trg=$(q -d "$db" -c "SELECT tgname FROM pg_trigger WHERE tgrelid = '${into}_id_map'::regclass AND tgname LIKE 'v7fill\_child\_%'")
+    [ -n "$trg" ] || { echo "no trigger on ${into}_id_map" >&2; exit 1; }
+    q -d "$db" -c "CREATE TABLE nw AS SELECT 800000000 + row_number() OVER () AS legacy_id,
+                          (left(id::text, 24) || left(md5(id::text), 12))::uuid AS id, created_at
+                     FROM $into LIMIT $MAPROWS"
+    for mode in with without; do
+        q -d "$db" -c "INSERT INTO items (order_id, qty) SELECT legacy_id, -1 FROM nw"
+        [ "$mode" = with ] || q -d "$db" -c "ALTER TABLE ${into}_id_map DISABLE TRIGGER \"$trg\""
+        t0=$(ms)
+        q -d "$db" -c "BEGIN; INSERT INTO ${into}_id_map SELECT legacy_id, id FROM nw;
+                       INSERT INTO $into (legacy_id, id, created_at) SELECT legacy_id, id, created_at FROM nw; COMMIT"
+        eval "$mode=$(( $(ms) - t0 ))"
+        [ "$mode" = with ] || q -d "$db" -c "ALTER TABLE ${into}_id_map ENABLE TRIGGER \"$trg\""
+        [ "$mode" = without ] || [ "$(q -d "$db" -c "SELECT count(*) FROM items WHERE qty = -1 AND order_id_uuid IS NULL")" = 0 ] \
+            || { echo "the trigger did not set the children" >&2; exit 1; }
+        q -d "$db" -c "DELETE FROM items WHERE qty = -1; DELETE FROM ${into}_id_map WHERE legacy_id > 800000000;
+                       DELETE FROM $into WHERE legacy_id > 800000000"
+    done
+    q -d "$db" -c "DROP TABLE nw"
+    echo "map rows: $MAPROWS in one transaction with their new rows, each with a child: ${with} ms with the trigger, ${without} ms without ($(( (with - without) * 1000 / MAPROWS )) us a row for the trigger)"
+}
+
+run() { # run NAME BINARY
+    local db=bench_$1 into=orders_$1 t0 out
+    setup "$db"
+    t0=$(ms)
+    PGDATABASE=$db "$2" -q migrate --from public.orders --key id --time-column created_at --into "$into" \
+        --child 'public.items(order_id)' >"$db.run.log" 2>&1 || { cat "$db.run.log"; exit 1; }
+    echo "$1: migrate (copy, fill of $CHILD child rows, foreign key) $(( $(ms) - t0 )) ms"
+    [ "$1" = base ] || map_cost "$db" "$into"
+    out=$(PGDATABASE=$db "$2" migrate --into "$into" --switch 2>&1) || { echo "$out"; exit 1; }
+    echo "$1: $(grep -E 'lock held|children' <<<"$out" | sed 's/^ *//' | tr '\n' ' ')"
+}
+
+cd "$(mktemp -d)"
+echo "parent $PARENT rows, child $CHILD rows ($NULLS orphans, $NULLS NULL keys)"
+[ -z "${V7FILL_BASE:-}" ] || run base "$V7FILL_BASE"
+run new "$V7FILL"
