@@ -14,6 +14,7 @@
 #include "v7fill/civil.h"
 #include "v7fill/copy_encode.h"
 #include "v7fill/log.h"
+#include "v7fill/sink_waves.h"
 #include "v7fill/sortkey.h"
 #include "v7fill/source.h"
 
@@ -62,6 +63,12 @@ struct Sink
     size_t seen_cap;
     uint32_t seen_gen;
     Buf set_param;          /* a second array parameter */
+    /* Waves (sink_write_waves) */
+    Waves waves;
+    BatchRow **list;        /* the rows of a run or of a wave's kind of operation */
+    size_t list_cap;
+    bool strict;            /* applying waves: an error that may be a row's fails the
+                             * waves (applied again in reading order), no row is refused */
 };
 
 /* A row of a set-wise run: its id and lookup row, once resolved. */
@@ -373,6 +380,8 @@ sink_free(Sink *s)
     free(s->set);
     free(s->set_by_id);
     free(s->seen_slot);
+    free(s->list);
+    waves_free(&s->waves);
     buf_free(&s->set_param);
     buf_free(&s->update_sql);
     buf_free(&s->values);
@@ -925,6 +934,11 @@ sink_write_target(Sink *s, Batch *b, BatchRow **rows, size_t n, bool probe_gap, 
                 continue;
             }
         }
+        if (s->strict)
+        {
+            *err = copy_err; /* the waves are applied again, in reading order */
+            return false;
+        }
         s->stats.splits++;
         if (n == 1)
             return sink_refuse(s, b, rows[0], &copy_err, err);
@@ -989,9 +1003,9 @@ sink_settle(Sink *s, Batch *b, BatchRow **rows, size_t *n, Err *err)
 }
 
 static void
-sink_reset_outcomes(Batch *b)
+sink_reset_outcomes(Batch *b, size_t from, size_t to)
 {
-    for (size_t i = 0; i < b->nrows; i++)
+    for (size_t i = from; i < to; i++)
     {
         BatchRow *r = &b->rows[i];
 
@@ -1023,6 +1037,11 @@ sink_reserve_scratch(Sink *s, size_t n)
     {
         s->scratch_cap = n;
         s->scratch = xrealloc(s->scratch, s->scratch_cap * sizeof *s->scratch);
+    }
+    if (s->list_cap < n)
+    {
+        s->list_cap = n;
+        s->list = xrealloc(s->list, s->list_cap * sizeof *s->list);
     }
 }
 
@@ -1267,13 +1286,13 @@ sink_apply_one(Sink *s, Batch *b, BatchRow *r, Err *err)
     return r->op == REC_DELETE ? sink_delete_row(s, r, err) : sink_update_row(s, b, r, err);
 }
 
-/* Undo what the server decided for rows [from, to) (rolled back). */
+/* Undo what the server decided for rows[0..n) (rolled back). */
 static void
-sink_reset_range(Batch *b, size_t from, size_t to)
+sink_reset_rows(BatchRow **rows, size_t n)
 {
-    for (size_t i = from; i < to; i++)
+    for (size_t i = 0; i < n; i++)
     {
-        BatchRow *r = &b->rows[i];
+        BatchRow *r = rows[i];
 
         if (r->client_decided)
             continue;
@@ -1299,6 +1318,8 @@ sink_apply_change(Sink *s, Batch *b, BatchRow *r, Err *err)
 
     if (r->outcome != ROW_PENDING)
         return true;
+    if (s->strict)
+        return sink_apply_one(s, b, r, err);
     if (!sink_exec(s, "SAVEPOINT v7fill_change", err))
         return false;
     ok = sink_apply_one(s, b, r, &row_err);
@@ -1315,29 +1336,35 @@ sink_apply_change(Sink *s, Batch *b, BatchRow *r, Err *err)
     }
     if (!sink_rollback_to(s, "v7fill_change", err))
         return false;
-    sink_reset_range(b, (size_t) (r - b->rows), (size_t) (r - b->rows) + 1);
+    sink_reset_rows(&r, 1);
     return sink_refuse(s, b, r, &row_err, err);
 }
 
 /*
- * sink_apply_rows: the operations of rows [from, to) (no inserts among
- * them) in order, under one savepoint; when one fails in a way that may be a
- * row's, they are rolled back and applied again one by one, each under its
- * own savepoint (sink_apply_change), so that it costs that row only.
+ * sink_apply_rows: the operations of rows[0..n) (no inserts among them) in
+ * order, under one savepoint; when one fails in a way that may be a row's,
+ * they are rolled back and applied again one by one, each under its own
+ * savepoint (sink_apply_change), so that it costs that row only.  Strict
+ * (waves): one after the other, the first error fails.
  */
 static bool
-sink_apply_rows(Sink *s, Batch *b, size_t from, size_t to, Err *err)
+sink_apply_rows(Sink *s, Batch *b, BatchRow **rows, size_t n, Err *err)
 {
     Err row_err = {0};
     bool ok;
 
-    if (to - from == 1)
-        return sink_apply_change(s, b, &b->rows[from], err);
+    if (n == 1 || s->strict)
+    {
+        for (size_t i = 0; i < n; i++)
+            if (!sink_apply_change(s, b, rows[i], err))
+                return false;
+        return true;
+    }
     if (!sink_exec(s, "SAVEPOINT v7fill_changes", err))
         return false;
     ok = true;
-    for (size_t i = from; ok && i < to; i++)
-        ok = sink_apply_one(s, b, &b->rows[i], &row_err);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = sink_apply_one(s, b, rows[i], &row_err);
     if (ok)
         return sink_exec(s, "RELEASE SAVEPOINT v7fill_changes", err);
     if (is_statement_error(&row_err))
@@ -1347,9 +1374,9 @@ sink_apply_rows(Sink *s, Batch *b, size_t from, size_t to, Err *err)
     }
     if (!sink_rollback_to(s, "v7fill_changes", err))
         return false;
-    sink_reset_range(b, from, to);
-    for (size_t i = from; i < to; i++)
-        if (!sink_apply_change(s, b, &b->rows[i], err))
+    sink_reset_rows(rows, n);
+    for (size_t i = 0; i < n; i++)
+        if (!sink_apply_change(s, b, rows[i], err))
             return false;
     return true;
 }
@@ -1518,22 +1545,21 @@ setrow_cmp_key(const void *k, const void *e)
 }
 
 /*
- * sink_set_resolve: the pending rows of [from, to) into s->set (hash order),
- * each with the id and lookup row its reference has, in one query.  *nfound:
- * those the lookup has, in s->set_by_id by id.
+ * sink_set_resolve: the pending rows of rows[0..nrows) into s->set (hash
+ * order), each with the id and lookup row its reference has, in one query.
+ * *nfound: those the lookup has, in s->set_by_id by id.
  */
 static bool
-sink_set_resolve(Sink *s, Batch *b, size_t from, size_t to, size_t *n, size_t *nfound,
-                 Err *err)
+sink_set_resolve(Sink *s, BatchRow **rows, size_t nrows, size_t *n, size_t *nfound, Err *err)
 {
     const char *values[1];
     int lengths[1];
     PGresult *res;
 
     *n = 0;
-    for (size_t i = from; i < to; i++)
-        if (b->rows[i].outcome == ROW_PENDING)
-            s->scratch[(*n)++] = &b->rows[i];
+    for (size_t i = 0; i < nrows; i++)
+        if (rows[i]->outcome == ROW_PENDING)
+            s->scratch[(*n)++] = rows[i];
     if (s->set_cap < *n)
     {
         s->set_cap = *n;
@@ -1629,7 +1655,7 @@ set_mark_returned(Sink *s, PGresult *res, size_t nfound, RowOutcome outcome)
  * statement (two on a distributed target); those the target did not have
  * are missing. */
 static bool
-sink_set_delete(Sink *s, Batch *b, size_t from, size_t to, Err *err)
+sink_set_delete(Sink *s, BatchRow **rows, size_t nrows, Err *err)
 {
     static const int binary2[2] = {1, 1};
     size_t n;
@@ -1638,7 +1664,7 @@ sink_set_delete(Sink *s, Batch *b, size_t from, size_t to, Err *err)
     int lengths[2];
     PGresult *res;
 
-    if (!sink_set_resolve(s, b, from, to, &n, &nfound, err))
+    if (!sink_set_resolve(s, rows, nrows, &n, &nfound, err))
         return false;
     set_ids_param(s, &s->set_param, nfound, UINT32_MAX);
     if (!s->cfg.distributed)
@@ -1789,7 +1815,7 @@ sink_set_update_group(Sink *s, const Batch *b, size_t nfound, uint32_t g, Err *e
  * tuple is inserted (as an insert), an incomplete one rejected.
  */
 static bool
-sink_set_update(Sink *s, Batch *b, size_t from, size_t to, Err *err)
+sink_set_update(Sink *s, Batch *b, BatchRow **rows, size_t nrows, Err *err)
 {
     size_t n;
     size_t nfound;
@@ -1798,7 +1824,7 @@ sink_set_update(Sink *s, Batch *b, size_t from, size_t to, Err *err)
     size_t ndup;
     uint32_t ngroups;
 
-    if (!sink_set_resolve(s, b, from, to, &n, &nfound, err))
+    if (!sink_set_resolve(s, rows, nrows, &n, &nfound, err))
         return false;
     ngroups = set_group(s, b, nfound);
     if (nfound > 0 && !sink_set_fill(s, b, nfound, err))
@@ -1827,24 +1853,35 @@ sink_set_update(Sink *s, Batch *b, size_t from, size_t to, Err *err)
     return nins == 0 || sink_insert_rounds(s, b, nins, &ndup, err);
 }
 
+/* An error after which nothing is tried again in this transaction: the
+ * connection, a deadlock or serialization failure (the caller retries the
+ * batch), an operator's intervention, or one of v7fill's own. */
+static bool
+is_fatal_error(const Err *e)
+{
+    return pg_err_is_connection(e) || e->sqlstate[0] == '\0' ||
+           strncmp(e->sqlstate, "40", 2) == 0 || strncmp(e->sqlstate, "57", 2) == 0;
+}
+
 /*
- * sink_apply_set applies the run [from, to) set-wise under a savepoint.  When
+ * sink_apply_set applies the run rows[0..n) set-wise under a savepoint.  When
  * it fails in a way that may be a row's, the run is rolled back and applied
  * row by row (sink_apply_change): one bad row costs one row.  A statement the
  * server cannot run at all (a distributed target that refuses the shape)
- * turns set-wise runs off for this sink.
+ * turns set-wise runs off for this sink.  Strict (waves): no savepoint of its
+ * own, an error fails.
  */
 static bool
-sink_apply_set(Sink *s, Batch *b, size_t from, size_t to, Err *err)
+sink_apply_set(Sink *s, Batch *b, BatchRow **rows, size_t n, Err *err)
 {
     Err row_err = {0};
     uint8_t op = REC_UPDATE;
     bool ok;
 
-    for (size_t i = from; i < to; i++) /* the run's kind: its first pending row's */
-        if (b->rows[i].outcome == ROW_PENDING)
+    for (size_t i = 0; i < n; i++) /* the run's kind: its first pending row's */
+        if (rows[i]->outcome == ROW_PENDING)
         {
-            op = b->rows[i].op;
+            op = rows[i]->op;
             break;
         }
     /* The temp table outside the run's savepoint: a rollback to it keeps the
@@ -1869,40 +1906,51 @@ sink_apply_set(Sink *s, Batch *b, size_t from, size_t to, Err *err)
                      "updates row by row",
                      s->cfg.target_q, table_err.msg);
             s->set_no_table = true;
-            return sink_apply_rows(s, b, from, to, err);
+            return sink_apply_rows(s, b, rows, n, err);
         }
         if (!sink_exec(s, "RELEASE SAVEPOINT v7fill_set_table", err))
             return false;
         s->set_pid = PQbackendPID(pg_raw(s->conn));
     }
+    if (s->strict)
+        return op == REC_DELETE ? sink_set_delete(s, rows, n, err)
+                                : sink_set_update(s, b, rows, n, err);
     if (!sink_exec(s, "SAVEPOINT v7fill_set", err))
         return false;
-    ok = op == REC_DELETE ? sink_set_delete(s, b, from, to, &row_err)
-                          : sink_set_update(s, b, from, to, &row_err);
+    ok = op == REC_DELETE ? sink_set_delete(s, rows, n, &row_err)
+                          : sink_set_update(s, b, rows, n, &row_err);
     if (ok)
     {
         s->refused_run = 0;
         return sink_exec(s, "RELEASE SAVEPOINT v7fill_set", err);
     }
-    if (pg_err_is_connection(&row_err) || row_err.sqlstate[0] == '\0' ||
-        strncmp(row_err.sqlstate, "40", 2) == 0 || strncmp(row_err.sqlstate, "57", 2) == 0)
+    if (is_fatal_error(&row_err))
     {
         *err = row_err;
         return false;
     }
     if (!sink_rollback_to(s, "v7fill_set", err))
         return false;
-    sink_reset_range(b, from, to);
+    sink_reset_rows(rows, n);
     if (is_statement_error(&row_err) && !s->set_off)
     {
         log_warn("%s: set-wise updates and deletes refused (%s); applying them row by row",
                  s->cfg.target_q, row_err.msg);
         s->set_off = true;
     }
-    for (size_t i = from; i < to; i++)
-        if (!sink_apply_change(s, b, &b->rows[i], err))
+    for (size_t i = 0; i < n; i++)
+        if (!sink_apply_change(s, b, rows[i], err))
             return false;
     return true;
+}
+
+/* Rows [from, to) into s->list; returns it. */
+static BatchRow **
+sink_list_range(Sink *s, Batch *b, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++)
+        s->list[i - from] = &b->rows[i];
+    return s->list;
 }
 
 /*
@@ -1922,14 +1970,151 @@ sink_apply_changes(Sink *s, Batch *b, size_t from, size_t to, Err *err)
 
         if (n >= SINK_SET_MIN)
         {
-            if ((seg < i && !sink_apply_rows(s, b, seg, i, err)) ||
-                !sink_apply_set(s, b, i, end, err))
+            if ((seg < i && !sink_apply_rows(s, b, sink_list_range(s, b, seg, i), i - seg, err)) ||
+                !sink_apply_set(s, b, sink_list_range(s, b, i, end), end - i, err))
                 return false;
             seg = end;
         }
         i = end;
     }
-    return seg >= to || sink_apply_rows(s, b, seg, to, err);
+    return seg >= to || sink_apply_rows(s, b, sink_list_range(s, b, seg, to), to - seg, err);
+}
+
+/*
+ * sink_write_runs: rows [from, to) in reading order, as runs: the inserts up
+ * to the next other operation, then the operations up to the next insert (a
+ * file import: one run, the whole batch).  *ndup: duplicates the inserts met.
+ */
+static bool
+sink_write_runs(Sink *s, Batch *b, size_t from, size_t to, size_t *ndup, Err *err)
+{
+    bool ok = true;
+
+    while (ok && from < to)
+    {
+        size_t ins_end = from;
+        size_t end;
+        size_t run_dup = 0;
+
+        while (ins_end < to && b->rows[ins_end].op == REC_INSERT)
+            ins_end++;
+        if (ins_end > from)
+        {
+            ok = sink_insert_rounds(s, b, sink_collect_pending(s, b, from, ins_end), &run_dup,
+                                    err);
+            *ndup += run_dup;
+        }
+        for (end = ins_end; end < to && b->rows[end].op != REC_INSERT;)
+            end++;
+        if (ok && end > ins_end)
+            ok = sink_apply_changes(s, b, ins_end, end, err);
+        from = end;
+    }
+    return ok;
+}
+
+/* The pending rows of idx[0..n) that match: into s->list; returns how many. */
+static size_t
+wave_pick(Sink *s, Batch *b, const uint32_t *idx, size_t n, uint8_t op, bool moves)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < n; i++)
+    {
+        BatchRow *r = &b->rows[idx[i]];
+
+        if (r->outcome == ROW_PENDING && r->op == op && (op != REC_UPDATE || r->has_old == moves))
+            s->list[k++] = r;
+    }
+    return k;
+}
+
+/* Deletes, or updates that keep their key, of one wave (s->list[0..n)):
+ * set-wise when there are enough of them. */
+static bool
+wave_apply_kind(Sink *s, Batch *b, size_t n, uint8_t op, Err *err)
+{
+    if (n >= SINK_SET_MIN && !s->set_off && (op == REC_DELETE || !s->set_no_table))
+        return sink_apply_set(s, b, s->list, n, err);
+    return sink_apply_rows(s, b, s->list, n, err);
+}
+
+/*
+ * sink_apply_wave: one wave (rows idx[0..n), every key distinct): its
+ * deletes, then its updates, then its inserts, so that a delete or an update
+ * that frees a value of another unique column comes before an insert that
+ * takes it.
+ */
+static bool
+sink_apply_wave(Sink *s, Batch *b, const uint32_t *idx, size_t n, size_t *ndup, Err *err)
+{
+    size_t k;
+    size_t run_dup = 0;
+
+    k = wave_pick(s, b, idx, n, REC_DELETE, false);
+    if (k > 0 && !wave_apply_kind(s, b, k, REC_DELETE, err))
+        return false;
+    k = wave_pick(s, b, idx, n, REC_UPDATE, false);
+    if (k > 0 && !wave_apply_kind(s, b, k, REC_UPDATE, err))
+        return false;
+    k = wave_pick(s, b, idx, n, REC_UPDATE, true); /* key changes: one by one */
+    if (k > 0 && !sink_apply_rows(s, b, s->list, k, err))
+        return false;
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (b->rows[idx[i]].outcome == ROW_PENDING && b->rows[idx[i]].op == REC_INSERT)
+            s->scratch[k++] = &b->rows[idx[i]];
+    if (k > 0 && !sink_insert_rounds(s, b, k, &run_dup, err))
+        return false;
+    *ndup += run_dup;
+    return true;
+}
+
+/*
+ * sink_write_waves: rows [from, to) (no truncate among them) as waves
+ * (sink_waves.h), each set-wise, under one savepoint.  When a wave fails in
+ * a way that may be a row's, everything since the savepoint is rolled back
+ * and the rows are written again in reading order (sink_write_runs), which
+ * isolates the row.
+ */
+static bool
+sink_write_waves(Sink *s, Batch *b, size_t from, size_t to, size_t *ndup, Err *err)
+{
+    Err wave_err = {0};
+    int pid_before = s->set_pid;
+    size_t nwaves = waves_compute(&s->waves, b->rows, from, to);
+    const size_t *start = s->waves.start;
+    bool ok = true;
+
+    if (nwaves == 0)
+        return true;
+    if (!sink_exec(s, "SAVEPOINT v7fill_waves", err))
+        return false;
+    s->strict = true;
+    for (size_t w = 0; ok && w < nwaves; w++)
+        ok = sink_apply_wave(s, b, s->waves.order + start[w], start[w + 1] - start[w], ndup,
+                             &wave_err);
+    s->strict = false;
+    if (ok)
+    {
+        s->refused_run = 0;
+        return sink_exec(s, "RELEASE SAVEPOINT v7fill_waves", err);
+    }
+    if (is_fatal_error(&wave_err))
+    {
+        *err = wave_err;
+        return false;
+    }
+    if (!sink_rollback_to(s, "v7fill_waves", err))
+        return false;
+    if (s->set_pid != pid_before)
+        s->set_pid = 0; /* the temp table was made since the savepoint: gone */
+    sink_reset_outcomes(b, from, to);
+    s->stats.wave_replays++;
+    log_debug("%s: %zu rows in %zu waves refused (%s%s%s); applying them in reading order",
+              s->cfg.target_q, s->waves.nrows, nwaves, wave_err.sqlstate,
+              wave_err.sqlstate[0] ? ": " : "", wave_err.msg);
+    return sink_write_runs(s, b, from, to, ndup, err);
 }
 
 bool
@@ -1944,26 +2129,18 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
     if (b->nchanges > 0)
         b->by_hash_n = 0; /* runs sort their own rows */
     ok = b->txn_continues || sink_exec(s, "BEGIN", err);
-    /* Runs in reading order: the inserts up to the next other operation, then it
-     * (a file import: one run, the whole batch). */
-    for (size_t from = 0; ok && from < b->nrows;)
+    if (ok && b->nchanges == 0)
+        ok = sink_write_runs(s, b, 0, b->nrows, &ndup, err); /* one run of inserts */
+    /* With row operations: waves between truncates, each truncate alone. */
+    for (size_t from = 0; ok && b->nchanges > 0 && from < b->nrows;)
     {
-        size_t to = from;
-        size_t end;
-        size_t run_dup = 0;
+        size_t t = from;
 
-        while (to < b->nrows && b->rows[to].op == REC_INSERT)
-            to++;
-        if (to > from)
-        {
-            ok = sink_insert_rounds(s, b, sink_collect_pending(s, b, from, to), &run_dup, err);
-            ndup += run_dup;
-        }
-        for (end = to; end < b->nrows && b->rows[end].op != REC_INSERT;)
-            end++;
-        if (ok && end > to)
-            ok = sink_apply_changes(s, b, to, end, err);
-        from = end;
+        while (t < b->nrows && b->rows[t].op != REC_TRUNCATE)
+            t++;
+        ok = sink_write_waves(s, b, from, t, &ndup, err) &&
+             (t == b->nrows || sink_apply_change(s, b, &b->rows[t], err));
+        from = t + 1;
     }
     if (ok && before_commit)
         ok = before_commit(ctx, b, err);
@@ -1977,7 +2154,7 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
             if (!pg_exec(s->conn, "ROLLBACK", &ignored))
                 log_debug("rollback failed: %s", ignored.msg);
         }
-        sink_reset_outcomes(b);
+        sink_reset_outcomes(b, 0, b->nrows);
         s->set_pid = 0; /* a temp table made in this transaction is gone */
         return false;
     }

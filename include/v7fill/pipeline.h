@@ -319,8 +319,11 @@ V7FILL_MUST_CHECK bool pipeline_close(Pipeline *p, bool ok, Err *err);
 void pipeline_free(Pipeline *p);
 
 /*
- * Row operations (Record.op; a file import only inserts).  Operations apply in
- * the order read, inside the batch's one transaction.
+ * Row operations (Record.op; a file import only inserts).  Operations apply as
+ * if in the order read, inside the batch's one transaction: operations on
+ * distinct references commute, so the sink groups them in waves, each applied
+ * set-wise (deletes, then updates, then inserts of one wave), and applies them
+ * in the order read when a wave fails in a way that may be a row's (sink.h).
  *
  * - UPDATE: the row is found through the lookup by its source reference (the
  *   template evaluated on the record's fields as for an insert; on

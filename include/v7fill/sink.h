@@ -11,8 +11,19 @@
  *   before_commit hook (rejects durable, checkpoint row)
  *   COMMIT
  *
- * A batch with row operations (BatchRow.op) is written as runs in reading
- * order: the inserts up to the next other operation go through the rounds
+ * A batch with row operations (BatchRow.op) is written in waves
+ * (sink_waves.h), between truncates (each applied alone, in its place): a
+ * row's wave is one after the last earlier row of the batch that shares its
+ * reference (its old one, for a key change; its id, when given), so within a
+ * wave every reference is distinct and the operations commute.  Each wave,
+ * under one savepoint for them all: its deletes, then its updates, then its
+ * inserts (a delete or update that frees a value of another unique column
+ * comes before an insert that takes it), each kind set-wise when there are at
+ * least 8 (inserts through the rounds above; key changes one by one).  Any
+ * error that may be a row's rolls the waves back to that savepoint, and the
+ * rows are written again in reading order, as runs, which isolate the row:
+ *
+ * Runs: the inserts up to the next other operation go through the rounds
  * above, then the operations up to the next insert.  Among those, a set-wise
  * run is at least 8 consecutive updates (that keep their key) or deletes,
  * whose references are all distinct (a repeated reference, a key change, a
@@ -107,9 +118,9 @@ typedef struct BatchRow
     bool in_lookup;       /* sink: its reference and id were COPYed into the lookup */
     char sqlstate[6];
     uint32_t repeat_next; /* 1 + index of the next row with the same reference; 0: none */
-    /* Row operations (source.h RecordOp; 0 = insert).  The sink writes a batch as
-     * runs: consecutive inserts through the rounds above, then each other
-     * operation in reading order.  Repeats chain only within one insert run. */
+    /* Row operations (source.h RecordOp; 0 = insert).  The sink writes a batch in
+     * waves, or as runs in reading order (see the top of this file).  Repeats
+     * chain only within one insert run. */
     uint8_t op;
     bool complete;        /* UPDATE: every column sent and the id minted: a missing row
                            * can be inserted */
@@ -234,6 +245,7 @@ typedef struct SinkStats
     uint64_t conflicts;    /* lookup COPYs that hit a concurrent reference */
     uint64_t splits;       /* savepoint rollbacks while isolating bad rows */
     uint64_t lookup_gap;   /* rows found in the target whose reference the lookup lacked */
+    uint64_t wave_replays; /* segments whose waves failed and were written in reading order */
 } SinkStats;
 
 typedef struct Sink Sink;
