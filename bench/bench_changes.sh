@@ -4,7 +4,8 @@
 # N updates (transactions of 1000) caught up, then N deletes (transactions of 1000) caught up,
 # each timed (changes/s over the command's wall time, and the stream's own elapsed); then
 # migrate's catch-up (a P-row table migrated, then M changes in transactions of 1000: 40%
-# inserts, 40% updates, 20% deletes, as bench_migrate.py) timed.  The target must equal the
+# inserts, 40% updates, 20% deletes, as bench_migrate.py) timed, then M more changes of the
+# same mix interleaved within each transaction (insert, insert, update, update, delete) timed.  The target must equal the
 # source after each step.  BENCH_CHANGES_ROWS (N, default 100000), BENCH_CHANGES_MIGRATE_ROWS
 # (P, default 100000), BENCH_CHANGES_MIGRATE_CHANGES (M, default 50000).
 set -euo pipefail
@@ -74,6 +75,28 @@ for entry in "${bins[@]}"; do
                 END LOOP; END \$\$"
     t0=$(now); out=$(migrate); t1=$(now)
     echo "$label migrate catch-up: $M changes in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s: $(rate "$M" "$t0" "$t1") changes/s (elapsed $(elapsed "$out") s: $(rate "$M" 0 "$(elapsed "$out")") changes/s)"
+    grep -m1 "read=" <<<"$out" || true
+    # the same mix interleaved within each transaction (insert, insert, update, update, delete
+    # of a row inserted earlier in it): runs of one or two operations of a kind
+    q "$mdb" "DO \$\$ DECLARE base bigint := (SELECT max(id) FROM orders) + 1000; ni int; nd int; BEGIN
+                FOR t IN 0..$((M / per - 1)) LOOP
+                  ni := 0; nd := 0;
+                  FOR g IN 1..$per LOOP
+                    CASE g % 5
+                      WHEN 0, 1 THEN
+                        ni := ni + 1;
+                        INSERT INTO orders VALUES (base + t * $ins + ni, now() - interval '1 day', g, 'new', 1.00, 'mixed');
+                      WHEN 2, 3 THEN
+                        UPDATE orders SET amount = amount + 1, status = 'mix' WHERE id = 1 + ((t * $per + g) * 7919::bigint) % $P;
+                      ELSE
+                        nd := nd + 1;
+                        DELETE FROM orders WHERE id = base + t * $ins + nd;
+                    END CASE;
+                  END LOOP;
+                  COMMIT;
+                END LOOP; END \$\$"
+    t0=$(now); out=$(migrate); t1=$(now)
+    echo "$label migrate catch-up interleaved: $M changes in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s: $(rate "$M" "$t0" "$t1") changes/s (elapsed $(elapsed "$out") s: $(rate "$M" 0 "$(elapsed "$out")") changes/s)"
     grep -m1 "read=" <<<"$out" || true
     q postgres "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '$mdb'" >/dev/null
     for db in $src $dst $mdb; do q postgres "DROP DATABASE $db"; done
