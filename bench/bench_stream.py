@@ -49,6 +49,8 @@ UNTIL_EXIT_GRACE = 15
 PERF = os.environ.get("BENCH_STREAM_PERF") == "1"  # perf profile of v7fill's catch-up of (1)
 EXTRA_ARGS = os.environ.get("BENCH_STREAM_ARGS", "").split()  # e.g. "--group-ms 50"
 PROFILE = os.environ.get("BENCH_PROFILE", "tuned")
+# BENCH_STREAM_WORKLOADS: which catch-up workloads (default "1 2 3"); a lag phase of 0 s is skipped.
+WORKLOADS = [int(k) for k in os.environ.get("BENCH_STREAM_WORKLOADS", "1 2 3").split()]
 SRC = {"host": os.environ["SRC_HOST"], "port": os.environ["SRC_PORT"], "dir": os.environ["SRC_DIR"]}
 TGT = {"host": os.environ["PGHOST"], "port": os.environ["PGPORT"], "dir": os.environ["PGTMP_DIR"]}
 SRC_DB, TGT_DB, NATIVE_DB = "src", "tgt", "native"
@@ -401,7 +403,7 @@ def main():
           flush=True)
     base = 0
     results = []
-    for kind in (1, 2, 3):
+    for kind in WORKLOADS:
         n, txns = backlog(kind, base)
         base += n
         qs("CHECKPOINT")
@@ -423,13 +425,14 @@ def main():
             print(f"      NOTE: v7fill --until-caught-up had not exited {UNTIL_EXIT_GRACE} s after "
                   "the rows were committed; stopped with SIGTERM", flush=True)
 
-    # Lag: an index to find new rows by the legacy key on the v7fill target.
-    qt("CREATE INDEX ON ev_v7 (legacy_id)")
-    for q in (qt, qn):
-        q("CREATE UNLOGGED TABLE lag_samples (which text, k bigint, lag float8)")
     lag = {}
-    for which in ("native", "v7fill"):
-        lag[which], base = lag_phase(which, base, tmp)
+    if LAG_SECONDS > 0:
+        # Lag: an index to find new rows by the legacy key on the v7fill target.
+        qt("CREATE INDEX ON ev_v7 (legacy_id)")
+        for q in (qt, qn):
+            q("CREATE UNLOGGED TABLE lag_samples (which text, k bigint, lag float8)")
+        for which in ("native", "v7fill"):
+            lag[which], base = lag_phase(which, base, tmp)
 
     labels = {1: "(1) 1,000-row txns", 2: "(2) single-row txns", 3: "(3) one txn"}
     print(f"\n[{PROFILE} profile] Catch-up from a backlog.  CPU used, and time runnable but waiting for a CPU, as % of "
@@ -444,17 +447,18 @@ def main():
         print(f"| {labels[kind]} | {n:,} | {n / nat['wall']:,.0f} | {n / v7['wall']:,.0f}{extra} | "
               f"{nat['wall'] / v7['wall']:.2f}x | {shares(nat, ('src', 'tgt'))} | "
               f"{shares(v7, ('client', 'src', 'tgt'))} | {v7['rss'] / 1024:.1f} MiB |")
-    print(f"\n[{PROFILE} profile] Apply lag, steady writer ({RATE:,} rows/s asked for {LAG_SECONDS} s as "
-          "100-row transactions; source commit to visible on the target, sampled every 10 ms)")
-    print("| consumer | writer achieved | rows seen | lag p50 | lag p99 | lag max "
-          "| CPU client / src / tgt | waited client / src / tgt | peak RSS |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for which in ("native", "v7fill"):
-        r = lag[which]
-        rss = f"{r['rss'] / 1024:.1f} MiB" if which == "v7fill" else "-"
-        print(f"| {which} | {r['rate']:,.0f} rows/s | {r['seen']:,} of {r['rows']:,} | "
-              f"{r['p50'] * 1000:.0f} ms | {r['p99'] * 1000:.0f} ms | {r['max'] * 1000:.0f} ms | "
-              f"{shares(r, ('client', 'src', 'tgt'))} | {rss} |")
+    if lag:
+        print(f"\n[{PROFILE} profile] Apply lag, steady writer ({RATE:,} rows/s asked for {LAG_SECONDS} s as "
+              "100-row transactions; source commit to visible on the target, sampled every 10 ms)")
+        print("| consumer | writer achieved | rows seen | lag p50 | lag p99 | lag max "
+              "| CPU client / src / tgt | waited client / src / tgt | peak RSS |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for which in ("native", "v7fill"):
+            r = lag[which]
+            rss = f"{r['rss'] / 1024:.1f} MiB" if which == "v7fill" else "-"
+            print(f"| {which} | {r['rate']:,.0f} rows/s | {r['seen']:,} of {r['rows']:,} | "
+                  f"{r['p50'] * 1000:.0f} ms | {r['p99'] * 1000:.0f} ms | {r['max'] * 1000:.0f} ms | "
+                  f"{shares(r, ('client', 'src', 'tgt'))} | {rss} |")
 
     def kinds(r):
         return ", ".join(f"{side}/{kind} {v:.1f}" for (side, kind), v in sorted(

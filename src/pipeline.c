@@ -87,6 +87,7 @@ typedef struct Lane
     Sink *sink;     /* lane 0: pl->sink */
     SortWork sort;  /* in-batch dedup: sorting by hash */
     RefSet *keys;   /* jobs > 1: references and given ids of its batch (reader's) */
+    bool barrier;   /* jobs > 1: its batch truncates: no batch goes beside it (reader's) */
     int pid;        /* its server process (under mu) */
     bool busy;      /* a batch was handed over and is not written yet (under mu) */
     Batch *b;
@@ -118,7 +119,7 @@ typedef struct Writer
     pthread_cond_t cv;
     bool running;
     bool quit;
-    size_t nlanes;      /* lanes writing (pipeline_set_jobs may lower it between sources) */
+    size_t nlanes;      /* lanes writing */
     size_t nalloc;      /* lanes allocated: --jobs */
     Lane *lanes;
     uint64_t next_seq;  /* the next batch dealt */
@@ -129,6 +130,9 @@ typedef struct Writer
     size_t nstarted;    /* threads running */
     /* the reader's: the next batch's keys, and scratch for writer_deal */
     RefSet *spare;
+    bool spare_barrier; /* the next batch truncates */
+    Lane *pin; /* the lane whose target transaction holds the pieces of a source
+                * transaction so far: its next batch goes there */
     bool *hit;
     uint64_t *busy_seq;
 } Writer;
@@ -1747,13 +1751,22 @@ pipeline_txn_lost(Lane *lane, Err *err)
     return false;
 }
 
+/* The lane the reader writes on itself, every lane idle: the one holding
+ * the pieces of a source transaction, if any. */
+static Lane *
+writer_reader_lane(Pipeline *pl)
+{
+    return pl->w.pin ? pl->w.pin : &pl->w.lanes[0];
+}
+
 /* A source transaction given up half read (the input broke inside it): its
  * open target transaction is rolled back, nothing of it lands. */
 static void
 pipeline_txn_abandon(Pipeline *pl)
 {
-    Lane *lane = &pl->w.lanes[0];
+    Lane *lane = writer_reader_lane(pl);
 
+    pl->w.pin = NULL;
     if (!lane->txn_open)
         return;
     if (!pg_is_broken(lane->conn))
@@ -2266,6 +2279,7 @@ static void
 writer_conflicts(Writer *w, const Batch *b, uint64_t *busy)
 {
     bool *hit = w->hit;
+    bool truncates = false;
 
     refset_clear(w->spare);
     memset(hit, 0, w->nlanes * sizeof *hit);
@@ -2273,11 +2287,16 @@ writer_conflicts(Writer *w, const Batch *b, uint64_t *busy)
     {
         const BatchRow *r = &b->rows[i];
 
-        if (r->outcome != ROW_PENDING)
+        truncates = truncates || r->op == REC_TRUNCATE;
+        if (r->outcome != ROW_PENDING || r->op == REC_TRUNCATE)
             continue;
-        for (int k = 0; k < 1 + r->id_given; k++)
+        /* The reference, the one an update moves it from, a given id. */
+        for (int k = 0; k < 3; k++)
         {
-            const uint8_t *key = k == 0 ? r->hash : r->id.b;
+            const uint8_t *key = k == 0 ? r->hash : k == 1 ? r->old_hash : r->id.b;
+
+            if ((k == 1 && !r->has_old) || (k == 2 && !r->id_given))
+                continue;
 
             if (!refset_add(w->spare, key))
                 continue;
@@ -2285,9 +2304,12 @@ writer_conflicts(Writer *w, const Batch *b, uint64_t *busy)
                 hit[l] = hit[l] || (busy[l] != UINT64_MAX && refset_has(w->lanes[l].keys, key));
         }
     }
+    /* A truncate waits for every batch before it, and every batch after it
+     * waits for it. */
     for (size_t l = 0; l < w->nlanes; l++)
-        if (!hit[l])
+        if (!hit[l] && !truncates && !w->lanes[l].barrier)
             busy[l] = UINT64_MAX;
+    w->spare_barrier = truncates;
 }
 
 /*
@@ -2325,7 +2347,7 @@ writer_deal(Pipeline *pl, Batch *b, const SourcePosition *pos, Err *err)
 
             if (w->nlanes > 1 && busy[l] != UINT64_MAX && o->busy && o->seq == busy[l])
                 wait = true; /* shares a reference with this batch */
-            if (!o->busy && lane == NULL)
+            if (!o->busy && lane == NULL && (w->pin == NULL || w->pin == o))
                 lane = &w->lanes[l];
         }
         if (w->fail_seq != UINT64_MAX || (!wait && lane != NULL))
@@ -2348,7 +2370,11 @@ writer_deal(Pipeline *pl, Batch *b, const SourcePosition *pos, Err *err)
 
             lane->keys = w->spare;
             w->spare = keys;
+            lane->barrier = w->spare_barrier;
         }
+        /* The next piece of a source transaction goes on in its target
+         * transaction, on this lane. */
+        w->pin = b->txn_piece ? lane : NULL;
         lane->b = b;
         lane->pos = *pos;
         lane->finished = false;
@@ -2396,6 +2422,9 @@ writer_open_lanes(Pipeline *pl, Err *err)
                               "raise max_connections.");
             return false;
         }
+        /* Lost with the stream's target, which was opened again. */
+        if (pg_is_broken(lane->conn) && !pg_reconnect(lane->conn, err))
+            return false;
         if (lane->sink == NULL)
             lane->sink = sink_new(lane->conn, &pl->sink_cfg);
     }
@@ -2420,6 +2449,7 @@ writer_start(Pipeline *pl, Err *err)
     w->committed = 0;
     w->fail_seq = UINT64_MAX;
     w->reported = false;
+    w->pin = NULL;
     if (!writer_open_lanes(pl, err))
         return false;
     w->running = true;
@@ -2540,13 +2570,10 @@ pipeline_run(Pipeline *pl, Err *err)
         full = pl->batch->nrows >= pl->o->batch_rows ||
                pl->batch->data.len + pl->batch->aux.len >= pl->o->batch_bytes;
         /* Inside a source transaction, a full batch is a piece: written, the
-         * target transaction left open for the rest (one lane: the pieces
-         * follow each other on its connection).  Else it is held up to
-         * BATCH_MAX_BYTES. */
-        if (full && rec.batch_hold && pl->w.nlanes == 1)
+         * target transaction left open for the rest, whose pieces follow on
+         * the same lane (writer_deal). */
+        if (full && rec.batch_hold)
             pl->batch->txn_piece = true;
-        else if (full && rec.batch_hold)
-            full = pl->batch->data.len + pl->batch->aux.len >= BATCH_MAX_BYTES;
         if ((full || rec.batch_end) && !pipeline_batch_full(pl, err))
         {
             ok = false;
@@ -2559,8 +2586,8 @@ pipeline_run(Pipeline *pl, Err *err)
         ok = writer_wait(pl, err);
         pl->src->ops->position(pl->src, &pos);
         ok = ok &&
-             pipeline_flush(pl, &pl->w.lanes[0], writer_next_seq(pl), pl->batch, &pos, true,
-                            err) &&
+             pipeline_flush(pl, writer_reader_lane(pl), writer_next_seq(pl), pl->batch, &pos,
+                            true, err) &&
              pipeline_check_rejects_limit(pl, err);
     }
     else if (err->code == EC_FORMAT || err->code == EC_INTERRUPTED)
@@ -2578,9 +2605,9 @@ pipeline_run(Pipeline *pl, Err *err)
             batch_reset(pl->batch);
         }
         else if (ferr.code != EC_OK ||
-                 ((pl->batch->nrows > 0 || pl->w.lanes[0].txn_open) &&
-                  !pipeline_flush(pl, &pl->w.lanes[0], writer_next_seq(pl), pl->batch, &pos,
-                                  false, &ferr)))
+                 ((pl->batch->nrows > 0 || writer_reader_lane(pl)->txn_open) &&
+                  !pipeline_flush(pl, writer_reader_lane(pl), writer_next_seq(pl), pl->batch,
+                                  &pos, false, &ferr)))
             log_warn("could not commit the rows read before the %s: %s",
                      err->code == EC_INTERRUPTED ? "interruption" : "error", ferr.msg);
         else if (err->code == EC_INTERRUPTED && !pl->o->plan)
@@ -2839,25 +2866,6 @@ pipeline_check_jobs(Pipeline *pl, Err *err)
         return false;
     }
     return true;
-}
-
-/* Fewer writers for the next sources (a stream's changes after its parallel
- * copy): the other lanes' connections are closed.  Never more than opened. */
-void
-pipeline_set_jobs(Pipeline *pl, int jobs)
-{
-    Writer *w = &pl->w;
-    size_t n = jobs < 1 ? 1 : (size_t) jobs;
-
-    if (n >= w->nlanes || w->running)
-        return;
-    for (size_t l = n; l < w->nlanes; l++)
-    {
-        pipeline_free_sink(pl, &w->lanes[l].sink);
-        pg_close(w->lanes[l].conn);
-        w->lanes[l].conn = NULL;
-    }
-    w->nlanes = n;
 }
 
 /* --key-map's options that cannot go together. */

@@ -1203,7 +1203,7 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
     if (!stream_state_put(s->conn, s->o->slot, &s->state, err))
         return false;
     log_info("initial copy of %s done: %" PRIu64 " rows on %d writer connection%s; streaming "
-             "changes from the slot (on one)",
+             "changes from the slot",
              s->relation, s->st->copied, s->po->jobs > 1 ? s->po->jobs : 1,
              s->po->jobs > 1 ? "s" : "");
     return true;
@@ -2048,10 +2048,7 @@ stream_run_multi(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         if (copy[i] && !run_copy(&ts[i].s, snapshot, err))
             goto out;
     for (size_t i = 0; i < n; i++)
-    {
-        pipeline_set_jobs(ts[i].s.pl, 1);
         ts[i].po.progress = false;
-    }
     if (!multi_changes(ts, n, stop_lsn, err))
         goto out;
     ok = true;
@@ -2198,10 +2195,12 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
         goto out;
     if (copy && !run_copy(&s, snapshot, err))
         goto out;
-    /* The copy's rows are independent; a change may touch a row the batch
-     * before it wrote: changes are applied on one connection, in order. */
-    pipeline_set_jobs(s.pl, 1);
     po.progress = false; /* pipeline_open keeps a pointer to po */
+    /* Changes on --jobs connections too: batches commit in source order, and
+     * one that touches a row a batch in flight touches waits for it. */
+    if (po.jobs > 1)
+        log_info("%s: changes applied on %d writer connections, committed in source order",
+                 s.relation, po.jobs);
     /* The exported snapshot is no longer needed: the replication connection
      * may take commands again. */
     if (!stream_changes(&s, stop_lsn, err) || !pipeline_finish(s.pl, err))

@@ -300,11 +300,6 @@ V7FILL_MUST_CHECK bool pipeline_attach(Pipeline *p, Source *src, bool unnamed_la
 V7FILL_MUST_CHECK bool pipeline_run(Pipeline *p, Err *err);
 /* Plan: compute the DDL of the windows that would be created.  Warnings. */
 V7FILL_MUST_CHECK bool pipeline_finish(Pipeline *p, Err *err);
-/* Between sources: write the next ones with at most `jobs` connections (the
- * others are closed; never more than --jobs opened).  A stream copies with
- * --jobs lanes, then applies its changes with one: a change may touch a row
- * the batch before it wrote. */
-void pipeline_set_jobs(Pipeline *p, int jobs);
 /* After a lost connection: reconnect with backoff (interruptible). */
 V7FILL_MUST_CHECK bool pipeline_reconnect(Pipeline *p, Err *err);
 const TargetTable *pipeline_target(const Pipeline *p);
@@ -363,9 +358,11 @@ void pipeline_free(Pipeline *p);
  * transaction left open, not committed, its counts kept; the batches after it
  * go on in the same transaction until one ends outside a source transaction
  * (batch_end, or full after a record without batch_hold), which commits with
- * save_position given the counts of all the pieces.  Memory holds one batch.
- * Pieces need one writer lane (pipeline_set_jobs(p, 1)); with more, a batch
- * is held open up to BATCH_MAX_BYTES instead.  Windows a later piece needs
+ * save_position given the counts of all the pieces.  Memory holds one batch
+ * per lane.  With several lanes, the pieces of one source transaction follow
+ * each other on one lane; batches commit in reading order on any number of
+ * lanes, and a batch waits for those in flight that share a reference, a
+ * given id, or a truncate with it.  Windows a later piece needs
  * are created on a second connection (the open transaction cannot).  A
  * failure after the first piece cannot be retried (the earlier pieces were
  * rolled back with it): pipeline_run returns the error ("lost its target

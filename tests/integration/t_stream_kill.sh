@@ -1,4 +1,5 @@
-# kill -9 of v7fill stream at 20 random moments while a writer inserts,
+# kill -9 of v7fill stream at 20 random moments (half of them with --jobs 2)
+# while a writer inserts,
 # updates and deletes on the source: after the last restart catches up, the
 # target equals the source exactly (no row twice, none missing, every update
 # and delete applied once), and a monitor sampling the slot's
@@ -51,8 +52,11 @@ writer=$!
 monitor=$!
 trap 'kill $writer $monitor 2>/dev/null || true; drop_slots; rm -rf "$T_TMP"' EXIT
 
+# Every other run applies on two writer connections (--jobs 2): batches commit
+# in source order there too, so a kill leaves a contiguous prefix committed.
 for i in $(seq 1 20); do
-    "$V7FILL" "${args[@]}" >"run$i.log" 2>&1 &
+    jobs=$((1 + i % 2))
+    "$V7FILL" "${args[@]}" --jobs "$jobs" >"run$i.log" 2>&1 &
     pid=$!   # v7fill itself, not a subshell: kill -9 must reach it
     sleep "$(python3 -c 'import random; print(round(random.uniform(0.3, 2.5), 2))')"
     kill -9 "$pid" 2>/dev/null || true
@@ -60,7 +64,7 @@ for i in $(seq 1 20); do
 done
 kill $writer 2>/dev/null || true
 wait $writer 2>/dev/null || true
-run_expect 0 "$V7FILL" "${args[@]}" --until-caught-up
+run_expect 0 "$V7FILL" "${args[@]}" --jobs 2 --until-caught-up
 echo "$OUT"
 kill $monitor 2>/dev/null || true
 assert_eq "$(digest_src)" "$(digest_dst)" "after 20 kills and a catch-up the target equals the source"
