@@ -37,6 +37,8 @@ P = int(os.environ.get("BENCH_MIGRATE_PARENT", "5000000" if BIG else "1000000"))
 C = int(os.environ.get("BENCH_MIGRATE_CHILD", "10000000" if BIG else "2000000"))
 CHANGES = int(os.environ.get("BENCH_MIGRATE_CHANGES", "200000"))
 WRITER_BASELINE_S = int(os.environ.get("BENCH_MIGRATE_WRITER_SECONDS", "15"))
+# BENCH_MIGRATE_ARGS: more arguments for every run that copies or catches up (e.g. "--jobs 2")
+EXTRA_ARGS = os.environ.get("BENCH_MIGRATE_ARGS", "").split()
 DB = "bench"
 INTO = "orders_v7"
 
@@ -51,7 +53,8 @@ def psql(sql, db=DB, check=True):
 
 def migrate(*args):
     """Run v7fill migrate; returns (wall seconds, stdout, stderr). Exit != 0 stops the bench."""
-    cmd = [V7FILL, "-d", f"dbname={DB}", "migrate", *args]
+    extra = EXTRA_ARGS if "--from" in args else []
+    cmd = [V7FILL, "-d", f"dbname={DB}", "migrate", *args, *extra]
     t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.monotonic() - t0
@@ -251,7 +254,8 @@ END $$;""")
 
     print()
     print(f"v7fill migrate, parent {P:,} rows, child {C:,} rows, one database, "
-          f"{os.cpu_count()} CPUs, load average before {' '.join(load_before)}, after {' '.join(load_after)}")
+          f"{os.cpu_count()} CPUs, load average before {' '.join(load_before)}, after {' '.join(load_after)}"
+          + (f", migrate {' '.join(EXTRA_ARGS)}" if EXTRA_ARGS else ""))
     print()
     print("| figure | v7fill | baseline | ratio |")
     print("|---|---|---|---|")
