@@ -2519,6 +2519,7 @@ pipeline_run(Pipeline *pl, Err *err)
     uint64_t total;
     Record rec = {0};
     bool in_txn = false; /* the last record held the batch open: inside a source transaction */
+    bool piece_due = false; /* the batch is full inside a source transaction */
 
     pl->src_started = mono_now();
     pl->src->ops->progress(pl->src, &pl->src_done0, &total);
@@ -2548,6 +2549,20 @@ pipeline_run(Pipeline *pl, Err *err)
         }
         if (eof)
             break;
+        /* The batch filled up inside a source transaction and another change
+         * of it follows: the batch is a piece (pipeline.h).  Its commit
+         * instead ends the batch as usual: a transaction that exactly fills
+         * a batch is no piece, so the next batch may go to another lane. */
+        if (piece_due && rec.op != REC_BOUNDARY)
+        {
+            pl->batch->txn_piece = true;
+            if (!pipeline_batch_full(pl, err))
+            {
+                ok = false;
+                break;
+            }
+        }
+        piece_due = false;
         in_txn = rec.op != REC_BOUNDARY && rec.batch_hold;
         if (rec.op == REC_BOUNDARY)
         {
@@ -2569,12 +2584,12 @@ pipeline_run(Pipeline *pl, Err *err)
         }
         full = pl->batch->nrows >= pl->o->batch_rows ||
                pl->batch->data.len + pl->batch->aux.len >= pl->o->batch_bytes;
-        /* Inside a source transaction, a full batch is a piece: written, the
-         * target transaction left open for the rest, whose pieces follow on
-         * the same lane (writer_deal). */
-        if (full && rec.batch_hold)
-            pl->batch->txn_piece = true;
-        if ((full || rec.batch_end) && !pipeline_batch_full(pl, err))
+        /* Inside a source transaction, a full batch becomes a piece once the
+         * next change of it arrives (above): written, the target transaction
+         * left open for the rest, whose pieces follow on the same lane
+         * (writer_deal). */
+        piece_due = full && rec.batch_hold;
+        if (!piece_due && (full || rec.batch_end) && !pipeline_batch_full(pl, err))
         {
             ok = false;
             break;
