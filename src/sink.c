@@ -1406,17 +1406,6 @@ put_array_elem(Buf *p, const void *data, uint32_t len)
     buf_append(p, data, len);
 }
 
-static uint64_t
-key_slot_hash(const uint8_t key[REF_HASH_LEN])
-{
-    uint64_t a;
-    uint64_t c;
-
-    memcpy(&a, key, 8);
-    memcpy(&c, key + 8, 8);
-    return ((a ^ (c * UINT64_C(0xff51afd7ed558ccd))) * UINT64_C(0x9e3779b97f4a7c15)) >> 17;
-}
-
 /* The lookup key a row's operation goes by. */
 static const uint8_t *
 row_key(const BatchRow *r)
@@ -1431,7 +1420,7 @@ seen_add(Sink *s, const Batch *b, size_t i)
     const uint8_t *key = row_key(&b->rows[i]);
     size_t mask = s->seen_cap - 1;
 
-    for (size_t h = key_slot_hash(key) & mask;; h = (h + 1) & mask)
+    for (size_t h = sink_key_slot(key) & mask;; h = (h + 1) & mask)
     {
         uint64_t v = s->seen_slot[h];
 

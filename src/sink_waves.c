@@ -36,16 +36,15 @@ waves_free(Waves *w)
     memset(w, 0, sizeof *w);
 }
 
-static uint64_t
-key_hash(const uint8_t bytes[REF_HASH_LEN], uint8_t kind)
+uint64_t
+sink_key_slot(const uint8_t key[REF_HASH_LEN])
 {
     uint64_t a;
     uint64_t c;
 
-    memcpy(&a, bytes, 8);
-    memcpy(&c, bytes + 8, 8);
-    return ((a ^ (c * UINT64_C(0xff51afd7ed558ccd)) ^ kind) * UINT64_C(0x9e3779b97f4a7c15)) >>
-           17;
+    memcpy(&a, key, 8);
+    memcpy(&c, key + 8, 8);
+    return ((a ^ (c * UINT64_C(0xff51afd7ed558ccd))) * UINT64_C(0x9e3779b97f4a7c15)) >> 17;
 }
 
 /* The key's entry, added (wave 0) when new. */
@@ -54,7 +53,7 @@ key_find(Waves *w, size_t *nkeys, const uint8_t bytes[REF_HASH_LEN], uint8_t kin
 {
     size_t mask = w->slot_cap - 1;
 
-    for (size_t h = key_hash(bytes, kind) & mask;; h = (h + 1) & mask)
+    for (size_t h = (sink_key_slot(bytes) ^ kind) & mask;; h = (h + 1) & mask)
     {
         WaveKey *k;
 

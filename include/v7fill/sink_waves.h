@@ -39,6 +39,10 @@ typedef struct Waves
     size_t wave_cap;
 } Waves;
 
+/* A 16-byte key's (a reference hash's, an id's) hash for the sink's
+ * open-addressed tables: here and the run's seen set (sink.c). */
+uint64_t sink_key_slot(const uint8_t key[REF_HASH_LEN]);
+
 void waves_init(Waves *w);
 void waves_free(Waves *w);
 
