@@ -268,9 +268,18 @@ sink_new_set(Sink *s, const char *kt)
         s->set_resolve_sql = xasprintf("SELECT r.%s::%s, r.id, NULL::tid FROM %s AS r "
                                        "WHERE r.%s = ANY ($1::%s[])",
                                        key_col, kt, cfg->lookup_q, key_col, kt);
-    s->set_delete_sql = xasprintf("WITH l AS (DELETE FROM %s WHERE ctid = ANY ($1::tid[])) "
-                                  "DELETE FROM %s WHERE %s = ANY ($2::uuid[]) RETURNING %s",
-                                  cfg->lookup_q, cfg->target_q, cfg->key_q, cfg->key_q);
+    /* The target's rows by id: a join with the ids, run as a nested loop
+     * (sink_query_nestloop), one index descent in the one partition each id
+     * routes to.  "id = ANY ($1)" is tried on every partition with the whole
+     * array: once the ids of a batch span the table's windows (updates and
+     * deletes of old rows), the plan became a sequential scan of every
+     * partition per statement (5M rows, 4,000 ids: 1.3-2.1 s against 0.2 s). */
+    s->set_delete_sql =
+        xasprintf("WITH l AS (DELETE FROM %s WHERE ctid = ANY ($1::tid[])) "
+                  "DELETE FROM %s AS t USING unnest($2::uuid[]) AS u(id) WHERE t.%s = u.id "
+                  "RETURNING t.%s",
+                  cfg->lookup_q, cfg->target_q, cfg->key_q, cfg->key_q);
+    /* Citus prunes shards by the array; there "= ANY" stays. */
     s->set_tdelete_sql = xasprintf("DELETE FROM %s WHERE %s = ANY ($1::uuid[]) RETURNING %s",
                                    cfg->target_q, cfg->key_q, cfg->key_q);
     /* The COPY line's columns with their types, and the statement number;
@@ -790,6 +799,39 @@ static bool
 sink_exec(Sink *s, const char *sql, Err *err)
 {
     return pg_exec(s->conn, sql, err);
+}
+
+/*
+ * A statement joining the target with a set of ids, planned as a nested loop
+ * from the ids: one index descent each, in the partition the id routes to
+ * (pruned at run time).  The planner would otherwise hash the set and read
+ * every partition, or probe every partition for every id.  No JIT: the join's
+ * estimate (ids times rows per id, unknown) passes jit_above_cost, and
+ * compiling took 160 ms of a 2,000-row delete's 340.  The settings hold
+ * for this statement only (SET LOCAL, then RESET; on an error the transaction
+ * or its savepoint rolls them back with it).  A distributed target plans its
+ * own shards: left alone.
+ */
+static bool
+sink_query_nestloop(Sink *s, const char *sql, int nparams, const char *const *values,
+                    const int *lengths, const int *formats, PGresult **res, Err *err)
+{
+    bool plain = s->cfg.distributed;
+
+    if (!plain && !sink_exec(s,
+                             "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; "
+                             "SET LOCAL jit = off",
+                             err))
+        return false;
+    if (!pg_query_ex(s->conn, sql, nparams, NULL, values, lengths, formats, 1, res, err))
+        return false;
+    if (!plain && !sink_exec(s, "RESET enable_hashjoin; RESET enable_mergejoin; RESET jit", err))
+    {
+        PQclear(*res);
+        *res = NULL;
+        return false;
+    }
+    return true;
 }
 
 static bool
@@ -1665,8 +1707,7 @@ sink_set_delete(Sink *s, BatchRow **rows, size_t nrows, Err *err)
         lengths[0] = (int) s->param.len;
         values[1] = s->set_param.data;
         lengths[1] = (int) s->set_param.len;
-        if (!pg_query_ex(s->conn, s->set_delete_sql, 2, NULL, values, lengths, binary2, 1, &res,
-                         err))
+        if (!sink_query_nestloop(s, s->set_delete_sql, 2, values, lengths, binary2, &res, err))
             return false;
     }
     else
@@ -1751,7 +1792,9 @@ sink_set_fill(Sink *s, const Batch *b, size_t nfound, Err *err)
 }
 
 /* One UPDATE of group g: the columns its rows sent, from the temp table, on
- * the rows with their ids (the ids also as an array: partitions pruned). */
+ * the rows with their ids: a nested loop from the temp table, each id pruned
+ * to its partition at run time (on Citus, the ids also as an array: shards
+ * pruned). */
 static bool
 sink_set_update_group(Sink *s, const Batch *b, size_t nfound, uint32_t g, Err *err)
 {
@@ -1775,22 +1818,31 @@ sink_set_update_group(Sink *s, const Batch *b, size_t nfound, uint32_t g, Err *e
                        s->cfg.cols_q[i]);
             nset++;
         }
-    if (nset > 0)
+    if (nset > 0 && s->cfg.distributed)
         buf_printf(&s->update_sql,
                    " FROM %s AS s WHERE t.%s = s.%s AND s.v7fill_g = %u AND t.%s = ANY "
                    "($1::uuid[]) RETURNING t.%s",
                    s->set_table, s->cfg.key_q, s->cfg.key_q, g, s->cfg.key_q, s->cfg.key_q);
+    else if (nset > 0)
+        buf_printf(&s->update_sql,
+                   " FROM %s AS s WHERE t.%s = s.%s AND s.v7fill_g = %u RETURNING t.%s",
+                   s->set_table, s->cfg.key_q, s->cfg.key_q, g, s->cfg.key_q);
     else
     {
         /* Nothing sent but the key: the rows stay as they are, if they are there. */
         buf_reset(&s->update_sql);
-        buf_printf(&s->update_sql, "SELECT %s FROM %s WHERE %s = ANY ($1::uuid[])",
-                   s->cfg.key_q, s->cfg.target_q, s->cfg.key_q);
+        if (s->cfg.distributed)
+            buf_printf(&s->update_sql, "SELECT %s FROM %s WHERE %s = ANY ($1::uuid[])",
+                       s->cfg.key_q, s->cfg.target_q, s->cfg.key_q);
+        else
+            buf_printf(&s->update_sql,
+                       "SELECT t.%s FROM unnest($1::uuid[]) AS u(id) JOIN %s AS t ON t.%s = u.id",
+                       s->cfg.key_q, s->cfg.target_q, s->cfg.key_q);
     }
     values[0] = s->set_param.data;
     lengths[0] = (int) s->set_param.len;
-    if (!pg_query_ex(s->conn, s->update_sql.data, 1, NULL, values, lengths, probe_formats, 1,
-                     &res, err))
+    if (!sink_query_nestloop(s, s->update_sql.data, nset > 0 && !s->cfg.distributed ? 0 : 1,
+                             values, lengths, probe_formats, &res, err))
         return false;
     set_mark_returned(s, res, nfound, ROW_UPDATED);
     PQclear(res);

@@ -67,7 +67,7 @@ run_expect 0 stream -vv
 echo "$OUT" | grep -v "^\S* *\(DEBUG\|debug\)" | tail -3
 updates=$(echo "$OUT" | grep -c "UPDATE \S*items_v7\S* AS t SET .* FROM pg_temp.v7fill_set" || true)
 [ "$updates" -ge 2 ] || fail "$shape: updates applied set-wise (UPDATE ... FROM the temp table): $updates"
-assert_contains "$OUT" "DELETE FROM \"public\".\"items_v7\" WHERE \"id\" = ANY" "$shape: deletes applied set-wise"
+assert_contains "$OUT" "DELETE FROM \"public\".\"items_v7\" AS t USING unnest" "$shape: deletes applied set-wise, joined with their ids"
 # 500 + 150 + 1 updates; of the 150, 8 quarantined, 100 and 101 inserted (missing);
 # 450 quarantined; 1000 updated then deleted; 101 deletes (800 missing) + 1000 + 1001.
 assert_contains "$OUT" "inserted=3 updated=648 deleted=102" "$shape: the counts"
