@@ -1065,6 +1065,7 @@ fill_run(PgConn *conn, PgConn *map, const MigrateSpec *spec, const MigrateChild 
         {
             st->rows = f.seen;
             st->null_keys = f.nulls;
+            st->full_pass = true;
         }
         st->orphans = f.orphans;
         st->filled += f.changed;
@@ -1109,6 +1110,122 @@ migrate_child_settle(PgConn *conn, const MigrateSpec *spec, const MigrateChild *
         return true;
     }
     return fill_run(conn, conn, spec, ch, lock_timeout_ms, false, st, err);
+}
+
+/* ---- a rerun: the rows still NULL only ----------------------------------------------------- */
+
+static bool find_fk(PgConn *conn, const MigrateSpec *spec, const Child *c, char *name, size_t size,
+                    bool *validated, bool *into_exists, Err *err);
+
+bool
+migrate_child_can_catch_up(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch,
+                           bool *can, const char **why, Err *err)
+{
+    Child c;
+    char tname[80], name[128];
+    bool validated = false, into_exists = false, ok = false;
+
+    *can = false;
+    *why = "";
+    if (!migrate_child_same_database(spec))
+    {
+        *why = "two databases: no trigger, no foreign key";
+        return true;
+    }
+    /* After a switch (and back) the application wrote <fk>_uuid itself,
+     * which no trigger reconciles with <fk>. */
+    if (spec->switch_lsn != 0)
+    {
+        *why = "the migration was switched before";
+        return true;
+    }
+    if (!child_describe(conn, spec, ch, &c, err))
+        goto out;
+    if (!c.uuid_type[0])
+    {
+        *why = "no uuid column yet";
+        ok = true;
+        goto out;
+    }
+    trigger_name(&c, tname, sizeof tname);
+    {
+        const char *params[2] = {c.oid, tname};
+        PGresult *res;
+        bool present;
+
+        /* 'O' and 'A' fire for ordinary sessions; 'D' (disabled) and 'R'
+         * (replica only) do not. */
+        if (!pg_query(conn,
+                      "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger WHERE tgrelid = $1::oid "
+                      "AND tgname = $2 AND NOT tgisinternal AND tgenabled IN ('O', 'A'))",
+                      2, params, &res, err))
+            goto out;
+        present = PQgetvalue(res, 0, 0)[0] == 't';
+        PQclear(res);
+        if (!present)
+        {
+            *why = MIGRATE_CHILD_WHY_NO_TRIGGER;
+            ok = true;
+            goto out;
+        }
+    }
+    if (!find_fk(conn, spec, &c, name, sizeof name, &validated, &into_exists, err))
+        goto out;
+    if (!name[0] || !validated)
+        *why = name[0] ? "the foreign key is not validated" : "no foreign key yet";
+    else
+        *can = true;
+    ok = true;
+out:
+    child_free(&c);
+    return ok;
+}
+
+/* rows and null_keys of the child: one read-only count (a sequential scan). */
+static bool
+count_child(PgConn *conn, const MigrateChild *ch, ChildStats *st, Err *err)
+{
+    char *qchild = pg_qualified(conn, ch->schema, ch->table);
+    char *qfk = pg_ident(conn, ch->fk_column);
+    char *sql = xasprintf("SELECT count(*)::text, count(*) FILTER (WHERE %s IS NULL)::text "
+                          "FROM %s",
+                          qfk, qchild);
+    PGresult *res = NULL;
+    bool ok = pg_query(conn, sql, 0, NULL, &res, err);
+
+    if (ok)
+    {
+        st->rows = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+        st->null_keys = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
+    }
+    else
+        err_prefix(err, "counting the rows of %s.%s", ch->schema, ch->table);
+    PQclear(res);
+    free(sql);
+    free(qfk);
+    free(qchild);
+    return ok;
+}
+
+bool
+migrate_child_catch_up(PgConn *conn, PgConn *map, const MigrateSpec *spec, const MigrateChild *ch,
+                       int lock_timeout_ms, bool full, ChildStats *st, Err *err)
+{
+    bool can = false;
+    const char *why = "--full-fill, or this run made the child's trigger again";
+
+    if (!full && !migrate_child_can_catch_up(conn, spec, ch, &can, &why, err))
+        return false;
+    if (!can)
+    {
+        log_detail("child %s.%s: a full pass (%s)", ch->schema, ch->table, why);
+        return migrate_child_fill(conn, map, spec, ch, lock_timeout_ms, st, err);
+    }
+    log_detail("child %s.%s: filled before and its foreign key validated: only the rows still "
+               "NULL are read",
+               ch->schema, ch->table);
+    return fill_run(conn, map, spec, ch, lock_timeout_ms, false, st, err) &&
+           count_child(conn, ch, st, err);
 }
 
 /* ---- constrain ------------------------------------------------------------------------- */
