@@ -416,24 +416,14 @@ copy_finished(PgConn *target, const MigrateSpec *s, bool *out, Err *err)
 /* Expand mode: each child's <fk>_uuid and (same database) its trigger, before
  * the copy, so that child rows written during it are kept current. */
 static bool
-children_prepare(PgConn *src, const MigrateSpec *s, bool *full, Err *err)
+children_prepare(PgConn *src, const MigrateSpec *s, Err *err)
 {
     for (size_t i = 0; i < s->nchildren; i++)
-    {
-        const MigrateChild *ch = &s->children[i];
-        bool can = false;
-        const char *why = "";
-
-        /* A trigger prepare (re)makes on a column that exists missed the
-         * key changes made without it: this run's fill reads every row. */
-        if (!migrate_child_can_catch_up(src, s, ch, &can, &why, err) ||
-            !migrate_child_prepare(src, s, ch, err))
+        if (!migrate_child_prepare(src, s, &s->children[i], err))
         {
-            err_prefix(err, "child %s.%s", ch->schema, ch->table);
+            err_prefix(err, "child %s.%s", s->children[i].schema, s->children[i].table);
             return false;
         }
-        full[i] = !can && strcmp(why, MIGRATE_CHILD_WHY_NO_TRIGGER) == 0;
-    }
     return true;
 }
 
@@ -443,7 +433,7 @@ children_prepare(PgConn *src, const MigrateSpec *s, bool *full, Err *err)
  * validated. */
 static bool
 children_fill(PgConn *src, PgConn *target, const MigrateSpec *s, const MigrateOptions *o,
-              const bool *full, MigrateResult *r, Err *err)
+              MigrateResult *r, Err *err)
 {
     if (s->nchildren == 0)
         return true;
@@ -457,7 +447,7 @@ children_fill(PgConn *src, PgConn *target, const MigrateSpec *s, const MigrateOp
          * its children itself, the fill the rest. */
         if (!migrate_child_hook(src, s, ch, err) ||
             !migrate_child_catch_up(src, target, s, ch, o->lock_timeout_ms,
-                                    o->full_fill || full[i], &r->children[i], err) ||
+                                    o->full_fill, &r->children[i], err) ||
             (migrate_child_same_database(s) &&
              !migrate_child_constrain(src, s, ch, o->lock_timeout_ms, &r->children[i], err)))
         {
@@ -551,7 +541,6 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
     const char *source = o->source_conninfo ? o->source_conninfo : o->target_conninfo;
     bool found = false, exists = false, ok = false, done = false;
     char *table = NULL;
-    bool *full = NULL; /* per child: its fill reads every row */
     char from[160];
     ColumnMap map;
     StreamOptions so;
@@ -617,10 +606,9 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
             ok = migrate_childtable_plan(src, s, &s->children[i], &r->plan, err);
         goto out;
     }
-    full = xcalloc(s->nchildren + 1, sizeof *full);
     if (!setup(target, src, o, s, &d, r, err) ||
         (s->child_mode == MIGRATE_CHILD_MIGRATE ? !childtables_prepare(src, target, s, err)
-                                                : !children_prepare(src, s, full, err)))
+                                                : !children_prepare(src, s, err)))
         goto out;
     table = pg_qualified(target, s->into_schema, s->into_table);
     map.from = s->key;
@@ -655,7 +643,7 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
         ok = migrate_childtable_run_all(src, target, o, s, r, err) &&
              childtables_follow(target, o, s, &so, r, err);
     else if (ok && done && interrupt_signal() == 0)
-        ok = children_fill(src, target, s, o, full, r, err);
+        ok = children_fill(src, target, s, o, r, err);
     if (ok && o->follow && interrupt_signal() == 0 && s->child_mode != MIGRATE_CHILD_MIGRATE)
     {
         so.until_caught_up = false;
@@ -669,7 +657,6 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
     }
 out:
     free(table);
-    free(full);
     migrate_source_free(&d);
     pg_close(src);
     return ok;

@@ -68,11 +68,12 @@ bool migrate_child_same_database(const MigrateSpec *spec);
 
 /* <fk>_uuid uuid added (lock_timeout MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, retried)
  * and, same database, the trigger keeping it current.  Nothing is locked when
- * both are present already. */
+ * both are present already.  A trigger made again on a column that exists
+ * (key changes went unseen meanwhile): a validated foreign key on <fk>_uuid is
+ * dropped and added again NOT VALID in the same transaction, so that the next
+ * fill reads every row (migrate_child_can_catch_up) and constrain validates. */
 V7FILL_MUST_CHECK bool migrate_child_prepare(PgConn *conn, const MigrateSpec *spec,
                                              const MigrateChild *ch, Err *err);
-
-#define MIGRATE_CHILD_WHY_NO_TRIGGER "the child's trigger is missing or disabled"
 
 /* Whether a rerun's fill may skip the full pass (migrate_child_catch_up):
  * same database, the migration never switched (spec->switch_lsn 0), the

@@ -134,14 +134,23 @@ assert_eq t "$(q "SELECT i.order_id_uuid = m.id FROM items i JOIN ${INTO}_id_map
 run_expect 0 mig --full-fill
 assert_contains "$(grep '^child public.items(order_id):' <<<"$OUT")" "filled=0 null_keys=40 orphans=0 passes=1 full_pass=yes" \
     "--full-fill reads every row"
-# A key changed while the child's trigger was gone leaves a stale uuid the foreign key accepts:
-# the run that has to make the trigger again reads every row and corrects it.
+# A key changed while the child's trigger was gone leaves a stale uuid the foreign key accepts.
+# Making the trigger again makes the key NOT VALID again (a run killed right after its prepare,
+# here the prepare alone), and the next run reads every row and corrects it.
 k2=$(q "SELECT max(id) FROM items WHERE order_id_uuid IS NOT NULL")
 q "DROP TRIGGER v7fill_order_id_uuid ON items;
    UPDATE items SET order_id = (SELECT order_id FROM items WHERE id = $k1) WHERE id = $k2"
+build_helper helper "$V7FILL_ROOT/tests/integration/migrate_child_helper.c"
+run_expect 0 ./helper prepare public items order_id public "$INTO" "${INTO}_id_map" bigint
+assert_contains "$OUT" "made NOT VALID again" "prepare says why the key is no longer validated"
+assert_eq "1|f" "$(q "SELECT count(*), bool_and(convalidated) FROM pg_constraint WHERE conrelid = 'items'::regclass
+                      AND contype = 'f' AND conparentid = 0 AND conkey = ARRAY[(SELECT attnum FROM pg_attribute
+                      WHERE attrelid = 'items'::regclass AND attname = 'order_id_uuid')]")" \
+    "the trigger made again: the key on order_id_uuid is NOT VALID"
 run_expect 0 mig
 assert_contains "$(grep '^child public.items(order_id):' <<<"$OUT")" "filled=1 null_keys=40 orphans=0 passes=2 full_pass=yes" \
     "a remade trigger: a full pass corrects the stale uuid"
+assert_contains "$(grep '^child public.items(order_id):' <<<"$OUT")" "foreign_key=validated" "and validates the key again"
 assert_eq 0 "$(q "SELECT count(*) FROM items i JOIN ${INTO}_id_map m ON m.legacy_id = i.order_id WHERE i.order_id_uuid IS DISTINCT FROM m.id")" \
     "every child key has its uuid after the trigger was remade"
 run_expect 0 mig
