@@ -446,7 +446,8 @@ children_fill(PgConn *src, PgConn *target, const MigrateSpec *s, const MigrateOp
         /* The map's trigger before the fill: a map row written meanwhile sets
          * its children itself, the fill the rest. */
         if (!migrate_child_hook(src, s, ch, err) ||
-            !migrate_child_fill(src, target, s, ch, o->lock_timeout_ms, &r->children[i], err) ||
+            !migrate_child_catch_up(src, target, s, ch, o->lock_timeout_ms,
+                                    o->full_fill, &r->children[i], err) ||
             (migrate_child_same_database(s) &&
              !migrate_child_constrain(src, s, ch, o->lock_timeout_ms, &r->children[i], err)))
         {

@@ -68,6 +68,9 @@ child_free(Child *c)
     memset(c, 0, sizeof *c);
 }
 
+static bool find_fk(PgConn *conn, const MigrateSpec *spec, const Child *c, char *name, size_t size,
+                    bool *validated, bool *into_exists, Err *err);
+
 bool
 migrate_child_same_database(const MigrateSpec *spec)
 {
@@ -258,6 +261,48 @@ trigger_name(const Child *c, char *out, size_t size)
         (void) snprintf(out, size, "v7fill_uuid_%s", c->fk_attnum);
 }
 
+/* *sql: "" or, when a validated foreign key from <fk>_uuid to <into> exists,
+ * the statement dropping it and adding it again NOT VALID (same name and
+ * definition), ending in ";\n". */
+static bool
+revalidate(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, const Child *c,
+           char **sql, Err *err)
+{
+    char name[128];
+    bool validated = false, into_exists = false;
+    const char *params[2];
+    PGresult *res;
+    char *qname;
+
+    *sql = NULL;
+    if (!find_fk(conn, spec, c, name, sizeof name, &validated, &into_exists, err))
+        return false;
+    if (!name[0] || !validated)
+        return true;
+    params[0] = c->oid;
+    params[1] = name;
+    if (!pg_query(conn,
+                  "SELECT pg_catalog.pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint "
+                  "WHERE conrelid = $1::oid AND conname = $2",
+                  2, params, &res, err))
+        return false;
+    if (PQntuples(res) != 1)
+    {
+        PQclear(res);
+        return true;
+    }
+    qname = pg_ident(conn, name);
+    *sql = xasprintf("ALTER TABLE %s DROP CONSTRAINT %s, ADD CONSTRAINT %s %s NOT VALID;\n",
+                     c->qchild, qname, qname, PQgetvalue(res, 0, 0));
+    PQclear(res);
+    free(qname);
+    log_warn("child %s.%s: the trigger keeping %s_uuid current was missing: changes of %s made "
+             "meanwhile were not seen; the foreign key %s is made NOT VALID again, so that the fill reads "
+             "every row before it is validated again",
+             ch->schema, ch->table, ch->fk_column, ch->fk_column, name);
+    return true;
+}
+
 bool
 migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, Err *err)
 {
@@ -265,7 +310,7 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
     bool same = migrate_child_same_database(spec);
     bool has_trigger = false;
     char tname[80], fname[64], what[300];
-    char *qtrig = NULL, *qfn = NULL, *sql = NULL;
+    char *qtrig = NULL, *qfn = NULL, *sql = NULL, *fkfix = NULL;
     const char *tag = "$v7fill$";
     ChildStats st = {0};
     bool ok = false;
@@ -341,15 +386,26 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
                     ch->schema, ch->table);
             goto out;
         }
+        /* The column is there and the trigger is not (dropped, or a run
+         * killed between the two): key changes made without it went unseen.
+         * A validated foreign key on the column is made NOT VALID again in
+         * the same transaction, so that the next fill reads every row
+         * (migrate_child_can_catch_up) and constrain validates it again. */
+        if (c.uuid_type[0] && !revalidate(conn, spec, ch, &c, &fkfix, err))
+        {
+            free(body);
+            goto out;
+        }
         /* SECURITY DEFINER: the application's role writes the child and need
          * not read the map; search_path pinned, every name qualified. */
-        sql = xasprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s uuid;\n"
+        sql = xasprintf("%sALTER TABLE %s ADD COLUMN IF NOT EXISTS %s uuid;\n"
                         "CREATE SCHEMA IF NOT EXISTS v7fill;\n"
                         "CREATE OR REPLACE FUNCTION v7fill.%s() RETURNS trigger LANGUAGE plpgsql\n"
                         "  SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %s\n%s%s;\n"
                         "CREATE OR REPLACE TRIGGER %s BEFORE INSERT OR UPDATE OF %s ON %s\n"
                         "  FOR EACH ROW EXECUTE FUNCTION v7fill.%s()",
-                        c.qchild, c.quuid, qfn, tag, body, tag, qtrig, c.qfk, c.qchild, qfn);
+                        fkfix ? fkfix : "", c.qchild, c.quuid, qfn, tag, body, tag, qtrig, c.qfk,
+                        c.qchild, qfn);
         free(body);
     }
     else
@@ -368,6 +424,7 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
     ok = true;
 out:
     free(sql);
+    free(fkfix);
     free(qtrig);
     free(qfn);
     child_free(&c);
@@ -1065,6 +1122,7 @@ fill_run(PgConn *conn, PgConn *map, const MigrateSpec *spec, const MigrateChild 
         {
             st->rows = f.seen;
             st->null_keys = f.nulls;
+            st->full_pass = true;
         }
         st->orphans = f.orphans;
         st->filled += f.changed;
@@ -1109,6 +1167,119 @@ migrate_child_settle(PgConn *conn, const MigrateSpec *spec, const MigrateChild *
         return true;
     }
     return fill_run(conn, conn, spec, ch, lock_timeout_ms, false, st, err);
+}
+
+/* ---- a rerun: the rows still NULL only ----------------------------------------------------- */
+
+bool
+migrate_child_can_catch_up(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch,
+                           bool *can, const char **why, Err *err)
+{
+    Child c;
+    char tname[80], name[128];
+    bool validated = false, into_exists = false, ok = false;
+
+    *can = false;
+    *why = "";
+    if (!migrate_child_same_database(spec))
+    {
+        *why = "two databases: no trigger, no foreign key";
+        return true;
+    }
+    /* After a switch (and back) the application wrote <fk>_uuid itself,
+     * which no trigger reconciles with <fk>. */
+    if (spec->switch_lsn != 0)
+    {
+        *why = "the migration was switched before";
+        return true;
+    }
+    if (!child_describe(conn, spec, ch, &c, err))
+        goto out;
+    if (!c.uuid_type[0])
+    {
+        *why = "no uuid column yet";
+        ok = true;
+        goto out;
+    }
+    trigger_name(&c, tname, sizeof tname);
+    {
+        const char *params[2] = {c.oid, tname};
+        PGresult *res;
+        bool present;
+
+        /* 'O' and 'A' fire for ordinary sessions; 'D' (disabled) and 'R'
+         * (replica only) do not. */
+        if (!pg_query(conn,
+                      "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger WHERE tgrelid = $1::oid "
+                      "AND tgname = $2 AND NOT tgisinternal AND tgenabled IN ('O', 'A'))",
+                      2, params, &res, err))
+            goto out;
+        present = PQgetvalue(res, 0, 0)[0] == 't';
+        PQclear(res);
+        if (!present)
+        {
+            *why = "the child's trigger is missing or disabled";
+            ok = true;
+            goto out;
+        }
+    }
+    if (!find_fk(conn, spec, &c, name, sizeof name, &validated, &into_exists, err))
+        goto out;
+    if (!name[0] || !validated)
+        *why = name[0] ? "the foreign key is not validated" : "no foreign key yet";
+    else
+        *can = true;
+    ok = true;
+out:
+    child_free(&c);
+    return ok;
+}
+
+/* rows and null_keys of the child: one read-only count (a sequential scan). */
+static bool
+count_child(PgConn *conn, const MigrateChild *ch, ChildStats *st, Err *err)
+{
+    char *qchild = pg_qualified(conn, ch->schema, ch->table);
+    char *qfk = pg_ident(conn, ch->fk_column);
+    char *sql = xasprintf("SELECT count(*)::text, count(*) FILTER (WHERE %s IS NULL)::text "
+                          "FROM %s",
+                          qfk, qchild);
+    PGresult *res = NULL;
+    bool ok = pg_query(conn, sql, 0, NULL, &res, err);
+
+    if (ok)
+    {
+        st->rows = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+        st->null_keys = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
+    }
+    else
+        err_prefix(err, "counting the rows of %s.%s", ch->schema, ch->table);
+    PQclear(res);
+    free(sql);
+    free(qfk);
+    free(qchild);
+    return ok;
+}
+
+bool
+migrate_child_catch_up(PgConn *conn, PgConn *map, const MigrateSpec *spec, const MigrateChild *ch,
+                       int lock_timeout_ms, bool full, ChildStats *st, Err *err)
+{
+    bool can = false;
+    const char *why = "--full-fill";
+
+    if (!full && !migrate_child_can_catch_up(conn, spec, ch, &can, &why, err))
+        return false;
+    if (!can)
+    {
+        log_detail("child %s.%s: a full pass (%s)", ch->schema, ch->table, why);
+        return migrate_child_fill(conn, map, spec, ch, lock_timeout_ms, st, err);
+    }
+    log_detail("child %s.%s: filled before and its foreign key validated: only the rows still "
+               "NULL are read",
+               ch->schema, ch->table);
+    return fill_run(conn, map, spec, ch, lock_timeout_ms, false, st, err) &&
+           count_child(conn, ch, st, err);
 }
 
 /* ---- constrain ------------------------------------------------------------------------- */

@@ -104,6 +104,7 @@ typedef struct MigrateOptions
     bool follow;                 /* keep applying until stopped (else: stop once caught up) */
     bool verify;                 /* verify after the run */
     bool dry_run;                /* print the DDL and the plan; change nothing */
+    bool full_fill;              /* expand-mode children: a full fill pass on every run */
     int lock_timeout_ms;         /* switch and child fill (default 1000) */
     int switch_attempts;         /* the switch's lock, retried (default 10) */
 } MigrateOptions;

@@ -58,6 +58,8 @@ typedef struct ChildStats
     bool fk_validated;      /* constrain: it is validated */
     /* extensions */
     uint64_t passes;        /* passes made by fill (1 = the full pass only) */
+    bool full_pass;         /* fill read every row (else: only the rows still NULL, and
+                             * rows, null_keys counted by one read-only statement) */
     uint64_t lock_retries;  /* attempts that met lock_timeout or a deadlock */
 } ChildStats;
 
@@ -66,9 +68,21 @@ bool migrate_child_same_database(const MigrateSpec *spec);
 
 /* <fk>_uuid uuid added (lock_timeout MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, retried)
  * and, same database, the trigger keeping it current.  Nothing is locked when
- * both are present already. */
+ * both are present already.  A trigger made again on a column that exists
+ * (key changes went unseen meanwhile): a validated foreign key on <fk>_uuid is
+ * dropped and added again NOT VALID in the same transaction, so that the next
+ * fill reads every row (migrate_child_can_catch_up) and constrain validates. */
 V7FILL_MUST_CHECK bool migrate_child_prepare(PgConn *conn, const MigrateSpec *spec,
                                              const MigrateChild *ch, Err *err);
+
+/* Whether a rerun's fill may skip the full pass (migrate_child_catch_up):
+ * same database, the migration never switched (spec->switch_lsn 0), the
+ * child's trigger on <fk> present and enabled, and a validated foreign key
+ * from <fk>_uuid to <into>.  *why: the first condition not met (a static
+ * string), "" when all are. */
+V7FILL_MUST_CHECK bool migrate_child_can_catch_up(PgConn *conn, const MigrateSpec *spec,
+                                                  const MigrateChild *ch, bool *can,
+                                                  const char **why, Err *err);
 
 /* Same database: the trigger on the parent's map (migrate_maptrig.h,
  * MAPTRIG_NULL_ONLY) giving child rows with <fk> = the map row's legacy_id
@@ -114,6 +128,15 @@ V7FILL_MUST_CHECK bool migrate_child_settle(PgConn *conn, const MigrateSpec *spe
 V7FILL_MUST_CHECK bool migrate_child_fill(PgConn *conn, PgConn *map, const MigrateSpec *spec,
                                           const MigrateChild *ch, int lock_timeout_ms,
                                           ChildStats *st, Err *err);
+
+/* A rerun's fill: when migrate_child_can_catch_up (and not full), the keys
+ * the map's trigger recorded and one pass over the rows still NULL (<fk>
+ * set, <fk>_uuid NULL: orphans and rows the triggers could not reach), then
+ * rows and null_keys by one count of the child (a sequential scan, no
+ * join); st->full_pass false.  Otherwise migrate_child_fill. */
+V7FILL_MUST_CHECK bool migrate_child_catch_up(PgConn *conn, PgConn *map, const MigrateSpec *spec,
+                                              const MigrateChild *ch, int lock_timeout_ms,
+                                              bool full, ChildStats *st, Err *err);
 
 /* The foreign key <child>_<fk>_uuid_fkey added NOT VALID, then validated in
  * a separate transaction; an existing one (any name, same column and

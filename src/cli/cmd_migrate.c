@@ -31,6 +31,7 @@ enum
     OPT_FOLLOW,
     OPT_VERIFY,
     OPT_DRY_RUN,
+    OPT_FULL_FILL,
     OPT_STATUS,
     OPT_JSON,
     OPT_SWITCH,
@@ -45,7 +46,7 @@ migrate_usage(FILE *out)
     fputs("Usage: v7fill [-d TARGET_CONNINFO] migrate --from SCHEMA.TABLE --key COL\n"
           "                --time-column COL --into [SCHEMA.]TABLE [--source CONNINFO]\n"
           "                [--child 'SCHEMA.TABLE(COL)[:TIMECOL]']...\n"
-          "                [--child-mode expand|migrate]\n"
+          "                [--child-mode expand|migrate] [--full-fill]\n"
           "                [--follow] [--verify] [--dry-run]\n"
           "       v7fill [-d TARGET_CONNINFO] migrate --into [SCHEMA.]TABLE\n"
           "                --status [--json] | --verify | --switch | --reverse [--follow]\n"
@@ -77,6 +78,10 @@ migrate_usage(FILE *out)
           "                         --switch renames the children with the parent;\n"
           "                         --reverse keeps their legacy tables current too\n"
           "                         (docs/migrating-children.md)\n"
+          "  --full-fill            expand mode: read every child row this run; without it\n"
+          "                         a rerun whose child was filled and its foreign key\n"
+          "                         validated reads only the rows whose COL_uuid is NULL\n"
+          "                         (full_pass=no on the child line)\n"
           "  --follow               keep applying changes until SIGINT/SIGTERM (default:\n"
           "                         stop once caught up)\n"
           "  --batch-rows N         rows per batch of the copy (default 10000)\n"
@@ -202,11 +207,12 @@ print_result(const MigrateResult *r)
             continue;
         }
         printf("child %s.%s(%s): rows=%" PRIu64 " filled=%" PRIu64 " null_keys=%" PRIu64
-               " orphans=%" PRIu64 "%s%s%s passes=%" PRIu64 " longest_write=%" PRId64
+               " orphans=%" PRIu64 "%s%s%s passes=%" PRIu64 " full_pass=%s longest_write=%" PRId64
                "ms foreign_key=%s\n",
                ch->schema, ch->table, ch->fk_column, c->rows, c->filled, c->null_keys,
                c->orphans, c->orphan_examples[0] ? " (keys " : "", c->orphan_examples,
-               c->orphan_examples[0] ? ")" : "", c->passes, c->longest_wait_ms,
+               c->orphan_examples[0] ? ")" : "", c->passes, c->full_pass ? "yes" : "no",
+               c->longest_wait_ms,
                c->fk_validated ? "validated" : c->fk_added ? "added NOT VALID" : "none");
     }
 }
@@ -510,6 +516,7 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
         {"follow", no_argument, NULL, OPT_FOLLOW},
         {"verify", no_argument, NULL, OPT_VERIFY},
         {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+        {"full-fill", no_argument, NULL, OPT_FULL_FILL},
         {"status", no_argument, NULL, OPT_STATUS},
         {"json", no_argument, NULL, OPT_JSON},
         {"switch", no_argument, NULL, OPT_SWITCH},
@@ -582,6 +589,9 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
             case OPT_DRY_RUN:
                 o.dry_run = true;
                 break;
+            case OPT_FULL_FILL:
+                o.full_fill = true;
+                break;
             case OPT_JSON:
                 json = true;
                 break;
@@ -642,7 +652,7 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
         action = OPT_VERIFY;
     if (action)
     {
-        if (o.from || o.key || o.time_column || o.nchildren || o.dry_run ||
+        if (o.from || o.key || o.time_column || o.nchildren || o.dry_run || o.full_fill ||
             (o.follow && action != OPT_REVERSE) || (o.verify && action != OPT_VERIFY))
         {
             status = cli_usage_error(err, "migrate",

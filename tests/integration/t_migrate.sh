@@ -117,6 +117,45 @@ nt=$(q "SELECT count(*) FROM $INTO")
 assert_eq "$nt" "$(q "SELECT count(*) FROM ${INTO}_id_map m JOIN $INTO t USING (legacy_id, id)" 2>/dev/null ||
                   q "SELECT count(*) FROM ${INTO}_source_ref")" "one map row per target row"
 
+# ---- a rerun of a child filled and constrained reads only its rows still NULL: a row whose
+# order_id_uuid was cleared by hand is set again, the counts stay exact, no full pass
+k1=$(q "SELECT min(id) FROM items WHERE order_id_uuid IS NOT NULL")
+q "UPDATE items SET order_id_uuid = NULL WHERE id = $k1"
+run_expect 0 "$V7FILL" -v migrate --from public.orders --key id --time-column created_at --into "$INTO"
+echo "$OUT" | grep -E 'child|filling'
+child_line=$(grep '^child public.items(order_id):' <<<"$OUT")
+assert_contains "$OUT" "pass 1, 1 rows read, 1 set" "only the row still NULL is read"
+assert_contains "$child_line" "full_pass=no" "a rerun makes no full pass over the child"
+assert_contains "$child_line" "filled=1 " "the row cleared by hand is set again"
+assert_contains "$child_line" "rows=$(q "SELECT count(*) FROM items") filled=1 null_keys=$(q "SELECT count(*) FROM items WHERE order_id IS NULL") orphans=0 passes=1 " \
+    "the child's counts stay exact"
+assert_eq t "$(q "SELECT i.order_id_uuid = m.id FROM items i JOIN ${INTO}_id_map m ON m.legacy_id = i.order_id WHERE i.id = $k1")" \
+    "its uuid is the map's again"
+run_expect 0 mig --full-fill
+assert_contains "$(grep '^child public.items(order_id):' <<<"$OUT")" "filled=0 null_keys=40 orphans=0 passes=1 full_pass=yes" \
+    "--full-fill reads every row"
+# A key changed while the child's trigger was gone leaves a stale uuid the foreign key accepts.
+# Making the trigger again makes the key NOT VALID again (a run killed right after its prepare,
+# here the prepare alone), and the next run reads every row and corrects it.
+k2=$(q "SELECT max(id) FROM items WHERE order_id_uuid IS NOT NULL")
+q "DROP TRIGGER v7fill_order_id_uuid ON items;
+   UPDATE items SET order_id = (SELECT order_id FROM items WHERE id = $k1) WHERE id = $k2"
+build_helper helper "$V7FILL_ROOT/tests/integration/migrate_child_helper.c"
+run_expect 0 ./helper prepare public items order_id public "$INTO" "${INTO}_id_map" bigint
+assert_contains "$OUT" "made NOT VALID again" "prepare says why the key is no longer validated"
+assert_eq "1|f" "$(q "SELECT count(*), bool_and(convalidated) FROM pg_constraint WHERE conrelid = 'items'::regclass
+                      AND contype = 'f' AND conparentid = 0 AND conkey = ARRAY[(SELECT attnum FROM pg_attribute
+                      WHERE attrelid = 'items'::regclass AND attname = 'order_id_uuid')]")" \
+    "the trigger made again: the key on order_id_uuid is NOT VALID"
+run_expect 0 mig
+assert_contains "$(grep '^child public.items(order_id):' <<<"$OUT")" "filled=1 null_keys=40 orphans=0 passes=2 full_pass=yes" \
+    "a remade trigger: a full pass corrects the stale uuid"
+assert_contains "$(grep '^child public.items(order_id):' <<<"$OUT")" "foreign_key=validated" "and validates the key again"
+assert_eq 0 "$(q "SELECT count(*) FROM items i JOIN ${INTO}_id_map m ON m.legacy_id = i.order_id WHERE i.order_id_uuid IS DISTINCT FROM m.id")" \
+    "every child key has its uuid after the trigger was remade"
+run_expect 0 mig
+assert_contains "$(grep '^child public.items(order_id):' <<<"$OUT")" "full_pass=no" "then reruns read only the rows still NULL"
+
 # ---- a rerun does nothing
 before=$(digest_dst)
 run_expect 0 mig
