@@ -12,6 +12,10 @@
 # before the switch, a transaction writing BENCH_SC_MAP (default 20000) map rows and their new
 # rows, each with a child inserted before it (NULL uuid), timed with the map's trigger and with
 # it disabled.
+#
+# BENCH_SC_MODE=migrate (default expand): --child-mode migrate, the child its own UUIDv7 table
+# with its own slot; no map-cost step; just before the switch, each v7fill slot's lag
+# (pg_current_wal_lsn() - restart_lsn, and - confirmed_flush_lsn).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 V7FILL=${V7FILL:-$root/build/v7fill}
@@ -19,21 +23,26 @@ PARENT=${BENCH_SC_PARENT:-20000}
 CHILD=${BENCH_SC_CHILD:-1000000}
 NULLS=${BENCH_SC_NULL:-300}
 MAPROWS=${BENCH_SC_MAP:-20000}
+MODE=${BENCH_SC_MODE:-expand}
+case "$MODE" in expand|migrate) ;; *) echo "BENCH_SC_MODE: expand or migrate" >&2; exit 2;; esac
 eval "$(PGTMP_PORT=${BENCH_SC_PORT:-54351} "$root/tests/pgtmp.sh" start)"
 trap '"$root/tests/pgtmp.sh" stop "$PGTMP_DIR"' EXIT
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 ms() { date +%s%3N; }
 
-setup() { # setup DB
+setup() { # setup DB CHILD
+    local ct=$2
     psql -X -q -d postgres -c "CREATE DATABASE $1" >/dev/null
     q -d "$1" -c "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL, note text);
         INSERT INTO orders (created_at, note)
           SELECT timestamptz '2024-01-01' + g * interval '17 minutes', 'n' || g FROM generate_series(1, $PARENT) g;
-        CREATE TABLE items (id serial PRIMARY KEY, order_id bigint, qty int);
-        INSERT INTO items (order_id, qty) SELECT g % $PARENT + 1, g FROM generate_series(1, $CHILD - 2 * $NULLS) g;
-        INSERT INTO items (order_id, qty) SELECT 900000000 + g, 0 FROM generate_series(1, $NULLS) g;
-        INSERT INTO items (order_id, qty) SELECT NULL, 0 FROM generate_series(1, $NULLS) g;
-        CREATE INDEX ON items (order_id); ANALYZE orders, items"
+        CREATE TABLE $ct (id serial PRIMARY KEY, order_id bigint, qty int);
+        INSERT INTO $ct (order_id, qty) SELECT g % $PARENT + 1, g FROM generate_series(1, $CHILD - 2 * $NULLS) g;
+        INSERT INTO $ct (order_id, qty) SELECT 900000000 + g, 0 FROM generate_series(1, $NULLS) g;
+        INSERT INTO $ct (order_id, qty) SELECT NULL, 0 FROM generate_series(1, $NULLS) g;
+        CREATE INDEX ON $ct (order_id); ANALYZE orders, $ct"
+    [ "$MODE" = expand ] || q -d "$1" -c "ALTER TABLE $ct ADD COLUMN created_at timestamptz NOT NULL
+        DEFAULT timestamptz '2024-01-01'; ALTER TABLE $ct ALTER COLUMN created_at DROP DEFAULT"
 }
 
 map_cost() { # map_cost DB INTO: the map rows' transaction with the trigger, then without
@@ -61,18 +70,29 @@ map_cost() { # map_cost DB INTO: the map rows' transaction with the trigger, the
 }
 
 run() { # run NAME BINARY
-    local db=bench_$1 into=orders_$1 t0 out
-    setup "$db"
+    local db=bench_$1 into=orders_$1 ct=items t0 out
+    # migrate mode: the child's slot is named after its table, and slots are the cluster's
+    [ "$MODE" = expand ] || ct=items_$1
+    setup "$db" "$ct"
     t0=$(ms)
     PGDATABASE=$db "$2" -q migrate --from public.orders --key id --time-column created_at --into "$into" \
-        --child 'public.items(order_id)' >"$db.run.log" 2>&1 || { cat "$db.run.log"; exit 1; }
+        --child "public.$ct(order_id)" --child-mode "$MODE" >"$db.run.log" 2>&1 || { cat "$db.run.log"; exit 1; }
     echo "$1: migrate (copy, fill of $CHILD child rows, foreign key) $(( $(ms) - t0 )) ms"
-    [ "$1" = base ] || map_cost "$db" "$into"
+    if [ "$MODE" = migrate ]; then
+        q -d "$db" -c "SELECT '$1: slot ' || slot_name || ': restart_lsn ' ||
+                              pg_size_pretty(pg_current_wal_lsn() - restart_lsn) || ' behind, confirmed_flush_lsn ' ||
+                              pg_size_pretty(pg_current_wal_lsn() - confirmed_flush_lsn)
+                         FROM pg_replication_slots WHERE database = '$db' ORDER BY slot_name"
+    elif [ "$1" != base ]; then
+        map_cost "$db" "$into"
+    fi
     out=$(PGDATABASE=$db "$2" migrate --into "$into" --switch 2>&1) || { echo "$out"; exit 1; }
-    echo "$1: $(grep -E 'lock held|children' <<<"$out" | sed 's/^ *//' | tr '\n' ' ')"
+    printf '%s\n' "$out" >"$db.switch.log"
+    echo "$1: $(grep -E '^ *lock held|^ *children' <<<"$out" | sed 's/^ *//' | tr '\n' ' ')"
 }
 
 cd "$(mktemp -d)"
-echo "parent $PARENT rows, child $CHILD rows ($NULLS orphans, $NULLS NULL keys)"
+echo "logs in $PWD"
+echo "parent $PARENT rows, child $CHILD rows ($NULLS orphans, $NULLS NULL keys), --child-mode $MODE"
 [ -z "${V7FILL_BASE:-}" ] || run base "$V7FILL_BASE"
 run new "$V7FILL"

@@ -430,6 +430,7 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
 typedef struct SwitchLock
 {
     PgConn *s;
+    PgConn *flush;       /* a second connection to s's database: flushes the WAL */
     const MigrateSpec *sp;
     const Names *n;
     int lock_timeout_ms;
@@ -437,8 +438,28 @@ typedef struct SwitchLock
     SwitchStats *st;
 } SwitchLock;
 
+/* The WAL up to the final position on disk, at once: the walsender sends only
+ * flushed WAL, and what was committed asynchronously (or is not committed)
+ * waits for the WAL writer (wal_writer_delay, 200 ms by default) while the
+ * switch holds its lock.  A commit with synchronous_commit on, on a second
+ * connection (the switch's transaction is not over), flushes every record
+ * before it.  It must write WAL of its own: a transactional logical message,
+ * which pgoutput does not send without its messages option (as
+ * source_flushed_lsn in stream.c). */
+static bool
+flush_wal(PgConn *c, Err *err)
+{
+    if (pg_exec(c,
+                "BEGIN; SET LOCAL synchronous_commit = on; "
+                "SELECT pg_catalog.pg_logical_emit_message(true, 'v7fill', ''); COMMIT",
+                err))
+        return true;
+    err_prefix(err, "flushing the WAL up to the switch's final position");
+    return false;
+}
+
 /* MigrateSwitchLock: the parent and its children IN SHARE ROW EXCLUSIVE MODE
- * (writers wait, readers go on), then the final position. */
+ * (writers wait, readers go on), then the final position, flushed. */
 static bool
 take_switch_lock(void *ctx, uint64_t *final_lsn, Err *err)
 {
@@ -449,7 +470,7 @@ take_switch_lock(void *ctx, uint64_t *final_lsn, Err *err)
                       err))
         return false;
     l->t0 = mono_ms();
-    if (!current_lsn(l->s, &l->st->final_lsn, err))
+    if (!current_lsn(l->s, &l->st->final_lsn, err) || !flush_wal(l->flush, err))
         return false;
     *final_lsn = l->st->final_lsn;
     pgo_lsn_format(*final_lsn, at);
@@ -610,9 +631,14 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
     int64_t t0 = 0;
     char seqoid[16] = "";
     const char *p[2] = {n->from_q, sp->key};
-    SwitchLock lk = {s, sp, n, lock_timeout_ms, 0, st};
+    SwitchLock lk = {s, NULL, sp, n, lock_timeout_ms, 0, st};
 
     *retry = false;
+    if (!pg_connect_again(s, &lk.flush, err))
+    {
+        err_prefix(err, "a second connection for the switch");
+        goto fail;
+    }
     if (!catch_up(ctx, take_switch_lock, &lk, err))
     {
         if (lk.t0 != 0)
@@ -667,8 +693,10 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
     if (!pg_exec(s, "COMMIT", err))
         goto fail;
     st->lock_held_ms = mono_ms() - t0;
+    pg_close(lk.flush);
     return true;
 fail:
+    pg_close(lk.flush);
     rollback(s);
     *retry = lock_failed(err);
     return false;

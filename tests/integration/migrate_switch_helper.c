@@ -15,7 +15,11 @@
  * LSN on a second connection (the only write during the test is the
  * writer's row, which the test leaves out of the comparisons until the way
  * back copies it); CATCHUP_MS: it first sleeps that long (a slow capture:
- * writers wait for it, readers must not).
+ * writers wait for it, readers must not).  MSW_FLUSHED=1: just before the
+ * lock, a transaction commits asynchronously (its commit record waits for the
+ * WAL writer); under the lock, the catch_up prints final_flushed=t when the
+ * WAL up to the final position is on disk (what a walsender can send), else
+ * final_flushed=f.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -76,10 +80,25 @@ catch_up(void *ctx, MigrateSwitchLock lock, void *lock_ctx, Err *err)
     char at[PGO_LSN_TEXT_SIZE];
     const char *p[1] = {at};
     uint64_t final_lsn = 0;
+    bool flushed = getenv("MSW_FLUSHED") != NULL;
+    PGresult *res;
 
+    if (flushed && !pg_exec(side,
+                            "BEGIN; SET LOCAL synchronous_commit = off; "
+                            "SELECT pg_catalog.txid_current(); COMMIT",
+                            err))
+        return false;
     if (!lock(lock_ctx, &final_lsn, err))
         return false;
     pgo_lsn_format(final_lsn, at);
+    if (flushed)
+    {
+        if (!pg_query(side, "SELECT pg_catalog.pg_current_wal_flush_lsn() >= $1::pg_lsn", 1, p,
+                      &res, err))
+            return false;
+        printf("final_flushed=%s\n", PQgetvalue(res, 0, 0));
+        PQclear(res);
+    }
     if (getenv("CATCHUP_MS"))
         (void) usleep((useconds_t) atoi(getenv("CATCHUP_MS")) * 1000);
     return pg_exec_params(side,

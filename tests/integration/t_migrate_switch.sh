@@ -85,10 +85,14 @@ under_load() {
 }
 # A catch-up of 1 s: the writer waits for it (no write slips past the final LSN), the reader does
 # not (the parent is locked IN SHARE ROW EXCLUSIVE MODE until the renames).
-export CATCHUP_MS=1000
+# MSW_FLUSHED: a transaction commits asynchronously just before the lock; under the lock the
+# WAL is on disk up to the final position (a walsender sends nothing unflushed: the capture would
+# wait for the WAL writer, wal_writer_delay, while writers wait for the lock).
+export CATCHUP_MS=1000 MSW_FLUSHED=1
 under_load follow sw "$wsql"
-unset CATCHUP_MS
+unset CATCHUP_MS MSW_FLUSHED
 sw_out=$OUT
+assert_contains "$sw_out" "final_flushed=t" "under the lock, the WAL up to the final position is flushed"
 echo "switch: $(grep -o 'attempts=[0-9]* lock_held_ms=[0-9]*' <<<"$sw_out"); writer $(cat sw_w.out), reader $(cat sw_r.out)"
 assert_contains "$sw_out" "phase=switched legacy=orders_legacy" "the spec says switched"
 assert_contains "$sw_out" "the application must change" "the notes for the application"
