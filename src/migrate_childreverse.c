@@ -123,7 +123,7 @@ migrate_childreverse(PgConn *db, const MigrateSpec *spec, bool follow, ReverseSt
     {
         uint64_t stop = 0;
 
-        ok = migrate_reverse_flushed_lsn(db, &stop, err) &&
+        ok = pg_flush_wal(db, &stop, err) &&
              round_once(db, spec, kids, stop, st, &all, err);
         if (ok && all)
         {

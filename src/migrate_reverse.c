@@ -711,26 +711,6 @@ session_reset(PgConn *c, bool replica)
         log_debug("RESET session_replication_role: %s", e.msg);
 }
 
-/* What the database committed so far: a transactional logical message
- * committed synchronously flushes every commit before it (stream.c does the
- * same for --until-caught-up). */
-bool
-migrate_reverse_flushed_lsn(PgConn *c, uint64_t *out, Err *err)
-{
-    PGresult *res;
-    bool ok;
-
-    if (!pg_exec(c,
-                 "BEGIN; SET LOCAL synchronous_commit = on; "
-                 "SELECT pg_catalog.pg_logical_emit_message(true, 'v7fill', ''); COMMIT",
-                 err) ||
-        !pg_query(c, "SELECT pg_catalog.pg_current_wal_flush_lsn()::text", 0, NULL, &res, err))
-        return false;
-    ok = pgo_lsn_parse(PQgetvalue(res, 0, 0), out);
-    PQclear(res);
-    return ok ? true : err_set(err, EC_PG_QUERY, "the WAL position is not an LSN");
-}
-
 /* The way back after migrate_reverse's checks: the parent alone, or with its
  * migrate-mode children in rounds. */
 static bool
@@ -746,7 +726,7 @@ reverse_run(PgConn *db, MigrateSpec *spec, bool follow, ReverseStats *st, Err *e
         spec->phase = MIGRATE_PHASE_REVERSE;
         return true;
     }
-    if (!follow && !migrate_reverse_flushed_lsn(db, &stop, err))
+    if (!follow && !pg_flush_wal(db, &stop, err)) /* the stop: all committed so far */
         return false;
     if (!migrate_reverse_apply(db, spec, NULL, stop, follow, st, err))
     {

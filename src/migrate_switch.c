@@ -441,18 +441,12 @@ typedef struct SwitchLock
 /* The WAL up to the final position on disk, at once: the walsender sends only
  * flushed WAL, and what was committed asynchronously (or is not committed)
  * waits for the WAL writer (wal_writer_delay, 200 ms by default) while the
- * switch holds its lock.  A commit with synchronous_commit on, on a second
- * connection (the switch's transaction is not over), flushes every record
- * before it.  It must write WAL of its own: a transactional logical message,
- * which pgoutput does not send without its messages option (as
- * source_flushed_lsn in stream.c). */
+ * switch holds its lock.  pg_flush_wal runs on a second connection (the
+ * switch's transaction is not over). */
 static bool
 flush_wal(PgConn *c, Err *err)
 {
-    if (pg_exec(c,
-                "BEGIN; SET LOCAL synchronous_commit = on; "
-                "SELECT pg_catalog.pg_logical_emit_message(true, 'v7fill', ''); COMMIT",
-                err))
+    if (pg_flush_wal(c, NULL, err))
         return true;
     err_prefix(err, "flushing the WAL up to the switch's final position");
     return false;
@@ -874,7 +868,7 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
     if (!begin_locked(t, sp, n->from_q, "SHARE ROW EXCLUSIVE", lock_timeout_ms, err))
         goto out;
     t0 = mono_ms();
-    if (!current_lsn(t, &st->final_lsn, err))
+    if (!current_lsn(t, &st->final_lsn, err) || !flush_wal(apply, err))
         goto out;
     if (!reverse_upto(apply, sp, st->final_lsn, &rst, err))
     {
@@ -889,7 +883,10 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
         goto out;
     }
     st->applied_at_switch = rst.inserted + rst.updated + rst.deleted;
-    ok = fill_child_keys(t, sp, n->legacy_q, &st->children_filled, err) &&
+    if (st->applied_at_switch > 0)
+        st->children_fill_clean = false; /* also for a later attempt (this one may fail) */
+    ok = (st->children_fill_clean ||
+          fill_child_keys(t, sp, n->legacy_q, &st->children_filled, err)) &&
          exec_fmt(t, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", n->legacy_q, n->from_q) &&
          move_table(t, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
                     sp->into_table, err) &&
@@ -1108,8 +1105,25 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
             if (pre.inserted + pre.updated + pre.deleted < 100)
                 break;
         }
-        if (!fill_child_keys(target, spec, n.legacy_q, &st->children_filled, err))
-            goto out;
+        /* Migrate-mode children: the fill's own updates of the UUIDv7
+         * children are changes for their way back, applied now rather than
+         * under the lock (2,000 of them held it 2-3 s), and the fill again
+         * until it finds nothing: then, when nothing is applied under the
+         * lock either, the fill (a scan of each child) is skipped there. */
+        for (int round = 0; round < 3; round++)
+        {
+            uint64_t filled = 0;
+
+            if (!fill_child_keys(target, spec, n.legacy_q, &filled, err))
+                goto out;
+            st->children_filled += filled;
+            st->children_fill_clean = has_childtables(spec) && filled == 0;
+            if (!has_childtables(spec) || filled == 0)
+                break;
+            if (!current_lsn(target, &now_lsn, err) ||
+                !reverse_upto(apply, spec, now_lsn, &pre, err))
+                goto out;
+        }
     }
     else if (!check_caught_up(source, spec, err) ||
              (same && !prepare_reverses(target, spec, &n, err)) ||

@@ -539,6 +539,40 @@ pg_server_now_us(PgConn *c, int64_t *out, Err *err)
     return true;
 }
 
+/* A commit with synchronous_commit on flushes the WAL of every transaction
+ * committed before it, asynchronously committed ones included.  It must write
+ * WAL of its own (a transaction that only takes an xid commits asynchronously
+ * anyway): a transactional logical message, which pgoutput does not send
+ * without its messages option. */
+bool
+pg_flush_wal(PgConn *c, uint64_t *flushed, Err *err)
+{
+    PGresult *res;
+    char *end;
+
+    if (!pg_exec(c,
+                 "BEGIN; SET LOCAL synchronous_commit = on; "
+                 "SELECT pg_catalog.pg_logical_emit_message(true, 'v7fill', ''); COMMIT",
+                 err))
+        return false;
+    if (flushed == NULL)
+        return true;
+    if (!pg_query(c, "SELECT (pg_catalog.pg_current_wal_flush_lsn() - '0/0'::pg_lsn)::text", 0,
+                  NULL, &res, err))
+        return false;
+    errno = 0;
+    *flushed = strtoull(PQgetvalue(res, 0, 0), &end, 10);
+    if (errno != 0 || *end != '\0' || end == PQgetvalue(res, 0, 0))
+    {
+        err_set(err, EC_PG_QUERY, "the server's WAL flush position is not a number: %s",
+                PQgetvalue(res, 0, 0));
+        PQclear(res);
+        return false;
+    }
+    PQclear(res);
+    return true;
+}
+
 char *
 pg_ident(PgConn *c, const char *name)
 {

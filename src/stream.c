@@ -898,33 +898,15 @@ check_columns(Streamer *s, Err *err)
     return ok;
 }
 
-/* Where "everything committed on the source before the start" ends: a
- * commit with synchronous_commit on flushes the WAL of every transaction
- * committed before it, asynchronously committed ones included, and the flush
- * position then covers them all.  The transaction must write WAL of its own
- * (one that only takes an xid commits asynchronously anyway): a transactional
- * logical message, which pgoutput does not send without its messages option. */
+/* Where "everything committed on the source before the start" ends: the
+ * flush position once everything committed is flushed (pg_flush_wal). */
 static bool
 source_flushed_lsn(Streamer *s, uint64_t *out, Err *err)
 {
-    PGresult *res;
-    bool ok;
-
-    if (!pg_exec(s->src_sql,
-                 "BEGIN; SET LOCAL synchronous_commit = on; "
-                 "SELECT pg_catalog.pg_logical_emit_message(true, 'v7fill', ''); COMMIT",
-                 err) ||
-        !pg_query(s->src_sql, "SELECT pg_catalog.pg_current_wal_flush_lsn()::text", 0, NULL,
-                  &res, err))
-    {
-        err_prefix(err, "could not read the source's WAL position");
-        return false;
-    }
-    ok = pgo_lsn_parse(PQgetvalue(res, 0, 0), out);
-    PQclear(res);
-    if (!ok)
-        return err_set(err, EC_PG_QUERY, "the source's WAL position is not an LSN");
-    return true;
+    if (pg_flush_wal(s->src_sql, out, err))
+        return true;
+    err_prefix(err, "could not read the source's WAL position");
+    return false;
 }
 
 static bool

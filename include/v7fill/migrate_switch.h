@@ -80,6 +80,9 @@ typedef struct SwitchStats
     int64_t children_settle_ms;  /* how long that took (no lock held) */
     uint64_t children_late;      /* forward, expand-mode children: rows set under the lock
                                     from the keys the map's trigger recorded */
+    bool children_fill_clean;    /* switching back, migrate-mode children: the last fill
+                                    before the lock found nothing to do and the way back has
+                                    applied nothing since (the fill under it is skipped) */
     bool already;                /* nothing to do: the names were already switched */
     bool back;                   /* this was a switch back (phase reverse) */
 } SwitchStats;
@@ -148,10 +151,6 @@ V7FILL_MUST_CHECK bool migrate_reverse_apply(PgConn *apply_conn, const MigrateSp
  * such a key to the legacy parent, then false with the GRANT to run. */
 V7FILL_MUST_CHECK bool migrate_reverse_session(PgConn *c, const MigrateSpec *spec, bool *replica,
                                                Err *err);
-
-/* What the database committed so far (a synchronous logical message's
- * flush): the way back's stop position. */
-V7FILL_MUST_CHECK bool migrate_reverse_flushed_lsn(PgConn *c, uint64_t *out, Err *err);
 
 /* --status: the way back of one table ("<into_schema>.<into_table>"). */
 V7FILL_MUST_CHECK bool migrate_reverse_status(PgConn *db, const char *into_key,

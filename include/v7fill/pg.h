@@ -79,6 +79,11 @@ V7FILL_MUST_CHECK bool pg_collect(PgConn *c, PGresult **res, Err *err);
 /* The server's now() (transaction start) in µs since the epoch. */
 V7FILL_MUST_CHECK bool pg_server_now_us(PgConn *c, int64_t *out, Err *err);
 
+/* Everything the server committed so far, on disk: commits a transactional
+ * logical message with synchronous_commit on (a walsender sends only flushed
+ * WAL).  *flushed (may be NULL): the flush position after it. */
+V7FILL_MUST_CHECK bool pg_flush_wal(PgConn *c, uint64_t *flushed, Err *err);
+
 /* Quote an identifier through PQescapeIdentifier; caller frees with free(). */
 char *pg_ident(PgConn *c, const char *name);
 /* "schema"."name", both quoted; caller frees. */
