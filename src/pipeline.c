@@ -1751,6 +1751,40 @@ pipeline_txn_lost(Lane *lane, Err *err)
     return false;
 }
 
+/* The batch failed for good: a COMMIT whose fate stayed unknown did not
+ * land as far as this run counts (its outcomes are reset); a source
+ * transaction in pieces lost its target transaction. */
+static bool
+pipeline_flush_failed(Lane *lane, Batch *b, Err *err)
+{
+    if (b->commit_doubt)
+        sink_forget_outcomes(b);
+    if (b->txn_continues)
+        return pipeline_txn_lost(lane, err);
+    return false;
+}
+
+/* A batch whose COMMIT lost its answer had committed, adding *got (read
+ * from the owner's stored position): do the outcomes it kept add up to
+ * it (with the counts of its transaction's earlier pieces)?  Then the
+ * batch is counted as if the COMMIT had answered: its rows' delays, the
+ * per-window rows, the reasons, the owner's live delays. */
+static bool
+pipeline_doubt_matches(const Lane *lane, const Batch *b, const BatchCounts *got)
+{
+    BatchCounts t;
+
+    if (!b->commit_doubt)
+        return false;
+    batch_totals(b, &t);
+    batch_counts_add(&t, &lane->txn_counts);
+    return t.read == got->read && t.inserted == got->inserted &&
+           t.duplicates == got->duplicates && t.rejected == got->rejected &&
+           t.expired == got->expired && t.updated == got->updated && t.deleted == got->deleted &&
+           t.missing == got->missing && t.missing_deletes == got->missing_deletes &&
+           t.time_changed == got->time_changed && t.truncates == got->truncates;
+}
+
 /* The lane the reader writes on itself, every lane idle: the one holding
  * the pieces of a source transaction, if any. */
 static Lane *
@@ -1830,24 +1864,38 @@ pipeline_flush(Pipeline *pl, Lane *lane, uint64_t seq, Batch *b, const SourcePos
             BatchCounts got = {0};
 
             if (!lane_await_turn(lane, seq, err))
-                return false;
+                return pipeline_flush_failed(lane, b, err);
             if (h->check_commit &&
                 !h->check_commit(h->ctx, lane->conn, &cc.pos, &done, &got, err))
             {
                 /* Lost again before we could tell: reconnect and ask again. */
                 if (!pg_err_is_connection(err) || ++attempts > 5 ||
                     !pipeline_reconnect_conn(pl, lane->conn, err))
-                    return false;
+                    return pipeline_flush_failed(lane, b, err);
                 lane_note_pid(lane);
                 continue;
             }
             if (done == COMMIT_LOST)
-                return false; /* the owner said why, in err */
+                return pipeline_flush_failed(lane, b, err); /* the owner said why, in err */
             check_commit = false;
+            if (done == COMMIT_DONE && pipeline_doubt_matches(lane, b, &got))
+            {
+                /* The rows kept what that transaction decided: counted as
+                 * after an answered COMMIT (delays and per-window rows too). */
+                log_info("the batch ending at %s had committed", at);
+                b->commit_doubt = false;
+                break;
+            }
             if (done == COMMIT_DONE)
             {
-                log_info("the batch ending at %s had committed", at);
-                /* Outcomes were reset with the failure; take the committed counts. */
+                /* Outcomes not known (they were reset with the failure):
+                 * the committed counts only; its rows' delays are not. */
+                log_warn("the batch ending at %s had committed, but its rows' outcomes were "
+                         "not kept as it committed them: its counts are the stored ones, its "
+                         "rows' delays are not counted",
+                         at);
+                if (lane->txn_open)
+                    lane_txn_forget(pl, lane); /* got counts its earlier pieces too */
                 pthread_mutex_lock(&pl->w.mu);
                 pl->st->read += got.read;
                 pl->st->inserted += got.inserted;
@@ -1863,6 +1911,11 @@ pipeline_flush(Pipeline *pl, Lane *lane, uint64_t seq, Batch *b, const SourcePos
                 batch_reset(b);
                 return true;
             }
+            /* Not committed: written again (a piece's transaction cannot be). */
+            if (b->txn_continues)
+                return pipeline_flush_failed(lane, b, err);
+            if (b->commit_doubt)
+                sink_forget_outcomes(b);
             if (cc.marked && h->outputs_rewind && !h->outputs_rewind(h->ctx, err))
                 return false;
         }
@@ -1877,7 +1930,9 @@ pipeline_flush(Pipeline *pl, Lane *lane, uint64_t seq, Batch *b, const SourcePos
                  sink_write(lane->sink, b, pipeline_before_commit, &cc, err);
         if (ok)
             break;
-        if (b->txn_continues)
+        /* A source transaction in pieces is lost with its target
+         * transaction, unless its COMMIT went (asked after a reconnect). */
+        if (b->txn_continues && !b->commit_doubt)
             return pipeline_txn_lost(lane, err);
         if ((strcmp(err->sqlstate, "40P01") == 0 || strcmp(err->sqlstate, "40001") == 0) &&
             ++retries <= 5)
@@ -1891,9 +1946,9 @@ pipeline_flush(Pipeline *pl, Lane *lane, uint64_t seq, Batch *b, const SourcePos
             continue;
         }
         if (!pg_err_is_connection(err) || ++attempts > 5)
-            return false;
+            return pipeline_flush_failed(lane, b, err);
         if (!pipeline_reconnect_conn(pl, lane->conn, err))
-            return false;
+            return pipeline_flush_failed(lane, b, err);
         lane_note_pid(lane);
         check_commit = true;
     }

@@ -96,6 +96,7 @@ batch_reset(Batch *b)
     b->keep_position = false;
     b->txn_continues = false;
     b->txn_piece = false;
+    b->commit_doubt = false;
     buf_reset(&b->data);
     buf_reset(&b->aux);
     b->by_hash_n = 0;
@@ -2164,7 +2165,9 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
     uint64_t conflicts_before = s->stats.conflicts;
     size_t ndup = 0;
     bool ok;
+    bool committing = false;
 
+    b->commit_doubt = false;
     s->refused_run = 0;
     sink_reserve_scratch(s, b->nrows);
     if (b->nchanges > 0)
@@ -2186,16 +2189,23 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
     if (ok && before_commit)
         ok = before_commit(ctx, b, err);
     if (ok && !b->txn_piece)
+    {
+        committing = true;
         ok = sink_exec(s, "COMMIT", err);
+    }
     if (!ok)
     {
+        /* The COMMIT went and its answer was lost with the connection: the
+         * transaction may have committed, with these outcomes. */
+        b->commit_doubt = committing && (pg_is_broken(s->conn) || pg_err_is_connection(err));
         if (!pg_is_broken(s->conn))
         {
             Err ignored;
             if (!pg_exec(s->conn, "ROLLBACK", &ignored))
                 log_debug("rollback failed: %s", ignored.msg);
         }
-        sink_reset_outcomes(b, 0, b->nrows);
+        if (!b->commit_doubt)
+            sink_reset_outcomes(b, 0, b->nrows);
         s->set_pid = 0; /* a temp table made in this transaction is gone */
         return false;
     }
@@ -2203,6 +2213,13 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
      * pays nothing, a re-import of the same file writes nothing. */
     s->probe_first = ndup > 0 || s->stats.conflicts > conflicts_before;
     return true;
+}
+
+void
+sink_forget_outcomes(Batch *b)
+{
+    sink_reset_outcomes(b, 0, b->nrows);
+    b->commit_doubt = false;
 }
 
 bool

@@ -399,8 +399,8 @@ hook_check_commit(void *ctx, PgConn *c, const SourcePosition *pos, CommitCheck *
         return false;
     if (now.found && now.batches == s->state.batches + 1)
     {
+        /* Its quarantined rows are counted by after_commit, which follows. */
         counts_sub(counts, &now.counts, &s->state.counts);
-        s->st->quarantined += s->nquar;
         s->state = now;
         s->next = now;
         *out = COMMIT_DONE;

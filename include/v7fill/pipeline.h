@@ -239,8 +239,12 @@ typedef struct PipelineHooks
     bool (*save_position)(void *ctx, PgConn *c, const SourcePosition *pos,
                           const BatchCounts *counts, bool finished, Err *err);
     /* After a lost connection and a reconnect: did the batch ending at pos
-     * commit?  COMMIT_DONE fills *counts with what it added.  false: it
-     * could not be asked (a connection error is retried after a reconnect). */
+     * commit?  COMMIT_DONE fills *counts with what it added (with the
+     * earlier pieces of its source transaction); when the COMMIT itself lost
+     * its answer and the rows' outcomes add up to it, the batch is counted
+     * from them as after an answered COMMIT (delays, per-window rows,
+     * row_delay), then after_commit.  false: it could not be asked (a
+     * connection error is retried after a reconnect). */
     bool (*check_commit)(void *ctx, PgConn *c, const SourcePosition *pos, CommitCheck *out,
                          BatchCounts *counts, Err *err);
     /* After the batch committed and was counted (a stream confirms its flush
@@ -365,7 +369,9 @@ void pipeline_free(Pipeline *p);
  * given id, or a truncate with it.  Windows a later piece needs
  * are created on a second connection (the open transaction cannot).  A
  * failure after the first piece cannot be retried (the earlier pieces were
- * rolled back with it): pipeline_run returns the error ("lost its target
+ * rolled back with it), unless the connection went at the final COMMIT and
+ * check_commit says it landed (then it is counted as committed):
+ * pipeline_run returns the error ("lost its target
  * transaction"; a lost connection stays a connection error) and the owner
  * starts again from its committed position; an input that breaks, or an
  * error, inside a source transaction rolls its open transaction back.  The

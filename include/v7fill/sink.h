@@ -156,6 +156,10 @@ typedef struct Batch
      * failure rolls the whole transaction back, earlier pieces too. */
     bool txn_continues;
     bool txn_piece;
+    /* sink_write failed at its COMMIT with the connection lost: the commit
+     * may have landed, so the rows keep the outcomes of that transaction
+     * until the caller knows (sink_forget_outcomes if it did not land). */
+    bool commit_doubt;
     uint32_t nchanges; /* rows that are not inserts (BatchRow.op): 0 for a file import */
 } Batch;
 
@@ -261,9 +265,14 @@ const SinkStats *sink_stats(const Sink *s);
  * in its place: BatchRow.repeat_next) and `before_commit` ran inside the
  * transaction.  On failure the transaction is rolled back (or the connection
  * is gone: check pg_err_is_connection) and row outcomes of server-side
- * decisions are reset to pending. */
+ * decisions are reset to pending, except when the COMMIT itself lost its
+ * connection (Batch.commit_doubt): the outcomes stay those of the
+ * transaction, for the caller to count if it committed. */
 V7FILL_MUST_CHECK bool sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx,
                                   Err *err);
+/* The batch whose COMMIT was in doubt did not commit: its outcomes of
+ * server-side decisions reset to pending, as after a rollback. */
+void sink_forget_outcomes(Batch *b);
 
 /* Read-only: mark pending rows whose reference is already in the lookup as
  * DUPLICATE (plan). */
