@@ -262,5 +262,31 @@ run_expect 0 "$V7FILL" migrate --from public.orders --key id --time-column creat
     --child 'public.items_cr(order_id)' --child-mode migrate
 assert_eq "8|8|true" "$(q "SELECT o.amount || '|' || c.qty || '|' || (c.order_id_uuid = o.id) FROM $INTO o JOIN $CINTO c ON c.order_id = o.legacy_id WHERE o.legacy_id = $newid")" \
     "the parent and child written by integer keys after the switch back are in the UUIDv7 tables, linked by uuid"
+
+# ---- a second cycle without a writer: switch, children written by order_id_uuid only before
+# and after --reverse, switch back.  The switch back's key fill updates the UUIDv7 child (its
+# order_id from the map); those updates are changes its way back reads: applied before the lock,
+# so nothing is left for it (they used to be applied under the lock, which then scanned the
+# child again).
+run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
+assert_contains "$OUT" "phase switched" "switched forward again after a switch back"
+child_writes() {
+    q "WITH p AS (INSERT INTO orders (id, created_at, amount, note)
+                    SELECT t_uuid7(), now(), 1, '$1' FROM generate_series(1, 50) RETURNING id)
+       INSERT INTO items_cr (id, order_id_uuid, created_at, qty, label) SELECT t_uuid7(), id, now(), 1, '$1' FROM p" >/dev/null
+}
+child_writes c2a
+run_expect 0 "$V7FILL" migrate --into "$INTO" --reverse
+child_writes c2b
+run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
+echo "$OUT"
+assert_contains "$OUT" "switched back: public.orders is the legacy table again" "switched back a second time"
+assert_contains "$OUT" "100 child rows got their legacy key from the map" "the key fill found the 100 children written by uuid"
+assert_contains "$OUT" ", 0 changes applied under it" \
+    "the key fill's own updates were applied before the lock: nothing left to apply under it"
+assert_eq 100 "$(q "SELECT count(*) FROM items_cr c JOIN orders o ON o.id = c.order_id WHERE c.label IN ('c2a', 'c2b') AND o.note = c.label")" \
+    "the legacy child rows of the second cycle name their legacy parents"
+assert_eq 100 "$(q "SELECT count(*) FROM $CINTO c JOIN ${INTO}_id_map m ON m.id = c.order_id_uuid WHERE c.label IN ('c2a', 'c2b') AND c.order_id = m.legacy_id")" \
+    "the UUIDv7 child rows of the second cycle carry their parents' legacy keys"
 drop_slot
 echo "ok t_migrate_childreverse"
