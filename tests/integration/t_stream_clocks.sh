@@ -2,12 +2,14 @@
 # source is its own throwaway cluster run under libfaketime (FAKETIME=+1h, through
 # PGTMP_ENV), the target is the suite's cluster on this machine's clock.  A user then sees:
 # v7fill_stream_clock_offset_seconds about +3600 (one series, also with several targets, whose
-# lag reads the first target's measurement); v7fill_stream_apply_lag_seconds, while a target
+# lag reads the first target's measurement, also the one taken again after the source's clock
+# is stepped back to +50 min); v7fill_stream_apply_lag_seconds, while a target
 # is held back, and --status's lag_seconds after a commit, counting real seconds since the
 # applied commit (without the correction a source ahead hides them: they read 0); every row
 # once, each id's time its row's time column; the insert delays taken from this host's clock
 # and the rows' times, not from the source's clock; and a row stamped with the source's
-# now() quarantined as "clock ahead" (it is an hour ahead of the target's now).
+# now() quarantined as "clock ahead" (it is an hour ahead of the target's now), which the
+# start says.  Then a source 10 minutes behind: offset -600, lags not 600 s too many.
 # Skipped (said) only when libfaketime cannot be loaded (contrib/install-deps.sh installs it).
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
@@ -25,7 +27,14 @@ shift_s=$(( $(LD_PRELOAD=$FT_LIB FAKETIME=+1h date +%s) - $(date +%s) ))
     || fail "libfaketime loads but FAKETIME=+1h does not shift date: $shift_s s"
 
 # ---- the source cluster, its clock an hour ahead ------------------------------------------
-src_env=$(cd / && PGTMP_PORT=54349 PGTMP_ENV="LD_PRELOAD=$FT_LIB FAKETIME=+1h" "$V7FILL_ROOT/tests/pgtmp.sh" start) \
+# Its skew in a file libfaketime reads again every second, to move it while a stream runs;
+# the monotonic clocks (PostgreSQL's timeouts) stay real.
+chmod 755 "$T_TMP"
+echo "+1h" >skew.rc
+chmod 644 skew.rc
+FT_ENV="LD_PRELOAD=$FT_LIB FAKETIME_DONT_FAKE_MONOTONIC=1"
+src_env=$(cd / && PGTMP_PORT=54349 PGTMP_ENV="$FT_ENV FAKETIME_TIMESTAMP_FILE=$T_TMP/skew.rc FAKETIME_CACHE_DURATION=1" \
+              "$V7FILL_ROOT/tests/pgtmp.sh" start) \
     || fail "PostgreSQL does not start under libfaketime: $src_env"
 SRC_DIR=$(printf '%s\n' "$src_env" | sed -n "s/^export PGTMP_DIR='\(.*\)'$/\1/p")
 SRC_CONN="host=$SRC_DIR/sock port=54349 user=postgres dbname=postgres"
@@ -63,8 +72,8 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 metric() { awk -v k="$1" '$1 == k { print $2 }' scrape.txt; }
 scrape() { curl -sf "http://127.0.0.1:$PORT/metrics" -o scrape.txt || fail "scrape failed"; }
 # within NAME VALUE LO HI: LO <= VALUE <= HI
-within() { awk -v v="$2" -v lo="$3" -v hi="$4" 'BEGIN { exit !(v != "" && v >= lo && v <= hi) }' \
-               || fail "$1: [$2] not within [$3, $4] ($(grep -v '^#' scrape.txt | grep -e clock -e apply_lag | tr '\n' ' '))"; }
+inside() { awk -v v="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(v != "" && v >= lo && v <= hi) }'; }
+within() { inside "$2" "$3" "$4" || fail "$1: [$2] not within [$3, $4] ($(grep -v '^#' scrape.txt | grep -e clock -e apply_lag | tr '\n' ' '))"; }
 wait_ready() {
     for _ in $(seq 1 300); do
         [ "$(curl -s "http://127.0.0.1:$PORT/readyz" -o /dev/null -w '%{http_code}')" = 200 ] && return
@@ -212,6 +221,31 @@ echo "two targets, items_v7 held back: $(grep -e '^v7fill_stream_clock' -e '^v7f
 within "items_v7 (second target) held back: apply_lag_seconds" "$(metric 'v7fill_stream_apply_lag_seconds{table="items_v7"}')" 2 300
 release
 landed items_v7 items
+# The source's clock steps back to +50 min (as NTP might set it): the first target measures
+# again with the slot's checks (every minute) and items_v7's lag uses that new pair too.
+echo "+50m" >skew.rc
+sleep 2
+skew=$(( $(qs "SELECT extract(epoch FROM clock_timestamp())::int8") - $(date +%s) ))
+[ "$skew" -ge 2990 ] && [ "$skew" -le 3010 ] || fail "the source's clock did not move to +50 min: $skew s"
+for _ in $(seq 1 150); do
+    scrape
+    inside "$(metric v7fill_stream_clock_offset_seconds)" 2990 3010 && break
+    sleep 1
+done
+within "several targets, the source's clock moved: clock_offset_seconds (measured again)" \
+    "$(metric v7fill_stream_clock_offset_seconds)" 2995 3005
+# (a commit stamped before the step is 10 minutes off until one stamped after it is applied)
+qs "INSERT INTO items VALUES (2032, $(past), 1)"
+landed items_v7 items
+hold items_v7
+qs "INSERT INTO items VALUES (2033, $(past), 1)"
+blocked items_v7
+sleep 3
+scrape
+echo "two targets, source moved to +50m, items_v7 held back: $(grep -e '^v7fill_stream_clock' -e '^v7fill_stream_apply_lag_seconds' scrape.txt | tr '\n' ' ')"
+within "items_v7 held back after the source's clock moved: apply_lag_seconds" "$(metric 'v7fill_stream_apply_lag_seconds{table="items_v7"}')" 2 300
+release
+landed items_v7 items
 sleep 1.5
 scrape
 for t in orders_v7 items_v7; do
@@ -231,7 +265,7 @@ id_time_ok items_v7
 status_lag items_v7 s_clocks_multi
 
 # ---- a source whose clock is 10 minutes behind: the skew would add 600 s that never clear ---
-src_env=$(cd / && PGTMP_PORT=54350 PGTMP_ENV="LD_PRELOAD=$FT_LIB FAKETIME=-10m" "$V7FILL_ROOT/tests/pgtmp.sh" start) \
+src_env=$(cd / && PGTMP_PORT=54350 PGTMP_ENV="$FT_ENV FAKETIME=-10m" "$V7FILL_ROOT/tests/pgtmp.sh" start) \
     || fail "PostgreSQL does not start under libfaketime (-10m): $src_env"
 BEHIND_DIR=$(printf '%s\n' "$src_env" | sed -n "s/^export PGTMP_DIR='\(.*\)'$/\1/p")
 SRC_CONN="host=$BEHIND_DIR/sock port=54350 user=postgres dbname=postgres"
