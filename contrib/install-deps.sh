@@ -4,7 +4,7 @@
 #   contrib/install-deps.sh --if-missing  only when something is missing (used by make check/demo)
 set -eu
 PKGS="build-essential pkg-config libpq-dev libzstd-dev zstd libcsv-dev libssl-dev libcmocka-dev \
-libjansson-dev libxxhash-dev libmicrohttpd-dev postgresql-15 postgresql-15-partman"
+libjansson-dev libxxhash-dev libmicrohttpd-dev postgresql-15 postgresql-15-partman faketime"
 
 missing() {
     command -v cc >/dev/null 2>&1 || return 0
@@ -14,6 +14,7 @@ missing() {
     command -v zstd >/dev/null 2>&1 || return 0
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || return 0
     ls /usr/share/postgresql/*/extension/pg_partman.control >/dev/null 2>&1 || return 0
+    ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || return 0
     return 1
 }
 

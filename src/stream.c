@@ -40,6 +40,7 @@
 #include "v7fill/stream_columns.h"
 #include "v7fill/stream_observe.h"
 #include "v7fill/stream_state.h"
+#include "v7fill/timeparse.h"
 
 /* The servers' clocks over ours (µs), set and read together.  Several
  * targets share one source and one target server: the first's pair serves
@@ -1206,6 +1207,19 @@ start_watch(Streamer *s, Err *err)
     if (off > 1000000 || off < -1000000)
         log_warn("the source's clock is %.1f s %s the target's: lag in seconds is corrected for it",
                  (double) (off < 0 ? -off : off) / 1e6, off < 0 ? "behind" : "ahead of");
+    /* Rows are checked against this host's clock (--max-future): those
+     * stamped with the source's now() carry its skew, and nothing corrects
+     * a row's time (its id is its time column's). */
+    if (so > s->o->common.max_future_us)
+    {
+        char ahead[48];
+
+        duration_format(s->o->common.max_future_us, ahead, sizeof ahead);
+        log_warn("the source's clock is %.1f s ahead of this host's, more than --max-future (%s): "
+                 "rows whose time column is the source's now() are quarantined as \"clock ahead\" "
+                 "(set the source's clock right, or raise --max-future)",
+                 (double) so / 1e6, ahead);
+    }
     watch_slot(s, &s->src_sql);
     return true;
 }

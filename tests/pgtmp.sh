@@ -12,6 +12,8 @@
 # PostgreSQL refuses to run as root.  It only ever touches the directory it
 # created: stop refuses a directory without its marker file.  PGTMP_CONF: more
 # postgresql.conf lines (tests/citus.sh: shared_preload_libraries = 'citus').
+# PGTMP_ENV: NAME=VALUE words added to the server's environment at start (and
+# only there), e.g. a preloaded libfaketime (tests/integration/t_stream_clocks.sh).
 set -euo pipefail
 
 PGBIN=${PGBIN:-}
@@ -66,7 +68,8 @@ log_min_messages = warning
 logging_collector = off
 ${PGTMP_CONF:-}
 CONF
-    as_owner "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null \
+    # shellcheck disable=SC2086
+    as_owner env ${PGTMP_ENV:-} "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null \
         || { cat "$dir/server.log" >&2; exit 1; }
     print_env "$dir"
     ;;
