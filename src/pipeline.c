@@ -1729,8 +1729,8 @@ lane_txn_forget(Pipeline *pl, Lane *lane)
     st->near_cutoff -= lane->txn_run.near_cutoff;
     st->expired_kept -= lane->txn_run.expired_kept;
     st->keys_ordered -= lane->txn_run.keys_ordered;
+    lane->txn_open = false; /* under w.mu: pipeline_take_segment reads it */
     pthread_mutex_unlock(&pl->w.mu);
-    lane->txn_open = false;
     memset(&lane->txn_counts, 0, sizeof lane->txn_counts);
     memset(&lane->txn_run, 0, sizeof lane->txn_run);
 }
@@ -1925,10 +1925,10 @@ pipeline_flush(Pipeline *pl, Lane *lane, uint64_t seq, Batch *b, const SourcePos
         batch_reset(b);
         return true;
     }
-    lane->txn_open = false;
     memset(&lane->txn_counts, 0, sizeof lane->txn_counts);
     memset(&lane->txn_run, 0, sizeof lane->txn_run);
     pthread_mutex_lock(&pl->w.mu);
+    lane->txn_open = false;
     pipeline_count_committed(pl, b);
     if (b->nrows > 0 || b->txn_continues)
         pl->st->batches++;

@@ -118,3 +118,32 @@ assert_contains "$OUT" "on time 14, near cutoff 5, expired 5" "terminal report: 
 # a stream that applies nothing adds nothing (its run row holds no rows)
 run_expect 0 stream --until-caught-up
 expect 14 5 5 "a rerun with nothing new"
+
+# ---- several --from on one slot: a run row per target, each report counts its own rows
+qs "CREATE TABLE a (id bigint PRIMARY KEY, created_at timestamptz NOT NULL);
+    CREATE TABLE b (id bigint PRIMARY KEY, created_at timestamptz NOT NULL);
+    CREATE PUBLICATION pub2 FOR TABLE a, b;
+    INSERT INTO a SELECT g, now() - interval '1 hour' FROM generate_series(1, 3) g;
+    INSERT INTO a VALUES (4, now() - interval '28 days 12 hours');
+    INSERT INTO b SELECT g, now() - interval '2 hours' FROM generate_series(1, 2) g;
+    INSERT INTO b VALUES (3, now() - interval '40 days');"
+for t in a_v7 b_v7; do
+    q "CREATE TABLE $t (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
+                        created_at timestamptz NOT NULL) PARTITION BY RANGE (id)"
+    run_expect 0 "$V7FILL" partitions $t -g day --from "$(date -u -d '-35 days' +%Y-%m-%d)" \
+        --to "$(date -u -d '+3 days' +%Y-%m-%d)"
+done
+run_expect 0 "$V7FILL" stream --source "dbname=$SRC" --from public.a=a_v7 --from public.b=b_v7 \
+    --publication pub2 --slot "${SLOT}_m" --map id=legacy_id --retention 30d --until-caught-up
+assert_eq "a_v7 4 4|b_v7 3 2" "$(q "SELECT string_agg(concat_ws(' ', target_table, rows_read, inserted), '|' ORDER BY target_table)
+                                   FROM v7fill.run WHERE command = 'stream' AND target_table IN ('a_v7', 'b_v7')")" \
+    "one run row per target"
+"$V7FILL" report a_v7 --retention 30d --json >a.json || fail "report a_v7"
+"$V7FILL" report b_v7 --retention 30d --json >b.json || fail "report b_v7"
+assert_eq "3 1 0|2 0 1" "$(python3 -c '
+import json
+r = []
+for f in ("a.json", "b.json"):
+    c = json.load(open(f))["delay"]["counts"]
+    r.append("%d %d %d" % (c["on_time"], c["near_cutoff"], c["expired"]))
+print("|".join(r))')" "each target's report counts its streamed rows"
