@@ -99,10 +99,8 @@ typedef struct Streamer
     bool borrowed;
     _Atomic uint64_t flush_pos; /* committed in the target, or stored idle */
     /* The run's rows in v7fill.run, a segment at a time (record_segment):
-     * when the segment being counted began (pipeline_elapsed), and whether a
-     * segment was recorded. */
+     * when the segment being counted began (pipeline_elapsed). */
     double seg_started;
-    bool seg_recorded;
 } Streamer;
 
 /* ---- several tables of one slot: the frames each table's source reads ----- */
@@ -639,8 +637,9 @@ watch_slot(Streamer *s, PgConn **conn)
  * v7fill.run (command "stream"), with their delays in the import's tracker
  * format: `v7fill report` counts streamed rows, and the segments of a run add
  * up to it, each row once.  On the side connection (the reader's thread while
- * streaming, the main thread at exit).  final: recorded even without rows when
- * no segment was (a run leaves a row); status: "streaming", or how it ended.
+ * streaming, the main thread at exit).  A periodic segment without rows is
+ * not recorded; the final one always is (how the run ended); status:
+ * "streaming", or how it ended.
  * Its rows were inserted after the segment began and before the INSERT: its
  * finished_at and elapsed_s bracket them. */
 static void
@@ -663,16 +662,15 @@ record_segment(Streamer *s, const char *status, bool final)
         return;
     s->seg_started = pipeline_elapsed(s->pl);
     t = pipeline_target(s->pl);
-    if ((seg.read > 0 || (final && !s->seg_recorded)) &&
+    if ((seg.read > 0 || final) &&
         !state_run_record(s->side, t->schema, t->name, t->oid, "stream", status,
                           pipeline_elapsed(s->pl) - began, seg.read, seg.inserted,
                           seg.duplicates, seg.rejected, seg.partitions_created, seg.delay_json,
                           &e))
-        log_warn("%s: could not record the rows applied in the last %.0f s in v7fill.run (the "
-                 "rows are applied; v7fill report leaves them out): %s",
-                 s->relation, pipeline_elapsed(s->pl) - began, e.msg);
-    else
-        s->seg_recorded = true;
+        log_at(seg.read > 0 ? LOG_LEVEL_WARN : LOG_LEVEL_DEBUG,
+               "%s: could not record the rows applied in the last %.0f s in v7fill.run (the "
+               "rows are applied; v7fill report leaves them out): %s",
+               s->relation, pipeline_elapsed(s->pl) - began, e.msg);
     free(seg.delay_json);
 }
 

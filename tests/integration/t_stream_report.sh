@@ -93,6 +93,7 @@ for i in $(seq 1 600); do
     [ "$(q "SELECT count(*) FROM events_v7")" = 16 ] && break
     sleep 0.1
 done
+assert_eq 16 "$(q "SELECT count(*) FROM events_v7")" "the stream applied the rows added last"
 kill -INT $pid
 for i in $(seq 1 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
 wait $pid || { cat run2.log; fail "the stream did not exit 0 on SIGINT"; }
