@@ -148,3 +148,23 @@ for f in ("a.json", "b.json"):
     c = json.load(open(f))["delay"]["counts"]
     r.append("%d %d %d" % (c["on_time"], c["near_cutoff"], c["expired"]))
 print("|".join(r))')" "each target's report counts its streamed rows"
+
+# ---- an error exit after rows were applied: recorded with the error as its status
+qs "INSERT INTO a SELECT g, now() - interval '1 hour' FROM generate_series(5, 6) g;
+    INSERT INTO a VALUES (7, now() - interval '28 days 12 hours')"
+qs "TRUNCATE a"
+# (--group-rows 1: the rows before the TRUNCATE are committed before it stops the stream)
+run_expect 3 "$V7FILL" stream --source "dbname=$SRC" --from public.a=a_v7 --from public.b=b_v7 \
+    --publication pub2 --slot "${SLOT}_m" --map id=legacy_id --retention 30d --until-caught-up \
+    --group-rows 1
+echo "$OUT"
+assert_eq 7 "$(q "SELECT count(*) FROM a_v7")" "the rows before the TRUNCATE are applied"
+assert_contains "$OUT" "--on-truncate" "the stream stops at the TRUNCATE"
+assert_eq "7 1" "$(q "SELECT concat_ws(' ', sum(rows_read), count(*) FILTER (WHERE status LIKE '%TRUNCATE%'))
+                     FROM v7fill.run WHERE command = 'stream' AND target_table = 'a_v7'")" \
+    "the failed run's rows are recorded, with its error"
+"$V7FILL" report a_v7 --retention 30d --json >a.json || fail "report a_v7"
+assert_eq "5 2 0" "$(python3 -c '
+import json
+c = json.load(open("a.json"))["delay"]["counts"]
+print(c["on_time"], c["near_cutoff"], c["expired"])')" "the report counts the rows applied before the error"
