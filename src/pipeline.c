@@ -3128,7 +3128,9 @@ pipeline_take_segment(Pipeline *pl, PipelineSegment *out)
     now.inserted = st->inserted;
     now.duplicates = st->duplicates;
     now.rejected = st->rejected;
+    pthread_rwlock_rdlock(&pl->catalog_lock); /* partition creation writes it */
     now.partitions_created = st->partitions_created;
+    pthread_rwlock_unlock(&pl->catalog_lock);
     out->read = now.read - pl->seg_base.read;
     out->inserted = now.inserted - pl->seg_base.inserted;
     out->duplicates = now.duplicates - pl->seg_base.duplicates;
