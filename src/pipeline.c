@@ -153,7 +153,9 @@ struct Pipeline
     char *key_q;        /* quoted key column */
     IdKeyer *keyer;
     TimeParser *tparser;
-    Tracker *tracker;
+    Tracker *tracker;  /* the rows counted since the last segment taken */
+    Tracker *taken;    /* the segments taken before (NULL: none): the run's, with tracker */
+    PipelineSegment seg_base; /* the run's counts when the last segment was taken */
     Granularity gran;  /* window size for rows whose partition does not exist yet */
     TimeParser *wzone; /* --window-tz of those windows (NULL: UTC) */
     Sink *sink;
@@ -1727,8 +1729,8 @@ lane_txn_forget(Pipeline *pl, Lane *lane)
     st->near_cutoff -= lane->txn_run.near_cutoff;
     st->expired_kept -= lane->txn_run.expired_kept;
     st->keys_ordered -= lane->txn_run.keys_ordered;
+    lane->txn_open = false; /* under w.mu: pipeline_take_segment reads it */
     pthread_mutex_unlock(&pl->w.mu);
-    lane->txn_open = false;
     memset(&lane->txn_counts, 0, sizeof lane->txn_counts);
     memset(&lane->txn_run, 0, sizeof lane->txn_run);
 }
@@ -1978,10 +1980,10 @@ pipeline_flush(Pipeline *pl, Lane *lane, uint64_t seq, Batch *b, const SourcePos
         batch_reset(b);
         return true;
     }
-    lane->txn_open = false;
     memset(&lane->txn_counts, 0, sizeof lane->txn_counts);
     memset(&lane->txn_run, 0, sizeof lane->txn_run);
     pthread_mutex_lock(&pl->w.mu);
+    lane->txn_open = false;
     pipeline_count_committed(pl, b);
     if (b->nrows > 0 || b->txn_continues)
         pl->st->batches++;
@@ -2732,6 +2734,7 @@ pipeline_free(Pipeline *pl)
     time_parser_free(pl->tparser);
     time_parser_free(pl->wzone);
     tracker_free(pl->tracker);
+    tracker_free(pl->taken);
     for (size_t i = 0; i < pl->nbufs; i++)
         batch_free(&pl->bufs[i]);
     free(pl->bufs);
@@ -3134,6 +3137,86 @@ pipeline_finish(Pipeline *pl, Err *err)
     return true;
 }
 
+/* The whole run's delays as JSON: the segments taken and the rows since. */
+static char *
+pipeline_run_delays(Pipeline *pl)
+{
+    Tracker *all;
+    char *json = tracker_to_json(pl->tracker);
+    Err e = {0};
+
+    if (pl->taken == NULL || json == NULL)
+        return json;
+    all = tracker_new(tracker_retention(pl->tracker), tracker_near_cutoff(pl->tracker));
+    tracker_copy_into(all, pl->taken);
+    if (!tracker_merge_json(all, json, &e))
+    {
+        log_debug("the run's delays: %s", e.msg);
+        tracker_free(all);
+        return json;
+    }
+    free(json);
+    json = tracker_to_json(all);
+    tracker_free(all);
+    return json;
+}
+
+bool
+pipeline_take_segment(Pipeline *pl, PipelineSegment *out)
+{
+    const ImportStats *st = pl->st;
+    PipelineSegment now;
+    Tracker *empty;
+    Err e = {0};
+
+    memset(out, 0, sizeof *out);
+    if (pl->tracker == NULL)
+        return false;
+    pthread_mutex_lock(&pl->w.mu);
+    for (size_t l = 0; l < pl->w.nalloc; l++)
+        if (pl->w.lanes[l].txn_open)
+        {
+            pthread_mutex_unlock(&pl->w.mu);
+            return false;
+        }
+    now.read = st->read;
+    now.inserted = st->inserted;
+    now.duplicates = st->duplicates;
+    now.rejected = st->rejected;
+    pthread_rwlock_rdlock(&pl->catalog_lock); /* partition creation writes it */
+    now.partitions_created = st->partitions_created;
+    pthread_rwlock_unlock(&pl->catalog_lock);
+    out->read = now.read - pl->seg_base.read;
+    out->inserted = now.inserted - pl->seg_base.inserted;
+    out->duplicates = now.duplicates - pl->seg_base.duplicates;
+    out->rejected = now.rejected - pl->seg_base.rejected;
+    out->partitions_created = now.partitions_created - pl->seg_base.partitions_created;
+    out->delay_json = tracker_to_json(pl->tracker);
+    if (out->delay_json == NULL)
+    {
+        pthread_mutex_unlock(&pl->w.mu);
+        return false;
+    }
+    if (pl->taken == NULL)
+        pl->taken = tracker_new(tracker_retention(pl->tracker), tracker_near_cutoff(pl->tracker));
+    if (!tracker_merge_json(pl->taken, out->delay_json, &e))
+    {
+        /* not expected (the tracker's own document): the segment stays open */
+        log_debug("could not take the segment's delays: %s", e.msg);
+        pthread_mutex_unlock(&pl->w.mu);
+        free(out->delay_json);
+        memset(out, 0, sizeof *out);
+        return false;
+    }
+    empty = tracker_new(tracker_retention(pl->tracker), tracker_near_cutoff(pl->tracker));
+    tracker_copy_into(pl->tracker, empty);
+    tracker_free(empty);
+    now.delay_json = NULL;
+    pl->seg_base = now;
+    pthread_mutex_unlock(&pl->w.mu);
+    return true;
+}
+
 bool
 pipeline_close(Pipeline *pl, bool ok, Err *err)
 {
@@ -3143,7 +3226,7 @@ pipeline_close(Pipeline *pl, bool ok, Err *err)
     pipeline_drop_sink(pl);
     st->sink = pl->sink_total;
     if (pl->tracker)
-        st->delay_json = tracker_to_json(pl->tracker);
+        st->delay_json = pipeline_run_delays(pl);
     if (ok && !import_stats_balanced(st))
     {
         err_set(err, EC_INTERNAL,

@@ -36,6 +36,7 @@
 #include "v7fill/replconn.h"
 #include "v7fill/source_pgoutput.h"
 #include "v7fill/source_snapshot.h"
+#include "v7fill/state.h"
 #include "v7fill/stream_admin.h"
 #include "v7fill/stream_columns.h"
 #include "v7fill/stream_observe.h"
@@ -98,6 +99,9 @@ typedef struct Streamer
     struct FrameQueue *queue;
     bool borrowed;
     _Atomic uint64_t flush_pos; /* committed in the target, or stored idle */
+    /* The run's rows in v7fill.run, a segment at a time (record_segment):
+     * when the segment being counted began (pipeline_elapsed). */
+    double seg_started;
 } Streamer;
 
 /* ---- several tables of one slot: the frames each table's source reads ----- */
@@ -228,6 +232,7 @@ stream_options_default(StreamOptions *o)
     o->group_ms = 200;
     o->status_interval_s = 10;
     o->warn_retained = (uint64_t) 5 << 30;
+    o->record_every_s = 60;
 }
 
 /* ---- the hooks: what a batch's transaction does for the stream ----------- */
@@ -629,6 +634,60 @@ watch_slot(Streamer *s, PgConn **conn)
         log_warn("%s", err.msg);
 }
 
+/* The rows applied since the last segment as a run of their own in
+ * v7fill.run (command "stream"), with their delays in the import's tracker
+ * format: `v7fill report` counts streamed rows, and the segments of a run add
+ * up to it, each row once.  On the side connection (the reader's thread while
+ * streaming, the main thread at exit).  A periodic segment without rows is
+ * not recorded; the final one always is (how the run ended); status:
+ * "streaming", or how it ended.
+ * Its rows were inserted after the segment began and before the INSERT: its
+ * finished_at and elapsed_s bracket them. */
+static void
+record_segment(Streamer *s, const char *status, bool final)
+{
+    PipelineSegment seg;
+    const TargetTable *t;
+    double began = s->seg_started;
+    Err e = {0};
+
+    if (s->pl == NULL || s->side == NULL)
+        return;
+    if (pg_is_broken(s->side) && !pg_reconnect(s->side, &e))
+    {
+        /* the segment stays open: the next one records its rows */
+        log_debug("%s: could not record the run in v7fill.run: %s", s->relation, e.msg);
+        return;
+    }
+    if (!pipeline_take_segment(s->pl, &seg))
+        return;
+    s->seg_started = pipeline_elapsed(s->pl);
+    t = pipeline_target(s->pl);
+    if ((seg.read > 0 || final) &&
+        !state_run_record(s->side, t->schema, t->name, t->oid, "stream", status,
+                          pipeline_elapsed(s->pl) - began, seg.read, seg.inserted,
+                          seg.duplicates, seg.rejected, seg.partitions_created, seg.delay_json,
+                          &e))
+        log_at(seg.read > 0 ? LOG_LEVEL_WARN : LOG_LEVEL_DEBUG,
+               "%s: could not record the rows applied in the last %.0f s in v7fill.run (the "
+               "rows are applied; v7fill report leaves them out): %s",
+               s->relation, pipeline_elapsed(s->pl) - began, e.msg);
+    free(seg.delay_json);
+}
+
+/* The last segment, once the pipeline is closed. */
+static void
+record_end(Streamer *s, bool ok, const Err *err)
+{
+    char status[300];
+
+    if (ok && interrupt_signal() != 0)
+        (void) snprintf(status, sizeof status, "stopped by %s", interrupt_name());
+    else
+        (void) snprintf(status, sizeof status, "%s", ok ? "done" : err->msg);
+    record_segment(s, status, true);
+}
+
 /* Every second from the reader: the metrics it knows; every minute the slot
  * (its WAL, the clocks, the bytes received: the first target's, with several;
  * the others read the clocks it measures). */
@@ -649,6 +708,9 @@ tick(void *ctx, uint64_t committed, uint64_t lag_bytes, bool idle)
         stream_observer_ready(s->ob, true, NULL);
     if (!s->borrowed && ts.tv_sec - s->slot_at >= 60)
         watch_slot(s, &s->mon);
+    if (s->o->record_every_s > 0 &&
+        pipeline_elapsed(s->pl) - s->seg_started >= (double) s->o->record_every_s)
+        record_segment(s, "streaming", false);
 }
 
 static void
@@ -2064,6 +2126,7 @@ out:
                 ok = false;
                 *err = cerr;
             }
+            record_end(&t->s, ok, err);
         }
         pipeline_free(t->s.pl);
         stats_add(st, &t->st);
@@ -2204,7 +2267,10 @@ stream_run(PgConn *c, const StreamOptions *o, StreamStats *st, Err *err)
     ok = true;
 out:
     if (s.pl)
+    {
         ok = pipeline_close(s.pl, ok, err);
+        record_end(&s, ok, err);
+    }
     pipeline_free(s.pl);
     streamer_free(&s);
     return ok;

@@ -67,6 +67,8 @@ typedef struct StreamOptions
     int status_interval_s;      /* the one-line status on stderr (default 10; 0 = never) */
     const char *metrics_listen; /* ADDR:PORT of the metrics endpoint, or NULL */
     uint64_t warn_retained;     /* warn when the slot retains more WAL (default 5 GiB; 0 never) */
+    int record_every_s;         /* a run row (v7fill.run) for the rows applied since the last,
+                                   every this many seconds (default 60; 0 = only at exit) */
     /* With until_caught_up (NULL: none): called once, from the reader's thread, when
      * everything up to the stop position is committed in the target; it may move
      * *stop_lsn further: the stream then applies up to there and ends (the switch takes

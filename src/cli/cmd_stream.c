@@ -48,6 +48,7 @@ enum
     OPT_JOBS,
     OPT_METRICS_LISTEN,
     OPT_WARN_RETAINED,
+    OPT_RECORD_EVERY,
     OPT_STATUS,
     OPT_JSON,
     OPT_DROP,
@@ -138,6 +139,9 @@ stream_usage(FILE *out)
           "                         there, e.g. 127.0.0.1:9187 (nothing listens without it)\n"
           "  --warn-retained SIZE   warn when the slot keeps more WAL on the source\n"
           "                         (checked at start and every minute; default 5GB, 0 never)\n"
+          "  --record-every S       record the rows applied since the last record as a run\n"
+          "                         in v7fill.run every S seconds, for v7fill report\n"
+          "                         (default 60; 0: only when the stream ends)\n"
           "  --status               where the stream stands: its stored position, the slot's\n"
           "                         confirmed and restart LSN, lag, retained WAL, quarantined\n"
           "                         rows (running or stopped; --json for a JSON object)\n"
@@ -508,6 +512,7 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
         {"jobs", required_argument, NULL, OPT_JOBS},
         {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
         {"warn-retained", required_argument, NULL, OPT_WARN_RETAINED},
+        {"record-every", required_argument, NULL, OPT_RECORD_EVERY},
         {"status", no_argument, NULL, OPT_STATUS},
         {"json", no_argument, NULL, OPT_JSON},
         {"drop", no_argument, NULL, OPT_DROP},
@@ -592,6 +597,14 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
                     goto out;
                 }
                 o.on_truncate = (StreamOnTruncate) choice;
+                break;
+            case OPT_RECORD_EVERY:
+                if (!cli_parse_long("stream", "--record-every", optarg, 0, 86400, &n, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                o.record_every_s = (int) n;
                 break;
             case OPT_AHEAD:
                 if (!cli_parse_long("stream", "--ahead", optarg, 0, 1000, &n, err))
