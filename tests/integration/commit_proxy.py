@@ -97,13 +97,10 @@ def client_to_server(conn):
                     startup = False
                     out += msg
                     continue
-                if len(buf) < 5:
+                msg, buf = next_message(buf)
+                if msg is None:
                     break
-                typ = buf[0:1]
-                n = struct.unpack("!i", buf[1:5])[0]
-                if len(buf) < 1 + n:
-                    break
-                msg, buf = buf[:1 + n], buf[1 + n:]
+                typ = msg[0:1]
                 if typ == b"d":
                     conn.copied = True
                 elif typ == b"Q" and is_commit(msg[5:]) and conn.copied and mode == "send":
@@ -120,6 +117,17 @@ def client_to_server(conn):
         conn.close()
 
 
+def next_message(buf):
+    """One whole protocol message (type byte, int32 length, body) off the front of buf:
+    (message, rest), or (None, buf) while it is incomplete."""
+    if len(buf) < 5:
+        return None, buf
+    n = struct.unpack("!i", buf[1:5])[0]
+    if len(buf) < 1 + n:
+        return None, buf
+    return buf[:1 + n], buf[1 + n:]
+
+
 def server_to_client(conn):
     buf = b""
     try:
@@ -129,12 +137,11 @@ def server_to_client(conn):
                 break
             buf += data
             out = b""
-            while len(buf) >= 5:
-                typ = buf[0:1]
-                n = struct.unpack("!i", buf[1:5])[0]
-                if len(buf) < 1 + n:
+            while True:
+                msg, buf = next_message(buf)
+                if msg is None:
                     break
-                msg, buf = buf[:1 + n], buf[1 + n:]
+                typ = msg[0:1]
                 if typ == b"C":
                     tag = msg[5:].rstrip(b"\0")
                     if tag in (b"COMMIT", b"ROLLBACK"):
