@@ -2317,6 +2317,26 @@ writer_wait(Pipeline *pl, Err *err)
     return ok;
 }
 
+/* A batch failed on a writer lane: false with its error (once every lane is
+ * idle).  The reader asks between records, so that a failure is seen while the
+ * source is quiet too (a stream waiting for its next change). */
+static bool
+writer_check(Pipeline *pl, Err *err)
+{
+    Writer *w = &pl->w;
+    bool failed;
+
+    if (!w->running)
+        return true;
+    pthread_mutex_lock(&w->mu);
+    failed = w->fail_seq != UINT64_MAX && !w->reported;
+    pthread_mutex_unlock(&w->mu);
+    if (!failed)
+        return true;
+    return writer_wait(pl, err) ? err_set(err, EC_INTERNAL, "a batch failed without an error")
+                                : false;
+}
+
 /* The number of a batch the reader writes itself (every lane idle). */
 static uint64_t
 writer_next_seq(Pipeline *pl)
@@ -2627,7 +2647,8 @@ pipeline_run(Pipeline *pl, Err *err)
              * With batch_end, the position goes even with no row (the rows
              * before it went in a batch the size limit ended). */
             pl->batch->keep_position = rec.batch_end;
-            if ((pl->batch->nrows > 0 || rec.batch_end) && !pipeline_batch_full(pl, err))
+            if (((pl->batch->nrows > 0 || rec.batch_end) && !pipeline_batch_full(pl, err)) ||
+                !writer_check(pl, err))
             {
                 ok = false;
                 break;

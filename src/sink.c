@@ -1319,14 +1319,22 @@ sink_apply_one(Sink *s, Batch *b, BatchRow *r, Err *err)
 {
     if (r->outcome != ROW_PENDING)
         return true;
+    bool ok;
+
     if (r->op == REC_TRUNCATE)
     {
         if (!sink_exec(s, s->truncate_sql, err))
+        {
+            err_prefix(err, "applying a TRUNCATE");
             return false;
+        }
         r->outcome = ROW_APPLIED;
         return true;
     }
-    return r->op == REC_DELETE ? sink_delete_row(s, r, err) : sink_update_row(s, b, r, err);
+    ok = r->op == REC_DELETE ? sink_delete_row(s, r, err) : sink_update_row(s, b, r, err);
+    if (!ok)
+        err_prefix(err, "applying %s", r->op == REC_DELETE ? "a delete" : "an update");
+    return ok;
 }
 
 /* Undo what the server decided for rows[0..n) (rolled back). */

@@ -706,9 +706,17 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
             return false;
         if (len <= 0)
         {
-            /* Nothing for a while: the open group ends at its last commit. */
+            /* Nothing for a while: the open group ends at its last commit.
+             * With nothing open, the consumer gets a turn (an empty boundary):
+             * a writer's failure must not wait for the source's next change. */
             if (!s->in_txn && s->rows_open > 0)
                 s->first_open_ms = 0;
+            else if (!s->in_txn)
+            {
+                memset(rec, 0, sizeof *rec);
+                rec->op = REC_BOUNDARY;
+                return true;
+            }
             continue;
         }
         s->st.bytes += (uint64_t) len;
