@@ -17,10 +17,8 @@
 #include "v7fill/mem.h"
 
 bool
-citus_detect(PgConn *c, TargetTable *t, Err *err)
+citus_installed(PgConn *c, bool *out, Err *err)
 {
-    char oid[16];
-    const char *params[1] = {oid};
     PGresult *res;
 
     /* pg_dist_partition exists only with the extension; to_regclass keeps the
@@ -30,12 +28,23 @@ citus_detect(PgConn *c, TargetTable *t, Err *err)
                   "   AND EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'citus')",
                   0, NULL, &res, err))
         return false;
-    if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
-    {
-        PQclear(res);
-        return true;
-    }
+    *out = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
+    return true;
+}
+
+bool
+citus_detect(PgConn *c, TargetTable *t, Err *err)
+{
+    char oid[16];
+    const char *params[1] = {oid};
+    PGresult *res;
+    bool citus;
+
+    if (!citus_installed(c, &citus, err))
+        return false;
+    if (!citus)
+        return true;
     (void) snprintf(oid, sizeof oid, "%u", t->oid);
     if (!pg_query(c,
                   "SELECT d.partmethod::text, a.attname, "
@@ -66,6 +75,44 @@ citus_detect(PgConn *c, TargetTable *t, Err *err)
     return true;
 }
 
+bool
+citus_table_of(PgConn *c, const char *schema, const char *table, TargetTable *out, Err *err)
+{
+    const char *params[2] = {schema, table};
+    PGresult *res;
+    bool ok;
+
+    memset(out, 0, sizeof *out);
+    if (!pg_query(c,
+                  "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                  "ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2",
+                  2, params, &res, err))
+        return false;
+    if (PQntuples(res) == 0)
+    {
+        PQclear(res);
+        return true;
+    }
+    out->oid = (unsigned int) strtoul(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    out->schema = xstrdup(schema);
+    out->name = xstrdup(table);
+    ok = citus_detect(c, out, err);
+    if (!ok)
+        citus_table_clear(out);
+    return ok;
+}
+
+void
+citus_table_clear(TargetTable *t)
+{
+    free(t->schema);
+    free(t->name);
+    free(t->dist_column);
+    free(t->dist_type);
+    memset(t, 0, sizeof *t);
+}
+
 /* What to do when Citus refuses to distribute the lookup. */
 static void
 lookup_refused(Err *err, const char *q, const char *key_col)
@@ -74,6 +121,38 @@ lookup_refused(Err *err, const char *q, const char *key_col)
     err_hint(err, "Distribute it by hand (SELECT create_distributed_table('%s', '%s')), or "
                   "name another lookup table with --lookup-table; see docs/scaling.md.",
              q, key_col);
+}
+
+/* A key map made on a local target (a later distributed one) has UNIQUE (id), which
+ * Citus cannot keep on a table distributed on legacy_id: dropped (q: the map, quoted). */
+static bool
+map_drop_unique_id(PgConn *c, const char *q, Err *err)
+{
+    const char *params[1] = {q};
+    PGresult *res;
+    bool ok = true;
+
+    if (!pg_query(c,
+                  "SELECT k.conname FROM pg_catalog.pg_constraint k "
+                  " WHERE k.conrelid = $1::pg_catalog.regclass AND k.contype = 'u' "
+                  "   AND k.conkey = ARRAY[(SELECT a.attnum FROM pg_catalog.pg_attribute a "
+                  "        WHERE a.attrelid = $1::pg_catalog.regclass AND a.attname = 'id')]",
+                  1, params, &res, err))
+        return false;
+    for (int i = 0; ok && i < PQntuples(res); i++)
+    {
+        char *name = pg_ident(c, PQgetvalue(res, i, 0));
+        char *sql = xasprintf("ALTER TABLE %s DROP CONSTRAINT %s", q, name);
+
+        log_info("dropping UNIQUE (id) of key map %s: Citus cannot keep it on a table "
+                 "distributed on legacy_id",
+                 q);
+        ok = pg_exec(c, sql, err);
+        free(sql);
+        free(name);
+    }
+    PQclear(res);
+    return ok;
 }
 
 bool
@@ -116,7 +195,8 @@ citus_distribute_lookup(PgConn *c, const TargetTable *t, const char *lookup, con
             log_info("distributing lookup table %s on %s (Citus)", q, key_col);
             /* Rows of a lookup an earlier run left local are copied to the shards;
              * the coordinator's copy is then only dead weight: emptied. */
-            ok = pg_exec_params(c,
+            ok = (!map || map_drop_unique_id(c, q, err)) &&
+                 pg_exec_params(c,
                                 "SELECT pg_catalog.create_distributed_table($1::pg_catalog.regclass, "
                                 "$2, colocate_with => $3)",
                                 3, params, err) &&

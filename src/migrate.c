@@ -27,6 +27,7 @@
 
 #include <xxhash.h>
 
+#include "v7fill/citus.h"
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/state.h"
@@ -166,6 +167,106 @@ table_exists(PgConn *c, const char *schema, const char *table, bool *out, Err *e
     return true;
 }
 
+/* 'schema.table' quoted as a regclass literal (caller frees). */
+static char *
+regclass_literal(PgConn *c, const char *schema, const char *table)
+{
+    char *q = pg_qualified(c, schema, table);
+    char *lit = PQescapeLiteral(pg_raw(c), q, strlen(q));
+    char *copy = xstrdup(lit ? lit : "NULL");
+
+    PQfreemem(lit);
+    free(q);
+    return copy;
+}
+
+static bool same_database(PgConn *a, PgConn *b, bool *out, Err *err);
+
+/* The target on a Citus coordinator (docs/scaling.md). */
+typedef struct CitusTarget
+{
+    bool citus;       /* the citus extension is installed in the target's database */
+    bool distributed; /* --into exists and is hash-distributed on id */
+} CitusTarget;
+
+/*
+ * A Citus target: one hash-distributed on id works as it is (its map is
+ * distributed on legacy_id by the copy, without UNIQUE on id); one migrate
+ * creates is left local, as import and stream leave a local target.  What
+ * Citus cannot do with a distributed one is refused here, before anything is
+ * made: another distribution, and the children's triggers on the map and
+ * foreign keys to the target (a local table cannot reference a distributed
+ * one, and Citus runs no triggers on distributed tables).
+ */
+static bool
+citus_target(PgConn *target, PgConn *src, const MigrateSpec *s, CitusTarget *out, Err *err)
+{
+    TargetTable t;
+    bool same_db = false;
+    const char *why = NULL;
+
+    memset(out, 0, sizeof *out);
+    if (!citus_table_of(src, s->from_schema, s->from_table, &t, err))
+        return false;
+    if (t.distributed)
+    {
+        citus_table_clear(&t);
+        err_set(err, EC_CONFIG,
+                "the source %s.%s is a Citus table: its rows are written on the workers, so "
+                "the slot on the coordinator would capture none of its changes",
+                s->from_schema, s->from_table);
+        err_hint(err, "migrate reads a local (or plain PostgreSQL) source; see "
+                      "docs/scaling.md.");
+        return false;
+    }
+    citus_table_clear(&t);
+    if (!citus_installed(target, &out->citus, err))
+        return false;
+    if (!out->citus)
+        return true;
+    if (!citus_table_of(target, s->into_schema, s->into_table, &t, err))
+        return false;
+    if (t.distributed && !(t.dist_method == 'h' && t.dist_column &&
+                           strcmp(t.dist_column, "id") == 0))
+    {
+        if (t.dist_method == 'h' && t.dist_column)
+            err_set(err, EC_CONFIG,
+                    "--into %s.%s is hash-distributed on %s: migrate needs a local target or "
+                    "one hash-distributed on id (Citus)",
+                    s->into_schema, s->into_table, t.dist_column);
+        else
+            err_set(err, EC_CONFIG,
+                    "--into %s.%s is a Citus table that is not hash-distributed (method '%c'): "
+                    "migrate needs a local target or one hash-distributed on id",
+                    s->into_schema, s->into_table, t.dist_method);
+        err_hint(err, "Distribute it on id (as docs/scaling.md) or leave it local.");
+        citus_table_clear(&t);
+        return false;
+    }
+    out->distributed = t.distributed;
+    citus_table_clear(&t);
+    if (!out->distributed || s->nchildren == 0)
+        return true;
+    if (s->child_mode == MIGRATE_CHILD_MIGRATE)
+        why = "--child-mode migrate makes each child's target reference the parent's (a "
+              "foreign key to a distributed table from a local one, which Citus refuses) and "
+              "a trigger on the parent's map, a distributed table (Citus runs no triggers on "
+              "distributed tables)";
+    else if (!same_database(target, src, &same_db, err))
+        return false;
+    else if (same_db)
+        why = "in one database each child gets a trigger on the map, a distributed table "
+              "(Citus runs no triggers on distributed tables), and a foreign key from the "
+              "local child to the distributed target (which Citus refuses)";
+    if (why == NULL)
+        return true;
+    err_set(err, EC_CONFIG, "--into %s.%s is a Citus distributed table, and %s", s->into_schema,
+            s->into_table, why);
+    err_hint(err, "With a distributed target migrate children in --child-mode expand from "
+                  "another database (--source); or leave the target local. See docs/scaling.md.");
+    return false;
+}
+
 /* Rows, time range, rows the pipeline will reject (NULL or pre-1970 time). */
 static bool
 plan_rows(PgConn *src, const MigrateSpec *s, Buf *out, Err *err)
@@ -197,7 +298,7 @@ plan_rows(PgConn *src, const MigrateSpec *s, Buf *out, Err *err)
 
 static bool
 dry_run(PgConn *target, PgConn *src, const MigrateSpec *s, const MigrateSource *d,
-        bool target_exists, Buf *out, Err *err)
+        bool target_exists, const CitusTarget *ct, Buf *out, Err *err)
 {
     char *from = pg_qualified(src, s->from_schema, s->from_table);
     char *pub = pg_ident(src, s->publication);
@@ -205,11 +306,33 @@ dry_run(PgConn *target, PgConn *src, const MigrateSpec *s, const MigrateSource *
     buf_printf(out, "-- migrate %s.%s (key %s %s, time column %s) into %s.%s\n", s->from_schema,
                s->from_table, s->key, d->key_type, s->time_column, s->into_schema, s->into_table);
     if (target_exists)
-        buf_printf(out, "-- the target exists and has the columns it needs: used as it is\n");
+        buf_printf(out, "-- the target exists and has the columns it needs: used as it is%s\n",
+                   ct->distributed ? " (a Citus table hash-distributed on id)" : "");
     else
         migrate_ddl_target(target, d, s->into_schema, s->into_table, out);
+    if (!target_exists && ct->citus)
+    {
+        char *lit = regclass_literal(target, s->into_schema, s->into_table);
+
+        buf_printf(out, "-- Citus: migrate creates the target as a local table on the "
+                        "coordinator, as import and stream leave a local target; to distribute "
+                        "it, run the DDL above, then, before the first run:\n-- SELECT "
+                        "create_distributed_table(%s, 'id');\n",
+                   lit);
+        free(lit);
+    }
     buf_printf(out, "-- the map (created at setup; never dropped by v7fill):\n");
-    migrate_ddl_map(target, d, s->into_schema, s->map_table, out);
+    migrate_ddl_map(target, d, s->into_schema, s->map_table, !ct->distributed, out);
+    if (ct->distributed)
+    {
+        char *lit = regclass_literal(target, s->into_schema, s->map_table);
+
+        buf_printf(out, "SELECT create_distributed_table(%s, 'legacy_id', colocate_with => "
+                        "'none');  -- Citus: distributed on its key, without UNIQUE on id "
+                        "(Citus enforces uniqueness only with the distribution column)\n",
+                   lit);
+        free(lit);
+    }
     buf_printf(out, "-- on the source:\nCREATE PUBLICATION %s FOR TABLE %s;\n", pub, from);
     buf_printf(out, "SELECT pg_create_logical_replication_slot('%s', 'pgoutput');  -- with an "
                     "exported snapshot: the copy runs under it\n",
@@ -508,7 +631,7 @@ childtables_follow(PgConn *target, const MigrateOptions *o, const MigrateSpec *s
 
 static bool
 setup(PgConn *target, PgConn *src, const MigrateOptions *o, MigrateSpec *s,
-      const MigrateSource *d, MigrateResult *r, Err *err)
+      const MigrateSource *d, const CitusTarget *ct, MigrateResult *r, Err *err)
 {
     bool exists, same_db;
     LookupShape shape;
@@ -524,10 +647,16 @@ setup(PgConn *target, PgConn *src, const MigrateOptions *o, MigrateSpec *s,
         return false;
     if (!exists && !create_target(target, s, d, err))
         return false;
+    if (!exists && ct->citus)
+        log_info("Citus: %s.%s is a local table on the coordinator (as import and stream leave "
+                 "a local target); to distribute it, create it and run create_distributed_table "
+                 "on it before the first run (docs/scaling.md)",
+                 s->into_schema, s->into_table);
     r->target_created = !exists;
-    /* The map now (not first at the copy's start): a child's trigger reads it. */
-    return state_lookup_create_map(target, s->into_schema, s->map_table, s->key_type, true,
-                                   &shape, &map_bits, err) &&
+    /* The map now (not first at the copy's start): a child's trigger reads it.  On a
+     * distributed target without UNIQUE on id (the copy distributes it on legacy_id). */
+    return state_lookup_create_map(target, s->into_schema, s->map_table, s->key_type,
+                                   !ct->distributed, &shape, &map_bits, err) &&
            migrate_state_setup(target, err) && migrate_state_put(target, s, err);
 }
 
@@ -544,6 +673,7 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
     char from[160];
     ColumnMap map;
     StreamOptions so;
+    CitusTarget ct;
 
     memset(r, 0, sizeof *r);
     memset(&d, 0, sizeof d);
@@ -596,17 +726,19 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
         goto out;
     (void) snprintf(s->key_type, sizeof s->key_type, "%s", d.key_type);
     buf_puts(&r->notes, d.notes.data ? d.notes.data : "");
+    if (!citus_target(target, src, s, &ct, err))
+        goto out;
     if (o->dry_run)
     {
         ok = table_exists(target, s->into_schema, s->into_table, &exists, err) &&
              (!exists || migrate_ddl_check_target(target, &d, s->into_schema, s->into_table,
                                                   err)) &&
-             dry_run(target, src, s, &d, exists, &r->plan, err);
+             dry_run(target, src, s, &d, exists, &ct, &r->plan, err);
         for (size_t i = 0; ok && s->child_mode == MIGRATE_CHILD_MIGRATE && i < s->nchildren; i++)
             ok = migrate_childtable_plan(src, s, &s->children[i], &r->plan, err);
         goto out;
     }
-    if (!setup(target, src, o, s, &d, r, err) ||
+    if (!setup(target, src, o, s, &d, &ct, r, err) ||
         (s->child_mode == MIGRATE_CHILD_MIGRATE ? !childtables_prepare(src, target, s, err)
                                                 : !children_prepare(src, s, err)))
         goto out;
@@ -1232,6 +1364,35 @@ migrate_verify_settled(PgConn *target, const char *target_conninfo, const Migrat
     return ok;
 }
 
+/* The way back reads the new table's changes from its server's WAL: a Citus table's rows
+ * are written on the workers, the coordinator's WAL holds none of them. */
+static bool
+reverse_not_distributed(PgConn *target, const MigrateSpec *spec, Err *err)
+{
+    TargetTable t;
+    bool dist;
+    char rev[64];
+
+    /* After the switch (one database) the new table has the source's name. */
+    if (!citus_table_of(target, spec->from_schema, spec->from_table, &t, err))
+        return false;
+    dist = t.distributed;
+    citus_table_clear(&t);
+    if (!dist)
+        return true;
+    migrate_reverse_name(spec, rev, sizeof rev);
+    err_set(err, EC_CONFIG,
+            "the way back (--reverse) cannot follow %s.%s: it is a Citus distributed table, "
+            "whose rows are written on the workers, and the slot on the coordinator captures "
+            "none of its changes",
+            spec->from_schema, spec->from_table);
+    err_hint(err, "The switch of a distributed target is one way (docs/scaling.md); drop the "
+                  "way back's slot and publication: SELECT pg_drop_replication_slot('%s'); DROP "
+                  "PUBLICATION \"%s\";",
+             rev, rev);
+    return false;
+}
+
 bool
 migrate_reverse_spec(PgConn *target, MigrateSpec *spec, bool follow, ReverseStats *st,
                      Err *err)
@@ -1239,7 +1400,8 @@ migrate_reverse_spec(PgConn *target, MigrateSpec *spec, bool follow, ReverseStat
     bool ok;
 
     memset(st, 0, sizeof *st);
-    if (!childtables_refuse(target, spec, "--reverse", err))
+    if (!childtables_refuse(target, spec, "--reverse", err) ||
+        !reverse_not_distributed(target, spec, err))
         return false;
     if (spec->phase < MIGRATE_PHASE_SWITCHED)
         return err_set(err, EC_CONFIG,

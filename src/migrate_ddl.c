@@ -364,12 +364,12 @@ migrate_ddl_target(PgConn *q, const MigrateSource *s, const char *into_schema,
 
 void
 migrate_ddl_map(PgConn *q, const MigrateSource *s, const char *into_schema,
-                const char *map_table, Buf *out)
+                const char *map_table, bool id_unique, Buf *out)
 {
     char *m = pg_qualified(q, into_schema, map_table);
 
-    buf_printf(out, "CREATE TABLE %s (legacy_id %s PRIMARY KEY, id uuid NOT NULL UNIQUE);\n", m,
-               s->key_type);
+    buf_printf(out, "CREATE TABLE %s (legacy_id %s PRIMARY KEY, id uuid NOT NULL%s);\n", m,
+               s->key_type, id_unique ? " UNIQUE" : "");
     free(m);
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "v7fill/citus.h"
 #include "v7fill/interrupt.h"
 #include "v7fill/mem.h"
 #include "v7fill/textwidth.h"
@@ -35,6 +36,8 @@ typedef struct Ctx
     PgConn *src;
     PgConn *dst;
     bool same;                /* one connection: compare in the server */
+    bool dist;                /* the target is a Citus distributed table (and so its map) */
+    int64_t key_min, key_max; /* the key type's range */
     const MigrateSpec *spec;
     size_t range_keys;
     VerifyReport *rep;
@@ -390,12 +393,21 @@ range_exec(const Ctx *x, const RangeStmt *st, size_t i, const char *what, PGresu
            Err *err)
 {
     char sql[128];
+    int64_t lo = x->bounds[i];
+    int64_t hi = x->hi ? x->hi[i] : i + 1 < x->nbounds ? x->bounds[i + 1] - 1 : INT64_MAX;
 
     if (stop_requested(err))
         return false;
-    (void) snprintf(sql, sizeof sql, "EXECUTE %s (%" PRId64 ", %" PRId64 ")", st->name,
-                    x->bounds[i],
-                    x->hi ? x->hi[i] : i + 1 < x->nbounds ? x->bounds[i + 1] - 1 : INT64_MAX);
+    /* Within the key's type: Citus prunes a distributed map's shards by the bounds
+     * converted to its legacy_id's type (an integer's range cannot hold INT64_MIN). */
+    lo = lo < x->key_min ? x->key_min : lo;
+    hi = hi > x->key_max ? x->key_max : hi;
+    if (lo > hi)
+    {
+        lo = 1; /* an empty range */
+        hi = 0;
+    }
+    (void) snprintf(sql, sizeof sql, "EXECUTE %s (%" PRId64 ", %" PRId64 ")", st->name, lo, hi);
     return query(st->c, what, sql, 0, NULL, res, err);
 }
 
@@ -411,6 +423,24 @@ range_close(RangeStmt *st)
     (void) snprintf(sql, sizeof sql, "DEALLOCATE %s", st->name);
     if (!pg_exec(st->c, sql, &ignored))
         return; /* a broken connection: nothing left to free */
+}
+
+/* Citus: the map's rows that cond selects (m) and their target rows (j: the map's legacy_id,
+ * the target row's legacy_id tl and, with hash, its row hash h), each materialized on the
+ * coordinator.  The distributed map (on legacy_id) and target (on id) are not colocated: Citus
+ * cannot join them in one statement; m joined with the target runs on the shards (m sent to
+ * each), the rest of the statement on the coordinator over the two results. */
+static char *
+dist_with(const Ctx *x, const char *cond, bool hash)
+{
+    char *h = hash ? xasprintf("md5(%s::text)", x->trow.data) : xstrdup("NULL::text");
+    char *sql = xasprintf("WITH m AS MATERIALIZED (SELECT legacy_id, id FROM %s WHERE %s), "
+                          "j AS MATERIALIZED (SELECT m.legacy_id, t.legacy_id AS tl, %s AS h "
+                          "FROM m JOIN %s t ON t.id = m.id) ",
+                          x->M, cond, h, x->T);
+
+    free(h);
+    return sql;
 }
 
 /* The quarantine of the slot: keys it names (still in the source, not in
@@ -458,13 +488,19 @@ load_quarantine(Ctx *x, uint64_t *rejected, Err *err)
     /* Only the keys the source still has and the target lacks are rejected rows. */
     {
         const char *p1[1] = {x->qarray.data};
+        char *w = x->dist ? dist_with(x, "legacy_id = ANY ($1::bigint[])", false) : NULL;
+        char *csql;
+        bool ok;
 
         (void) snprintf(sql, sizeof sql,
                         "SELECT k FROM unnest($1::bigint[]) k WHERE EXISTS (SELECT 1 FROM %s s "
                         "WHERE s.%s = k) ORDER BY k",
                         x->S, x->K);
         if (!query(x->src, "reading the quarantine", sql, 1, p1, &res, err))
+        {
+            free(w);
             return false;
+        }
         buf_reset(&x->qarray);
         buf_putc(&x->qarray, '{');
         x->qkeys = xmalloc(((size_t) PQntuples(res) + 1) * sizeof *x->qkeys);
@@ -475,12 +511,19 @@ load_quarantine(Ctx *x, uint64_t *rejected, Err *err)
         }
         buf_putc(&x->qarray, '}');
         PQclear(res);
-        (void) snprintf(sql, sizeof sql,
-                        "SELECT count(*) FROM unnest($1::bigint[]) k WHERE NOT EXISTS (SELECT 1 "
-                        "FROM %s m JOIN %s t ON t.id = m.id AND t.legacy_id = m.legacy_id WHERE "
-                        "m.legacy_id = k)",
-                        x->M, x->T);
-        if (!query_u64(x->dst, "reading the quarantine", sql, 1, p1, rejected, err))
+        if (w)
+            csql = xasprintf("%sSELECT count(*) FROM unnest($1::bigint[]) k WHERE NOT EXISTS "
+                             "(SELECT 1 FROM j WHERE j.legacy_id = k AND j.tl = k)",
+                             w);
+        else
+            csql = xasprintf("SELECT count(*) FROM unnest($1::bigint[]) k WHERE NOT EXISTS "
+                             "(SELECT 1 FROM %s m JOIN %s t ON t.id = m.id AND t.legacy_id = "
+                             "m.legacy_id WHERE m.legacy_id = k)",
+                             x->M, x->T);
+        ok = query_u64(x->dst, "reading the quarantine", csql, 1, p1, rejected, err);
+        free(csql);
+        free(w);
+        if (!ok)
             return false;
     }
     if (!query(x->dst, "reading the quarantine",
@@ -583,6 +626,11 @@ source_side(const Ctx *x)
 static char *
 target_side(const Ctx *x)
 {
+    if (x->dist)
+        return xstrdup("SELECT m.legacy_id AS k, CASE WHEN j.legacy_id IS NULL THEN 'no target "
+                       "row' WHEN j.tl IS DISTINCT FROM m.legacy_id THEN 'legacy_id ' || "
+                       "coalesce(j.tl::text, 'NULL') ELSE j.h END AS h FROM m LEFT JOIN j ON "
+                       "j.legacy_id = m.legacy_id");
     return xasprintf("SELECT m.legacy_id AS k, CASE WHEN t.id IS NULL THEN 'no target row' WHEN "
                      "t.legacy_id IS DISTINCT FROM m.legacy_id THEN 'legacy_id ' || "
                      "coalesce(t.legacy_id::text, 'NULL') ELSE t.h END AS h FROM %s m LEFT JOIN "
@@ -670,12 +718,13 @@ values_two(Ctx *x, ValueDiffs *d, Err *err)
 {
     char *ss = source_side(x);
     char *ts = target_side(x);
+    char *tw = x->dist ? dist_with(x, RANGE_WHERE("legacy_id"), true) : xstrdup("");
     char *sagg = xasprintf("SELECT count(*), md5(coalesce(string_agg(k::text || ':' || h, ',' "
                            "ORDER BY k), '')) FROM (%s) x", ss);
-    char *tagg = xasprintf("SELECT count(*), md5(coalesce(string_agg(k::text || ':' || h, ',' "
-                           "ORDER BY k), '')) FROM (%s) x", ts);
+    char *tagg = xasprintf("%sSELECT count(*), md5(coalesce(string_agg(k::text || ':' || h, ',' "
+                           "ORDER BY k), '')) FROM (%s) x", tw, ts);
     char *srows = xasprintf("SELECT k::text, h FROM (%s) x ORDER BY k", ss);
-    char *trows = xasprintf("SELECT k::text, h FROM (%s) x ORDER BY k", ts);
+    char *trows = xasprintf("%sSELECT k::text, h FROM (%s) x ORDER BY k", tw, ts);
     RangeStmt sa = {0};
     RangeStmt ta = {0};
     RangeStmt sr = {0};
@@ -715,6 +764,7 @@ values_two(Ctx *x, ValueDiffs *d, Err *err)
     free(trows);
     free(ss);
     free(ts);
+    free(tw);
     return ok;
 }
 
@@ -745,6 +795,32 @@ check_values(Ctx *x, Err *err)
 
 /* ---- map and id times ----------------------------------------------------------------------- */
 
+/* Citus: the (legacy_id, id) pairs of the map and of the target, each counted and hashed on
+ * its shards (a sum of the server's 64-bit text hash: order free); equal when both agree. */
+static bool
+dist_map_same(Ctx *x, bool *same, Err *err)
+{
+    char *ms = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(legacy_id::text || ',' "
+                         "|| id::text, 0)), 0)::text FROM %s",
+                         x->M);
+    char *ts = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(legacy_id::text || ',' "
+                         "|| id::text, 0)), 0)::text FROM %s",
+                         x->T);
+    PGresult *a = NULL;
+    PGresult *b = NULL;
+    bool ok = query(x->dst, "checking the map", ms, 0, NULL, &a, err) &&
+              query(x->dst, "checking the map", ts, 0, NULL, &b, err);
+
+    if (ok)
+        *same = strcmp(PQgetvalue(a, 0, 0), PQgetvalue(b, 0, 0)) == 0 &&
+                strcmp(PQgetvalue(a, 0, 1), PQgetvalue(b, 0, 1)) == 0;
+    PQclear(a);
+    PQclear(b);
+    free(ms);
+    free(ts);
+    return ok;
+}
+
 static bool
 check_map(Ctx *x, Err *err)
 {
@@ -752,22 +828,43 @@ check_map(Ctx *x, Err *err)
     Keys unmapped;
     Keys orphaned;
     char *sql;
-    bool ok;
+    /* Citus cannot join the map and the target (not colocated): their pairs are compared
+     * by hash on the shards, and only when they differ are both read to the coordinator
+     * (materialized) to name the rows. */
+    const char *T = x->dist ? "tt" : x->T;
+    const char *M = x->dist ? "mm" : x->M;
+    char *w;
+    bool ok, same = false;
 
     if (!count_rows(x->dst, x->M, &c->source, err) || !count_rows(x->dst, x->T, &c->target, err))
         return false;
-    sql = xasprintf("SELECT t.legacy_id::text, count(*) OVER () FROM %s t WHERE NOT EXISTS "
+    if (x->dist)
+    {
+        if (!dist_map_same(x, &same, err))
+            return false;
+        if (same)
+            return true;
+    }
+    w = x->dist ? xasprintf("WITH tt AS MATERIALIZED (SELECT legacy_id, id FROM %s), mm AS "
+                            "MATERIALIZED (SELECT legacy_id, id FROM %s) ",
+                            x->T, x->M)
+                : xstrdup("");
+    sql = xasprintf("%sSELECT t.legacy_id::text, count(*) OVER () FROM %s t WHERE NOT EXISTS "
                     "(SELECT 1 FROM %s m WHERE m.id = t.id AND m.legacy_id = t.legacy_id) ORDER "
                     "BY t.legacy_id LIMIT %d",
-                    x->T, x->M, VERIFY_DETAIL_KEYS);
+                    w, T, M, VERIFY_DETAIL_KEYS);
     ok = query_keys(x->dst, "checking the map", sql, 0, NULL, &unmapped, err);
     free(sql);
     if (!ok)
+    {
+        free(w);
         return false;
-    sql = xasprintf("SELECT m.legacy_id::text, count(*) OVER () FROM %s m WHERE NOT EXISTS "
+    }
+    sql = xasprintf("%sSELECT m.legacy_id::text, count(*) OVER () FROM %s m WHERE NOT EXISTS "
                     "(SELECT 1 FROM %s t WHERE t.id = m.id AND t.legacy_id = m.legacy_id) ORDER "
                     "BY m.legacy_id LIMIT %d",
-                    x->M, x->T, VERIFY_DETAIL_KEYS);
+                    w, M, T, VERIFY_DETAIL_KEYS);
+    free(w);
     ok = query_keys(x->dst, "checking the map", sql, 0, NULL, &orphaned, err);
     free(sql);
     if (!ok)
@@ -930,11 +1027,16 @@ child_keys(Ctx *x, const Child *ch, ChildTally *t, Err *err)
                            "true WHERE c.%s BETWEEN $1 AND $2 ORDER BY c.%s",
                            ch->FK, ch->FKU, ch->PK, ch->C, x->K, x->TC, x->TC, x->S, x->K, ch->FK,
                            ch->FK, ch->FK);
-    char *msql = xasprintf("SELECT m.legacy_id::text, m.id::text, t.id IS NOT NULL FROM %s m "
-                           "LEFT JOIN LATERAL (SELECT t.id FROM %s t WHERE t.id = m.id AND "
-                           "t.legacy_id = m.legacy_id LIMIT 1) t ON true WHERE "
-                           RANGE_WHERE("m.legacy_id") " ORDER BY m.legacy_id",
-                           x->M, x->T);
+    char *w = x->dist ? dist_with(x, RANGE_WHERE("legacy_id"), false) : NULL;
+    char *msql = w ? xasprintf("%sSELECT m.legacy_id::text, m.id::text, j.legacy_id IS NOT NULL "
+                               "FROM m LEFT JOIN j ON j.legacy_id = m.legacy_id AND j.tl = "
+                               "m.legacy_id ORDER BY m.legacy_id",
+                               w)
+                   : xasprintf("SELECT m.legacy_id::text, m.id::text, t.id IS NOT NULL FROM %s m "
+                               "LEFT JOIN LATERAL (SELECT t.id FROM %s t WHERE t.id = m.id AND "
+                               "t.legacy_id = m.legacy_id LIMIT 1) t ON true WHERE "
+                               RANGE_WHERE("m.legacy_id") " ORDER BY m.legacy_id",
+                               x->M, x->T);
     char *nsql = xasprintf("SELECT count(*), count(*) FILTER (WHERE c.%s IS NOT NULL) FROM %s c "
                            "WHERE c.%s IS NULL",
                            ch->FKU, ch->C, ch->FK);
@@ -967,6 +1069,7 @@ child_keys(Ctx *x, const Child *ch, ChildTally *t, Err *err)
     free(csql);
     free(msql);
     free(nsql);
+    free(w);
     return ok;
 }
 
@@ -1187,6 +1290,12 @@ verify_run(PgConn *source, PgConn *target, const MigrateSpec *spec, size_t range
     x.same = source == target;
     x.spec = spec;
     x.range_keys = range_keys ? range_keys : VERIFY_RANGE_KEYS;
+    x.key_min = strcmp(spec->key_type, "smallint") == 0  ? INT16_MIN
+                : strcmp(spec->key_type, "integer") == 0 ? INT32_MIN
+                                                         : INT64_MIN;
+    x.key_max = strcmp(spec->key_type, "smallint") == 0  ? INT16_MAX
+                : strcmp(spec->key_type, "integer") == 0 ? INT32_MAX
+                                                         : INT64_MAX;
     x.rep = out;
     buf_init(&x.srow);
     buf_init(&x.trow);
@@ -1197,6 +1306,16 @@ verify_run(PgConn *source, PgConn *target, const MigrateSpec *spec, size_t range
         !table_exists(target, "target", spec->into_schema, spec->into_table, err) ||
         !table_exists(target, "map", spec->into_schema, spec->map_table, err))
         goto out;
+    {
+        TargetTable ct;
+
+        if (!citus_table_of(target, spec->into_schema, spec->into_table, &ct, err))
+            goto out;
+        x.dist = ct.distributed;
+        citus_table_clear(&ct);
+    }
+    /* On Citus the target's side is read apart (its own statements), also in one database. */
+    x.same = x.same && !x.dist;
     x.S = pg_qualified(source, spec->from_schema, spec->from_table);
     x.T = pg_qualified(target, spec->into_schema, spec->into_table);
     x.M = pg_qualified(target, spec->into_schema, spec->map_table);

@@ -18,16 +18,28 @@
 #include "v7fill/err.h"
 #include "v7fill/pg.h"
 
+/* Whether the citus extension is installed in c's database (*out). */
+V7FILL_MUST_CHECK bool citus_installed(PgConn *c, bool *out, Err *err);
+
 /* Fill t->distributed, t->dist_method, t->dist_column and t->dist_type from
  * pg_dist_partition.  Without the citus extension they stay false/NULL (one
  * query).  Called by catalog_load_target. */
 V7FILL_MUST_CHECK bool citus_detect(PgConn *c, TargetTable *t, Err *err);
 
+/* citus_detect for schema.table by name, into *out (zeroed first; only oid,
+ * distributed, dist_method, dist_column and dist_type are set; all zero when
+ * the table does not exist or Citus is not installed).  Free with
+ * citus_table_clear. */
+V7FILL_MUST_CHECK bool citus_table_of(PgConn *c, const char *schema, const char *table,
+                                      TargetTable *out, Err *err);
+void citus_table_clear(TargetTable *t);
+
 /* Distribute the lookup table schema.lookup on key_col (create_distributed_table),
  * colocated with the target when the target is hash-distributed on a uuid column,
  * unless it is distributed already; nothing when t is not distributed.  A local
  * lookup left by an earlier run has its rows moved to the shards (the coordinator's
- * copy emptied).  Errors Citus raises come back with a hint. */
+ * copy emptied); a key map's UNIQUE (id), made while the target was local, is dropped
+ * first (Citus cannot keep it).  Errors Citus raises come back with a hint. */
 V7FILL_MUST_CHECK bool citus_distribute_lookup(PgConn *c, const TargetTable *t, const char *lookup,
                                                const char *key_col, Err *err);
 

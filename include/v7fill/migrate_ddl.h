@@ -54,9 +54,10 @@ void migrate_source_free(MigrateSource *s);
  * line, each ending in ';'.  q quotes identifiers (any connection). */
 void migrate_ddl_target(PgConn *q, const MigrateSource *s, const char *into_schema,
                         const char *into_table, Buf *out);
-/* The map's DDL: map (legacy_id <key type> PRIMARY KEY, id uuid NOT NULL UNIQUE). */
+/* The map's DDL: map (legacy_id <key type> PRIMARY KEY, id uuid NOT NULL [UNIQUE]);
+ * without UNIQUE on a Citus target (the map is distributed on legacy_id there). */
 void migrate_ddl_map(PgConn *q, const MigrateSource *s, const char *into_schema,
-                     const char *map_table, Buf *out);
+                     const char *map_table, bool id_unique, Buf *out);
 /* An existing target: id uuid, legacy_id of the key's type, and every other
  * source column with the same type (EC_CONFIG naming the first that is not).
  * It must be partitioned by RANGE (id). */

@@ -5,7 +5,10 @@
 # then rerun loses and doubles nothing; report counts the rows on the shards; maintain retires
 # a window on every shard; a one-month id range prunes to that month on every shard; a refused
 # partition (a worker down) fails with a hint and leaves nothing half-created; import --jobs 2
-# survives the kills; a stream copies (--jobs 2) and applies inserts, updates and deletes.
+# survives the kills; a stream copies (--jobs 2) and applies inserts, updates and deletes;
+# migrate from another database into a target distributed on id (its map distributed on
+# legacy_id, an expand-mode child, changes between runs, --verify, a rerun) and into a target it
+# creates (local, a migrate-mode child); migrate-mode children of a distributed target refused.
 source "$(dirname "$0")/lib.sh"
 if ! "$V7FILL_ROOT/tests/citus.sh" installed; then
     echo "skipped: Citus not installed"
@@ -213,6 +216,167 @@ assert_eq "$(cq "SELECT count(*) FROM orders_v7")" \
 run_expect 0 cstream
 assert_eq "$(qs "$sdigest")" "$(cq "$tdigest")" "stream: a rerun changes nothing"
 psql -X -q -d postgres -c "SELECT pg_drop_replication_slot('s_citus')" >/dev/null
+
+echo "$(date +%T) ---"
+# --- migrate (two databases: the source in $SRCDB, the target on the coordinator). A target
+# distributed on id before the first run (from --dry-run's DDL, as docs/scaling.md says) is
+# used as it is, its map distributed on legacy_id; a target migrate creates stays local.
+drop_src_slots() {
+    psql -X -q -At -d postgres -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+                                   WHERE database = '$SRCDB' AND NOT active" >/dev/null 2>&1 || true
+}
+trap 'drop_src_slots; "$V7FILL_ROOT/tests/citus.sh" stop "$CDIR"; rm -rf "$T_TMP"' EXIT
+# 3,000 parents with gaps in the key; 2 NULL and 3 pre-1970 times (rejected with a reason);
+# 6,000 children, every 100th with a NULL key, some of rejected parents
+qs "CREATE TABLE parents (id integer PRIMARY KEY, created_at timestamptz, amount numeric(12,2), note text);
+    INSERT INTO parents SELECT g * 3 + g % 2, timestamptz '2024-01-01' + g * interval '3 hours 7 minutes 1.001 s',
+                               g % 100, 'p' || g FROM generate_series(1, 3000) g;
+    UPDATE parents SET created_at = NULL WHERE id IN (30, 34);
+    UPDATE parents SET created_at = timestamptz '1969-06-01' WHERE id IN (60, 64, 66);
+    CREATE TABLE kids (id serial PRIMARY KEY, parent_id integer REFERENCES parents (id) ON DELETE CASCADE, qty int);
+    INSERT INTO kids (parent_id, qty)
+      SELECT CASE WHEN g % 100 = 0 THEN NULL ELSE (g % 3000 + 1) * 3 + (g % 3000 + 1) % 2 END, g
+        FROM generate_series(1, 6000) g"
+mig() { c "$V7FILL" migrate --source "$src" --from public.parents --key id --time-column created_at --into parents_v7 "$@"; }
+psd="SELECT count(*), md5(string_agg(concat_ws('|', id, created_at, amount, note), ',' ORDER BY id))
+     FROM parents WHERE created_at >= 'epoch'"
+ptd="SELECT count(*), md5(string_agg(concat_ws('|', legacy_id, created_at, amount, note), ',' ORDER BY legacy_id))
+     FROM parents_v7"
+# each kid's parent_id_uuid is the map's id of its parent_id (rows of rejected parents: none)
+kids_pairs() {
+    local keys
+    keys=$(qs "SELECT string_agg(DISTINCT parent_id::text, ',') FROM kids WHERE parent_id_uuid IS NOT NULL")
+    assert_eq "$(qs "SELECT md5(string_agg(p, ',' ORDER BY p)) FROM (SELECT DISTINCT parent_id || ':' || parent_id_uuid AS p
+                     FROM kids WHERE parent_id_uuid IS NOT NULL) x")" \
+        "$(cq "SELECT md5(string_agg(legacy_id || ':' || id, ',' ORDER BY legacy_id || ':' || id))
+               FROM parents_v7_id_map WHERE legacy_id IN ($keys)")" "$1: each child key's uuid is its parent's in the map"
+    assert_eq "$(qs "SELECT count(*) FROM kids k JOIN parents p ON p.id = k.parent_id
+                     WHERE p.created_at IS NULL OR p.created_at < 'epoch'")" \
+        "$(qs "SELECT count(*) FROM kids WHERE parent_id IS NOT NULL AND parent_id_uuid IS NULL")" \
+        "$1: only the children of rejected parents have no uuid"
+}
+run_expect 0 mig --dry-run
+echo "$OUT" | sed -n '/^-- the map/q;/^CREATE TABLE/,$p' | grep -v '^--' >parents_v7.sql
+assert_contains "$(cat parents_v7.sql)" "PARTITION BY RANGE (id)" "migrate --dry-run: the target's DDL"
+c psql -X -q -v ON_ERROR_STOP=1 -f parents_v7.sql >/dev/null
+cq "SELECT create_distributed_table('parents_v7', 'id')" >/dev/null
+run_expect 3 mig --child 'public.kids(parent_id)' --child-mode migrate
+assert_contains "$OUT" "Citus distributed table, and --child-mode migrate" "migrate: migrate-mode children refused on a distributed target, saying why"
+assert_eq "" "$(cq "SELECT to_regclass('parents_v7_id_map')")" "migrate: a refused run makes nothing"
+run_expect 0 mig --child 'public.kids(parent_id)' --batch-rows 500
+echo "$OUT"
+assert_contains "$OUT" "phase follow" "migrate: the copy into the distributed target finished"
+assert_contains "$OUT" "rejected: 5 rows" "migrate: the NULL and pre-1970 times rejected"
+assert_contains "$OUT" "missing event time" "migrate: the NULL time's reason"
+assert_contains "$OUT" "before 1970-01-01" "migrate: the pre-1970 time's reason"
+assert_contains "$OUT" "child public.kids(parent_id): rows=6000 filled=" "migrate: the child filled"
+assert_contains "$OUT" "null_keys=60 orphans=" "migrate: the child's NULL keys counted apart"
+assert_eq "$(qs "$psd")" "$(cq "$ptd")" "migrate: the distributed target equals the source (count and hash)"
+kids_pairs "migrate"
+# a writer: inserts, updates, deletes (children deleted with their parents), new children
+qs "INSERT INTO parents SELECT g, timestamptz '2025-06-01' + g * interval '1 minute', 1, 'new' FROM generate_series(20001, 20100) g;
+    UPDATE parents SET amount = amount + 1000, note = 'upd' WHERE id % 10 = 1;
+    DELETE FROM parents WHERE id % 13 = 0;
+    INSERT INTO kids (parent_id, qty) SELECT g, 1 FROM generate_series(20001, 20050) g WHERE g % 13 <> 0"
+run_expect 0 mig --verify
+echo "$OUT"
+assert_contains "$OUT" "verdict: OK" "migrate --verify on Citus: OK"
+assert_eq 1 "$(echo "$OUT" | grep -cE '^public\.parents_v7 +values +[0-9]+ +[0-9]+ +OK')" "migrate --verify: the values compared"
+assert_eq 1 "$(echo "$OUT" | grep -cE '^public\.kids +join pairs +[0-9]+ +[0-9]+ +OK')" "migrate --verify: the child's join pairs"
+assert_eq "$(qs "$psd")" "$(cq "$ptd")" "migrate: inserts, updates, deletes applied on the shards"
+kids_pairs "migrate after the writer"
+assert_eq "$(cq "SELECT count(*) FROM parents_v7")" \
+    "$(cq "SET citus.enable_repartition_joins = on; SELECT count(*) FROM parents_v7 t JOIN parents_v7_id_map m USING (legacy_id, id)")" \
+    "migrate: one map row per target row"
+before=$(cq "$ptd")
+run_expect 0 mig
+assert_contains "$OUT" "read=0 " "migrate: a rerun reads nothing"
+assert_eq "$before" "$(cq "$ptd")" "migrate: a rerun changes nothing"
+run_expect 0 c "$V7FILL" migrate --into parents_v7 --verify
+assert_contains "$OUT" "verdict: OK" "migrate --into --verify"
+k=$(cq "SELECT min(legacy_id) FROM parents_v7 WHERE legacy_id > 1000")
+cq "UPDATE parents_v7 SET note = 'changed' WHERE legacy_id = $k"
+run_expect 1 c "$V7FILL" migrate --into parents_v7 --verify
+assert_contains "$OUT" "changed 1 (legacy keys $k)" "migrate --verify on Citus: a changed column names its row"
+cq "UPDATE parents_v7 SET note = $(qs "SELECT quote_literal(note) FROM parents WHERE id = $k") WHERE legacy_id = $k"
+# distributed as docs/scaling.md says: the target and every partition on id, the map on
+# legacy_id in a colocation group of its own, without UNIQUE on id, its rows on the shards
+assert_eq "h|id" "$(cq "SELECT partmethod, column_to_column_name(logicalrelid, partkey) FROM pg_dist_partition
+                        WHERE logicalrelid = 'parents_v7'::regclass")" "migrate: the target hash-distributed on id"
+assert_eq 0 "$(cq "SELECT count(*) FROM pg_inherits i WHERE inhparent = 'parents_v7'::regclass
+                   AND NOT EXISTS (SELECT FROM pg_dist_partition d WHERE d.logicalrelid = i.inhrelid)")" \
+    "migrate: every partition distributed"
+assert_eq "h|legacy_id|f|0" "$(cq "SELECT d.partmethod, column_to_column_name(d.logicalrelid, d.partkey),
+        d.colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'parents_v7'::regclass),
+        (SELECT count(*) FROM pg_constraint WHERE conrelid = d.logicalrelid AND contype = 'u')
+        FROM pg_dist_partition d WHERE d.logicalrelid = 'parents_v7_id_map'::regclass")" \
+    "migrate: the map hash-distributed on legacy_id, colocated with nothing, no UNIQUE on id"
+assert_eq "0|$(cq "SELECT count(*) FROM parents_v7")" "$(cq "SELECT pg_relation_size('parents_v7_id_map'),
+        sum(result::int8) FROM run_command_on_shards('parents_v7_id_map', 'SELECT count(*) FROM %s')")" \
+    "migrate: the map's rows on the shards"
+run_expect 0 c "$V7FILL" migrate --into parents_v7 --status
+echo "$OUT" | grep -qE '^ +phase +follow$' || fail "migrate --status: $OUT"
+# --switch between two databases renames the source table only; the way back needs one database
+run_expect 0 c "$V7FILL" migrate --into parents_v7 --switch
+assert_contains "$OUT" "the source table is now public.parents_legacy" "migrate --switch between two databases: the source renamed"
+run_expect 3 c "$V7FILL" migrate --into parents_v7 --reverse
+assert_contains "$OUT" "needs the legacy table and the new one in the same database" "migrate --reverse between two databases: refused, saying why"
+
+# A target left local by a first run, distributed afterwards: the next run distributes its map
+# (dropping its UNIQUE (id)); a smallint key
+qs "CREATE TABLE solo (id smallint PRIMARY KEY, created_at timestamptz NOT NULL, v text);
+    INSERT INTO solo SELECT g, timestamptz '2024-01-01' + g * interval '1 day', 'v' || g FROM generate_series(1, 200) g"
+solo() { c "$V7FILL" migrate --source "$src" --from public.solo --key id --time-column created_at --into solo_v7 "$@"; }
+run_expect 0 solo
+cq "SET client_min_messages = warning; SELECT create_distributed_table('solo_v7', 'id')" >/dev/null
+qs "UPDATE solo SET v = 'u' WHERE id < 20; DELETE FROM solo WHERE id > 190"
+run_expect 0 solo --verify
+assert_contains "$OUT" "verdict: OK" "migrate into a target distributed after its first run: verify OK"
+assert_eq "$(qs "SELECT count(*), md5(string_agg(concat_ws('|', id, created_at, v), ',' ORDER BY id)) FROM solo")" \
+    "$(cq "SELECT count(*), md5(string_agg(concat_ws('|', legacy_id, created_at, v), ',' ORDER BY legacy_id)) FROM solo_v7")" \
+    "migrate into a target distributed after its first run: equal to the source"
+assert_eq "h|legacy_id|0" "$(cq "SELECT partmethod, column_to_column_name(logicalrelid, partkey),
+        (SELECT count(*) FROM pg_constraint WHERE conrelid = logicalrelid AND contype = 'u')
+        FROM pg_dist_partition WHERE logicalrelid = 'solo_v7_id_map'::regclass")" \
+    "migrate: the map of a target distributed later is distributed on legacy_id, its UNIQUE (id) dropped"
+
+# In one database (the source a local table on the coordinator) into a distributed target:
+# copy, --verify and the switch run; the way back is refused (the coordinator's slot sees none
+# of a distributed table's changes), as is a source that is itself a Citus table
+cq "CREATE TABLE ord (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, v text);
+    INSERT INTO ord SELECT g, timestamptz '2024-01-01' + g * interval '1 hour', 'v' || g FROM generate_series(1, 300) g;
+    CREATE TABLE dsrc (id bigint PRIMARY KEY, created_at timestamptz NOT NULL)"
+cq "SELECT create_distributed_table('dsrc', 'id')" >/dev/null
+run_expect 3 c "$V7FILL" migrate --from public.dsrc --key id --time-column created_at --into dsrc_v7
+assert_contains "$OUT" "the source public.dsrc is a Citus table" "migrate from a distributed source: refused, saying why"
+omig() { c "$V7FILL" migrate --from public.ord --key id --time-column created_at --into ord_v7 "$@"; }
+run_expect 0 omig --dry-run
+echo "$OUT" | sed -n '/^-- the map/q;/^CREATE TABLE/,$p' | grep -v '^--' | c psql -X -q -v ON_ERROR_STOP=1 >/dev/null
+cq "SELECT create_distributed_table('ord_v7', 'id')" >/dev/null
+cq "UPDATE ord SET v = 'u' WHERE id < 10"
+run_expect 0 omig --verify
+assert_contains "$OUT" "verdict: OK" "migrate in one database into a distributed target: verify OK"
+run_expect 0 c "$V7FILL" migrate --into ord_v7 --switch
+assert_contains "$OUT" "switched public.ord: it is the UUIDv7 table now" "migrate --switch in one database on Citus"
+run_expect 3 c "$V7FILL" migrate --into ord_v7 --reverse
+assert_contains "$OUT" "it is a Citus distributed table" "migrate --reverse from a distributed table: refused, saying why"
+
+# A target migrate creates: local on the coordinator (as import and stream leave a local target),
+# its map local; a child in --child-mode migrate
+qs "CREATE TABLE things (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, name text);
+    INSERT INTO things SELECT g * 2, timestamptz '2024-03-01' + g * interval '1 day', 't' || g FROM generate_series(1, 300) g;
+    CREATE TABLE parts (id bigint PRIMARY KEY, thing_id bigint REFERENCES things (id), created_at timestamptz NOT NULL);
+    INSERT INTO parts SELECT g, (g % 300 + 1) * 2, timestamptz '2024-03-02' + g * interval '1 hour' FROM generate_series(1, 900) g"
+run_expect 0 c "$V7FILL" migrate --source "$src" --from public.things --key id --time-column created_at --into things_v7 \
+    --child 'public.parts(thing_id)' --child-mode migrate --verify
+echo "$OUT"
+assert_contains "$OUT" "created the target public.things_v7" "migrate: a new target"
+assert_contains "$OUT" "verdict: OK" "migrate --child-mode migrate into a local target on Citus: verify OK"
+assert_eq "300|900" "$(cq "SELECT (SELECT count(*) FROM things_v7), (SELECT count(*) FROM parts_v7 WHERE thing_id_uuid IS NOT NULL)")" \
+    "migrate: the parent and the child migrated, every child key resolved"
+assert_eq 0 "$(cq "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text IN ('things_v7', 'things_v7_id_map', 'parts_v7', 'parts_v7_id_map')
+                   OR logicalrelid::text LIKE 'things\_v7\_\_%'")" "migrate: a target migrate creates stays local, its map too"
+drop_src_slots
 
 echo "$(date +%T) ---"
 # --- maintain retires a window on every shard
