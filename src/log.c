@@ -2,6 +2,8 @@
  * stderr logger: "2026-11-29 20:00:00.123 UTC [pid] LEVEL: message".
  * Timestamps are shown from -v upwards (detail/debug), or when stderr is not
  * a terminal, so that log files carry them and interactive use stays quiet.
+ * A message is written under stderr's lock (flockfile): threads' lines (the
+ * captures migrate runs side by side, a stream's reader) never interleave.
  */
 #include "v7fill/log.h"
 
@@ -43,16 +45,19 @@ log_write(LogLevel level, const char *fmt, ...)
 {
     va_list ap;
 
+    flockfile(stderr);
     log_prefix(level);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+    funlockfile(stderr);
 }
 
 void
 log_err(const Err *e)
 {
+    flockfile(stderr);
     log_prefix(LOG_LEVEL_ERROR);
     fprintf(stderr, "%s\n", e->msg[0] ? e->msg : "unknown error");
     if (e->sqlstate[0])
@@ -61,4 +66,5 @@ log_err(const Err *e)
         fprintf(stderr, "DETAIL: %s\n", e->detail);
     if (e->hint[0])
         fprintf(stderr, "HINT: %s\n", e->hint);
+    funlockfile(stderr);
 }

@@ -1001,13 +1001,16 @@ typedef struct CatchUp
 
 /* The switch's catch_up: the stream, on its own connection to the target,
  * until what the source committed when it starts is applied; with lock, it
- * then takes the switch's lock and applies up to the final position. */
+ * then takes the switch's lock and applies up to the final position.  The
+ * captures run on threads: only the capture's own connection is used, its
+ * names quoted on it too (PQescapeIdentifier resets the PGconn's error
+ * state, so the shared target connection is no place for it). */
 static bool
 switch_catch_up(void *ctx, MigrateSwitchLock lock, void *lock_ctx, Err *err)
 {
     CatchUp *c = ctx;
     PgConn *side = NULL;
-    char *table = pg_qualified(c->target, c->spec->into_schema, c->spec->into_table);
+    char *table;
     char from[160];
     ColumnMap map = {c->spec->key, "legacy_id"};
     StreamOptions so;
@@ -1015,12 +1018,15 @@ switch_catch_up(void *ctx, MigrateSwitchLock lock, void *lock_ctx, Err *err)
     bool ok;
 
     memset(&st, 0, sizeof st);
+    if (!pg_connect_again(c->target, &side, err))
+        return false;
+    table = pg_qualified(side, c->spec->into_schema, c->spec->into_table);
     stream_options_for(c->spec, c->o, c->source, table, &map, from, sizeof from, &so);
     so.until_caught_up = true;
     so.status_interval_s = 0;
     so.on_caught_up = lock;
     so.caught_up_ctx = lock_ctx;
-    ok = pg_connect_again(c->target, &side, err) && stream_run(side, &so, &st, err);
+    ok = stream_run(side, &so, &st, err);
     if (ok)
         log_info("switch: the capture applied %" PRIu64 " rows up to the final position",
                  st.rows.read);
