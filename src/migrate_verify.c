@@ -471,8 +471,8 @@ load_quarantine(Ctx *x, uint64_t *rejected, Err *err)
         detail_add(c, "no quarantine (v7fill.stream_quarantine)");
         return true;
     }
-    /* Rows the stream quarantined are JSON objects naming the key; the copy's
-     * are its text line. */
+    /* Rows quarantined are JSON objects naming the key (an older version's
+     * copy kept its bare CSV line: "unidentified" below). */
     if (!query(x->dst, "reading the quarantine",
                "SELECT DISTINCT (row ->> $3)::bigint FROM v7fill.stream_quarantine WHERE slot = "
                "$1 AND relation = $2 AND jsonb_typeof(row) = 'object' AND row ->> $3 ~ "

@@ -27,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <csv.h>
+
 #include "v7fill/catalog.h"
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
@@ -274,6 +276,64 @@ quarantine_clear(Streamer *s)
     s->nquar = 0;
 }
 
+/* A CSV line of the copy as a JSON object, by the copy's columns (a NULL as
+ * null), as the stream keeps its rows: the quarantine names the row's key. */
+typedef struct CopyLine
+{
+    const Streamer *s;
+    Buf *out;
+    size_t n;      /* fields so far */
+    size_t rows;   /* records so far */
+} CopyLine;
+
+static void
+copy_line_field(void *data, size_t len, void *ctx)
+{
+    CopyLine *c = ctx;
+
+    if (c->n < c->s->info.ncols)
+    {
+        const char *col = c->s->info.cols[c->n];
+
+        buf_putc(c->out, c->n ? ',' : '{');
+        buf_put_json_string(c->out, col, strlen(col));
+        buf_putc(c->out, ':');
+        if (data == NULL)
+            buf_puts(c->out, "null");
+        else
+            buf_put_json_string(c->out, data, len);
+    }
+    c->n++;
+}
+
+static void
+copy_line_row(int term, void *ctx)
+{
+    (void) term;
+    ((CopyLine *) ctx)->rows++;
+}
+
+/* false: not one record of exactly the copy's columns (the caller keeps the
+ * line as a JSON string). */
+static bool
+copy_line_json(const Streamer *s, const char *raw, size_t len, Buf *out)
+{
+    struct csv_parser p;
+    CopyLine c = {s, out, 0, 0};
+    bool ok;
+
+    if (s->info.ncols == 0 ||
+        csv_init(&p, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL | CSV_EMPTY_IS_NULL) != 0)
+        return false;
+    ok = csv_parse(&p, raw, len, copy_line_field, copy_line_row, &c) == len &&
+         csv_fini(&p, copy_line_field, copy_line_row, &c) == 0;
+    csv_free(&p);
+    if (!ok || c.rows != 1 || c.n != s->info.ncols)
+        return false;
+    buf_putc(out, '}');
+    return true;
+}
+
 static void
 quarantine_add(Streamer *s, uint64_t origin, const char *reason, const char *sqlstate,
                const char *raw, size_t raw_len)
@@ -291,8 +351,11 @@ quarantine_add(Streamer *s, uint64_t origin, const char *reason, const char *sql
     buf_init(&b);
     if (s->streaming)
         buf_append(&b, raw, raw_len); /* the source made it JSON */
-    else
-        buf_put_json_string(&b, raw, raw_len); /* a CSV line of the copy */
+    else if (!copy_line_json(s, raw, raw_len, &b))
+    {
+        buf_reset(&b);
+        buf_put_json_string(&b, raw, raw_len); /* a CSV line of the copy, kept as it is */
+    }
     buf_putc(&b, '\0');
     q->row_json = b.data;
 }
