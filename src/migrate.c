@@ -1392,9 +1392,10 @@ reverse_not_distributed(PgConn *target, const MigrateSpec *spec, Err *err)
             "whose rows are written on the workers, and the slot on the coordinator captures "
             "none of its changes",
             spec->from_schema, spec->from_table);
-    err_hint(err, "The switch of a distributed target is one way (docs/scaling.md); drop the "
-                  "way back's slot and publication: SELECT pg_drop_replication_slot('%s'); DROP "
-                  "PUBLICATION \"%s\";",
+    err_hint(err, "The switch of a distributed target is one way and makes no way back "
+                  "(docs/scaling.md). A switch by an older version made a slot that keeps WAL: "
+                  "drop it if it is there: SELECT pg_drop_replication_slot('%s'); DROP "
+                  "PUBLICATION IF EXISTS \"%s\";",
              rev, rev);
     return false;
 }

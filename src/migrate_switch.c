@@ -17,6 +17,7 @@
 #include "v7fill/migrate_childreverse.h"
 #include "v7fill/migrate_childtable.h"
 #include "v7fill/migrate_switch.h"
+#include "v7fill/citus.h"
 #include "v7fill/pgoutput.h"
 
 typedef struct Names
@@ -28,6 +29,7 @@ typedef struct Names
     char *from_q;     /* "<from_schema>"."<from_table>" */
     char into_key[160];
     char rev[64];
+    bool one_way;     /* the new table is Citus-distributed: no way back is prepared */
 } Names;
 
 static void
@@ -266,6 +268,24 @@ prepare_reverse(PgConn *t, const char *rev, const char *into_q, Err *err)
     return ok;
 }
 
+/* A Citus-distributed new table: its rows are written on the workers, so a
+ * slot on the coordinator would capture none of them; the switch makes no
+ * way back (no slot keeping WAL for nothing) and --reverse refuses. */
+static bool
+one_way_of(PgConn *t, const MigrateSpec *sp, Names *n, Err *err)
+{
+    TargetTable tt;
+
+    if (!citus_table_of(t, sp->into_schema, sp->into_table, &tt, err))
+        return false;
+    n->one_way = tt.distributed;
+    citus_table_clear(&tt);
+    if (n->one_way)
+        log_info("%s is a Citus distributed table: the switch is one way (no way back's slot)",
+                 n->into_key);
+    return true;
+}
+
 /* A migrate-mode child's own migration: its target, its state key and its
  * way back's slot (migrate_object_name, as migrate_run names it). */
 static void
@@ -402,6 +422,14 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
                        sp->legacy_table);
             PQclear(res);
         }
+    }
+    if (n->one_way)
+    {
+        printf("way back: none; %s is a Citus distributed table, whose changes a slot on the "
+               "coordinator cannot capture; %s.%s is kept as it was at the switch\n",
+               n->into_key, sp->from_schema, sp->legacy_table);
+        (void) fflush(stdout);
+        return;
     }
     printf("way back: v7fill migrate --into %s.%s --reverse [--follow] keeps %s.%s current (slot "
            "\"%s\" keeps the WAL since the switch); if no way back is wanted: SELECT "
@@ -679,7 +707,7 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
              switch_childtables(s, sp, err) &&
              /* The way back starts here: every later write to the new tables
               * commits after this transaction. */
-             record_reverses(s, sp, n, at, err);
+             (n->one_way || record_reverses(s, sp, n, at, err));
         free(newname);
         if (!ok)
             goto fail;
@@ -1126,7 +1154,8 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         }
     }
     else if (!check_caught_up(source, spec, err) ||
-             (same && !prepare_reverses(target, spec, &n, err)) ||
+             (same && !one_way_of(target, spec, &n, err)) ||
+             (same && !n.one_way && !prepare_reverses(target, spec, &n, err)) ||
              (same && !settle_children(target, spec, lock_timeout_ms, st, err)))
         goto out;
     if (!switch_retried(c, apply, spec, &n, same, back, lock_timeout_ms, attempts, catch_up, ctx,

@@ -358,6 +358,9 @@ run_expect 0 omig --verify
 assert_contains "$OUT" "verdict: OK" "migrate in one database into a distributed target: verify OK"
 run_expect 0 c "$V7FILL" migrate --into ord_v7 --switch
 assert_contains "$OUT" "switched public.ord: it is the UUIDv7 table now" "migrate --switch in one database on Citus"
+assert_contains "$OUT" "way back: none" "migrate --switch of a distributed target: one way, said so"
+assert_eq 0 "$(c psql -X -At -c "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%_rev'")" \
+    "migrate --switch of a distributed target: no way back's slot keeping WAL"
 run_expect 3 c "$V7FILL" migrate --into ord_v7 --reverse
 assert_contains "$OUT" "it is a Citus distributed table" "migrate --reverse from a distributed table: refused, saying why"
 
