@@ -113,6 +113,19 @@ citus_table_clear(TargetTable *t)
     memset(t, 0, sizeof *t);
 }
 
+bool
+citus_is_distributed(PgConn *c, const char *schema, const char *table, bool *out, Err *err)
+{
+    TargetTable t;
+
+    *out = false;
+    if (!citus_table_of(c, schema, table, &t, err))
+        return false;
+    *out = t.distributed;
+    citus_table_clear(&t);
+    return true;
+}
+
 /* What to do when Citus refuses to distribute the lookup. */
 static void
 lookup_refused(Err *err, const char *q, const char *key_col)

@@ -202,15 +202,14 @@ static bool
 citus_target(PgConn *target, PgConn *src, const MigrateSpec *s, CitusTarget *out, Err *err)
 {
     TargetTable t;
-    bool same_db = false;
+    bool same_db = false, src_dist;
     const char *why = NULL;
 
     memset(out, 0, sizeof *out);
-    if (!citus_table_of(src, s->from_schema, s->from_table, &t, err))
+    if (!citus_is_distributed(src, s->from_schema, s->from_table, &src_dist, err))
         return false;
-    if (t.distributed)
+    if (src_dist)
     {
-        citus_table_clear(&t);
         err_set(err, EC_CONFIG,
                 "the source %s.%s is a Citus table: its rows are written on the workers, so "
                 "the slot on the coordinator would capture none of its changes",
@@ -219,7 +218,6 @@ citus_target(PgConn *target, PgConn *src, const MigrateSpec *s, CitusTarget *out
                       "docs/scaling.md.");
         return false;
     }
-    citus_table_clear(&t);
     if (!citus_installed(target, &out->citus, err))
         return false;
     if (!out->citus)
@@ -1375,15 +1373,12 @@ migrate_verify_settled(PgConn *target, const char *target_conninfo, const Migrat
 static bool
 reverse_not_distributed(PgConn *target, const MigrateSpec *spec, Err *err)
 {
-    TargetTable t;
     bool dist;
     char rev[64];
 
     /* After the switch (one database) the new table has the source's name. */
-    if (!citus_table_of(target, spec->from_schema, spec->from_table, &t, err))
+    if (!citus_is_distributed(target, spec->from_schema, spec->from_table, &dist, err))
         return false;
-    dist = t.distributed;
-    citus_table_clear(&t);
     if (!dist)
         return true;
     migrate_reverse_name(spec, rev, sizeof rev);

@@ -274,12 +274,8 @@ prepare_reverse(PgConn *t, const char *rev, const char *into_q, Err *err)
 static bool
 one_way_of(PgConn *t, const MigrateSpec *sp, Names *n, Err *err)
 {
-    TargetTable tt;
-
-    if (!citus_table_of(t, sp->into_schema, sp->into_table, &tt, err))
+    if (!citus_is_distributed(t, sp->into_schema, sp->into_table, &n->one_way, err))
         return false;
-    n->one_way = tt.distributed;
-    citus_table_clear(&tt);
     if (n->one_way)
         log_info("%s is a Citus distributed table: the switch is one way (no way back's slot)",
                  n->into_key);

@@ -800,12 +800,12 @@ check_values(Ctx *x, Err *err)
 static bool
 dist_map_same(Ctx *x, bool *same, Err *err)
 {
-    char *ms = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(legacy_id::text || ',' "
-                         "|| id::text, 0)), 0)::text FROM %s",
-                         x->M);
-    char *ts = xasprintf("SELECT count(*), coalesce(sum(hashtextextended(legacy_id::text || ',' "
-                         "|| id::text, 0)), 0)::text FROM %s",
-                         x->T);
+#define PAIRS_SUM                                                                          \
+    "SELECT count(*), coalesce(sum(hashtextextended(legacy_id::text || ',' || id::text, 0)), " \
+    "0)::text FROM %s"
+    char *ms = xasprintf(PAIRS_SUM, x->M);
+    char *ts = xasprintf(PAIRS_SUM, x->T);
+#undef PAIRS_SUM
     PGresult *a = NULL;
     PGresult *b = NULL;
     bool ok = query(x->dst, "checking the map", ms, 0, NULL, &a, err) &&
@@ -1306,14 +1306,8 @@ verify_run(PgConn *source, PgConn *target, const MigrateSpec *spec, size_t range
         !table_exists(target, "target", spec->into_schema, spec->into_table, err) ||
         !table_exists(target, "map", spec->into_schema, spec->map_table, err))
         goto out;
-    {
-        TargetTable ct;
-
-        if (!citus_table_of(target, spec->into_schema, spec->into_table, &ct, err))
-            goto out;
-        x.dist = ct.distributed;
-        citus_table_clear(&ct);
-    }
+    if (!citus_is_distributed(target, spec->into_schema, spec->into_table, &x.dist, err))
+        goto out;
     /* On Citus the target's side is read apart (its own statements), also in one database. */
     x.same = x.same && !x.dist;
     x.S = pg_qualified(source, spec->from_schema, spec->from_table);

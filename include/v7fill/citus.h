@@ -33,6 +33,10 @@ V7FILL_MUST_CHECK bool citus_detect(PgConn *c, TargetTable *t, Err *err);
 V7FILL_MUST_CHECK bool citus_table_of(PgConn *c, const char *schema, const char *table,
                                       TargetTable *out, Err *err);
 void citus_table_clear(TargetTable *t);
+/* Whether schema.table is a Citus distributed table (*out; false when it does not exist
+ * or Citus is not installed). */
+V7FILL_MUST_CHECK bool citus_is_distributed(PgConn *c, const char *schema, const char *table,
+                                            bool *out, Err *err);
 
 /* Distribute the lookup table schema.lookup on key_col (create_distributed_table),
  * colocated with the target when the target is hash-distributed on a uuid column,
