@@ -172,12 +172,10 @@ static char *
 regclass_literal(PgConn *c, const char *schema, const char *table)
 {
     char *q = pg_qualified(c, schema, table);
-    char *lit = PQescapeLiteral(pg_raw(c), q, strlen(q));
-    char *copy = xstrdup(lit ? lit : "NULL");
+    char *lit = pg_literal(c, q);
 
-    PQfreemem(lit);
     free(q);
-    return copy;
+    return lit;
 }
 
 static bool same_database(PgConn *a, PgConn *b, bool *out, Err *err);

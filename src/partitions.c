@@ -105,19 +105,6 @@ strlist_free(StrList *l)
     memset(l, 0, sizeof *l);
 }
 
-static char *
-sql_literal(PgConn *c, const char *text)
-{
-    char *q = PQescapeLiteral(pg_raw(c), text, strlen(text));
-    char *copy;
-
-    if (q == NULL)
-        return xstrdup("NULL"); /* invalid encoding: a NULL bound the server refuses */
-    copy = xstrdup(q);
-    PQfreemem(q);
-    return copy;
-}
-
 /* pg_exec's generic "statement failed: " says nothing here: the context
  * replaces it. */
 static void
@@ -724,8 +711,8 @@ piece_statements(PgConn *c, const TargetTable *t, const WindowPiece *pc, bool mo
     char *qnew = pg_qualified(c, t->schema, pc->name);
     char *qparent = pg_qualified(c, t->schema, t->name);
     char *key = pg_ident(c, t->key_column);
-    char *lo = sql_literal(c, pc->lower_text);
-    char *hi = sql_literal(c, pc->upper_text);
+    char *lo = pg_literal(c, pc->lower_text);
+    char *hi = pg_literal(c, pc->upper_text);
     const char *type = catalog_key_sql_type(t->key_kind);
     char *ts = t->tablespace ? pg_ident(c, t->tablespace) : NULL;
     StrList grants = {0};
@@ -756,9 +743,9 @@ piece_statements(PgConn *c, const TargetTable *t, const WindowPiece *pc, bool mo
     if (o->partman_template)
     {
         char *fn = pg_qualified(c, o->partman_schema, "inherit_template_properties");
-        char *parent = sql_literal(c, o->partman_parent);
-        char *schema = sql_literal(c, t->schema);
-        char *name = sql_literal(c, pc->name);
+        char *parent = pg_literal(c, o->partman_parent);
+        char *schema = pg_literal(c, t->schema);
+        char *name = pg_literal(c, pc->name);
 
         piece_add(ps, STMT_TEMPLATE,
                   xasprintf("SELECT %s(%s, %s, %s)", fn, parent, schema, name));
@@ -1374,8 +1361,8 @@ try_window(PgConn *c, TargetTable *t, const Planner *pl, const Window *w,
         in_tx = false;
         for (size_t i = 0; i < nadded; i++)
         {
-            char *lo = added[i].lower_text ? sql_literal(c, added[i].lower_text) : NULL;
-            char *hi = added[i].upper_text ? sql_literal(c, added[i].upper_text) : NULL;
+            char *lo = added[i].lower_text ? pg_literal(c, added[i].lower_text) : NULL;
+            char *hi = added[i].upper_text ? pg_literal(c, added[i].upper_text) : NULL;
 
             added[i].bound_expr = xasprintf("FOR VALUES FROM (%s) TO (%s)", lo, hi);
             free(lo);

@@ -573,21 +573,27 @@ pg_flush_wal(PgConn *c, uint64_t *flushed, Err *err)
     return true;
 }
 
-char *
-pg_ident(PgConn *c, const char *name)
+/* text escaped by libpq's escape (PQescapeIdentifier or PQescapeLiteral), as
+ * v7fill's own allocation.  Escaping fails only on invalid encoding or OOM:
+ * then fallback, which the server refuses where it is used. */
+static char *
+escaped(PgConn *c, const char *text, char *(*escape)(PGconn *, const char *, size_t),
+        const char *fallback)
 {
-    char *q = PQescapeIdentifier(c->conn, name, strlen(name));
+    char *q = escape(c->conn, text, strlen(text));
     char *copy;
 
     if (q == NULL)
-    {
-        /* Only fails on invalid encoding or OOM; fall back to a harmless placeholder
-         * that the server will refuse. */
-        return xstrdup("\"<invalid identifier>\"");
-    }
+        return xstrdup(fallback);
     copy = xstrdup(q);
     PQfreemem(q);
     return copy;
+}
+
+char *
+pg_ident(PgConn *c, const char *name)
+{
+    return escaped(c, name, PQescapeIdentifier, "\"<invalid identifier>\"");
 }
 
 char *
@@ -599,6 +605,12 @@ pg_qualified(PgConn *c, const char *schema, const char *name)
     free(s);
     free(n);
     return q;
+}
+
+char *
+pg_literal(PgConn *c, const char *text)
+{
+    return escaped(c, text, PQescapeLiteral, "NULL");
 }
 
 bool

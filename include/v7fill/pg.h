@@ -88,6 +88,10 @@ V7FILL_MUST_CHECK bool pg_flush_wal(PgConn *c, uint64_t *flushed, Err *err);
 char *pg_ident(PgConn *c, const char *name);
 /* "schema"."name", both quoted; caller frees. */
 char *pg_qualified(PgConn *c, const char *schema, const char *name);
+/* text quoted as an SQL string literal (PQescapeLiteral; caller frees).  Text
+ * in an encoding the connection refuses becomes NULL, which the statement
+ * binding it then refuses. */
+char *pg_literal(PgConn *c, const char *text);
 
 /* COPY ... FROM STDIN: begin with the full COPY statement, send data, end.
  * pg_copy_end checks the server's verdict (constraint and type errors show up
