@@ -26,7 +26,11 @@ warm cache):
 Printed per method: median rows/s with min-max, ratio to (a), client and server CPU,
 peak RSS (of the client; for (a2) the larger psql), and the server wait events seen in
 pg_stat_activity, sampled every 0.2 s (CPU = active without a wait event; Lock:extend
-with the kind of relation being extended).  Then the
+with the kind of relation being extended), and the machine's steal time in the median
+run (the share of CPU time a virtual machine's hypervisor took: on a shared host it
+changes from minute to minute, and a run that met more of it is slower).
+BENCH_METHODS=a,jobs1,jobs2 (keys: a a2 b jobs1 jobs2 reimport zst pgloader) runs a
+subset; (a) always runs.  Then the
 per-row cost growth across sizes and, when perf is installed and BENCH_PERF=1, the
 client's top functions in one --jobs 1 run.
 """
@@ -88,8 +92,19 @@ def server_cpu():
 
 
 class Run:
-    def __init__(self, wall, cpu, rss, server, waits):
+    def __init__(self, wall, cpu, rss, server, waits, steal):
         self.wall, self.cpu, self.rss, self.server, self.waits = wall, cpu, rss, server, waits
+        self.steal = steal
+
+
+def cpu_ticks():
+    """The machine's CPU time so far (/proc/stat's first line): (all ticks, steal ticks).
+    Steal is the time a virtual machine's CPUs were ready to run while the hypervisor ran
+    something else: on a shared host it slows every method by a share that changes from one
+    minute to the next, so each figure is printed with the steal seen during it."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return sum(ticks[:8]), (ticks[7] if len(ticks) > 7 else 0)
 
 
 def timed(cmds, stdins=None):
@@ -100,6 +115,7 @@ def timed(cmds, stdins=None):
     sampler.stdin.write(WAITS)
     sampler.stdin.flush()
     s0 = server_cpu()
+    c0 = cpu_ticks()
     t0 = time.monotonic()
     procs = [subprocess.Popen(c, stdin=(stdins or [None] * len(cmds))[i],
                               stdout=subprocess.DEVNULL) for i, c in enumerate(cmds)]
@@ -112,6 +128,8 @@ def timed(cmds, stdins=None):
         cpu += ru.ru_utime + ru.ru_stime
         rss = max(rss, ru.ru_maxrss)
     wall = time.monotonic() - t0
+    c1 = cpu_ticks()
+    steal = (c1[1] - c0[1]) / max(1, c1[0] - c0[0])
     time.sleep(0.5)  # the backends' CPU counts once the postmaster has reaped them
     server = server_cpu() - s0
     sampler.send_signal(signal.SIGINT)
@@ -121,7 +139,7 @@ def timed(cmds, stdins=None):
         line = line.strip()
         if line and not line[0].isdigit() and " " not in line:
             waits[line] = waits.get(line, 0) + 1
-    return Run(wall, cpu, rss, server, waits)
+    return Run(wall, cpu, rss, server, waits, steal)
 
 
 def generate(path, n):
@@ -230,18 +248,36 @@ def bench_size(n):
                      and n <= int(os.environ.get("BENCH_PGLOADER_MAX", "1000000")))
     if have_pgloader:
         methods.append(("pgloader", m_pgloader))
+    # BENCH_METHODS: a subset, by key (e.g. "a,jobs1,jobs2" for a 20M size in less than an
+    # hour); (a) always runs, every ratio is to it.
+    keys = {"(a) COPY": "a", "(a2) 2x COPY": "a2", "(b) COPY+lookup": "b",
+            "v7fill --jobs 1": "jobs1", "v7fill --jobs 2": "jobs2", "re-import": "reimport",
+            "v7fill .zst": "zst", "pgloader": "pgloader"}
+    chosen = os.environ.get("BENCH_METHODS", "").replace(" ", "")
+    if chosen:
+        unknown = set(chosen.split(",")) - set(keys.values())
+        if unknown:
+            raise SystemExit(f"BENCH_METHODS: unknown {', '.join(sorted(unknown))} "
+                             f"(known: {', '.join(keys.values())})")
+        methods = [m for m in methods if keys[m[0]] in chosen.split(",") + ["a"]]
     names = [m[0] for m in methods]
     results = {name: [] for name in names}
+    # the re-import needs the table a fresh import left: it follows --jobs 2 (or --jobs 1)
+    before = next((x for x in ("v7fill --jobs 2", "v7fill --jobs 1") if x in names), None)
+    if before is None:
+        methods = [m for m in methods if m[0] != "re-import"]
+        names = [m[0] for m in methods]
     for r in range(RUNS):
         order = methods[r % len(methods):] + methods[:r % len(methods)]
-        # the re-import needs the table --jobs 2 left: it follows it, whatever the order
-        order = [m for m in order if m[0] != "re-import"]
-        i = [m[0] for m in order].index("v7fill --jobs 2")
-        order.insert(i + 1, next(m for m in methods if m[0] == "re-import"))
+        if "re-import" in names:
+            order = [m for m in order if m[0] != "re-import"]
+            i = [m[0] for m in order].index(before)
+            order.insert(i + 1, next(m for m in methods if m[0] == "re-import"))
         for name, fn in order:
             results[name].append(fn())
-    got = int(psql("SELECT count(*) FROM ev"))
-    assert got == n, f"v7fill imported {got} of {n} rows"
+    if any(x.startswith("v7fill") for x in names):
+        got = int(psql("SELECT count(*) FROM ev"))
+        assert got == n, f"v7fill imported {got} of {n} rows"
 
     a = statistics.median(n / x.wall for x in results["(a) COPY"])
     print(f"\n== {PROFILE} profile: {n:,} rows, 7 columns, 38 monthly partitions "
@@ -250,7 +286,7 @@ def bench_size(n):
           f"{psql('SHOW synchronous_commit')}, shared_buffers {psql('SHOW shared_buffers')}, "
           f"max_wal_size {psql('SHOW max_wal_size')}); median of {RUNS}, min-max")
     print(f"  {'method':18} {'rows/s':>9} {'(min-max)':>19} {'x (a)':>6} {'client CPU':>10} "
-          f"{'server CPU':>10} {'peak RSS':>9}  server wait events (samples)")
+          f"{'server CPU':>10} {'peak RSS':>9} {'steal':>5}  server wait events (samples)")
     per_row = {}
     for name in names:
         runs = results[name]
@@ -263,14 +299,28 @@ def bench_size(n):
         top = ", ".join(f"{k} {v}" for k, v in sorted(waits.items(), key=lambda kv: -kv[1])[:6])
         print(f"  {name:18} {statistics.median(rates):9,.0f} "
               f"{f'({rates[0]:,.0f}-{rates[-1]:,.0f})':>19} {statistics.median(rates) / a:6.2f} "
-              f"{m.cpu:9.2f}s {m.server:9.2f}s {m.rss / 1024:7.1f}MB  {top}")
+              f"{m.cpu:9.2f}s {m.server:9.2f}s {m.rss / 1024:7.1f}MB "
+              f"{100 * m.steal:4.0f}%  {top}")
         per_row[name] = (1e6 * m.wall / n, m.rss)
-    j1 = statistics.median(n / x.wall for x in results["v7fill --jobs 1"])
-    again = statistics.median(n / x.wall for x in results["re-import"])
-    line = (f"  targets: --jobs 1 {j1 / a:.2f}x (a) (>= 0.8), --jobs 2 "
-            f"{statistics.median(n / x.wall for x in results['v7fill --jobs 2']) / a:.2f}x (a) "
-            f"(>= 1.0), re-import {again / j1:.1f}x fresh (>= 5)")
-    if have_pgloader:
+    steals = [x.steal for name in names for x in results[name]]
+    if max(steals) >= 0.05:
+        print(f"  steal: the hypervisor took {100 * min(steals):.0f}-{100 * max(steals):.0f}% of "
+              f"this machine's CPU time during the runs (the column: the median run's); a method "
+              f"whose runs met more of it is slower than this machine can do, and the ratios "
+              f"compare runs that met different shares")
+    def rate(name):
+        return statistics.median(n / x.wall for x in results[name]) if name in names else None
+
+    j1, j2, again = rate("v7fill --jobs 1"), rate("v7fill --jobs 2"), rate("re-import")
+    parts = []
+    if j1:
+        parts.append(f"--jobs 1 {j1 / a:.2f}x (a) (>= 0.8)")
+    if j2:
+        parts.append(f"--jobs 2 {j2 / a:.2f}x (a) (>= 1.0)")
+    if again and j1:
+        parts.append(f"re-import {again / j1:.1f}x fresh (>= 5)")
+    line = "  targets: " + ", ".join(parts)
+    if "pgloader" in names and j1 and again:
         p = statistics.median(n / x.wall for x in results["pgloader"])
         # The issue's "30x pgloader" read both ways: the fresh import against pgloader's
         # (which would need about 4x a raw COPY here), and the re-import against it (pgloader
@@ -303,6 +353,8 @@ def main():
     if len(costs) > 1:
         (n0, c0), (n1, c1) = costs[0], costs[-1]
         for name in ("v7fill --jobs 1", "v7fill --jobs 2"):
+            if name not in c0 or name not in c1:
+                continue
             print(f"== {PROFILE}: {name} {n0:,} -> {n1:,} rows: cost per row "
                   f"{c0[name][0]:.2f} -> {c1[name][0]:.2f} us "
                   f"({100 * (c1[name][0] / c0[name][0] - 1):+.0f}%, target < +15%); peak RSS "
