@@ -22,7 +22,13 @@ Figures, each beside its baseline from the same run:
       + update of a child row, then bench_parent(): update + insert of a parent row; after
       the switch only the update, by legacy_id): its longest statement with
       nothing else running, during the child fill (c), and during `--switch`.
+Where the CPU went in (b), (c) and (d) (bench/cpumon.py, sampled every 0.2 s, each phase
+bracketed by the run's log lines): v7fill, the cluster's sessions (v7fill's; in (c) also the
+writer's), their parallel workers, the walsender (it decodes the slot), autovacuum, the
+checkpointer and WAL writers; the time they waited runnable for a CPU; the machine's steal.
+For (d), also how much WAL lay between the slot's position and the end of WAL.
 """
+import calendar
 import os
 import re
 import subprocess
@@ -30,6 +36,8 @@ import sys
 import tempfile
 import threading
 import time
+
+from cpumon import CpuMonitor, steal_share
 
 V7FILL = os.environ["V7FILL"]
 BIG = os.environ.get("BENCH_ROWS_BIG", "") not in ("", "0")
@@ -40,6 +48,7 @@ WRITER_BASELINE_S = int(os.environ.get("BENCH_MIGRATE_WRITER_SECONDS", "15"))
 # BENCH_MIGRATE_ARGS: more arguments for every run that copies or catches up (e.g. "--jobs 2")
 EXTRA_ARGS = os.environ.get("BENCH_MIGRATE_ARGS", "").split()
 DB = "bench"
+CLUSTER = {"db": os.environ["PGTMP_DIR"]}
 INTO = "orders_v7"
 
 
@@ -51,27 +60,50 @@ def psql(sql, db=DB, check=True):
     return r.stdout.strip()
 
 
-def migrate(*args):
-    """Run v7fill migrate; returns (wall seconds, stdout, stderr). Exit != 0 stops the bench."""
+def migrate(*args, mon=None):
+    """Run v7fill migrate; returns (wall seconds, stdout, stderr). Exit != 0 stops the bench.
+    With mon (a CpuMonitor), its client is this run's v7fill."""
     extra = EXTRA_ARGS if "--from" in args else []
     cmd = [V7FILL, "-d", f"dbname={DB}", "migrate", *args, *extra]
     t0 = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if mon:
+        mon.client = p.pid
+    out, err = p.communicate()
     wall = time.monotonic() - t0
-    if r.returncode != 0:
-        sys.stderr.write(r.stdout + r.stderr)
-        raise SystemExit(f"v7fill migrate {' '.join(args)}: exit {r.returncode}")
-    return wall, r.stdout, r.stderr
+    if p.returncode != 0:
+        sys.stderr.write(out + err)
+        raise SystemExit(f"v7fill migrate {' '.join(args)}: exit {p.returncode}")
+    return wall, out, err
 
 
 def log_time(stderr, pattern):
-    """Seconds of the day of the first log line matching pattern."""
+    """The wall clock (seconds since the epoch) of the first log line matching pattern
+    (v7fill logs in UTC)."""
     for line in stderr.splitlines():
         if re.search(pattern, line):
-            m = re.match(r"\d{4}-\d\d-\d\d (\d\d):(\d\d):(\d\d\.\d+)", line)
+            m = re.match(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(\.\d+)? UTC", line)
             if m:
-                return int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3])
+                return calendar.timegm(tuple(int(x) for x in m.groups()[:6])) + float(m[7] or 0)
     return None
+
+
+def cpu_line(mon, t0, t1):
+    """Where the CPU went between two wall-clock moments of a run: seconds (and cores, over
+    the span) of v7fill, the cluster's sessions, its walsender and its other processes; the
+    seconds they waited runnable for a CPU; the machine's steal."""
+    if t0 is None or t1 is None:
+        return "not bracketed (log lines missing)"
+    d, span = mon.between(t0, t1)
+    parts = []
+    for label, key in (("v7fill", ("client", "v7fill")), ("sessions", ("db", "backend")),
+                       ("their parallel workers", ("db", "parallel")), ("walsender", ("db", "walsender")), ("autovacuum", ("db", "autovacuum")),
+                       ("checkpointer+WAL writer+bgwriter", ("db", "wal+ckpt")), ("other", ("db", "other"))):
+        v = d.get(key, 0.0)
+        parts.append(f"{label} {v:.1f} s ({v / span:.2f} cores)")
+    return (f"{span:.1f} s: " + ", ".join(parts) +
+            f"; runnable waiting for a CPU: v7fill {d.get(('wait', 'client'), 0.0):.1f} s, "
+            f"cluster {d.get(('wait', 'db'), 0.0):.1f} s; steal {100 * steal_share(d):.0f}%")
 
 
 class Writer:
@@ -157,8 +189,10 @@ CHECKPOINT;""")
 
     # (b) the copy phase, no writer
     psql("CHECKPOINT")
+    mon = CpuMonitor(CLUSTER)
     wall_copy, out, err = migrate("--from", "public.orders", "--key", "id", "--time-column",
-                                  "created_at", "--into", INTO)
+                                  "created_at", "--into", INTO, mon=mon)
+    mon.stop()
     # the copy's last line: the progress lines before it carry the same words (at 5M rows
     # the first match was a progress line at 1.23M rows, and the baseline's rate was wrong)
     ms = re.findall(r"\(snapshot\): (\d+) rows read, (\d+) inserted, (\d+) rows/s", err)
@@ -166,6 +200,7 @@ CHECKPOINT;""")
     pipe_rate = int(ms[-1][2]) if ms else float("nan")
     t_slot, t_done = log_time(err, r"slot .* created at"), log_time(err, r"initial copy of .* done")
     phase_s = (t_done - t_slot) if t_slot is not None and t_done is not None else float("nan")
+    cpu_copy = cpu_line(mon, t_slot, t_done)
     # (a) baseline: a raw COPY of the same rows into the same kind of target, same windows
     cols = psql(f"SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute "
                 f"WHERE attrelid = '{INTO}'::regclass AND attnum > 0 AND NOT attisdropped")
@@ -191,12 +226,16 @@ CHECKPOINT;""")
     # (c) the child fill, under the writer
     w = Writer()
     time.sleep(1)
+    mon = CpuMonitor(CLUSTER)
     wall_fill, out_fill, err_fill = migrate("--from", "public.orders", "--key", "id", "--time-column",
-                                            "created_at", "--into", INTO, "--child", "public.items(order_id)")
+                                            "created_at", "--into", INTO, "--child", "public.items(order_id)",
+                                            mon=mon)
+    mon.stop()
     w_fill, w_fill_n, w_fill_err = w.stop()
     t_f0 = log_time(err_fill, r"order_id_uuid added|trigger .* in place|phase follow")
     t_f1 = log_time(err_fill, r"order_id_uuid filled")
     fill_s = (t_f1 - t_f0) if t_f0 is not None and t_f1 is not None else wall_fill
+    cpu_fill = cpu_line(mon, t_f0, t_f1)
     child_line = next((line for line in out_fill.splitlines() if line.startswith("child ")), "")
     mr = re.search(r"rows=(\d+)", child_line)
     child_rows = int(mr[1]) if mr else C
@@ -211,6 +250,9 @@ CHECKPOINT;""")
     per = 1000
     ntx = CHANGES // per
     ins, upd, dele = per * 2 // 5, per * 2 // 5, per - 2 * (per * 2 // 5)
+    slot_sql = ("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint "
+                "FROM pg_replication_slots WHERE slot_name = 'v7fill_" + INTO + "'")
+    lsn_before = psql("SELECT pg_current_wal_lsn()")
     psql(f"""
 DO $$
 DECLARE base bigint := (SELECT max(id) FROM orders) + 1000;
@@ -227,10 +269,18 @@ BEGIN
   PERFORM setval('orders_id_seq', (SELECT max(id) FROM orders));
 END $$;""")
     changes = ntx * per
+    changes_wal = int(psql(f"SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '{lsn_before}')"))
+    backlog_wal = int(psql(slot_sql) or 0)
+    mon = CpuMonitor(CLUSTER)
     wall_catch, out_catch, err_catch = migrate("--into", INTO, "--from", "public.orders", "--key", "id",
-                                               "--time-column", "created_at")
+                                               "--time-column", "created_at", mon=mon)
+    mon.stop()
     mc = re.search(r"updated=(\d+) deleted=(\d+).*elapsed=([0-9.]+)s", out_catch)
     catch_s = float(mc[3]) if mc else wall_catch
+    # The capture's span: from the run's first log line, its own elapsed time (the run then
+    # verifies, which is not the catch-up's work).
+    t_c0 = log_time(err_catch, r".")
+    cpu_catch = cpu_line(mon, t_c0, t_c0 + catch_s if t_c0 is not None else None)
 
     # (e) the switch under the writer
     # In one database the catch-up's own writes (target, map) are WAL the slot has not
@@ -276,6 +326,11 @@ END $$;""")
     print("child:", child_line)
     print(f"index on items (order_id_uuid), made by the bench before the catch-up: {index_s:.1f} s")
     print("catch-up:", next((line for line in out_catch.splitlines() if "read=" in line), ""))
+    print(f"catch-up's WAL: {backlog_wal / 2**20:.1f} MiB from the slot's position to the end of WAL "
+          f"when it started, {changes_wal / 2**20:.1f} MiB of it the {changes:,} changes'")
+    print("CPU, copy phase:", cpu_copy)
+    print("CPU, child fill:", cpu_fill)
+    print("CPU, catch-up:", cpu_catch)
     for name, errs in (("alone", w_base_err), ("fill", w_fill_err), ("switch", w_sw_err)):
         if errs:
             print(f"writer errors ({name}): {len(errs)}, first: {errs[0]}")

@@ -29,7 +29,6 @@ other, each with the same writer.
 
 BENCH_STREAM_ARGS: more arguments for every v7fill stream run (e.g. "--group-ms 50").
 """
-import glob
 import os
 import shutil
 import signal
@@ -39,6 +38,7 @@ import tempfile
 import threading
 import time
 
+from cpumon import CpuMonitor
 from stream_rows import COLS, rows_sql
 
 V7FILL = os.environ["V7FILL"]
@@ -85,96 +85,6 @@ def qn(sql):
     return query(TGT, NATIVE_DB, sql)
 
 
-class CpuMonitor:
-    """CPU seconds used by each cluster's processes (by kind) and by the v7fill client, and
-    the seconds they spent runnable but waiting for a CPU (/proc/PID/schedstat: on a shared
-    machine that wait, not the work, can be what limits).  Sampled every 0.2 s so that a
-    process that exits meanwhile (a walsender whose client left) still counts."""
-
-    def __init__(self):
-        self.first, self.last, self.kind = {}, {}, {}
-        self.client = None
-        self.stop_ev = threading.Event()
-        self.sample(initial=True)
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    @staticmethod
-    def postmaster(side):
-        with open(os.path.join(side["dir"], "data", "postmaster.pid")) as f:
-            return int(f.readline())
-
-    @staticmethod
-    def schedstat(path):
-        """(CPU seconds, seconds runnable waiting for a CPU) of one task."""
-        with open(path) as f:
-            run_ns, wait_ns = f.read().split()[:2]
-        return int(run_ns) / 1e9, int(wait_ns) / 1e9
-
-    def note(self, key, val, initial):
-        self.first.setdefault(key, val if initial else (0.0, 0.0))
-        self.last[key] = val
-
-    def sample(self, initial=False):
-        pms = {self.postmaster(SRC): "src", self.postmaster(TGT): "tgt"}
-        for stat in glob.glob("/proc/[0-9]*/stat"):
-            pid = stat.split("/")[2]
-            try:
-                with open(stat) as f:
-                    fields = f.read().rsplit(")", 1)[1].split()  # after the command name
-                side = pms.get(int(pid)) or pms.get(int(fields[1]))
-                if not side:
-                    continue
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read().decode(errors="replace")
-                val = self.schedstat(f"/proc/{pid}/schedstat")
-            except OSError:
-                continue
-            key = (side, pid, fields[19])  # starttime tells a reused pid apart
-            if "walsender" in cmd:
-                kind = "walsender"
-            elif "logical replication worker" in cmd:
-                kind = "apply"
-            elif cmd.rstrip("\0 ").endswith(" DO"):
-                kind = "bench"  # this script's backlog writer and pollers
-            elif "[local]" in cmd:
-                kind = "backend"
-            else:
-                kind = "other"
-            if self.kind.get(key) != "bench":
-                self.kind[key] = kind
-            self.note(key, val, initial)
-        if self.client:
-            for tid in os.listdir(f"/proc/{self.client}/task") if os.path.isdir(
-                    f"/proc/{self.client}/task") else []:
-                try:
-                    val = self.schedstat(f"/proc/{self.client}/task/{tid}/schedstat")
-                except OSError:
-                    continue
-                self.kind[("client", tid, "")] = "v7fill"
-                self.note(("client", tid, ""), val, False)
-
-    def run(self):
-        while not self.stop_ev.wait(0.2):
-            self.sample()
-
-    def stop(self):
-        self.stop_ev.set()
-        self.thread.join()
-        self.sample()
-        out = {}
-        for key, (cpu, wait) in self.last.items():
-            side, kind = key[0], self.kind[key]
-            d = cpu - self.first[key][0]
-            w = wait - self.first[key][1]
-            out[(side, kind)] = out.get((side, kind), 0.0) + d
-            if kind == "bench":
-                continue
-            out[side] = out.get(side, 0.0) + d
-            out[("wait", side)] = out.get(("wait", side), 0.0) + w
-        return out
-
-
 def run_v7fill(extra, log):
     """v7fill stream with extra arguments; returns the Popen."""
     cmd = [V7FILL, "-d", f"host={TGT['host']} port={TGT['port']} user=postgres dbname={TGT_DB}",
@@ -214,7 +124,7 @@ def setup(tmp):
 
 def native_catch_up(last_id):
     """Enable the subscription, wait until row last_id is visible, disable it."""
-    mon = CpuMonitor()
+    mon = CpuMonitor({"src": SRC["dir"], "tgt": TGT["dir"]})
     t0 = time.monotonic()
     qn("ALTER SUBSCRIPTION native ENABLE")
     qn(f"DO $$ BEGIN WHILE NOT EXISTS (SELECT 1 FROM ev WHERE id = {last_id}) LOOP "
@@ -236,7 +146,7 @@ def v7fill_catch_up(tmp, name, total):
     perf_data = os.path.join(tmp, "perf.data")
     perf = subprocess.Popen(["perf", "record", "-a", "-F", "199", "-o", perf_data, "-q"],
                             stdout=subprocess.DEVNULL) if PERF and name == "w1" else None
-    mon = CpuMonitor()
+    mon = CpuMonitor({"src": SRC["dir"], "tgt": TGT["dir"]})
     t0 = time.monotonic()
     logpath = os.path.join(tmp, f"v7fill-{name}.log")
     poller = subprocess.Popen(psql_cmd(TGT, TGT_DB, f"""
@@ -357,7 +267,7 @@ def lag_phase(which, base, tmp):
             PERFORM pg_sleep(0.01);
           END LOOP;
         END $$"""))
-    mon = CpuMonitor()
+    mon = CpuMonitor({"src": SRC["dir"], "tgt": TGT["dir"]})
     mon.client = proc.pid if proc else None
     t0 = time.monotonic()
     qs(f"""DO $$ DECLARE t0 timestamptz := clock_timestamp();
@@ -463,7 +373,7 @@ def main():
     def kinds(r):
         return ", ".join(f"{side}/{kind} {v:.1f}" for (side, kind), v in sorted(
             (k, v) for k, v in r["cpu"].items() if isinstance(k, tuple) and k[0] != "wait"))
-    print(f"\n[{PROFILE} profile] CPU seconds by process (other = checkpointer, walwriter, autovacuum; bench = this "
+    print(f"\n[{PROFILE} profile] CPU seconds by process (wal+ckpt = checkpointer, WAL writer, background writer; other = the rest of the cluster; bench = this "
           "script's 10 ms pollers and writer, left out of the shares above):")
     for kind, _, _, nat, v7 in results:
         print(f"  {labels[kind]}: native {kinds(nat)} | v7fill {kinds(v7)}")
