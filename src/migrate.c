@@ -546,6 +546,19 @@ children_prepare(PgConn *src, const MigrateSpec *s, Err *err)
     return true;
 }
 
+/* The parent's stream until caught up once more, its counts added to the
+ * copy's. */
+static bool
+catch_up_again(PgConn *target, const StreamOptions *so, MigrateResult *r, Err *err)
+{
+    StreamStats more;
+    bool ok = stream_run(target, so, &more, err);
+
+    migrate_stream_stats_add(&r->copy, &more);
+    import_stats_free(&more.rows);
+    return ok;
+}
+
 /* Once the parent is copied: (same database) the trigger on the map for
  * children of parents the capture inserts, each child filled from the map,
  * then (same database) its foreign key to the target added NOT VALID and
@@ -747,13 +760,7 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
     /* A run that copied stopped at what the source had committed before the
      * slot: once more for the changes made during the copy. */
     if (ok && r->copy.copied > 0 && interrupt_signal() == 0)
-    {
-        StreamStats more;
-
-        ok = stream_run(target, &so, &more, err);
-        migrate_stream_stats_add(&r->copy, &more);
-        import_stats_free(&more.rows);
-    }
+        ok = catch_up_again(target, &so, r, err);
     if (ok && !(ok = copy_finished(target, s, &done, err)))
         goto out;
     if (done && s->phase == MIGRATE_PHASE_COPY)
@@ -771,7 +778,16 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
         ok = migrate_childtable_run_all(src, target, o, s, r, err) &&
              childtables_follow(target, o, s, &so, r, err);
     else if (ok && done && interrupt_signal() == 0)
+    {
         ok = children_fill(src, target, s, o, r, err);
+        /* The fill rewrote the children's rows on the source: that WAL, and
+         * the changes the application made meanwhile, lie in front of the
+         * slot.  Caught up here, so that the run ends as caught up as it says
+         * and the next run (or the switch) does not decode it first (at 10M
+         * child rows: 4 GB of WAL, about a minute of the walsender's CPU). */
+        if (ok && s->nchildren > 0 && !o->follow && interrupt_signal() == 0)
+            ok = catch_up_again(target, &so, r, err);
+    }
     if (ok && o->follow && interrupt_signal() == 0 && s->child_mode != MIGRATE_CHILD_MIGRATE)
     {
         so.until_caught_up = false;

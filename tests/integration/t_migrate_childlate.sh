@@ -22,8 +22,15 @@ q "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NUL
    INSERT INTO items (order_id, qty)
      SELECT CASE WHEN g % 100 = 0 THEN NULL WHEN g % 77 = 0 THEN 900000 + g ELSE g % 2000 + 1 END, g
        FROM generate_series(1, 6000) g" >/dev/null
+wal0=$(q "SELECT pg_current_wal_lsn()")
 run_expect 0 "$V7FILL" migrate --from public.orders --key id --time-column created_at --into "$INTO" \
     --child 'public.items(order_id)'
+# The fill rewrote the items (its WAL lies in front of the slot): the run caught up past it before
+# it stopped, as it says, so that the next run or the switch does not decode it first.
+run_wal=$(q "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$wal0')")
+behind=$(q "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn) FROM pg_replication_slots
+            WHERE slot_name = 'v7fill_$INTO'")
+[ "$behind" -lt 65536 ] || fail "the slot is $behind bytes behind the end of WAL after the run (its WAL: $run_wal bytes)"
 fk_index() { q "SELECT count(*) FROM pg_index WHERE indrelid = 'items'::regclass AND indisvalid
                  AND indkey[0] = (SELECT attnum FROM pg_attribute WHERE attrelid = 'items'::regclass AND attname = 'order_id')"; }
 assert_eq 1 "$(fk_index)" "the run built an index on items(order_id) (the map's trigger and the switch look items up by it)"
