@@ -97,8 +97,10 @@ def cpu_line(mon, t0, t1):
     d, span = mon.between(t0, t1)
     parts = []
     for label, key in (("v7fill", ("client", "v7fill")), ("sessions", ("db", "backend")),
-                       ("their parallel workers", ("db", "parallel")), ("walsender", ("db", "walsender")), ("autovacuum", ("db", "autovacuum")),
-                       ("checkpointer+WAL writer+bgwriter", ("db", "wal+ckpt")), ("other", ("db", "other"))):
+                       ("their parallel workers", ("db", "parallel")),
+                       ("walsender", ("db", "walsender")), ("autovacuum", ("db", "autovacuum")),
+                       ("checkpointer+WAL writer+bgwriter", ("db", "wal+ckpt")),
+                       ("other", ("db", "other"))):
         v = d.get(key, 0.0)
         parts.append(f"{label} {v:.1f} s ({v / span:.2f} cores)")
     return (f"{span:.1f} s: " + ", ".join(parts) +
