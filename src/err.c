@@ -100,6 +100,7 @@ err_clear(Err *e)
     e->msg[0] = '\0';
     e->detail[0] = '\0';
     e->hint[0] = '\0';
+    e->constraint[0] = '\0';
 }
 
 const char *

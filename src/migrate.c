@@ -1009,6 +1009,7 @@ typedef struct CatchUp
     const MigrateSpec *spec;
     const MigrateOptions *o;
     const char *source;
+    char race_fkey[64]; /* a child's: its foreign key to the parent (StreamOptions.retry_constraint) */
 } CatchUp;
 
 /* The switch's catch_up: the stream, on its own connection to the target,
@@ -1038,10 +1039,13 @@ switch_catch_up(void *ctx, MigrateSwitchLock lock, void *lock_ctx, Err *err)
     so.status_interval_s = 0;
     so.on_caught_up = lock;
     so.caught_up_ctx = lock_ctx;
+    so.retry_constraint = c->race_fkey[0] ? c->race_fkey : NULL;
     ok = stream_run(side, &so, &st, err);
     if (ok)
         log_info("switch: the capture applied %" PRIu64 " rows up to the final position",
                  st.rows.read);
+    else
+        err_prefix(err, "the capture into %s.%s", c->spec->into_schema, c->spec->into_table);
     import_stats_free(&st.rows);
     pg_close(side);
     free(table);
@@ -1101,6 +1105,8 @@ together_load(PgConn *target, const MigrateSpec *spec, Together *t, Err *err)
                            spec->children[i].into_table);
         t->kids[i] = t->parent;
         t->kids[i].spec = &t->specs[i];
+        migrate_childtable_fkey_name(spec->into_schema, spec->children[i].into_table,
+                                     t->kids[i].race_fkey);
         t->ctx[i] = &t->kids[i];
     }
     return true;

@@ -19,6 +19,7 @@ typedef struct Gate
     size_t ended;      /* children whose capture ended before being caught up */
     bool locked;       /* the lock is held: final_lsn is set */
     bool aborted;      /* no lock will come */
+    bool child_ended;  /* ... because a child's capture ended first */
     uint64_t final_lsn;
     MigrateSwitchLock lock;
     void *lock_ctx;
@@ -70,6 +71,7 @@ parent_caught_up(void *ctx, uint64_t *final_lsn, Err *err)
     if (g->ended > 0)
     {
         g->aborted = true;
+        g->child_ended = true;
         pthread_cond_broadcast(&g->cv);
         pthread_mutex_unlock(&g->mu);
         return err_set(err, EC_INTERNAL, "a child's capture ended before it was caught up");
@@ -156,10 +158,15 @@ migrate_catch_up_together(MigrateCatchUp catch_up, void *parent_ctx, void *const
     for (size_t i = 0; i < started; i++)
     {
         (void) pthread_join(kids[i].th, NULL);
-        if (ok && !kids[i].ok)
+        /* The parent stopped because a child's capture ended: the first
+         * such child's reason is the one to give. */
+        if (!kids[i].ok && (ok || (g.child_ended && !kids[i].called)))
         {
+            if (!ok)
+                log_debug("the parent's capture: %s", err->msg);
             *err = kids[i].err;
             ok = false;
+            g.child_ended = false;
         }
         else if (!kids[i].ok && kids[i].err.code != EC_INTERRUPTED)
             log_warn("a child's capture: %s", kids[i].err.msg);

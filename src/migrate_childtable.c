@@ -136,13 +136,29 @@ typedef struct CtNames
     char fkey_name[64];
 } CtNames;
 
+/* The objects' common stem: migrate_object_name cut to leave room for a suffix. */
+static void
+names_stem(const char *into_schema, const char *child_into, char obj[64])
+{
+    migrate_object_name(into_schema, child_into, obj);
+    obj[52] = '\0';
+}
+
+void
+migrate_childtable_fkey_name(const char *into_schema, const char *child_into, char out[64])
+{
+    char obj[64];
+
+    names_stem(into_schema, child_into, obj);
+    (void) snprintf(out, 64, "%s_fkey", obj);
+}
+
 static void
 names_make(PgConn *c, const MigrateSpec *ps, const MigrateChild *ch, CtNames *n)
 {
     char obj[64], buf[128], uuid_col[128];
 
-    migrate_object_name(ps->into_schema, ch->into_table, obj);
-    obj[52] = '\0';
+    names_stem(ps->into_schema, ch->into_table, obj);
     (void) snprintf(uuid_col, sizeof uuid_col, "%s_uuid", ch->fk_column);
     n->child = pg_qualified(c, ps->into_schema, ch->into_table);
     n->parent = pg_qualified(c, ps->into_schema, ps->into_table);
@@ -158,7 +174,7 @@ names_make(PgConn *c, const MigrateSpec *ps, const MigrateChild *ch, CtNames *n)
     n->idx_fk = pg_ident(c, buf);
     (void) snprintf(buf, sizeof buf, "%s_u", obj);
     n->idx_fku = pg_ident(c, buf);
-    (void) snprintf(n->fkey_name, sizeof n->fkey_name, "%s_fkey", obj);
+    migrate_childtable_fkey_name(ps->into_schema, ch->into_table, n->fkey_name);
     n->fkey = pg_ident(c, n->fkey_name);
 }
 

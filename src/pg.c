@@ -369,6 +369,9 @@ pg_err_from_result(Err *err, PgConn *c, const PGresult *res, const char *what)
     {
         const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
         const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+        const char *constraint = PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME);
+        if (constraint)
+            (void) snprintf(err->constraint, sizeof err->constraint, "%s", constraint);
         if (detail)
             err_detail(err, "%s", detail);
         if (hint)

@@ -1499,10 +1499,25 @@ not_ready_reconnecting(Streamer *s, const Err *why)
     stream_observer_ready(s->ob, false, reason);
 }
 
+/* why is the race o->retry_constraint describes, met fewer than 10 times in
+ * a row (*races counts them; progress resets it). */
+static bool
+constraint_race(const Streamer *s, const Err *why, uint64_t *race_at, int *races)
+{
+    const char *name = s->o->retry_constraint;
+
+    if (name == NULL || strcmp(why->sqlstate, "23503") != 0 || strcmp(why->constraint, name) != 0)
+        return false;
+    *races = s->st->applied_lsn == *race_at ? *races + 1 : 1;
+    *race_at = s->st->applied_lsn;
+    return *races <= 10;
+}
+
 static bool
 stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
 {
-    int attempt = 0;
+    int attempt = 0, races = 0;
+    uint64_t race_at = 0;
     bool stop;
 
     for (;;)
@@ -1520,6 +1535,18 @@ stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
             /* Not a failure: the table has a new column; again from the
              * stored position with its columns read anew. */
             if (!read_columns(s, err) || !check_columns(s, err) || !open_source(s, err))
+                return false;
+            continue;
+        }
+        if (constraint_race(s, &why, &race_at, &races))
+        {
+            /* Rolled back: the row that failed it read a row another capture
+             * deleted and committed meanwhile; applied again, it reads what
+             * is there now. */
+            log_warn("%s: %s (a row another capture deleted at the same moment); applying it "
+                     "again from the stored position",
+                     s->o->common.table, why.msg);
+            if (!open_source(s, err))
                 return false;
             continue;
         }

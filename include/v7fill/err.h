@@ -37,6 +37,7 @@ typedef struct Err
     char msg[1024];   /* primary message */
     char detail[1024];
     char hint[512];
+    char constraint[64]; /* the constraint the server named (PG_DIAG_CONSTRAINT_NAME), or "" */
 } Err;
 
 /* Set code and message; returns false so that `return err_set(...)` reads naturally. */

@@ -38,6 +38,10 @@
 /* ch->into_table when empty: <table>_v7 (EC_USAGE when too long for its map's name). */
 V7FILL_MUST_CHECK bool migrate_childtable_name(MigrateChild *ch, Err *err);
 
+/* The name of the foreign key constrain adds to the child target
+ * <into_schema>.<child_into> (the parent's into schema, ch->into_table). */
+void migrate_childtable_fkey_name(const char *into_schema, const char *child_into, char out[64]);
+
 /* The spec of the child's own migration (as migrate_run stores it), from the
  * parent's: into <parent into schema>.<ch->into_table>.  key: the child's key
  * column (migrate_childtable_key). */

@@ -76,6 +76,12 @@ typedef struct StreamOptions
      * ends with its err. */
     bool (*on_caught_up)(void *ctx, uint64_t *stop_lsn, Err *err);
     void *caught_up_ctx;
+    /* NULL, or a deferred foreign key of the target that another capture's
+     * delete, applied at the same moment, can fail at a commit (migrate's
+     * child captures caught up side by side for the switch): a 23503 naming
+     * it rolls that transaction back and applies it again from the stored
+     * position (the parent's row is gone then), up to 10 times in a row. */
+    const char *retry_constraint;
 } StreamOptions;
 
 void stream_options_default(StreamOptions *o);

@@ -1,0 +1,87 @@
+# v7fill migrate --child-mode migrate --switch: the parent's and the child's captures run side by
+# side before the switch's lock, so a child's insert can read its parent's map row, and the
+# parent's capture then commit that parent's delete, before the child's transaction commits.
+# The deferred foreign key then fails the child's commit (23503).  The child's capture applies
+# that transaction again (its parent is gone now: the row gets a NULL order_id_uuid) and the
+# switch goes on.  Test-only triggers on the new tables order the two captures so that the race
+# happens every time.
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+INTO=orders_sr
+CINTO=items_sr_v7
+drop_slot() {
+    psql -X -q -At -d postgres -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name IN ('v7fill_$INTO', 'v7fill_$CINTO', 'v7fill_${INTO}_rev', 'v7fill_${CINTO}_rev') AND NOT active" >/dev/null || true
+}
+drop_slot
+trap 'drop_slot; rm -rf "$T_TMP"' EXIT
+
+q "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, note text);
+   INSERT INTO orders SELECT g, timestamptz '2025-01-01' + g * interval '1 day', 'n' || g FROM generate_series(1, 100) g;
+   CREATE TABLE items_sr (id bigserial PRIMARY KEY, order_id bigint, created_at timestamptz NOT NULL, qty int);
+   INSERT INTO items_sr (order_id, created_at, qty)
+     SELECT g % 100 + 1, timestamptz '2025-02-01' + g * interval '1 hour', g FROM generate_series(1, 500) g"
+run_expect 0 "$V7FILL" migrate --from public.orders --key id --time-column created_at --into "$INTO" \
+    --child 'public.items_sr(order_id)' --child-mode migrate
+assert_contains "$OUT" "foreign_key=added" "the child's foreign key is there before the race"
+
+# The race, made certain by two test-only triggers on the new tables.  The child's insert of the
+# marked row, after v7fill's own BEFORE trigger (v7fill_fk_uuid: triggers fire in name order) has
+# read the parent's map row, takes advisory lock 7001 and waits until order 7's map row is gone;
+# the parent's delete of order 7 waits until someone holds that lock.  So the parent's delete
+# commits between the child's read of the map and the child's commit.
+q "CREATE FUNCTION hold_child() RETURNS trigger LANGUAGE plpgsql AS \$\$
+   BEGIN
+     IF NEW.qty = -1 THEN
+       PERFORM pg_advisory_xact_lock(7001);
+       FOR i IN 1..300 LOOP
+         EXIT WHEN NOT EXISTS (SELECT 1 FROM ${INTO}_id_map WHERE legacy_id = 7);
+         PERFORM pg_sleep(0.1);
+       END LOOP;
+     END IF;
+     RETURN NEW;
+   END \$\$;
+   CREATE TRIGGER zz_hold BEFORE INSERT ON $CINTO FOR EACH ROW EXECUTE FUNCTION hold_child();
+   CREATE FUNCTION hold_parent() RETURNS trigger LANGUAGE plpgsql AS \$\$
+   BEGIN
+     IF OLD.legacy_id = 7 THEN
+       FOR i IN 1..300 LOOP
+         EXIT WHEN EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 7001 AND granted);
+         PERFORM pg_sleep(0.1);
+       END LOOP;
+     END IF;
+     RETURN OLD;
+   END \$\$;
+   CREATE TRIGGER zz_hold BEFORE DELETE ON $INTO FOR EACH ROW EXECUTE FUNCTION hold_parent()"
+# The changes must reach the captures when they run side by side, i.e. after the switch's two
+# passes one after the other: the transaction that inserts the marked child of order 7 and
+# deletes order 7 (its time in a month the child target has a partition for: creating one would
+# wait for the parent's transaction) commits once the switch has begun to create the way back's slot, which comes
+# between the two (and waits for this transaction).
+psql -X -q -v ON_ERROR_STOP=1 >writer.log 2>&1 <<SQL &
+BEGIN;
+INSERT INTO items_sr (order_id, created_at, qty) VALUES (7, timestamptz '2025-02-10', -1);
+DELETE FROM orders WHERE id = 7;
+DO \$\$ BEGIN
+  FOR i IN 1..600 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = 'v7fill_${INTO}_rev');
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END \$\$;
+COMMIT;
+SQL
+wpid=$!
+run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
+echo "$OUT" | grep -v max_slot_wal
+wait "$wpid" || fail "the racing transaction: $(cat writer.log)"
+assert_contains "$OUT" "applying it again" "the child's capture says it met the race and applies the transaction again"
+assert_contains "$OUT" "phase switched" "the switch goes on after the race"
+assert_eq "1|t" "$(q "SELECT count(*), bool_and(order_id_uuid IS NULL) FROM items_sr WHERE qty = -1")" \
+    "the raced child row is in the switched child table, its parent gone (NULL order_id_uuid)"
+assert_eq 0 "$(q "SELECT count(*) FROM orders WHERE legacy_id = 7")" "the deleted parent is gone from the switched parent table"
+assert_eq 0 "$(q "SELECT count(*) FROM items_sr WHERE order_id_uuid IS NOT NULL AND order_id_uuid NOT IN (SELECT id FROM orders)")" \
+    "every order_id_uuid resolves to an orders id"
+for t in orders items_sr; do
+    assert_eq "$(q "SELECT count(*) FROM ${t}_legacy")" "$(q "SELECT count(*) FROM $t")" "$t: as many rows as ${t}_legacy"
+done
+drop_slot
+echo "ok t_migrate_childswitchrace"
