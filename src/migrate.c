@@ -546,15 +546,17 @@ children_prepare(PgConn *src, const MigrateSpec *s, Err *err)
     return true;
 }
 
-/* The parent's stream until caught up once more, its counts added to the
- * copy's. */
+/* The parent's stream until caught up once more, its counts added to *into
+ * (the copy's or the follow's). */
 static bool
-catch_up_again(PgConn *target, const StreamOptions *so, MigrateResult *r, Err *err)
+catch_up_again(PgConn *target, const StreamOptions *so, StreamStats *into, Err *err)
 {
     StreamStats more;
-    bool ok = stream_run(target, so, &more, err);
+    bool ok;
 
-    migrate_stream_stats_add(&r->copy, &more);
+    memset(&more, 0, sizeof more);
+    ok = stream_run(target, so, &more, err);
+    migrate_stream_stats_add(into, &more);
     import_stats_free(&more.rows);
     return ok;
 }
@@ -620,12 +622,7 @@ childtables_follow(PgConn *target, const MigrateOptions *o, const MigrateSpec *s
     so->until_caught_up = true;
     do
     {
-        StreamStats more;
-
-        memset(&more, 0, sizeof more);
-        ok = stream_run(target, so, &more, err);
-        migrate_stream_stats_add(o->follow ? &r->follow : &r->copy, &more);
-        import_stats_free(&more.rows);
+        ok = catch_up_again(target, so, o->follow ? &r->follow : &r->copy, err);
         for (size_t i = 0; ok && o->follow && i < s->nchildren && interrupt_signal() == 0; i++)
             ok = migrate_childtable_sync(target, o, s, &s->children[i], &r->follow, err);
         if (ok && o->follow && interrupt_signal() == 0)
@@ -760,7 +757,7 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
     /* A run that copied stopped at what the source had committed before the
      * slot: once more for the changes made during the copy. */
     if (ok && r->copy.copied > 0 && interrupt_signal() == 0)
-        ok = catch_up_again(target, &so, r, err);
+        ok = catch_up_again(target, &so, &r->copy, err);
     if (ok && !(ok = copy_finished(target, s, &done, err)))
         goto out;
     if (done && s->phase == MIGRATE_PHASE_COPY)
@@ -786,7 +783,7 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
          * and the next run (or the switch) does not decode it first (at 10M
          * child rows: 4 GB of WAL, 40 s of the walsender's CPU to decode). */
         if (ok && s->nchildren > 0 && !o->follow && interrupt_signal() == 0)
-            ok = catch_up_again(target, &so, r, err);
+            ok = catch_up_again(target, &so, &r->copy, err);
     }
     if (ok && o->follow && interrupt_signal() == 0 && s->child_mode != MIGRATE_CHILD_MIGRATE)
     {

@@ -6,6 +6,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,6 @@ typedef struct ObserverShared
     StreamObserver *views; /* one per target; views[0] is the one start returned */
     size_t nviews;
     MetricSeries *bytes, *retained, *safe, *reconnects_source, *clock;
-    _Atomic bool keep_warned;
 } ObserverShared;
 
 /* One target's view: its series and its readiness. */
@@ -364,6 +364,25 @@ human(uint64_t bytes, char *out, size_t size)
     (void) snprintf(out, size, u ? "%.1f %s" : "%.0f %s", v, units[u]);
 }
 
+/* true the first time this process asks for slot: one warning per slot, however
+ * many streams (migrate runs several, some on threads) read it. */
+static bool
+first_for_slot(const char *slot)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static char seen[32][64];
+    static size_t n;
+    bool first = true;
+
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < n && first; i++)
+        first = strcmp(seen[i], slot) != 0;
+    if (first && n < sizeof seen / sizeof seen[0])
+        (void) snprintf(seen[n++], sizeof seen[0], "%s", slot);
+    pthread_mutex_unlock(&mu);
+    return first;
+}
+
 void
 stream_observer_slot(StreamObserver *ob, const char *slot, const SlotWal *w, uint64_t warn_bytes)
 {
@@ -383,7 +402,7 @@ stream_observer_slot(StreamObserver *ob, const char *slot, const SlotWal *w, uin
     }
     if (!w->exists)
         return;
-    if (w->keep_size_mb < 0 && (ob == NULL || !atomic_exchange(&ob->sh->keep_warned, true)))
+    if (w->keep_size_mb < 0 && first_for_slot(slot))
         log_warn("max_slot_wal_keep_size is unlimited (-1) on the source: while this stream is "
                  "stopped, slot \"%s\" keeps every WAL segment and can fill the source's disk; "
                  "set a limit there (ALTER SYSTEM SET max_slot_wal_keep_size = '50GB'; SELECT "

@@ -75,6 +75,11 @@ echo "$OUT" | grep -v max_slot_wal
 wait "$wpid" || fail "the racing transaction: $(cat writer.log)"
 assert_contains "$OUT" "applying it again" "the child's capture says it met the race and applies the transaction again"
 assert_contains "$OUT" "phase switched" "the switch goes on after the race"
+# The switch starts each capture several times: the unlimited max_slot_wal_keep_size is said
+# once per slot.
+for slot in "v7fill_$INTO" "v7fill_$CINTO"; do
+    assert_eq 1 "$(grep -c "slot \"$slot\" keeps every WAL segment" <<<"$OUT")" "the keep-size warning for $slot, once"
+done
 assert_eq "1|t" "$(q "SELECT count(*), bool_and(order_id_uuid IS NULL) FROM items_sr WHERE qty = -1")" \
     "the raced child row is in the switched child table, its parent gone (NULL order_id_uuid)"
 assert_eq 0 "$(q "SELECT count(*) FROM orders WHERE legacy_id = 7")" "the deleted parent is gone from the switched parent table"
