@@ -38,6 +38,8 @@ enum
     OPT_REVERSE,
     OPT_BATCH_ROWS,
     OPT_JOBS,
+    OPT_LOCK_TIMEOUT,
+    OPT_SWITCH_ATTEMPTS,
 };
 
 static void
@@ -100,6 +102,11 @@ migrate_usage(FILE *out)
           "                         that stopped caught up, rows that differ are re-checked\n"
           "                         after one more catch-up (at most 3 rounds)\n"
           "  --switch               swap the tables' names once caught up and verified\n"
+          "  --lock-timeout MS      how long the switch's lock (each attempt; switching\n"
+          "                         back too), the child fill's writes and its foreign\n"
+          "                         key's steps wait for a lock (default 1000)\n"
+          "  --switch-attempts N    the switch's lock, tried this many times, with a growing\n"
+          "                         pause between (default 10)\n"
           "  --reverse [--follow]   after the switch, keep the legacy table current from the\n"
           "                         new one (until caught up, or until SIGINT/SIGTERM), and\n"
           "                         migrate-mode children after their parent; --switch in\n"
@@ -523,6 +530,8 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
         {"reverse", no_argument, NULL, OPT_REVERSE},
         {"batch-rows", required_argument, NULL, OPT_BATCH_ROWS},
         {"jobs", required_argument, NULL, OPT_JOBS},
+        {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
+        {"switch-attempts", required_argument, NULL, OPT_SWITCH_ATTEMPTS},
         CLI_GLOBAL_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -535,7 +544,7 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
     int c;
     long n;
     int action = 0; /* 0 run, OPT_STATUS, OPT_SWITCH, OPT_REVERSE, OPT_VERIFY alone */
-    bool json = false, run_done = false;
+    bool json = false, run_done = false, attempts_given = false;
 
     migrate_options_default(&o);
     memset(&r, 0, sizeof r);
@@ -622,6 +631,23 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
                 }
                 o.common.jobs = (int) n;
                 break;
+            case OPT_LOCK_TIMEOUT:
+                if (!cli_parse_long("migrate", "--lock-timeout", optarg, 10, 600000, &n, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                o.lock_timeout_ms = (int) n;
+                break;
+            case OPT_SWITCH_ATTEMPTS:
+                if (!cli_parse_long("migrate", "--switch-attempts", optarg, 1, 1000, &n, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                o.switch_attempts = (int) n;
+                attempts_given = true;
+                break;
             CLI_GLOBAL_CASES(c, g, goto out);
             case 'h':
                 migrate_usage(stdout);
@@ -645,6 +671,11 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
     if (json && action != OPT_STATUS)
     {
         status = cli_usage_error(err, "migrate", "--json goes with --status");
+        goto out;
+    }
+    if (attempts_given && action != OPT_SWITCH)
+    {
+        status = cli_usage_error(err, "migrate", "--switch-attempts goes with --switch");
         goto out;
     }
     /* --verify alone (no --from): the later form */

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
+#include "v7fill/partitions.h"
 #include "v7fill/pgoutput.h"
 #include "v7fill/stream.h"
 #include "v7fill/stream_admin.h"
@@ -44,6 +45,7 @@ enum
     OPT_KEY_MAP,
     OPT_RETENTION,
     OPT_MAX_FUTURE,
+    OPT_WINDOW_TZ,
     OPT_BATCH_ROWS,
     OPT_JOBS,
     OPT_METRICS_LISTEN,
@@ -103,7 +105,8 @@ stream_usage(FILE *out)
           "\n"
           "Rows:\n"
           "  --time-column COL      the event time each id carries (default created_at)\n"
-          "  --time-format FMT      iso (default), epoch, epoch_ms, ...\n"
+          "  --time-format FMT      iso (default), epoch-s, epoch-ms, epoch-us, or a strptime\n"
+          "                         pattern, as for import\n"
           "  --source-ref TEMPLATE  how a row is named (default SCHEMA.TABLE:{pk}, the same\n"
           "                         template `v7fill import` of a dump of the table takes)\n"
           "  --map SRC=TARGET       source column SRC goes to target column TARGET\n"
@@ -115,6 +118,8 @@ stream_usage(FILE *out)
           "                         of updates and deletes (not with --source-ref)\n"
           "  --retention DURATION   as for import (default: stored, pg_partman's, none)\n"
           "  --max-future DURATION  clock skew allowed ahead of now (default 5min)\n"
+          "  --window-tz TZ         windows ahead start at local midnight of TZ, as made by\n"
+          "                         `v7fill partitions --window-tz` (default UTC)\n"
           "\n"
           "Changes:\n"
           "  --on-delete delete|ignore     delete the target row (default), or keep it\n"
@@ -508,6 +513,7 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
         {"key-map", required_argument, NULL, OPT_KEY_MAP},
         {"retention", required_argument, NULL, OPT_RETENTION},
         {"max-future", required_argument, NULL, OPT_MAX_FUTURE},
+        {"window-tz", required_argument, NULL, OPT_WINDOW_TZ},
         {"batch-rows", required_argument, NULL, OPT_BATCH_ROWS},
         {"jobs", required_argument, NULL, OPT_JOBS},
         {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
@@ -696,6 +702,14 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
                     status = 2;
                     goto out;
                 }
+                break;
+            case OPT_WINDOW_TZ:
+                if (!window_tz_check(optarg, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                o.common.window_tz = optarg;
                 break;
             CLI_GLOBAL_CASES(c, g, goto out);
             case 'h':

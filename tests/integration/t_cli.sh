@@ -72,6 +72,8 @@ assert_eq "epoch-ms epoch-s epoch-us " "$(complete_words v7fill import --time-fo
 assert_eq "clear set show " "$(complete_words v7fill retention events '')" "retention actions"
 assert_eq "migrate " "$(complete_words v7fill mig)" "migrate is a command"
 assert_eq "expand migrate " "$(complete_words v7fill migrate --child-mode '')" "--child-mode values"
+assert_eq "--switch --switch-attempts " "$(complete_words v7fill migrate --into t --swi)" "migrate --switch-attempts"
+assert_eq "--window-tz " "$(complete_words v7fill stream t --win)" "stream --window-tz"
 printf 'x\n' >events-2026.csv
 assert_eq "events-2026.csv " "$(complete_words v7fill import events events-)" "import: files after TABLE"
 # TABLE from the database through the hidden `v7fill __complete-tables` (no
@@ -112,3 +114,13 @@ run_expect 2 "$V7FILL" migrate --from public.o --key id --time-column t --into t
 assert_contains "$OUT" "--jobs" "migrate --jobs 0 is named"
 run_expect 2 "$V7FILL" stream t --source "dbname=$PGDATABASE" --from . --publication p --slot s
 assert_contains "$OUT" "SCHEMA.TABLE" "a malformed --from says what it takes"
+
+# Every long option a command's --help lists is in the man page (its roff form, \-\-name).
+missing=
+for cmd in "" import plan partitions retention maintain report uuid stream migrate; do
+    # shellcheck disable=SC2086
+    for opt in $("$V7FILL" $cmd --help 2>&1 | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u); do
+        grep -qF -- "$(printf '%s' "$opt" | sed 's/-/\\-/g')" "$V7FILL_ROOT/docs/v7fill.1" || missing="$missing ${cmd:-global}:$opt"
+    done
+done
+assert_eq "" "$missing" "options of --help missing from docs/v7fill.1"
