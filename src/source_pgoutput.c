@@ -25,6 +25,12 @@
 
 #define STATUS_INTERVAL_MS 10000
 #define PING_INTERVAL_MS 1000
+/* After on_caught_up moved the stop (the switch holds its lock meanwhile):
+ * how long a group waits for more, and how often the server is asked where
+ * it stands, until the stop is reached.  The default group wait (--group-ms)
+ * and ping held the lock about 400 ms per capture for a few rows. */
+#define FINAL_WAIT_MS 2
+#define FINAL_PING_MS 5
 
 typedef struct PgoSource
 {
@@ -149,6 +155,13 @@ idle(PgoSource *s)
     return !s->in_txn && s->rows_open == 0 && atomic_load(&s->committed) >= s->handed_end;
 }
 
+/* Applying up to a stop on_caught_up moved: someone waits for the end. */
+static bool
+final_apply(const PgoSource *s)
+{
+    return s->caught_up_called && s->cfg.stop_lsn > 0;
+}
+
 /* Status on time; when idle, the position advances over what the server
  * passed (transactions of other tables, empty ones) once it is stored. */
 static bool
@@ -191,7 +204,8 @@ maybe_status(PgoSource *s, Err *err)
         s->cfg.tick(s->cfg.ctx, at, end > at ? end - at : 0, idle(s));
     }
     /* Waiting to be caught up: ask the server where it stands. */
-    if (s->cfg.stop_lsn > 0 && idle(s) && now - s->last_ping_ms >= PING_INTERVAL_MS)
+    if (s->cfg.stop_lsn > 0 && idle(s) &&
+        now - s->last_ping_ms >= (final_apply(s) ? FINAL_PING_MS : PING_INTERVAL_MS))
         return send_status(s, true, err);
     return due ? send_status(s, false, err) : true;
 }
@@ -699,6 +713,8 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
             if (timeout > 1000)
                 timeout = 1000;
         }
+        if (final_apply(s) && timeout > FINAL_WAIT_MS)
+            timeout = FINAL_WAIT_MS;
         if (!maybe_status(s, err))
             return false;
         if (s->cfg.recv ? !s->cfg.recv(s->cfg.recv_ctx, timeout, &buf, &len, err)

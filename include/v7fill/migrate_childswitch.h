@@ -3,9 +3,10 @@
  * children: the parent's capture and every child's (each its own slot) run
  * together, each on its own thread and connection.  Only once ALL of them
  * are caught up is the switch's lock taken (lock, once: the parent and the
- * children's source tables); each capture then applies up to the one final
- * LSN (source and children are one database) and ends.  No lock covers a
- * capture's start.
+ * children's source tables); the parent's capture then applies up to the one
+ * final LSN (source and children are one database) and ends, and then the
+ * children's, side by side with each other.  No lock covers a capture's
+ * start.
  */
 #ifndef V7FILL_MIGRATE_CHILDSWITCH_H
 #define V7FILL_MIGRATE_CHILDSWITCH_H
