@@ -169,11 +169,22 @@ wsql="DO \$\$ BEGIN LOCK TABLE orders, items_ct IN ROW EXCLUSIVE MODE;
     EXECUTE 'INSERT INTO items_ct (order_id, created_at, qty, label) VALUES (currval(''orders_w''), now(), 3, ''sw'')';
   END IF; END \$\$"
 rsql="SELECT (SELECT count(*) FROM orders) + (SELECT count(*) FROM items_ct)"
-# A kill -9 in the middle of a switch first, then the switch under load finishes it.
+# A kill -9 in the middle of a switch first, then the switch under load finishes it.  The kill
+# lands while the switch waits for its lock (a transaction holds items_ct), after its catch-ups
+# and the way back's slots: a switch takes well under a second, a fixed sleep could miss it.
+PGAPPNAME=holder psql -X -q -c "BEGIN; LOCK TABLE items_ct IN ROW EXCLUSIVE MODE; SELECT pg_sleep(60); COMMIT" >/dev/null 2>&1 &
+holder=$!
 "$V7FILL" migrate --into "$INTO" --switch >kill.log 2>&1 &
 pid=$!
-sleep 0.4
+for _ in $(seq 1 400); do
+    [ "$(q "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'items_ct'::regclass")" = 1 ] && break
+    sleep 0.05
+done
+[ "$(q "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'items_ct'::regclass")" = 1 ] ||
+    fail "the switch did not wait for its lock: $(cat kill.log)"
 kill9_wait "$pid"
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'holder'" >/dev/null
+wait "$holder" || true
 switch_under_load "$wsql" "$rsql" migrate --into "$INTO" --switch
 echo "$OUT"
 [ "$(q "SELECT count(*) FROM orders_legacy WHERE note = 'sw'")" -gt 0 ] || fail "the writer wrote during the test"
