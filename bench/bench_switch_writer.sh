@@ -24,6 +24,8 @@ export V7FILL V7FILL_ROOT=$root
 # the tests' helpers: q, run_expect, timed_start/timed_stop, switch_under_load
 # shellcheck source=/dev/null
 source "$root/tests/integration/lib.sh"
+# lib.sh set its own EXIT trap: the cluster is stopped there too
+trap 'rm -rf "$T_TMP"; "$root/tests/pgtmp.sh" stop "$PGTMP_DIR"' EXIT
 cd "$T_TMP"
 
 binaries=("$V7FILL")
