@@ -25,7 +25,7 @@ export V7FILL V7FILL_ROOT=$root
 # shellcheck source=/dev/null
 source "$root/tests/integration/lib.sh"
 # lib.sh set its own EXIT trap: the cluster is stopped there too
-trap 'rm -rf "$T_TMP"; "$root/tests/pgtmp.sh" stop "$PGTMP_DIR"' EXIT
+trap 'cd /; "$root/tests/pgtmp.sh" stop "$PGTMP_DIR"; rm -rf "$T_TMP"' EXIT
 cd "$T_TMP"
 
 binaries=("$V7FILL")
