@@ -112,6 +112,12 @@ run_expect 2 "$V7FILL" stream t --source "dbname=x" --from public.o --publicatio
 assert_contains "$OUT" "--jobs" "stream --jobs 0 is named"
 run_expect 2 "$V7FILL" migrate --from public.o --key id --time-column t --into t --jobs 0
 assert_contains "$OUT" "--jobs" "migrate --jobs 0 is named"
+run_expect 2 "$V7FILL" migrate --into t --switch --lock-timeout 5
+assert_contains "$OUT" "--lock-timeout" "migrate --lock-timeout below 10 ms is named"
+run_expect 2 "$V7FILL" migrate --into t --switch --switch-attempts 0
+assert_contains "$OUT" "--switch-attempts" "migrate --switch-attempts 0 is named"
+run_expect 2 "$V7FILL" stream t --source "dbname=$PGDATABASE" --from public.o --publication p --slot s --window-tz ''
+assert_contains "$OUT" "--window-tz is empty" "stream --window-tz '' is refused"
 run_expect 2 "$V7FILL" stream t --source "dbname=$PGDATABASE" --from . --publication p --slot s
 assert_contains "$OUT" "SCHEMA.TABLE" "a malformed --from says what it takes"
 
