@@ -43,7 +43,9 @@ typedef struct Child
  * (their foreign key's ON DELETE SET NULL on the child target's rows) and the
  * child's deletes and updates of those rows waited on each other's row locks
  * (a child's group holds them until it commits), up to a deadlock and its
- * deadlock_timeout: the lock held 450 ms to 1.1 s instead of 50-70 ms. */
+ * deadlock_timeout.  With the captures' final group wait and their question
+ * to the walsender (source_pgoutput.c, final_apply), which were the other
+ * part of it, the lock was held 450 ms to 1.1 s instead of 50-70 ms. */
 static bool
 child_caught_up(void *ctx, uint64_t *stop_lsn, Err *err)
 {

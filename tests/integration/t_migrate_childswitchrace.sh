@@ -4,7 +4,8 @@
 # The deferred foreign key then fails the child's commit (23503).  The child's capture applies
 # that transaction again (its parent is gone now: the row gets a NULL order_id_uuid) and the
 # switch goes on.  Test-only triggers on the new tables order the two captures so that the race
-# happens every time.  First, --lock-timeout and --switch-attempts against a held lock.
+# happens every time.  First, --lock-timeout and --switch-attempts against a held lock, and a
+# child's capture failing for another reason in the same phase.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 INTO=orders_sr
@@ -39,8 +40,48 @@ assert_eq "follow" "$(q "SELECT phase FROM v7fill.migration WHERE into_table = '
 run_expect 2 "$V7FILL" migrate --into "$INTO" --status --switch-attempts 2
 assert_contains "$OUT" "--switch-attempts goes with --switch" "--switch-attempts without --switch is refused"
 wait "$hold"
-# The attempts made the way back's slots; the race below waits for the switch to make them.
-q "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots WHERE slot_name IN ('v7fill_${INTO}_rev', 'v7fill_${CINTO}_rev')" >/dev/null
+# The attempts made the way back's slots; the steps below wait for the switch to make them.
+drop_rev() {
+    q "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots WHERE slot_name IN ('v7fill_${INTO}_rev', 'v7fill_${CINTO}_rev')" >/dev/null
+}
+drop_rev
+
+# A child's capture failing for another reason while the captures run side by side (a test-only
+# trigger on the child's new table refuses the marked row with SQLSTATE 55000, which no row
+# retry covers) stops the switch with that capture's own error and exit code (exit 70 and the
+# error only as a warning before), and switches nothing.  The transaction that inserts the row
+# commits once the switch has begun to make the way back's slot, as in the race below.
+q "CREATE FUNCTION refuse_child() RETURNS trigger LANGUAGE plpgsql AS \$\$
+   BEGIN
+     IF NEW.qty = -2 THEN
+       RAISE EXCEPTION 'test trigger refuses the child row with qty -2' USING ERRCODE = '55000';
+     END IF;
+     RETURN NEW;
+   END \$\$;
+   CREATE TRIGGER zz_refuse BEFORE INSERT ON $CINTO FOR EACH ROW EXECUTE FUNCTION refuse_child()"
+psql -X -q -v ON_ERROR_STOP=1 >writer.log 2>&1 <<SQL &
+BEGIN;
+INSERT INTO items_sr (order_id, created_at, qty) VALUES (8, timestamptz '2025-02-11', -2);
+DO \$\$ BEGIN
+  FOR i IN 1..600 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = 'v7fill_${INTO}_rev');
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END \$\$;
+COMMIT;
+SQL
+wpid=$!
+run_expect 5 "$V7FILL" migrate --into "$INTO" --switch
+wait "$wpid" || fail "the refused row's transaction: $(cat writer.log)"
+assert_contains "$OUT" "the capture into public.$CINTO" "the switch's error names the child's capture"
+assert_contains "$OUT" "test trigger refuses the child row with qty -2" "the switch's error is the capture's own"
+assert_contains "$OUT" "55000" "the error carries the server's SQLSTATE"
+assert_not_contains "$OUT" "ended before it was caught up" "not the old generic failure"
+assert_eq "follow" "$(q "SELECT phase FROM v7fill.migration WHERE into_table = '$INTO'")" "nothing switched"
+assert_eq "0|0" "$(q "SELECT (SELECT count(*) FROM pg_class WHERE relname = 'orders_legacy'), (SELECT count(*) FROM pg_class WHERE relname = 'items_sr_legacy')")" \
+    "no table renamed"
+q "DROP TRIGGER zz_refuse ON $CINTO; DROP FUNCTION refuse_child()"
+drop_rev
 
 # The race, made certain by two test-only triggers on the new tables.  The child's insert of the
 # marked row, after v7fill's own BEFORE trigger (v7fill_fk_uuid: triggers fire in name order) has
@@ -101,6 +142,8 @@ done
 assert_eq "1|t" "$(q "SELECT count(*), bool_and(order_id_uuid IS NULL) FROM items_sr WHERE qty = -1")" \
     "the raced child row is in the switched child table, its parent gone (NULL order_id_uuid)"
 assert_eq 0 "$(q "SELECT count(*) FROM orders WHERE legacy_id = 7")" "the deleted parent is gone from the switched parent table"
+assert_eq 1 "$(q "SELECT count(*) FROM items_sr i JOIN orders o ON o.id = i.order_id_uuid WHERE i.qty = -2 AND o.legacy_id = 8")" \
+    "the row the failed switch's capture refused is applied by the next switch, with its parent's uuid"
 assert_eq 0 "$(q "SELECT count(*) FROM items_sr WHERE order_id_uuid IS NOT NULL AND order_id_uuid NOT IN (SELECT id FROM orders)")" \
     "every order_id_uuid resolves to an orders id"
 for t in orders items_sr; do
