@@ -39,6 +39,7 @@
 #include "v7fill/migrate_switch.h"
 #include "v7fill/migrate_verify.h"
 #include "v7fill/stream_state.h"
+#include "v7fill/timeparse.h"
 
 void
 migrate_result_free(MigrateResult *r)
@@ -124,6 +125,22 @@ spec_from_options(const MigrateOptions *o, MigrateSpec *s, Err *err)
     (void) snprintf(s->slot, sizeof s->slot, "%s", s->publication);
     s->child_mode = o->child_mode;
     s->phase = MIGRATE_PHASE_COPY;
+    if (o->common.window_tz && strcmp(o->common.window_tz, "UTC") != 0)
+    {
+        TimeParser *zone = NULL;
+
+        /* A zone the system does not know is refused before it is stored. */
+        if (strlen(o->common.window_tz) >= sizeof s->window_tz)
+            return err_set(err, EC_USAGE, "--window-tz: a zone name of %zu bytes is too long",
+                           strlen(o->common.window_tz));
+        if (!time_parser_new_window(o->common.window_tz, &zone, err))
+        {
+            err_prefix(err, "--window-tz");
+            return false;
+        }
+        time_parser_free(zone);
+        (void) snprintf(s->window_tz, sizeof s->window_tz, "%s", o->common.window_tz);
+    }
     if (o->nchildren)
     {
         s->children = xcalloc(o->nchildren, sizeof *s->children);
@@ -148,6 +165,24 @@ same_migration(const MigrateSpec *stored, const MigrateSpec *now, Err *err)
     err_hint(err, "Choose another --into, or run this migration's later steps with "
                   "`v7fill migrate --into %s.%s --status`.",
              now->into_schema, now->into_table);
+    return false;
+}
+
+/* The windows' zone is the first run's: a rerun without --window-tz keeps it,
+ * one naming another zone is refused (its windows would not meet the others). */
+static bool
+same_window_tz(const MigrateOptions *o, const MigrateSpec *stored, MigrateSpec *now, Err *err)
+{
+    if (o->common.window_tz == NULL || strcmp(stored->window_tz, now->window_tz) == 0)
+    {
+        (void) snprintf(now->window_tz, sizeof now->window_tz, "%s", stored->window_tz);
+        return true;
+    }
+    err_set(err, EC_USAGE,
+            "--window-tz %s: the migration into %s.%s makes its windows at midnight in %s",
+            o->common.window_tz, now->into_schema, now->into_table,
+            stored->window_tz[0] ? stored->window_tz : "UTC");
+    err_hint(err, "Leave --window-tz out: later runs use the zone of the first.");
     return false;
 }
 
@@ -317,7 +352,10 @@ dry_run(PgConn *target, PgConn *src, const MigrateSpec *s, const MigrateSource *
                    lit);
         free(lit);
     }
-    buf_printf(out, "-- the map (created at setup; never dropped by v7fill):\n");
+    buf_printf(out, "-- windows: made as rows need them, each starting at midnight in %s%s\n",
+               s->window_tz[0] ? s->window_tz : "UTC",
+               s->window_tz[0] ? " (--window-tz)" : "");
+    buf_puts(out, "-- the map (created at setup; never dropped by v7fill):\n");
     migrate_ddl_map(target, d, s->into_schema, s->map_table, !ct->distributed, out);
     if (ct->distributed)
     {
@@ -464,6 +502,7 @@ stream_options_for(const MigrateSpec *s, const MigrateOptions *o, const char *so
     so->common.key_map_column = s->key;
     so->common.key_map_type = s->key_type;
     so->common.lookup_table = s->map_table;
+    so->common.window_tz = s->window_tz[0] ? s->window_tz : NULL;
     (void) snprintf(from, fromsize, "%s.%s", s->from_schema, s->from_table);
     so->source_conninfo = source;
     so->from = from;
@@ -663,7 +702,8 @@ setup(PgConn *target, PgConn *src, const MigrateOptions *o, MigrateSpec *s,
      * distributed target without UNIQUE on id (the copy distributes it on legacy_id). */
     return state_lookup_create_map(target, s->into_schema, s->map_table, s->key_type,
                                    !ct->distributed, &shape, &map_bits, err) &&
-           migrate_state_setup(target, err) && migrate_state_put(target, s, err);
+           migrate_state_setup(target, err) && migrate_state_put(target, s, err) &&
+           migrate_state_put_window_tz(target, s, err);
 }
 
 bool
@@ -691,7 +731,7 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
         return false;
     if (found)
     {
-        ok = same_migration(&stored, s, err);
+        ok = same_migration(&stored, s, err) && same_window_tz(o, &stored, s, err);
         s->phase = stored.phase;
         s->switch_lsn = stored.switch_lsn;
         (void) snprintf(s->legacy_table, sizeof s->legacy_table, "%s", stored.legacy_table);

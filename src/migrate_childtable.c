@@ -46,6 +46,7 @@ migrate_childtable_options(const MigrateOptions *parent, const MigrateSpec *ps,
     out->into = into;
     out->key = key;
     out->time_column = ch->time_column[0] ? ch->time_column : ps->time_column;
+    out->common.window_tz = ps->window_tz[0] ? ps->window_tz : NULL; /* the parent's */
     out->children = NULL;
     out->nchildren = 0;
     out->child_mode = MIGRATE_CHILD_EXPAND;

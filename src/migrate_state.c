@@ -71,13 +71,17 @@ static const char *const create_sql =
     "  legacy_table text NOT NULL DEFAULT '',"
     "  created_at timestamptz NOT NULL DEFAULT now(),"
     "  updated_at timestamptz NOT NULL DEFAULT now(),"
-    "  PRIMARY KEY (into_schema, into_table));";
+    "  PRIMARY KEY (into_schema, into_table));"
+    "ALTER TABLE v7fill.migration ADD COLUMN IF NOT EXISTS window_tz text NOT NULL DEFAULT '';";
 
 bool
 migrate_state_setup(PgConn *c, Err *err)
 {
-    return state_create_once(c, "SELECT to_regclass('v7fill.migration') IS NOT NULL", create_sql,
-                             "the migrations' table (v7fill.migration)", err);
+    return state_create_once(c,
+                             "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid "
+                             "= to_regclass('v7fill.migration') AND attname = 'window_tz' AND NOT "
+                             "attisdropped)",
+                             create_sql, "the migrations' table (v7fill.migration)", err);
 }
 
 static void
@@ -158,8 +162,8 @@ migrate_state_get(PgConn *target, const char *into_schema, const char *into_tabl
     if (!pg_query(target,
                   "SELECT source_conninfo, from_schema, from_table, key, key_type, time_column, "
                   "map_table, publication, slot, children::text, child_mode, phase, "
-                  "switch_lsn::text, legacy_table FROM v7fill.migration "
-                  "WHERE into_schema = $1 AND into_table = $2",
+                  "switch_lsn::text, legacy_table, coalesce(to_jsonb(m) ->> 'window_tz', '') "
+                  "FROM v7fill.migration m WHERE into_schema = $1 AND into_table = $2",
                   2, params, &res, err))
     {
         err_prefix(err, "could not read the migration (v7fill.migration)");
@@ -186,6 +190,7 @@ migrate_state_get(PgConn *target, const char *into_schema, const char *into_tabl
                          into_schema, into_table, PQgetvalue(res, 0, 11));
         (void) pgo_lsn_parse(PQgetvalue(res, 0, 12), &out->switch_lsn);
         copy_text(out->legacy_table, sizeof out->legacy_table, PQgetvalue(res, 0, 13));
+        copy_text(out->window_tz, sizeof out->window_tz, PQgetvalue(res, 0, 14));
         ok = ok && children_parse(PQgetvalue(res, 0, 9), out, err);
     }
     PQclear(res);
@@ -240,6 +245,21 @@ migrate_state_put(PgConn *c, const MigrateSpec *s, Err *err)
     free(children);
     free(clean);
     return ok;
+}
+
+bool
+migrate_state_put_window_tz(PgConn *c, const MigrateSpec *s, Err *err)
+{
+    const char *params[3] = {s->into_schema, s->into_table, s->window_tz};
+
+    if (pg_exec_params(c,
+                       "UPDATE v7fill.migration SET window_tz = $3 WHERE into_schema = $1 AND "
+                       "into_table = $2 AND window_tz IS DISTINCT FROM $3",
+                       3, params, err))
+        return true;
+    err_prefix(err, "could not store the windows' zone of the migration into %s.%s",
+               s->into_schema, s->into_table);
+    return false;
 }
 
 bool

@@ -85,6 +85,7 @@ typedef struct MigrateSpec
     MigratePhase phase;
     uint64_t switch_lsn;        /* the source LSN the switch applied up to (0: not yet) */
     char legacy_table[64];      /* after the switch: <from>_legacy */
+    char window_tz[64];         /* --window-tz of the first run: its windows' zone ("": UTC) */
 } MigrateSpec;
 
 void migrate_spec_free(MigrateSpec *s);

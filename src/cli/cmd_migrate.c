@@ -17,6 +17,7 @@
 #include "v7fill/migrate_child.h"
 #include "v7fill/migrate_switch.h"
 #include "v7fill/migrate_verify.h"
+#include "v7fill/partitions.h"
 #include "v7fill/pgoutput.h"
 
 enum
@@ -40,6 +41,7 @@ enum
     OPT_JOBS,
     OPT_LOCK_TIMEOUT,
     OPT_SWITCH_ATTEMPTS,
+    OPT_WINDOW_TZ,
 };
 
 static void
@@ -49,7 +51,7 @@ migrate_usage(FILE *out)
           "                --time-column COL --into [SCHEMA.]TABLE [--source CONNINFO]\n"
           "                [--child 'SCHEMA.TABLE(COL)[:TIMECOL]']...\n"
           "                [--child-mode expand|migrate] [--full-fill]\n"
-          "                [--follow] [--verify] [--dry-run]\n"
+          "                [--window-tz TZ] [--follow] [--verify] [--dry-run]\n"
           "       v7fill [-d TARGET_CONNINFO] migrate --into [SCHEMA.]TABLE\n"
           "                --status [--json] | --verify | --switch | --reverse [--follow]\n"
           "\n"
@@ -89,13 +91,17 @@ migrate_usage(FILE *out)
           "  --batch-rows N         rows per batch of the copy (default 10000)\n"
           "  --jobs N               writer connections for the copy and the changes (default\n"
           "                         1); batches commit in source order\n"
+          "  --window-tz TZ         new windows (of the target and of migrate-mode children)\n"
+          "                         start at local midnight of TZ, as `v7fill partitions\n"
+          "                         --window-tz` makes them (default UTC); stored: later\n"
+          "                         runs and forms use the first run's zone\n"
           "  --dry-run              print the DDL, the publication and slot, the rows, their\n"
           "                         time range and the rows that would be rejected; change\n"
           "                         nothing\n"
-          "  --status               phase, slot position and lag, rows in the source, target\n"
-          "                         and map, rejected rows, the way back's position and lag,\n"
-          "                         then each migrate-mode child's (--json: a JSON object,\n"
-          "                         \"way_back\" and \"children\")\n"
+          "  --status               phase, slot position and lag, the windows' zone, rows in\n"
+          "                         the source, target and map, rejected rows, the way\n"
+          "                         back's position and lag, then each migrate-mode child's\n"
+          "                         (--json: a JSON object, \"way_back\" and \"children\")\n"
           "  --verify               compare source and target row by row through the map\n"
           "                         (after the run, or alone): a verdict table, exit 1 on a\n"
           "                         mismatch naming the first rows that differ; after a run\n"
@@ -303,6 +309,7 @@ status_object(const MigrateStatus *m)
     json_object_set_new(o, "slot", json_string(s->slot));
     json_object_set_new(o, "publication", json_string(s->publication));
     json_object_set_new(o, "map_table", json_string(m->map_table));
+    json_object_set_new(o, "window_tz", json_string(s->window_tz[0] ? s->window_tz : "UTC"));
     if (m->stream_ok && st->state.found)
     {
         pgo_lsn_format(st->state.end_lsn, at);
@@ -361,6 +368,7 @@ status_text(const MigrateStatus *m)
            s->source_conninfo[0] ? s->source_conninfo : "the target's database", s->key,
            s->key_type, s->time_column);
     printf("  %-18s %s (publication %s)\n", "slot", s->slot, s->publication);
+    printf("  %-18s start at midnight in %s\n", "windows", s->window_tz[0] ? s->window_tz : "UTC");
     if (!m->stream_ok)
         printf("  %-18s %s\n", "capture", m->stream_error);
     else
@@ -532,6 +540,7 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
         {"jobs", required_argument, NULL, OPT_JOBS},
         {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
         {"switch-attempts", required_argument, NULL, OPT_SWITCH_ATTEMPTS},
+        {"window-tz", required_argument, NULL, OPT_WINDOW_TZ},
         CLI_GLOBAL_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -648,6 +657,9 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
                 o.switch_attempts = (int) n;
                 attempts_given = true;
                 break;
+            case OPT_WINDOW_TZ:
+                o.common.window_tz = optarg; /* checked below */
+                break;
             CLI_GLOBAL_CASES(c, g, goto out);
             case 'h':
                 migrate_usage(stdout);
@@ -658,6 +670,11 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
         }
     }
     o.children = children;
+    if (!window_tz_check(o.common.window_tz, err))
+    {
+        status = 2;
+        goto out;
+    }
     if (optind < argc)
     {
         status = cli_usage_error(err, "migrate", "unexpected argument \"%s\"", argv[optind]);
@@ -684,11 +701,13 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
     if (action)
     {
         if (o.from || o.key || o.time_column || o.nchildren || o.dry_run || o.full_fill ||
-            (o.follow && action != OPT_REVERSE) || (o.verify && action != OPT_VERIFY))
+            o.common.window_tz || (o.follow && action != OPT_REVERSE) ||
+            (o.verify && action != OPT_VERIFY))
         {
             status = cli_usage_error(err, "migrate",
                                      "--status, --verify, --switch and --reverse take only "
-                                     "--into (and --source; --reverse --follow)");
+                                     "--into (and --source; --reverse --follow): the rest, "
+                                     "--window-tz too, is stored by the first run");
             goto out;
         }
         if (!pg_connect(g->conninfo, &conn, err))

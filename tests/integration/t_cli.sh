@@ -74,6 +74,7 @@ assert_eq "migrate " "$(complete_words v7fill mig)" "migrate is a command"
 assert_eq "expand migrate " "$(complete_words v7fill migrate --child-mode '')" "--child-mode values"
 assert_eq "--switch --switch-attempts " "$(complete_words v7fill migrate --into t --swi)" "migrate --switch-attempts"
 assert_eq "--window-tz " "$(complete_words v7fill stream t --win)" "stream --window-tz"
+assert_eq "--window-tz " "$(complete_words v7fill migrate --win)" "migrate --window-tz"
 printf 'x\n' >events-2026.csv
 assert_eq "events-2026.csv " "$(complete_words v7fill import events events-)" "import: files after TABLE"
 # TABLE from the database through the hidden `v7fill __complete-tables` (no
@@ -118,6 +119,8 @@ run_expect 2 "$V7FILL" migrate --into t --switch --switch-attempts 0
 assert_contains "$OUT" "--switch-attempts" "migrate --switch-attempts 0 is named"
 run_expect 2 "$V7FILL" stream t --source "dbname=$PGDATABASE" --from public.o --publication p --slot s --window-tz ''
 assert_contains "$OUT" "--window-tz is empty" "stream --window-tz '' is refused"
+run_expect 2 "$V7FILL" migrate --from public.o --key id --time-column t --into o_v7 --window-tz localtime
+assert_contains "$OUT" "--window-tz localtime is the zone of the machine" "migrate --window-tz localtime is refused"
 run_expect 2 "$V7FILL" stream t --source "dbname=$PGDATABASE" --from . --publication p --slot s
 assert_contains "$OUT" "SCHEMA.TABLE" "a malformed --from says what it takes"
 
