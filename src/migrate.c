@@ -168,20 +168,32 @@ same_migration(const MigrateSpec *stored, const MigrateSpec *now, Err *err)
     return false;
 }
 
-/* The windows' zone is the first run's: a rerun without --window-tz keeps it,
- * one naming another zone is refused (its windows would not meet the others). */
+/* The windows' zone is the first run's: a rerun without --window-tz keeps it.
+ * One naming another zone changes it while the copy has not finished (a first
+ * run that stopped because the target's windows are another zone's is run
+ * again with that zone), and is refused after: the windows made since would
+ * not meet the others. */
 static bool
 same_window_tz(const MigrateOptions *o, const MigrateSpec *stored, MigrateSpec *now, Err *err)
 {
+    const char *was = stored->window_tz[0] ? stored->window_tz : "UTC";
+
     if (o->common.window_tz == NULL || strcmp(stored->window_tz, now->window_tz) == 0)
     {
         (void) snprintf(now->window_tz, sizeof now->window_tz, "%s", stored->window_tz);
         return true;
     }
+    if (stored->phase <= MIGRATE_PHASE_COPY)
+    {
+        log_info("the windows of %s.%s start at midnight in %s from now on, not in %s (the copy "
+                 "has not finished)",
+                 now->into_schema, now->into_table, o->common.window_tz, was);
+        return true;
+    }
     err_set(err, EC_USAGE,
             "--window-tz %s: the migration into %s.%s makes its windows at midnight in %s",
-            o->common.window_tz, now->into_schema, now->into_table,
-            stored->window_tz[0] ? stored->window_tz : "UTC");
+            o->common.window_tz, now->into_schema, now->into_table, was);
+    err_detail(err, "Its copy has finished: windows of another zone would not meet its own.");
     err_hint(err, "Leave --window-tz out: later runs use the zone of the first.");
     return false;
 }

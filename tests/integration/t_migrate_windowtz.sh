@@ -2,7 +2,8 @@
 # midnight of the zone, as `partitions --window-tz` makes them.  The zone is stored with the
 # migration: a rerun without the option, the capture's windows and the switch keep it; a rerun
 # naming another zone is refused; a zone the system does not know is refused before anything is
-# stored; later forms refuse the option.
+# stored; later forms refuse the option.  A first run into a target whose windows are another
+# zone's stops (exit 3) and can be run again with that zone.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 INTO=orders_wtz
@@ -45,10 +46,11 @@ done
 assert_eq "Europe/Berlin Europe/Berlin" "$(q "SELECT string_agg(window_tz, ' ' ORDER BY into_table) FROM v7fill.migration")" \
     "the zone is stored with the parent's and the child's migration"
 
-# A rerun naming another zone is refused; one without the option keeps the stored zone, also for
+# A rerun naming another zone after the copy finished is refused; one without the option keeps the stored zone, also for
 # the windows the capture makes (rows far in the past, in months without a window yet).
 run_expect 2 migrate --window-tz UTC
 assert_contains "$OUT" "makes its windows at midnight in Europe/Berlin" "another zone on a rerun is refused, naming the stored one"
+assert_contains "$OUT" "Its copy has finished" "the refusal says why"
 q "INSERT INTO orders VALUES (1000, now() - interval '400 days', 'old'), (1001, now() - interval '700 days', 'older');
    INSERT INTO items_wtz (order_id, created_at, qty) VALUES (1000, now() - interval '500 days', -1)"
 before=$(off_midnight "$INTO")
@@ -74,5 +76,23 @@ assert_contains "$OUT" "phase switched" "the switch goes through"
 assert_eq 1 "$(q "SELECT count(*) FROM orders WHERE note = 'oldest'")" "the switch's catch-up applied the last row"
 read -r off all <<<"$(off_midnight orders)"
 assert_eq 0 "$off" "after the switch (the new table now named orders) every window starts at Berlin midnight"
+
+# A target made beforehand with Berlin windows (`partitions --window-tz`): without the option
+# migrate refuses to put UTC windows next to them (exit 3, naming --window-tz); with it, it
+# migrates into them.
+q "CREATE TABLE shipments (id bigint PRIMARY KEY, created_at timestamptz NOT NULL);
+   INSERT INTO shipments SELECT g, now() - g * interval '3 hours' FROM generate_series(1, 100) g;
+   CREATE TABLE shipments_v7 (id uuid PRIMARY KEY, legacy_id bigint NOT NULL, created_at timestamptz NOT NULL) PARTITION BY RANGE (id)"
+run_expect 0 "$V7FILL" partitions shipments_v7 --from "$(date -u -d '-20 days' +%F)" --to "$(date -u +%F)" --window-tz Europe/Berlin
+ship() { "$V7FILL" migrate --from public.shipments --key id --time-column created_at --into shipments_v7 "$@"; }
+run_expect 3 ship
+assert_contains "$OUT" "--window-tz" "without --window-tz: the error names the option"
+# The first run stored the migration (UTC); its copy did not finish, so the zone can change.
+run_expect 0 ship --window-tz Europe/Berlin
+assert_contains "$OUT" "start at midnight in Europe/Berlin from now on, not in UTC" "the change of zone is said"
+assert_eq "Europe/Berlin" "$(q "SELECT window_tz FROM v7fill.migration WHERE into_table = 'shipments_v7'")" "the new zone is stored"
+assert_eq 100 "$(q "SELECT count(*) FROM shipments_v7")" "with --window-tz the rows go into the Berlin windows"
+read -r off all <<<"$(off_midnight shipments_v7)"
+assert_eq 0 "$off" "every window of the target made beforehand starts at Berlin midnight"
 drop_slots
 echo "ok t_migrate_windowtz"
