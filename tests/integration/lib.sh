@@ -121,3 +121,42 @@ switch_under_load() {
         assert_contains "$x" "errors=0" "no statement failed across it ($x)"
     done
 }
+
+# hold_open NAME SQL: one psql session in the background runs BEGIN and SQL, then keeps its
+# transaction (and its locks) open until hold_close NAME, which commits it and waits for the
+# session.  Returns once SQL has run.  The session's application_name is hold_NAME (for
+# pg_locks / pg_stat_activity).  A holder not released within 120 s commits on its own.
+hold_open() {
+    local name=$1 i
+    rm -f "$T_TMP/$name.held" "$T_TMP/$name.release"
+    PGAPPNAME="hold_$name" psql -X -q -v ON_ERROR_STOP=1 >"$T_TMP/$name.holdlog" 2>&1 <<SQL &
+BEGIN;
+$2;
+\! touch $T_TMP/$name.held
+\! i=0; while [ ! -f $T_TMP/$name.release ] && [ \$i -lt 2400 ]; do sleep 0.05; i=\$((i + 1)); done
+COMMIT;
+SQL
+    eval "HOLD_PID_$name=$!"
+    for i in $(seq 1 1200); do
+        [ -f "$T_TMP/$name.held" ] && return 0
+        kill -0 "$!" 2>/dev/null || break
+        sleep 0.05
+    done
+    fail "hold_open $name: the holding transaction did not start: $(cat "$T_TMP/$name.holdlog")"
+}
+hold_close() {
+    local pid
+    eval "pid=\$HOLD_PID_$1"
+    touch "$T_TMP/$1.release"
+    wait "$pid" || fail "hold_open $1: the holding transaction failed: $(cat "$T_TMP/$1.holdlog")"
+}
+# poll_until SQL WHAT [SECONDS]: poll SQL (a boolean query) every 50 ms until it returns t;
+# fails naming WHAT after SECONDS (default 60).
+poll_until() {
+    local i n=$(( ${3:-60} * 20 ))
+    for i in $(seq 1 "$n"); do
+        [ "$(q "$1")" = t ] && return 0
+        sleep 0.05
+    done
+    fail "waited ${3:-60} s for $2"
+}

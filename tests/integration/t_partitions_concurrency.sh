@@ -95,15 +95,13 @@ CREATE TABLE par (id uuid PRIMARY KEY) PARTITION BY RANGE (id);
 CREATE TABLE par_ref (rid serial PRIMARY KEY, pid uuid REFERENCES par (id));
 SQL
 run_expect 0 "$V7FILL" partitions par --from 2026-07-01 --to 2026-08-01
-psql -X -q -c "BEGIN" -c "INSERT INTO par_ref (pid) VALUES (NULL)" -c "SELECT pg_sleep(5)" -c "COMMIT" >/dev/null 2>&1 &
-bg=$!
-sleep 0.5
+hold_open par_ref "INSERT INTO par_ref (pid) VALUES (NULL)"
 "$V7FILL" partitions par --from 2026-08-01 --to 2026-09-01 --lock-timeout 2500 --lock-retries 0 >"$T_TMP/fk.out" 2>&1 &
 v7=$!
-sleep 1
+poll_until "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 'par_ref'::regclass AND NOT granted)" "v7fill to wait for a lock on par_ref"
 assert_eq "ShareRowExclusiveLock" "$(q "SELECT string_agg(mode, ',') FROM pg_locks WHERE relation = 'par_ref'::regclass AND NOT granted")" "ATTACH waits for SHARE ROW EXCLUSIVE on the referencing table"
 set +e; wait "$v7"; rc=$?; set -e
-wait "$bg" || true
+hold_close par_ref
 cat "$T_TMP/fk.out"
 assert_eq 5 "$rc" "lock timeout: exit status"
 assert_contains "$(cat "$T_TMP/fk.out")" "SHARE ROW EXCLUSIVE on the tables that reference public.par, public.par_ref (foreign key par_ref_pid_fkey)" "55P03 hint names the referencing table"

@@ -158,7 +158,16 @@ assert_eq "$(qs "SELECT count(*) FROM orders")" "$(q "SELECT count(*) FROM order
     --slot "$SLOT" --map id=legacy_id --group-ms 20 >dropped.log 2>&1 &
 streamer=$!
 qs "INSERT INTO orders VALUES (7, now(), 1, 'seen', 'eu', 1)"
-sleep 2
+# Drop the column only once the streamer runs and applied row 7 (its start checks the columns:
+# a drop before that would stop it there, before row 7).
+for _ in $(seq 1 1200); do
+    [ "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 7")" = 1 ] && break
+    kill -0 $streamer 2>/dev/null || fail "the stream exited before applying row 7: $(cat dropped.log)"
+    sleep 0.05
+done
+if [ "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 7")" != 1 ]; then
+    kill $streamer; fail "the stream did not apply row 7 within 60 s: $(cat dropped.log)"
+fi
 qs "ALTER TABLE orders DROP COLUMN note; INSERT INTO orders VALUES (5, now(), 1, 'x', 1)"
 for _ in $(seq 1 100); do kill -0 $streamer 2>/dev/null || break; sleep 0.2; done
 if kill -0 $streamer 2>/dev/null; then kill $streamer; fail "the stream did not stop at the dropped column"; fi

@@ -62,28 +62,40 @@ assert_contains "$OUT" 'replication slot "s_copy" already exists' "create twice"
 assert_contains "$OUT" "pg_drop_replication_slot('s_copy')" "says how to drop it"
 
 # --- slot creation waits for running transactions, and says so -------------------------------
-psql -X -q -c "BEGIN; INSERT INTO other VALUES (1); SELECT pg_sleep(4); COMMIT" >/dev/null &
-writer=$!
-sleep 0.5
-hx 0 copy s_wait public orders pub "psql -X -q -c \"INSERT INTO orders VALUES (102, now(), 'w')\""
+# A writer's transaction held open until the helper said it waits for it (logged after 2 s).
+hold_open w1 "INSERT INTO other VALUES (1)"
+./helper copy s_wait public orders pub "psql -X -q -c \"INSERT INTO orders VALUES (102, now(), 'w')\"" >wait.out 2>&1 &
+creator=$!
+for _ in $(seq 1 1200); do
+    grep -q "waiting for running transactions" wait.out && break
+    kill -0 "$creator" 2>/dev/null || break
+    sleep 0.05
+done
+hold_close w1
+set +e; wait "$creator"; st=$?; set -e
+OUT=$(cat wait.out)
+assert_eq 0 "$st" "exit status of the waiting slot creation: $OUT"
 assert_contains "$OUT" "waiting for running transactions" "long slot creation is logged"
 assert_contains "$OUT" "row: 100 " "the copy sees the rows committed before"
 assert_not_contains "$OUT" "row: 102 " "and not those after"
-wait "$writer"
 
 # --- SIGINT while the slot creation waits: cancelled, exit 130, no slot left behind -------------
-psql -X -q -c "BEGIN; INSERT INTO other VALUES (2); SELECT pg_sleep(6); COMMIT" >/dev/null &
-writer=$!
-sleep 0.5
+hold_open w2 "INSERT INTO other VALUES (2)"
 ./helper copy s_int public orders pub true >int.out 2>&1 &
 creator=$!
-sleep 1.5
+# The slot is listed while its creation waits for the writer.
+for _ in $(seq 1 1200); do
+    [ "$(slotq s_int 1)" = 1 ] && break
+    kill -0 "$creator" 2>/dev/null || break
+    sleep 0.05
+done
+[ "$(slotq s_int 1)" = 1 ] || { kill "$creator" 2>/dev/null; fail "the slot creation did not start waiting: $(cat int.out)"; }
 kill -INT "$creator"
 set +e; wait "$creator"; st=$?; set -e
 assert_eq 130 "$st" "exit status of an interrupted slot creation: $(cat int.out)"
 assert_contains "$(cat int.out)" 'interrupted by SIGINT (Ctrl-C) while creating replication slot "s_int"' "says so"
 assert_eq "" "$(slotq s_int 1)" "no slot left behind"
-wait "$writer"
+hold_close w2
 
 # --- a second consumer: active for PID --------------------------------------------------------
 ./helper hold s_copy pub 8 >hold.out 2>&1 &
