@@ -129,19 +129,22 @@ assert_not_contains "$OUT" "dropped public." "nothing dropped"
 w=$(name -39)
 old_window -39
 wts="$(mon -39)T12:00:00Z"
-psql -X -q -v ON_ERROR_STOP=1 >bg.log 2>&1 <<SQL &
-BEGIN;
-INSERT INTO events (id, created_at, account_id, kind) VALUES (uuid7_floor('$wts'::timestamptz + interval '1 day'), '$wts'::timestamptz + interval '1 day', 2, 'late');
+# An import batch writes into $w and stays open; maintain (its quiet-period check sees nothing
+# committed) starts its DETACH ... CONCURRENTLY, which waits for the batch; only then does the
+# batch commit.
+hold_open batch "INSERT INTO events (id, created_at, account_id, kind) VALUES (uuid7_floor('$wts'::timestamptz + interval '1 day'), '$wts'::timestamptz + interval '1 day', 2, 'late');
 INSERT INTO v7fill.window_activity VALUES ('public', 'events', '$w', now())
-    ON CONFLICT (target_schema, target_table, partition_name) DO UPDATE SET last_insert_at = EXCLUDED.last_insert_at;
-SELECT pg_sleep(3);
-COMMIT;
-SQL
-bg=$!
-sleep 1
-run_expect 3 "$V7FILL" maintain events --retention 730d --ahead 0
-wait "$bg" || fail "background batch failed: $(cat bg.log)"
+    ON CONFLICT (target_schema, target_table, partition_name) DO UPDATE SET last_insert_at = EXCLUDED.last_insert_at"
+"$V7FILL" maintain events --retention 730d --ahead 0 >maintain.out 2>&1 &
+v7=$!
+poll_until "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+              AND query LIKE 'ALTER TABLE%DETACH%' AND wait_event_type = 'Lock')" \
+    "maintain's DETACH to wait for the open batch"
+hold_close batch
+set +e; wait "$v7"; rc=$?; set -e
+OUT=$(cat maintain.out)
 echo "$OUT"
+assert_eq 3 "$rc" "exit status of maintain with rows arriving during the detach"
 assert_contains "$OUT" "detached $w" "detached after waiting for the batch"
 assert_contains "$OUT" "but did not drop it: rows arrived during the detach" "kept because rows arrived"
 assert_eq 1 "$(exists "$w")" "table kept"
@@ -163,11 +166,9 @@ q "DROP TABLE events_default" >/dev/null
 # --- a DETACH CONCURRENTLY that stopped half-way is finalized ------------------------------------
 w=$(name -37)
 old_window -37
-psql -X -q -c "BEGIN; SELECT count(*) FROM events; SELECT pg_sleep(4); COMMIT;" >/dev/null 2>&1 &
-bg=$!
-sleep 1
+hold_open reader "SELECT count(*) FROM events"
 psql -X -q -c "SET statement_timeout = '1s'" -c "ALTER TABLE events DETACH PARTITION $w CONCURRENTLY" >/dev/null 2>&1 || true
-wait "$bg" || true
+hold_close reader
 assert_eq t "$(q "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = '$w'::regclass")" "test setup: detach pending"
 run_expect 0 "$V7FILL" maintain events --retention 730d --ahead 0 --quiet-period 0s
 echo "$OUT"

@@ -57,14 +57,12 @@ assert_eq "uuid" "$(q "SELECT format_type(atttypid, atttypmod) FROM pg_attribute
 assert_eq "v7fill_order_id_uuid" "$(q "SELECT tgname FROM pg_trigger WHERE tgrelid = 'order_items'::regclass AND NOT tgisinternal")" \
     "the trigger keeping it current"
 # Rerun while another session holds a lock that ALTER TABLE would wait for: nothing to do, no wait.
-psql -X -q -c "BEGIN; SELECT count(*) FROM order_items; SELECT pg_sleep(8); COMMIT" >/dev/null &
-BG+=($!)
-sleep 0.5
+hold_open reader "SELECT count(*) FROM order_items"
 t0=$(date +%s%N)
 child 0 prepare
 took=$(( ($(date +%s%N) - t0) / 1000000 ))
+hold_close reader
 [ "$took" -lt 3000 ] || fail "prepare rerun waited ${took} ms behind a reader: it should change nothing"
-kill "${BG[-1]}" 2>/dev/null || true; wait "${BG[-1]}" 2>/dev/null || true
 
 # --- fill under a concurrent writer ---------------------------------------------------------
 # writer OUTFILE: one psql session timing each statement (inserts, key changes, other updates
@@ -170,11 +168,27 @@ assert_eq 0 "$(wrong)" "every row right after the late parent"
 # --- a fill that meets a writer's row lock retries, the writer waits under 1 s ---------------
 q "UPDATE order_items SET order_id_uuid = NULL WHERE id <= 200" >/dev/null
 resolvable=$(q "SELECT count(*) FROM order_items c JOIN orders_v7_id_map m ON m.legacy_id = c.order_id WHERE c.id <= 200")
-psql -X -q -c "BEGIN; UPDATE order_items SET qty = qty + 1 WHERE id = 5; SELECT pg_sleep(2.5); COMMIT" >/dev/null &
-BG+=($!)
-sleep 0.5
-LOCK_TIMEOUT_MS=300 child 0 fill
-wait "${BG[-1]}"
+# The writer's row lock on id 5 is held until the fill's UPDATE has been seen waiting for it in
+# two attempts (two query_start values: one timed out after 300 ms and was retried).
+hold_open row5 "UPDATE order_items SET qty = qty + 1 WHERE id = 5"
+LOCK_TIMEOUT_MS=300 ./helper fill public order_items order_id public orders_v7 orders_v7_id_map bigint >fill.out 2>&1 &
+fill=$!
+BG+=($fill)
+first_wait=""
+for i in $(seq 1 1200); do
+    kill -0 "$fill" 2>/dev/null || fail "the fill exited before it was seen retrying: $(cat fill.out)"
+    s=$(q "SELECT max(query_start)::text FROM pg_stat_activity WHERE datname = current_database()
+             AND application_name = 'v7fill' AND query LIKE 'UPDATE %order_items%' AND wait_event_type = 'Lock'")
+    [ -n "$s" ] && [ -n "$first_wait" ] && [ "$s" != "$first_wait" ] && break
+    [ -n "$s" ] && first_wait=$s
+    sleep 0.05
+done
+[ -n "$s" ] && [ -n "$first_wait" ] && [ "$s" != "$first_wait" ] \
+    || fail "waited 60 s for the fill's UPDATE to wait for the row lock in two attempts (seen: [$first_wait])"
+hold_close row5
+set +e; wait "$fill"; rc=$?; set -e
+OUT=$(cat fill.out)
+assert_eq 0 "$rc" "exit status of the fill that met the row lock; output: $OUT"
 assert_eq "$resolvable" "$(stat filled)" "rows set once the lock was released"
 [ "$(stat lock_retries)" -ge 1 ] || fail "the fill should have met the row lock: $OUT"
 assert_eq 0 "$(wrong)" "every row right after the retries"

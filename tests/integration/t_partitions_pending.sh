@@ -20,11 +20,10 @@ w=$(date -u -d "$m0 -40 months" +dp__%Y_%m)
 q "INSERT INTO dp SELECT uuid7_floor(t), t, 'old' FROM (SELECT '$(mon -40)'::timestamptz + interval '3 days' AS t) s" >/dev/null
 
 # --- maintain's detach stops half-way: the hint says the partition is now detach pending ------
-psql -X -q -c "BEGIN" -c "SELECT count(*) FROM dp" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null 2>&1 &
-bg=$!
-sleep 0.5
+# A reader of dp stays open until maintain has exited: the detach's wait for it times out.
+hold_open reader "SELECT count(*) FROM dp"
 run_expect 3 "$V7FILL" maintain dp --retention 730d --ahead 0 --lock-timeout 1000
-wait "$bg" || true
+hold_close reader
 echo "$OUT"
 assert_contains "$OUT" "SQLSTATE 55P03" "test setup: the detach timed out"
 assert_contains "$OUT" "public.$w is now \"detach pending\"" "the 55P03 hint says the partition is now detach pending"
@@ -102,11 +101,9 @@ assert_eq 1 "$(q "SELECT count(*) FROM dp WHERE v = 'old'")" "its row is back"
 # --- past the cutoff: the dry run says it would finalize, the real run does -----------------------
 # A DETACH ... CONCURRENTLY of partition $1 that a reader makes stop half-way.
 leave_pending() {
-    psql -X -q -c "BEGIN" -c "SELECT count(*) FROM dp" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null 2>&1 &
-    local bg=$!
-    sleep 1
+    hold_open reader "SELECT count(*) FROM dp"
     psql -X -q -c "SET statement_timeout = '1s'" -c "ALTER TABLE dp DETACH PARTITION $1 CONCURRENTLY" >/dev/null 2>&1 || true
-    wait "$bg" || true
+    hold_close reader
     assert_eq t "$(q "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = '$1'::regclass")" "test setup: $1 detach pending"
 }
 leave_pending "$w"
