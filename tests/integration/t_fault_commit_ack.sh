@@ -106,7 +106,7 @@ T='table="orders_v7"'
 # stream (through a proxy cutting the Nth batch COMMIT, MODE) applies them; its metrics and
 # its summary count each row once.
 stream_case() {
-    local name=$1 mode=$2 n=$3 rows=$4 quar=$5 sql=$6 total port st=0
+    local name=$1 mode=$2 n=$3 rows=$4 quar=$5 sql=$6 total port st=0 deadline
     psql -X -q -v ON_ERROR_STOP=1 -d "$SRC" <<<"$sql" >/dev/null
     total=$(qs "SELECT count(*) FROM orders WHERE created_at < now()")
     proxy_start "p_$name" "$mode" "$n"
@@ -118,8 +118,16 @@ stream_case() {
         kill -0 "$spid" 2>/dev/null || break
         sleep 0.2
     done
-    sleep 1.5 # a tick after the last commit
-    curl -sf "http://127.0.0.1:$port/metrics" -o scrape.txt || { cat "$name.out"; fail "$name: scrape failed"; }
+    # the counters move right after each target commit: scraped until every insert and its
+    # delay are counted (30 s at most; the assertions below check the last scrape)
+    deadline=$((SECONDS + 30))
+    while :; do
+        curl -sf "http://127.0.0.1:$port/metrics" -o scrape.txt || { cat "$name.out"; fail "$name: scrape failed"; }
+        [ "$(metric "v7fill_stream_rows_applied_total{$T,op=\"insert\"}")" = "$rows" ] \
+            && [ "$(metric "v7fill_stream_insert_delay_seconds_count{$T}")" = "$rows" ] && break
+        [ "$SECONDS" -lt "$deadline" ] || break
+        sleep 0.2
+    done
     kill -TERM "$spid"
     wait "$spid" || st=$?
     spid=

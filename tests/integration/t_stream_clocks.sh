@@ -74,6 +74,36 @@ scrape() { curl -sf "http://127.0.0.1:$PORT/metrics" -o scrape.txt || fail "scra
 # within NAME VALUE LO HI: LO <= VALUE <= HI
 inside() { awk -v v="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(v != "" && v >= lo && v <= hi) }'; }
 within() { inside "$2" "$3" "$4" || fail "$1: [$2] not within [$3, $4] ($(grep -v '^#' scrape.txt | grep -e clock -e apply_lag | tr '\n' ' '))"; }
+# scrape_until CMD...: scrape every 0.2 s until CMD (on scrape.txt) holds, 30 s at most: the
+# gauges move on the reader's tick (about a second, slower under ASan or load), the counters
+# right after each target commit; the assertions that follow check the last scrape
+scrape_until() {
+    local deadline=$((SECONDS + 30))
+    while :; do
+        scrape
+        "$@" && return 0
+        [ "$SECONDS" -lt "$deadline" ] || return 0
+        sleep 0.2
+    done
+}
+# no_lag [TABLE...]: apply_lag_seconds 0 (of each TABLE's series, or the one series)
+no_lag() {
+    local t
+    [ $# -gt 0 ] || { [ "$(metric v7fill_stream_apply_lag_seconds)" = 0 ]; return; }
+    for t in "$@"; do [ "$(metric "v7fill_stream_apply_lag_seconds{table=\"$t\"}")" = 0 ] || return 1; done
+}
+# lag_within SERIES LO HI: the apply_lag_seconds SERIES within [LO, HI]
+lag_within() { inside "$(metric "$1")" "$2" "$3"; }
+# inserted TABLE: TABLE's rows_applied_total of inserts
+inserted() { metric "v7fill_stream_rows_applied_total{table=\"$1\",op=\"insert\"}"; }
+# delays_counted TABLE...: each TABLE's inserts applied all observed in its delay histogram
+delays_counted() {
+    local t ins
+    for t in "$@"; do
+        ins=$(inserted "$t")
+        [ -n "$ins" ] && [ "$ins" = "$(metric "v7fill_stream_insert_delay_seconds_count{table=\"$t\"}")" ] || return 1
+    done
+}
 wait_ready() {
     for _ in $(seq 1 300); do
         [ "$(curl -s "http://127.0.0.1:$PORT/readyz" -o /dev/null -w '%{http_code}')" = 200 ] && return
@@ -149,8 +179,7 @@ pid=$!
 wait_ready
 qs "INSERT INTO orders SELECT g, $(past), g FROM generate_series(1001, 1100) g"
 landed one_v7 orders
-sleep 1.5 # a tick after the last commit
-scrape
+scrape_until no_lag # a tick after the last commit
 ./expo_check <scrape.txt 2>check.err || fail "the scrape breaks the format: $(cat check.err)"
 echo "one target, caught up: $(grep -e '^v7fill_stream_clock' -e '^v7fill_stream_apply_lag_seconds' scrape.txt | tr '\n' ' ')"
 within "one target: clock_offset_seconds (source − target)" "$(metric v7fill_stream_clock_offset_seconds)" 3595 3605
@@ -159,19 +188,18 @@ assert_contains "$(cat run.log)" "the source's clock is 3600" "the skew is logge
 assert_contains "$(cat run.log)" "ahead of the target's" "the skew's direction is logged"
 assert_contains "$(cat run.log)" "more than --max-future (5m" "the start says the skew is beyond --max-future"
 assert_contains "$(cat run.log)" "the source's now() are quarantined as \"clock ahead\"" "and what that does to rows stamped with the source's now()"
-# The target held back: a commit handed out, not applied; the gauge is the real time since
-# the last applied commit (the 100 rows, >= 1.5 + 3 s ago), not that minus an hour.
+# The target held back: a commit handed out, not applied; the gauge (once a tick has it) is the
+# real time since the last applied commit (the 100 rows, >= 2 s ago), not that minus an hour.
 hold one_v7
 qs "INSERT INTO orders VALUES (1101, $(past), 1)"
 blocked one_v7
-sleep 3
-scrape
+scrape_until lag_within v7fill_stream_apply_lag_seconds 2 300
 echo "one target, held back: $(grep -e '^v7fill_stream_clock' -e '^v7fill_stream_apply_lag_seconds' scrape.txt | tr '\n' ' ')"
 within "one target held back: apply_lag_seconds" "$(metric v7fill_stream_apply_lag_seconds)" 2 300
 release
 landed one_v7 orders
-sleep 1.5
-scrape
+one_counted() { [ "$(inserted one_v7)" = 401 ] && delays_counted one_v7; }
+scrape_until one_counted
 # Delays: this host's clock − the ids' times (2 minutes ago), in the (1 min, 10 min] buckets.
 T='table="one_v7"'
 ins=$(metric "v7fill_stream_rows_applied_total{$T,op=\"insert\"}")
@@ -203,8 +231,7 @@ qs "INSERT INTO orders SELECT g, $(past), g FROM generate_series(2001, 2050) g;
     INSERT INTO items SELECT g, $(past), g FROM generate_series(2001, 2030) g"
 landed orders_v7 orders
 landed items_v7 items
-sleep 1.5
-scrape
+scrape_until no_lag orders_v7 items_v7
 ./expo_check <scrape.txt 2>check.err || fail "the scrape breaks the format: $(cat check.err)"
 assert_eq 1 "$(grep -c '^v7fill_stream_clock_offset_seconds ' scrape.txt)" "one clock offset series, the slot's"
 within "several targets: clock_offset_seconds" "$(metric v7fill_stream_clock_offset_seconds)" 3595 3605
@@ -215,8 +242,7 @@ done
 hold items_v7
 qs "INSERT INTO items VALUES (2031, $(past), 1)"
 blocked items_v7
-sleep 3
-scrape
+scrape_until lag_within 'v7fill_stream_apply_lag_seconds{table="items_v7"}' 2 300
 echo "two targets, items_v7 held back: $(grep -e '^v7fill_stream_clock' -e '^v7fill_stream_apply_lag_seconds' scrape.txt | tr '\n' ' ')"
 within "items_v7 (second target) held back: apply_lag_seconds" "$(metric 'v7fill_stream_apply_lag_seconds{table="items_v7"}')" 2 300
 release
@@ -240,14 +266,12 @@ landed items_v7 items
 hold items_v7
 qs "INSERT INTO items VALUES (2033, $(past), 1)"
 blocked items_v7
-sleep 3
-scrape
+scrape_until lag_within 'v7fill_stream_apply_lag_seconds{table="items_v7"}' 2 300
 echo "two targets, source moved to +50m, items_v7 held back: $(grep -e '^v7fill_stream_clock' -e '^v7fill_stream_apply_lag_seconds' scrape.txt | tr '\n' ' ')"
 within "items_v7 held back after the source's clock moved: apply_lag_seconds" "$(metric 'v7fill_stream_apply_lag_seconds{table="items_v7"}')" 2 300
 release
 landed items_v7 items
-sleep 1.5
-scrape
+scrape_until delays_counted orders_v7 items_v7
 for t in orders_v7 items_v7; do
     T="table=\"$t\""
     ins=$(metric "v7fill_stream_rows_applied_total{$T,op=\"insert\"}")
@@ -283,8 +307,7 @@ pid=$!
 wait_ready
 qs "INSERT INTO orders SELECT g, $(past), g FROM generate_series(101, 150) g"
 landed behind_v7 orders
-sleep 1.5
-scrape
+scrape_until no_lag
 within "source behind: clock_offset_seconds" "$(metric v7fill_stream_clock_offset_seconds)" -605 -595
 assert_eq 0 "$(metric v7fill_stream_apply_lag_seconds)" "source behind, caught up: no lag in seconds"
 assert_contains "$(cat run.log)" "the source's clock is 600" "the skew is logged at start"
@@ -293,8 +316,7 @@ assert_not_contains "$(cat run.log)" "more than --max-future" "a source behind i
 hold behind_v7
 qs "INSERT INTO orders VALUES (151, $(past), 1)"
 blocked behind_v7
-sleep 3
-scrape
+scrape_until lag_within v7fill_stream_apply_lag_seconds 2 300
 echo "source behind, held back: $(grep -e '^v7fill_stream_clock' -e '^v7fill_stream_apply_lag_seconds' scrape.txt | tr '\n' ' ')"
 within "source behind, held back: apply_lag_seconds" "$(metric v7fill_stream_apply_lag_seconds)" 2 300
 release

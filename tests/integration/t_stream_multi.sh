@@ -165,6 +165,28 @@ cc -std=c11 -D_GNU_SOURCE -o expo_check "$V7FILL_ROOT/tests/integration/expo_che
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 metric() { awk -v k="$1" '$1 == k { print $2 }' scrape.txt; }
 scrape() { curl -sf "http://127.0.0.1:$PORT/metrics" -o scrape.txt || fail "scrape failed"; }
+# scrape_until CMD...: scrape every 0.2 s until CMD (on scrape.txt) holds, 30 s at most (the
+# counters move right after each target commit); the assertions that follow check the last scrape
+scrape_until() {
+    local deadline=$((SECONDS + 30))
+    while :; do
+        scrape
+        "$@" && return 0
+        [ "$SECONDS" -lt "$deadline" ] || return 0
+        sleep 0.2
+    done
+}
+# counted: each target's /metrics counts are its stored ones, each insert's delay observed
+counted() {
+    local t T ins
+    for t in orders_m7 public.items_m7; do
+        T="table=\"$t\""
+        ins=$(metric "v7fill_stream_rows_applied_total{$T,op=\"insert\"}")
+        [ "$(q "SELECT inserted || ' ' || updated || ' ' || deleted FROM v7fill.stream WHERE slot = '${SLOT}_m' AND target = '$t'")" \
+          = "$ins $(metric "v7fill_stream_rows_applied_total{$T,op=\"update\"}") $(metric "v7fill_stream_rows_applied_total{$T,op=\"delete\"}")" ] \
+            && [ "$ins" = "$(metric "v7fill_stream_insert_delay_seconds_count{$T}")" ] || return 1
+    done
+}
 "$V7FILL" stream "${common[@]}" --slot "${SLOT}_m" --from public.orders=orders_m7 \
     --from public.items=public.items_m7 --metrics-listen "127.0.0.1:$PORT" --batch-rows 1000 >run_m.log 2>&1 &
 mpid=$!
@@ -206,8 +228,7 @@ for _ in $(seq 1 600); do
 done
 [ "$got" = t ] || fail "no open target transaction of the large items transaction to terminate ($(tail -3 run_m.log))"
 synced
-sleep 1.5 # a tick after the last commit
-scrape
+scrape_until counted
 kill -TERM $mpid
 wait $mpid || fail "the stream with --metrics-listen did not stop with status 0: $(tail -5 run_m.log)"
 ./expo_check <scrape.txt 2>check.err || fail "the scrape breaks the format: $(cat check.err)"

@@ -26,6 +26,18 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # metric NAME{LABELS}: its value on the last scrape (scrape.txt)
 metric() { awk -v k="$1" '$1 == k { print $2 }' scrape.txt; }
 scrape() { curl -sf "http://127.0.0.1:$PORT/metrics" -o scrape.txt || fail "scrape failed"; }
+# scrape_until CMD...: scrape every 0.2 s until CMD (on scrape.txt) holds, 30 s at most: the
+# gauges move on the reader's tick (about a second, slower under ASan or load), the counters
+# right after each target commit; the assertions that follow check the last scrape
+scrape_until() {
+    local deadline=$((SECONDS + 30))
+    while :; do
+        scrape
+        "$@" && return 0
+        [ "$SECONDS" -lt "$deadline" ] || return 0
+        sleep 0.2
+    done
+}
 
 qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, amount int);
     INSERT INTO orders SELECT g, now() - (g || ' minutes')::interval, g FROM generate_series(1, 500) g;
@@ -71,10 +83,15 @@ for _ in $(seq 1 100); do
     [ "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 2000")" = 1 ] && break
     sleep 0.2
 done
-sleep 1.5 # a tick after the last commit
-scrape
-./expo_check <scrape.txt 2>check.err || fail "the scrape breaks the format: $(cat check.err)"
 T='table="orders_v7"'
+# a tick after the last commit (both source transactions counted, no lag), every row counted
+streamed_all() {
+    [ "$(metric v7fill_stream_source_transactions_total)" = 2 ] && [ "$(metric v7fill_stream_apply_lag_seconds)" = 0 ] \
+        && [ "$(metric "v7fill_stream_rows_applied_total{$T,op=\"insert\"}")" = 601 ] \
+        && [ "$(metric "v7fill_stream_insert_delay_seconds_count{$T}")" = 601 ]
+}
+scrape_until streamed_all
+./expo_check <scrape.txt 2>check.err || fail "the scrape breaks the format: $(cat check.err)"
 assert_eq 601 "$(metric "v7fill_stream_rows_applied_total{$T,op=\"insert\"}")" "inserts counted = rows inserted (500 copied + 101)"
 assert_eq "$(q "SELECT count(*) + 10 FROM orders_v7")" "$(( $(metric "v7fill_stream_rows_applied_total{$T,op=\"insert\"}") ))" "the target holds the inserts less the deletes"
 assert_eq 30 "$(metric "v7fill_stream_rows_applied_total{$T,op=\"update\"}")" "updates counted"
@@ -126,8 +143,12 @@ for _ in $(seq 1 100); do
     [ "$(q "SELECT count(*) FROM v7fill.stream_quarantine WHERE slot = '$SLOT'")" = 1 ] && break
     sleep 0.2
 done
-sleep 1.5
-scrape
+late_counted() {
+    [ "$(metric "v7fill_stream_late_rows_total{$T}")" = 1 ] && [ "$(metric "v7fill_stream_quarantined_rows_total{$T,reason=\"late\"}")" = 1 ] \
+        && [ "$(metric "v7fill_stream_near_cutoff_rows_total{$T}")" = 1 ] \
+        && [ "$(metric "v7fill_stream_rows_applied_total{$T,op=\"insert\"}")" = 602 ]
+}
+scrape_until late_counted
 ./expo_check <scrape.txt 2>check.err || fail "the scrape breaks the format: $(cat check.err)"
 assert_eq 1 "$(metric "v7fill_stream_late_rows_total{$T}")" "the row past the retention is late"
 assert_eq 1 "$(metric "v7fill_stream_quarantined_rows_total{$T,reason=\"late\"}")" "... and quarantined as late"
