@@ -359,7 +359,8 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
         printf("  lock held %" PRId64 " ms (attempt %d)\n", st->lock_held_ms, st->attempts);
         printf("the application must change:\n");
         printf("  connect to the target database and use %s.%s: id is uuid (a UUIDv7 the "
-               "application mints), the old key is its legacy_id\n",
+               "application mints), the old key is its legacy_id (may be NULL now: new rows "
+               "need none)\n",
                sp->into_schema, sp->into_table);
         return;
     }
@@ -382,9 +383,10 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
                "sequence numbers legacy_id only\n",
                seq);
     else
-        printf("  the old key is legacy_id; %s had no sequence: new rows get no legacy key, and "
-               "the way back cannot copy them\n",
-               sp->key);
+        printf("  the old key is legacy_id (NOT NULL); %s had no sequence: the application "
+               "gives new rows their legacy_id, as it gave %s before (the way back needs it; if "
+               "no way back is wanted: ALTER TABLE %s.%s ALTER COLUMN legacy_id DROP NOT NULL)\n",
+               sp->key, sp->key, sp->from_schema, sp->from_table);
     for (size_t i = 0; has_childtables(sp) && i < sp->nchildren; i++)
         printf("  child %s.%s is its UUIDv7 table now (was %s.%s; the old one is %s.%.56s_legacy): "
                "its id is uuid, its old key legacy_id; reference the parent through %s_uuid "
@@ -1008,6 +1010,21 @@ names_stand(PgConn *c, const Names *n, bool same, Where *w, Err *err)
 }
 
 static bool
+legacy_id_nullable(PgConn *target, const Names *n, int lock_timeout_ms, Err *err)
+{
+    Err reset;
+    bool ok = exec_fmt(target, err, "SET lock_timeout = %d", lock_timeout_ms) &&
+              exec_fmt(target, err, "ALTER TABLE %s ALTER COLUMN legacy_id DROP NOT NULL",
+                       n->into_q);
+
+    if (!pg_exec(target, "RESET lock_timeout", &reset))
+        log_debug("RESET lock_timeout: %s", reset.msg);
+    if (!ok)
+        err_prefix(err, "could not let the target's legacy_id be NULL for new rows");
+    return ok;
+}
+
+static bool
 switch_retried(PgConn *s, PgConn *apply, MigrateSpec *sp, const Names *n, bool same,
                bool back, int lock_timeout_ms, int attempts, MigrateCatchUp catch_up, void *ctx,
                SwitchStats *st, char *seq, size_t seqsize, Err *err)
@@ -1068,6 +1085,11 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
                                 "and the target in one database");
         goto out;
     }
+    /* Two databases: the target's legacy_id has no sequence to fill it for the
+     * application's new rows (the old one is the source's), so it may be
+     * NULL from the switch on (also on a rerun of an earlier switch). */
+    if (!back && !same && !legacy_id_nullable(target, &n, lock_timeout_ms, err))
+        goto out;
     if (!names_stand(c, &n, same, &w, err))
         goto out;
     if ((back && w == AT_BEFORE) || (!back && w == AT_SWITCHED))

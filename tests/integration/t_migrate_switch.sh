@@ -235,6 +235,12 @@ assert_eq "|orders_legacy" "$(qs "SELECT to_regclass('orders'), to_regclass('ord
     "two databases: the source table renamed"
 assert_eq "orders_v7|orders" "$(q "SELECT to_regclass('orders_v7'), to_regclass('orders')")" \
     "two databases: nothing renamed on the target"
+# The application's new rows there have no legacy key (the old sequence is the source's): the
+# target's legacy_id may be NULL from the switch on, and such an insert goes in.
+assert_contains "$OUT" "may be NULL now" "two databases: the output says legacy_id needs no value"
+q "INSERT INTO orders_v7 (id, created_at, note) VALUES ('$("$V7FILL" uuid new)', now(), 'after the switch')"
+assert_eq "1|t" "$(q "SELECT count(*), bool_and(legacy_id IS NULL) FROM orders_v7 WHERE note = 'after the switch'")" \
+    "two databases: a new row without legacy_id is taken"
 MSW_SOURCE="dbname=$srcdb" hx 0 switch "" follow
 assert_contains "$OUT" "already switched" "two databases: a rerun"
 MSW_SOURCE="dbname=$srcdb" hx 3 reverse ""
