@@ -160,3 +160,18 @@ poll_until() {
     done
     fail "waited ${3:-60} s for $2"
 }
+# scrape: the stream's /metrics (--metrics-listen 127.0.0.1:$PORT) into scrape.txt.
+# scrape_until CMD...: scrape every 0.2 s until CMD (reading scrape.txt) holds, 30 s at most,
+# then return either way, so the assertions that follow fail with their own message: the
+# counters move right after each target commit, the gauges on the reader's tick (about a
+# second, up to ~2 s apart; slower under ASan or load).
+scrape() { curl -sf "http://127.0.0.1:$PORT/metrics" -o scrape.txt || fail "scrape failed"; }
+scrape_until() {
+    local deadline=$((SECONDS + 30))
+    while :; do
+        scrape
+        "$@" && return 0
+        [ "$SECONDS" -lt "$deadline" ] || return 0
+        sleep 0.2
+    done
+}

@@ -40,6 +40,23 @@ drop_rev() {
     q "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots WHERE slot_name IN ('v7fill_${INTO}_rev', 'v7fill_${CINTO}_rev')" >/dev/null
 }
 drop_rev
+# commit_at_way_back SQL: in the background (its pid in wpid), a transaction runs SQL and commits
+# once the switch has begun to make the way back's slot: after its catch-ups one after the
+# other, so the change reaches the captures while they run side by side.
+commit_at_way_back() {
+    psql -X -q -v ON_ERROR_STOP=1 >writer.log 2>&1 <<SQL &
+BEGIN;
+$1;
+DO \$\$ BEGIN
+  FOR i IN 1..600 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = 'v7fill_${INTO}_rev');
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END \$\$;
+COMMIT;
+SQL
+    wpid=$!
+}
 
 # A child's capture failing for another reason while the captures run side by side (a test-only
 # trigger on the child's new table refuses the marked row with SQLSTATE 55000, which no row
@@ -54,18 +71,7 @@ q "CREATE FUNCTION refuse_child() RETURNS trigger LANGUAGE plpgsql AS \$\$
      RETURN NEW;
    END \$\$;
    CREATE TRIGGER zz_refuse BEFORE INSERT ON $CINTO FOR EACH ROW EXECUTE FUNCTION refuse_child()"
-psql -X -q -v ON_ERROR_STOP=1 >writer.log 2>&1 <<SQL &
-BEGIN;
-INSERT INTO items_sr (order_id, created_at, qty) VALUES (8, timestamptz '2025-02-11', -2);
-DO \$\$ BEGIN
-  FOR i IN 1..600 LOOP
-    EXIT WHEN EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = 'v7fill_${INTO}_rev');
-    PERFORM pg_sleep(0.1);
-  END LOOP;
-END \$\$;
-COMMIT;
-SQL
-wpid=$!
+commit_at_way_back "INSERT INTO items_sr (order_id, created_at, qty) VALUES (8, timestamptz '2025-02-11', -2)"
 run_expect 5 "$V7FILL" migrate --into "$INTO" --switch
 wait "$wpid" || fail "the refused row's transaction: $(cat writer.log)"
 assert_contains "$OUT" "the capture into public.$CINTO" "the switch's error names the child's capture"
@@ -111,19 +117,8 @@ q "CREATE FUNCTION hold_child() RETURNS trigger LANGUAGE plpgsql AS \$\$
 # deletes order 7 (its time in a month the child target has a partition for: creating one would
 # wait for the parent's transaction) commits once the switch has begun to create the way back's slot, which comes
 # between the two (and waits for this transaction).
-psql -X -q -v ON_ERROR_STOP=1 >writer.log 2>&1 <<SQL &
-BEGIN;
-INSERT INTO items_sr (order_id, created_at, qty) VALUES (7, timestamptz '2025-02-10', -1);
-DELETE FROM orders WHERE id = 7;
-DO \$\$ BEGIN
-  FOR i IN 1..600 LOOP
-    EXIT WHEN EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = 'v7fill_${INTO}_rev');
-    PERFORM pg_sleep(0.1);
-  END LOOP;
-END \$\$;
-COMMIT;
-SQL
-wpid=$!
+commit_at_way_back "INSERT INTO items_sr (order_id, created_at, qty) VALUES (7, timestamptz '2025-02-10', -1);
+   DELETE FROM orders WHERE id = 7"
 run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
 echo "$OUT" | grep -v max_slot_wal
 wait "$wpid" || fail "the racing transaction: $(cat writer.log)"

@@ -70,22 +70,9 @@ cc -std=c11 -D_GNU_SOURCE -o expo_check "$V7FILL_ROOT/tests/integration/expo_che
     || fail "could not compile the format checker: $(head -n 5 cc.log)"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 metric() { awk -v k="$1" '$1 == k { print $2 }' scrape.txt; }
-scrape() { curl -sf "http://127.0.0.1:$PORT/metrics" -o scrape.txt || fail "scrape failed"; }
 # within NAME VALUE LO HI: LO <= VALUE <= HI
 inside() { awk -v v="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(v != "" && v >= lo && v <= hi) }'; }
 within() { inside "$2" "$3" "$4" || fail "$1: [$2] not within [$3, $4] ($(grep -v '^#' scrape.txt | grep -e clock -e apply_lag | tr '\n' ' '))"; }
-# scrape_until CMD...: scrape every 0.2 s until CMD (on scrape.txt) holds, 30 s at most: the
-# gauges move on the reader's tick (about a second, slower under ASan or load), the counters
-# right after each target commit; the assertions that follow check the last scrape
-scrape_until() {
-    local deadline=$((SECONDS + 30))
-    while :; do
-        scrape
-        "$@" && return 0
-        [ "$SECONDS" -lt "$deadline" ] || return 0
-        sleep 0.2
-    done
-}
 # no_lag [TABLE...]: apply_lag_seconds 0 (of each TABLE's series, or the one series)
 no_lag() {
     local t

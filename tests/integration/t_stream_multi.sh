@@ -164,18 +164,6 @@ cc -std=c11 -D_GNU_SOURCE -o expo_check "$V7FILL_ROOT/tests/integration/expo_che
     || fail "could not compile the format checker: $(head -n 5 cc.log)"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 metric() { awk -v k="$1" '$1 == k { print $2 }' scrape.txt; }
-scrape() { curl -sf "http://127.0.0.1:$PORT/metrics" -o scrape.txt || fail "scrape failed"; }
-# scrape_until CMD...: scrape every 0.2 s until CMD (on scrape.txt) holds, 30 s at most (the
-# counters move right after each target commit); the assertions that follow check the last scrape
-scrape_until() {
-    local deadline=$((SECONDS + 30))
-    while :; do
-        scrape
-        "$@" && return 0
-        [ "$SECONDS" -lt "$deadline" ] || return 0
-        sleep 0.2
-    done
-}
 # counted: each target's /metrics counts are its stored ones, each insert's delay observed
 counted() {
     local t T ins

@@ -25,19 +25,6 @@ cc -std=c11 -D_GNU_SOURCE -o expo_check "$V7FILL_ROOT/tests/integration/expo_che
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # metric NAME{LABELS}: its value on the last scrape (scrape.txt)
 metric() { awk -v k="$1" '$1 == k { print $2 }' scrape.txt; }
-scrape() { curl -sf "http://127.0.0.1:$PORT/metrics" -o scrape.txt || fail "scrape failed"; }
-# scrape_until CMD...: scrape every 0.2 s until CMD (on scrape.txt) holds, 30 s at most: the
-# gauges move on the reader's tick (about a second, slower under ASan or load), the counters
-# right after each target commit; the assertions that follow check the last scrape
-scrape_until() {
-    local deadline=$((SECONDS + 30))
-    while :; do
-        scrape
-        "$@" && return 0
-        [ "$SECONDS" -lt "$deadline" ] || return 0
-        sleep 0.2
-    done
-}
 
 qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, amount int);
     INSERT INTO orders SELECT g, now() - (g || ' minutes')::interval, g FROM generate_series(1, 500) g;
