@@ -347,10 +347,9 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
         }
         PQclear(res);
     }
-    if (c.uuid_type[0] && (!same || has_trigger))
+    if (c.uuid_type[0] && !same)
     {
-        log_debug("child %s.%s: %s and its trigger are in place", ch->schema, ch->table,
-                  c.uuid_col);
+        log_debug("child %s.%s: %s is in place", ch->schema, ch->table, c.uuid_col);
         ok = true;
         goto out;
     }
@@ -361,10 +360,18 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
         /* A dollar-quote tag that no quoted name contains. */
         static const char *const tags[] = {"$v7fill$", "$v7fill_1$", "$v7fill_2$", "$v7fill_3$"};
         /* An insert that gives the uuid itself and no key (the application
-         * after the switch) keeps it; a key set or changed decides it. */
+         * after the switch) keeps it; a key set or changed decides it.  FOR
+         * KEY SHARE: the capture deletes a parent's map row and its row in
+         * one transaction; a key read while that transaction is open would
+         * name a parent that is gone by the foreign key's check, and the
+         * application's write would fail where the legacy table (no foreign
+         * key there) took it.  The lock waits for that transaction and then
+         * finds no map row: the key has no uuid, as the parent's delete
+         * would have left it. */
         char *body = xasprintf("BEGIN\n"
                                "  IF NEW.%s IS NOT NULL THEN\n"
-                               "    NEW.%s := coalesce((SELECT m.id FROM %s m WHERE m.legacy_id = NEW.%s),\n"
+                               "    NEW.%s := coalesce((SELECT m.id FROM %s m WHERE m.legacy_id = NEW.%s\n"
+                               "                           FOR KEY SHARE),\n"
                                "                       CASE WHEN TG_OP = 'INSERT' THEN NEW.%s END);\n"
                                "  ELSIF TG_OP = 'UPDATE' THEN\n"
                                "    NEW.%s := NULL;\n"
@@ -372,6 +379,7 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
                                "  RETURN NEW;\n"
                                "END\n",
                                c.qfk, c.quuid, c.qmap, c.qfk, c.quuid, c.quuid);
+        char *fn;
 
         for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
         {
@@ -386,6 +394,27 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
                     ch->schema, ch->table);
             goto out;
         }
+        /* SECURITY DEFINER: the application's role writes the child and need
+         * not read the map; search_path pinned, every name qualified. */
+        fn = xasprintf("CREATE SCHEMA IF NOT EXISTS v7fill;\n"
+                       "CREATE OR REPLACE FUNCTION v7fill.%s() RETURNS trigger LANGUAGE plpgsql\n"
+                       "  SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %s\n%s%s;\n",
+                       qfn, tag, body, tag);
+        free(body);
+        if (c.uuid_type[0] && has_trigger)
+        {
+            /* In place: only the function made again (a body an earlier
+             * version wrote), which locks nothing the application uses. */
+            (void) snprintf(what, sizeof what, "the trigger function of %s.%s", ch->schema,
+                            ch->table);
+            ok = tx_retry(conn, MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, what, fn, 0, NULL, false, &st,
+                          NULL, err);
+            free(fn);
+            if (ok)
+                log_debug("child %s.%s: %s and its trigger are in place", ch->schema, ch->table,
+                          c.uuid_col);
+            goto out;
+        }
         /* The column is there and the trigger is not (dropped, or a run
          * killed between the two): key changes made without it went unseen.
          * A validated foreign key on the column is made NOT VALID again in
@@ -393,20 +422,14 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
          * (migrate_child_can_catch_up) and constrain validates it again. */
         if (c.uuid_type[0] && !revalidate(conn, spec, ch, &c, &fkfix, err))
         {
-            free(body);
+            free(fn);
             goto out;
         }
-        /* SECURITY DEFINER: the application's role writes the child and need
-         * not read the map; search_path pinned, every name qualified. */
-        sql = xasprintf("%sALTER TABLE %s ADD COLUMN IF NOT EXISTS %s uuid;\n"
-                        "CREATE SCHEMA IF NOT EXISTS v7fill;\n"
-                        "CREATE OR REPLACE FUNCTION v7fill.%s() RETURNS trigger LANGUAGE plpgsql\n"
-                        "  SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %s\n%s%s;\n"
+        sql = xasprintf("%sALTER TABLE %s ADD COLUMN IF NOT EXISTS %s uuid;\n%s"
                         "CREATE OR REPLACE TRIGGER %s BEFORE INSERT OR UPDATE OF %s ON %s\n"
                         "  FOR EACH ROW EXECUTE FUNCTION v7fill.%s()",
-                        fkfix ? fkfix : "", c.qchild, c.quuid, qfn, tag, body, tag, qtrig, c.qfk,
-                        c.qchild, qfn);
-        free(body);
+                        fkfix ? fkfix : "", c.qchild, c.quuid, fn, qtrig, c.qfk, c.qchild, qfn);
+        free(fn);
     }
     else
         sql = xasprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s uuid", c.qchild, c.quuid);

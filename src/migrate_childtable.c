@@ -235,12 +235,15 @@ migrate_childtable_prepare(PgConn *src, PgConn *target, const MigrateSpec *ps,
                "CREATE INDEX IF NOT EXISTS %s ON %s (%s);\n"
                "CREATE SCHEMA IF NOT EXISTS v7fill;\n",
                n.child, n.fku, n.idx_fk, n.child, n.fk, n.idx_fku, n.child, n.fku);
-    /* SECURITY DEFINER, search_path pinned, every name qualified: as expand's. */
+    /* SECURITY DEFINER, search_path pinned, every name qualified, the map
+     * row read FOR KEY SHARE (a parent being deleted leaves no uuid, not a
+     * foreign key error at the commit): as expand's. */
     buf_printf(&ddl,
                "CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql\n"
                "  SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS " CT_TAG "\n"
                "BEGIN\n"
-               "  NEW.%s := COALESCE((SELECT m.id FROM %s m WHERE m.legacy_id = NEW.%s),\n"
+               "  NEW.%s := COALESCE((SELECT m.id FROM %s m WHERE m.legacy_id = NEW.%s\n"
+               "                         FOR KEY SHARE),\n"
                "                     CASE WHEN TG_OP = 'INSERT' THEN NEW.%s END);\n"
                "  RETURN NEW;\n"
                "END\n" CT_TAG ";\n"

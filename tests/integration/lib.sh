@@ -99,6 +99,19 @@ timed_stop() {
     awk '/^Time: /{ms=$2+0; if(ms>max)max=ms; n++} /ERROR/{e++}
          END{printf "max_ms=%d statements=%d errors=%d\n", max, n, e+0}' "$1.log"
 }
+# writer_stop: stops the background pgbench whose pid is in $writer and whose output is in
+# writer.log; fails when it had ended before (each of its clients aborted) or when one of its
+# statements failed: the application's write refused while v7fill worked.
+writer_stop() {
+    local alive=0
+    ! kill "$writer" 2>/dev/null || alive=1
+    wait "$writer" 2>/dev/null || true
+    writer=
+    [ "$alive" = 1 ] || fail "the writer (pgbench) ended before it was stopped: $(tail -n 5 writer.log)"
+    ! grep -q -E "aborted|ERROR" writer.log ||
+        fail "a statement of the writer (the application) failed: $(grep -E "aborted|ERROR" writer.log | head -n 3)"
+}
+
 # switch_under_load WRITER_SQL READER_SQL ARGS...: v7fill ARGS (exit 0, its output in OUT) while
 # a writer and a reader run their statement every 25 ms; fails when one of their statements
 # waited 2000 ms (a lock timeout of 1000 ms + 1 s) or failed.  Returns once both ran their last

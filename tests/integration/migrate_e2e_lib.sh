@@ -48,9 +48,11 @@ e2e_source() {
 
 # e2e_writer_start [new-child]: parent and child rows inserted (with new-child, also an item of
 # the new parent in its transaction), updated, deleted, 10 transactions a second over 2
-# clients, until e2e_writer_stop.  (Such an item gets its parent's uuid from the trigger on
-# the map when the capture writes the map row, in both child modes: the run's verify re-checks
-# without a fill.)
+# clients, until writer_stop (lib.sh), which fails when one of its statements failed (a deadlock
+# between its two clients is retried, as an application would; a payment's parent is locked
+# against the other client's delete, as the legacy foreign key checks it).  (Such an item gets
+# its parent's uuid from the trigger on the map when the capture writes the map row, in both
+# child modes: the run's verify re-checks without a fill.)
 e2e_writer_start() {
     cat >writer.sql <<'SQL'
 \set k random(1, 100000)
@@ -62,19 +64,14 @@ DELETE FROM orders WHERE id = (:k + 7) * 3 + ((:k + 7) % 2) AND created_at >= 'e
 INSERT INTO items (order_id, qty) SELECT id, -1 FROM orders WHERE id = :k * 3 + (:k % 2) AND created_at >= 'epoch';
 UPDATE items SET qty = qty + 1 WHERE id = :k % 20000 + 1;
 DELETE FROM items WHERE id = (:k + 11) % 20000 + 1;
-INSERT INTO payments (order_id, paid) SELECT id, -1 FROM orders WHERE id = (:k + 3) * 3 + ((:k + 3) % 2);
+INSERT INTO payments (order_id, paid) SELECT id, -1 FROM orders WHERE id = (:k + 3) * 3 + ((:k + 3) % 2) FOR KEY SHARE;
 UPDATE payments SET paid = paid + 1 WHERE id = :k % 10000 + 1;
 COMMIT;
 SQL
     [ "${1:-}" != new-child ] ||
         sed -i '/^INSERT INTO orders VALUES/a INSERT INTO items (order_id, qty) VALUES (:n, -2);' writer.sql
-    "$PGBIN/pgbench" -n -c 2 -R 10 -T 900 -f writer.sql "$PGDATABASE" >writer.log 2>&1 &
+    "$PGBIN/pgbench" -n -c 2 -R 10 -T 900 --max-tries=10 -f writer.sql "$PGDATABASE" >writer.log 2>&1 &
     writer=$!
-}
-e2e_writer_stop() {
-    kill "$writer"
-    wait "$writer" 2>/dev/null || true
-    writer=
 }
 
 # e2e_kills N MAX_S ARGS...: N times `v7fill ARGS --follow` killed -9 after a random 0.3..MAX_S

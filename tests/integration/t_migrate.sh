@@ -84,7 +84,7 @@ UPDATE orders SET amount = amount + 1, status = 'upd' WHERE id = :k * 3 + (:k % 
 DELETE FROM orders WHERE id = (:k + 7) * 3 + ((:k + 7) % 2) AND created_at >= '1970-01-01';
 COMMIT;
 SQL
-"$PGBIN/pgbench" -n -c 2 -R 60 -T 600 -f writer.sql "$PGDATABASE" >writer.log 2>&1 &
+"$PGBIN/pgbench" -n -c 2 -R 60 -T 600 --max-tries=10 -f writer.sql "$PGDATABASE" >writer.log 2>&1 &
 writer=$!
 sleep 1
 # The copy on two writer connections (batches of 20,000 rows), the changes on one.  (The run's
@@ -101,8 +101,7 @@ assert_contains "$OUT" "rejected: 8 rows" "the NULL and pre-1970 times are rejec
 assert_contains "$OUT" "missing event time" "the NULL time's reason"
 assert_contains "$OUT" "before 1970-01-01" "the pre-1970 time's reason"
 sleep 2
-kill $writer; wait $writer 2>/dev/null || true
-[ "$(grep -c 'number of transactions actually processed' writer.log)" = 1 ] || true
+writer_stop
 run_expect 0 mig
 echo "$OUT"
 assert_eq "$(digest_src)" "$(digest_dst)" "the target equals the source through legacy_id (every non-key column)"

@@ -2,7 +2,8 @@
 # the libv7fill.a next to the binary under test (migrate_child_helper.c) until the command calls
 # migrate_child.h: <fk>_uuid added and kept current by a trigger; the fill sets every non-orphan
 # row's uuid to the map's id while a concurrent writer's statements stay under 1 s, counts
-# orphans and NULL keys exactly and names the first orphans; a child written before its
+# orphans and NULL keys exactly and names the first orphans; a child written while the capture
+# deletes its parent is left without a uuid, not refused; a child written before its
 # parent's map row gets its uuid on the next fill; a fill that meets a row lock retries; the
 # foreign key is added NOT VALID, validated and enforced; every step rerun changes nothing;
 # two databases: fill passes only, no trigger, no foreign key (refused with the reason).
@@ -63,6 +64,14 @@ child 0 prepare
 took=$(( ($(date +%s%N) - t0) / 1000000 ))
 hold_close reader
 [ "$took" -lt 3000 ] || fail "prepare rerun waited ${took} ms behind a reader: it should change nothing"
+# A trigger function an earlier version made (its map read without the lock) is made again.
+fnsrc() { q "SELECT p.prosrc FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+             WHERE t.tgrelid = 'order_items'::regclass AND NOT t.tgisinternal"; }
+assert_contains "$(fnsrc)" "FOR KEY SHARE" "the map row is read FOR KEY SHARE"
+fn=$(q "SELECT t.tgfoid::regproc FROM pg_trigger t WHERE t.tgrelid = 'order_items'::regclass AND NOT t.tgisinternal")
+q "CREATE OR REPLACE FUNCTION $fn() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN RETURN NEW; END \$\$" >/dev/null
+child 0 prepare
+assert_contains "$(fnsrc)" "FOR KEY SHARE" "a rerun makes an earlier function again"
 
 # --- fill under a concurrent writer ---------------------------------------------------------
 # writer OUTFILE: one psql session timing each statement (inserts, key changes, other updates
@@ -213,6 +222,22 @@ run_expect 1 psql -X -q -v ON_ERROR_STOP=1 -c "UPDATE order_items SET order_id_u
 assert_contains "$OUT" "order_items_order_id_uuid_fkey" "the foreign key is enforced"
 q "INSERT INTO order_items (id, order_id) VALUES (900020, 44)" >/dev/null
 assert_eq 0 "$(wrong)" "rows written after the constraint"
+# The capture deletes a parent's map row and its row in one transaction.  A child of that key
+# written while the transaction is open (an insert, a key changed to it) waits for it and is
+# left without a uuid, as the delete leaves the others; it is not refused by the foreign key
+# (the legacy child has none: the application's write must go through).
+hold_open capture "DELETE FROM orders_v7_id_map WHERE legacy_id IN (45, 46); DELETE FROM orders_v7 WHERE legacy_id IN (45, 46)"
+psql -X -q -v ON_ERROR_STOP=1 -c "INSERT INTO order_items (id, order_id) VALUES (900021, 45)" \
+     -c "UPDATE order_items SET order_id = 46 WHERE id = 900020" >app.log 2>&1 &
+app=$!
+poll_until "SELECT count(*) = 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+              AND query LIKE 'INSERT INTO order_items%'" "the insert waiting for the capture's transaction"
+hold_close capture
+wait "$app" || fail "the application's writes of children of parents deleted meanwhile: $(cat app.log)"
+assert_eq "46:|45:" "$(q "SELECT string_agg(order_id || ':' || coalesce(order_id_uuid::text, ''), '|' ORDER BY id)
+                         FROM order_items WHERE id IN (900020, 900021)")" "the two rows have no uuid (their parents are gone)"
+assert_eq 0 "$(q "SELECT count(*) FROM order_items WHERE order_id IN (45, 46) AND order_id_uuid IS NOT NULL")" \
+    "the parents' other children lost theirs with the delete"
 child 0 all
 assert_eq 0 "$(stat filled)" "prepare, fill and constrain rerun change nothing"
 

@@ -1,11 +1,12 @@
 # v7fill migrate --child-mode migrate --switch: the parent's and the child's captures run side by
-# side before the switch's lock, so a child's insert can read its parent's map row, and the
-# parent's capture then commit that parent's delete, before the child's transaction commits.
-# The deferred foreign key then fails the child's commit (23503).  The child's capture applies
-# that transaction again (its parent is gone now: the row gets a NULL order_id_uuid) and the
-# switch goes on.  Test-only triggers on the new tables order the two captures so that the race
-# happens every time.  First, --lock-timeout and --switch-attempts against a held lock, and a
-# child's capture failing for another reason in the same phase.
+# side before the switch's lock, so a child's insert can read its parent's map row while the
+# parent's capture is about to delete that parent.  The child's trigger reads the map row FOR
+# KEY SHARE, so the delete waits for the child's commit and then sets the child's
+# order_id_uuid NULL: no foreign key error, nothing applied again, and the switch goes on.
+# Test-only triggers on the new tables order the two captures so that the race happens every
+# time (and raise when the order they wait for does not come).  First, --lock-timeout and
+# --switch-attempts against a held lock, and a child's capture failing for another reason in
+# the same phase.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 INTO=orders_sr
@@ -84,34 +85,43 @@ assert_eq "0|0" "$(q "SELECT (SELECT count(*) FROM pg_class WHERE relname = 'ord
 q "DROP TRIGGER zz_refuse ON $CINTO; DROP FUNCTION refuse_child()"
 drop_rev
 
-# The race, made certain by two test-only triggers on the new tables.  The child's insert of the
-# marked row, after v7fill's own BEFORE trigger (v7fill_fk_uuid: triggers fire in name order) has
-# read the parent's map row, takes advisory lock 7001 and waits until order 7's map row is gone;
-# the parent's delete of order 7 waits until someone holds that lock.  So the parent's delete
-# commits between the child's read of the map and the child's commit.
+# The race, made certain by two test-only triggers.  The child's insert of the marked row, after
+# v7fill's own BEFORE trigger (v7fill_fk_uuid: triggers fire in name order) has read the parent's
+# map row, takes advisory lock 7001 and waits until the parent's delete of a map row waits for
+# it; the parent's delete (a statement trigger on the map: before any row is locked) waits until
+# someone holds that lock.  Before the child's trigger read the map row FOR KEY SHARE, the
+# parent's delete committed here, between the child's read and its commit, the deferred foreign
+# key failed the child's commit (23503) and its capture applied the transaction again.  Now the
+# delete waits for the child's commit and then sets the child's order_id_uuid NULL: no error,
+# nothing applied again.  Each trigger raises when what it waits for does not come in 30 s.
 q "CREATE FUNCTION hold_child() RETURNS trigger LANGUAGE plpgsql AS \$\$
    BEGIN
      IF NEW.qty = -1 THEN
        PERFORM pg_advisory_xact_lock(7001);
        FOR i IN 1..300 LOOP
-         EXIT WHEN NOT EXISTS (SELECT 1 FROM ${INTO}_id_map WHERE legacy_id = 7);
+         PERFORM pg_stat_clear_snapshot();
+         IF EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.query LIKE '%DELETE FROM \"public\".\"${INTO}_id_map\"%'
+                       AND pg_backend_pid() = ANY (pg_blocking_pids(a.pid))) THEN
+           RETURN NEW;
+         END IF;
          PERFORM pg_sleep(0.1);
        END LOOP;
+       RAISE EXCEPTION 'test trigger: in 30 s the parent''s delete did not wait for the child''s transaction';
      END IF;
      RETURN NEW;
    END \$\$;
    CREATE TRIGGER zz_hold BEFORE INSERT ON $CINTO FOR EACH ROW EXECUTE FUNCTION hold_child();
    CREATE FUNCTION hold_parent() RETURNS trigger LANGUAGE plpgsql AS \$\$
    BEGIN
-     IF OLD.legacy_id = 7 THEN
-       FOR i IN 1..300 LOOP
-         EXIT WHEN EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 7001 AND granted);
-         PERFORM pg_sleep(0.1);
-       END LOOP;
-     END IF;
-     RETURN OLD;
+     FOR i IN 1..300 LOOP
+       IF EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 7001 AND granted) THEN
+         RETURN NULL;
+       END IF;
+       PERFORM pg_sleep(0.1);
+     END LOOP;
+     RAISE EXCEPTION 'test trigger: in 30 s the child''s insert did not read the map row';
    END \$\$;
-   CREATE TRIGGER zz_hold BEFORE DELETE ON $INTO FOR EACH ROW EXECUTE FUNCTION hold_parent()"
+   CREATE TRIGGER zz_hold BEFORE DELETE ON ${INTO}_id_map FOR EACH STATEMENT EXECUTE FUNCTION hold_parent()"
 # The changes must reach the captures when they run side by side, i.e. after the switch's two
 # passes one after the other: the transaction that inserts the marked child of order 7 and
 # deletes order 7 (its time in a month the child target has a partition for: creating one would
@@ -122,7 +132,7 @@ commit_at_way_back "INSERT INTO items_sr (order_id, created_at, qty) VALUES (7, 
 run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
 echo "$OUT" | grep -v max_slot_wal
 wait "$wpid" || fail "the racing transaction: $(cat writer.log)"
-assert_contains "$OUT" "applying it again" "the child's capture says it met the race and applies the transaction again"
+assert_not_contains "$OUT" "applying it again" "the child's read of the map row held the parent's delete back: no foreign key error"
 assert_contains "$OUT" "phase switched" "the switch goes on after the race"
 # The switch starts each capture several times: the unlimited max_slot_wal_keep_size is said
 # once per slot.

@@ -76,7 +76,7 @@ DELETE FROM items_ct WHERE id = :c + 7;
 DELETE FROM orders WHERE id = (:k * 7) % 3000 + 1;
 COMMIT;
 SQL
-"$PGBIN/pgbench" -n -c 2 -R 40 -T 600 -f writer.sql "$PGDATABASE" >writer.log 2>&1 &
+"$PGBIN/pgbench" -n -c 2 -R 40 -T 600 --max-tries=10 -f writer.sql "$PGDATABASE" >writer.log 2>&1 &
 writer=$!
 sleep 0.5
 
@@ -94,8 +94,7 @@ sleep 8
 kill -INT "$pid"
 wait "$pid" || true
 cat run2.log
-kill "$writer"; wait "$writer" 2>/dev/null || true
-writer=
+writer_stop
 
 # ---- the final run (children taken from the stored migration)
 run_expect 0 mig

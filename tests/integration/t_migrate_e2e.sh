@@ -22,7 +22,7 @@ e2e_kills 10 3.5 -q "${args[@]}"
 e2e_rerun_verify "${args[@]}"
 maptrig() { q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass AND tgname LIKE 'v7fill\_child\_%'"; }
 assert_eq 2 "$(maptrig)" "a trigger on the map per child sets the uuid of items inserted with their new parent"
-e2e_writer_stop
+writer_stop
 run_expect 0 "$V7FILL" "${args[@]}"
 assert_eq "$(e2e_digest orders id "$ORDER_COLS" "created_at >= 'epoch'")" "$(e2e_digest $INTO legacy_id "$ORDER_COLS")" "the target equals the source through legacy_id (every non-key column)"
 assert_eq 0 "$(q "SELECT count(*) FROM (SELECT legacy_id FROM $INTO GROUP BY 1 HAVING count(*) > 1) d")" "no row twice"

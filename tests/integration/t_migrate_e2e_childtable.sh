@@ -36,7 +36,7 @@ run_expect 1 "$V7FILL" "${args[@]}" --verify
 assert_contains "$OUT" "MISMATCH" "a broken child link fails the run's verify while the writer writes"
 assert_contains "$OUT" "rows whose uuid is not the map's: keys {$ob}" "the broken link named"
 q "UPDATE items_v7 SET order_id = order_id WHERE legacy_id = $kb" >/dev/null
-e2e_writer_stop
+writer_stop
 run_expect 0 "$V7FILL" "${args[@]}"
 
 # ---- each target equals its source through legacy_id, each id carries its created_at
