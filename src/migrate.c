@@ -925,6 +925,7 @@ migrate_status(PgConn *target, const char *target_conninfo, const char *into,
                const char *source_conninfo, MigrateStatus *out, Err *err)
 {
     MigrateSpec *s = &out->spec;
+    MigrateLiveNames live;
     const char *source;
     PgConn *src = NULL;
     Err serr = {0};
@@ -940,10 +941,11 @@ migrate_status(PgConn *target, const char *target_conninfo, const char *into,
     if (!out->stream_ok)
         (void) snprintf(out->stream_error, sizeof out->stream_error, "%s", serr.msg);
     out->source_rows = -1;
+    migrate_live_names(s, &live);
     if (pg_connect(source, &src, &serr))
-        out->source_rows = count_rows(src, s->from_schema, s->from_table);
+        out->source_rows = count_rows(src, live.src_schema, live.src_table);
     pg_close(src);
-    out->target_rows = count_rows(target, s->into_schema, s->into_table);
+    out->target_rows = count_rows(target, live.new_schema, live.new_table);
     (void) snprintf(out->map_table, sizeof out->map_table, "%s", s->map_table);
     ok = table_exists(target, s->into_schema, s->map_table, &exists, err);
     if (!ok)

@@ -501,13 +501,24 @@ verify_keys(PgConn *target, const CtNames *n, const char *name, VerifyReport *ou
  * UUIDv7 can carry (a time NULL or before 1970: rejected with their reason) have no pair on the
  * new side: a child's own are left out (its "rejected" check lists them), the children of such
  * a parent are counted and named apart (orphans by rejection, not a mismatch). */
+/* The legacy side's table of a migration, under its name now (after the
+ * switch: <from>_legacy). */
+static char *
+live_source(PgConn *c, const MigrateSpec *s)
+{
+    MigrateLiveNames l;
+
+    migrate_live_names(s, &l);
+    return pg_qualified(c, l.src_schema, l.src_table);
+}
+
 static bool
 verify_pairs(PgConn *src, PgConn *target, const MigrateSpec *ps, const MigrateSpec *cs,
              const MigrateChild *ch, const CtNames *n, const char *name, VerifyReport *out,
              Err *err)
 {
-    char *lc = pg_qualified(src, ch->schema, ch->table);
-    char *lp = pg_qualified(src, ps->from_schema, ps->from_table);
+    char *lc = live_source(src, cs);
+    char *lp = live_source(src, ps);
     char *lk = pg_ident(src, cs->key);
     char *pk = pg_ident(src, ps->key);
     char *ct = pg_ident(src, cs->time_column);
@@ -568,8 +579,17 @@ migrate_childtable_verify_links(PgConn *src, PgConn *target, const MigrateSpec *
     char name[130];
     bool ok;
 
-    (void) snprintf(name, sizeof name, "%s.%s", ps->into_schema, ch->into_table);
+    MigrateLiveNames cl, pl;
+
+    /* After the switch the two UUIDv7 tables have their new names. */
+    migrate_live_names(cs, &cl);
+    migrate_live_names(ps, &pl);
+    (void) snprintf(name, sizeof name, "%s.%s", cl.new_schema, cl.new_table);
     names_make(target, ps, ch, &n);
+    free(n.child);
+    free(n.parent);
+    n.child = pg_qualified(target, cl.new_schema, cl.new_table);
+    n.parent = pg_qualified(target, pl.new_schema, pl.new_table);
     ok = verify_keys(target, &n, name, out, err) &&
          verify_pairs(src, target, ps, cs, ch, &n, name, out, err);
     names_free(&n);

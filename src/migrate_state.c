@@ -26,6 +26,21 @@ migrate_phase_name(MigratePhase p)
     return "unknown";
 }
 
+void
+migrate_live_names(const MigrateSpec *s, MigrateLiveNames *n)
+{
+    bool switched = s->phase >= MIGRATE_PHASE_SWITCHED && s->legacy_table[0] != '\0';
+    bool one_db = s->source_conninfo[0] == '\0';
+
+    (void) snprintf(n->src_schema, sizeof n->src_schema, "%s", s->from_schema);
+    (void) snprintf(n->src_table, sizeof n->src_table, "%s",
+                    switched ? s->legacy_table : s->from_table);
+    (void) snprintf(n->new_schema, sizeof n->new_schema, "%s",
+                    switched && one_db ? s->from_schema : s->into_schema);
+    (void) snprintf(n->new_table, sizeof n->new_table, "%s",
+                    switched && one_db ? s->from_table : s->into_table);
+}
+
 bool
 migrate_phase_parse(const char *name, MigratePhase *out)
 {

@@ -256,7 +256,7 @@ load_columns(Ctx *x, Err *err)
         goto out;
     if (column_index(sc, x->spec->key) < 0)
     {
-        err_set(err, EC_CONFIG, "verify: the source table %s has no column %s", x->relation,
+        err_set(err, EC_CONFIG, "verify: the source table %s has no column %s", x->S,
                 x->spec->key);
         goto out;
     }
@@ -1280,6 +1280,7 @@ verify_run(PgConn *source, PgConn *target, const MigrateSpec *spec, size_t range
            const int64_t *recheck, size_t nrecheck, VerifyReport *out, Err *err)
 {
     Ctx x;
+    MigrateLiveNames live;
     uint64_t rejected = 0;
     bool ok = false;
 
@@ -1300,18 +1301,21 @@ verify_run(PgConn *source, PgConn *target, const MigrateSpec *spec, size_t range
     buf_init(&x.srow);
     buf_init(&x.trow);
     buf_init(&x.qarray);
-    (void) snprintf(x.table, sizeof x.table, "%s.%s", spec->into_schema, spec->into_table);
+    /* After the switch: the legacy table against the UUIDv7 table, under their new names. */
+    migrate_live_names(spec, &live);
+    (void) snprintf(x.table, sizeof x.table, "%s.%s", live.new_schema, live.new_table);
+    /* The quarantine names the source table as it was named when its rows were read. */
     (void) snprintf(x.relation, sizeof x.relation, "%s.%s", spec->from_schema, spec->from_table);
-    if (!table_exists(source, "source", spec->from_schema, spec->from_table, err) ||
-        !table_exists(target, "target", spec->into_schema, spec->into_table, err) ||
+    if (!table_exists(source, "source", live.src_schema, live.src_table, err) ||
+        !table_exists(target, "target", live.new_schema, live.new_table, err) ||
         !table_exists(target, "map", spec->into_schema, spec->map_table, err))
         goto out;
-    if (!citus_is_distributed(target, spec->into_schema, spec->into_table, &x.dist, err))
+    if (!citus_is_distributed(target, live.new_schema, live.new_table, &x.dist, err))
         goto out;
     /* On Citus the target's side is read apart (its own statements), also in one database. */
     x.same = x.same && !x.dist;
-    x.S = pg_qualified(source, spec->from_schema, spec->from_table);
-    x.T = pg_qualified(target, spec->into_schema, spec->into_table);
+    x.S = pg_qualified(source, live.src_schema, live.src_table);
+    x.T = pg_qualified(target, live.new_schema, live.new_table);
     x.M = pg_qualified(target, spec->into_schema, spec->map_table);
     x.K = pg_ident(source, spec->key);
     x.TC = pg_ident(target, spec->time_column);

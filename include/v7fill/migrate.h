@@ -90,6 +90,21 @@ typedef struct MigrateSpec
 
 void migrate_spec_free(MigrateSpec *s);
 
+/* Where the migration's two tables are now.  Before the switch: the source
+ * table and the target as named.  After it (phase switched or reverse): the
+ * legacy table <from_schema>.<legacy_table> on the source's side, and the
+ * UUIDv7 table, which in one database has taken the source table's name and
+ * in two keeps its own. */
+typedef struct MigrateLiveNames
+{
+    char src_schema[64];
+    char src_table[64];
+    char new_schema[64];
+    char new_table[64];
+} MigrateLiveNames;
+
+void migrate_live_names(const MigrateSpec *s, MigrateLiveNames *n);
+
 typedef struct MigrateOptions
 {
     PipelineOptions common;     /* batch sizes, progress, lock timeout, reconnects */

@@ -346,12 +346,12 @@ print_json(json_t *o)
 }
 
 static void
-print_count(const char *label, int64_t n)
+print_count(const char *label, int64_t n, const char *schema, const char *table)
 {
     if (n >= 0)
-        printf("  %-18s %" PRId64 "\n", label, n);
+        printf("  %-18s %" PRId64 " (%s.%s)\n", label, n, schema, table);
     else
-        printf("  %-18s (not reached)\n", label);
+        printf("  %-18s (not reached: %s.%s)\n", label, schema, table);
 }
 
 static void
@@ -359,6 +359,7 @@ status_text(const MigrateStatus *m)
 {
     const MigrateSpec *s = &m->spec;
     const StreamStatus *st = &m->stream;
+    MigrateLiveNames live;
     char at[PGO_LSN_TEXT_SIZE];
 
     printf("migration %s.%s -> %s.%s\n", s->from_schema, s->from_table, s->into_schema,
@@ -390,8 +391,9 @@ status_text(const MigrateStatus *m)
                    st->slot.active ? "active" : "inactive", at, st->lag_bytes, st->lag_s);
         }
     }
-    print_count("rows in source", m->source_rows);
-    print_count("rows in target", m->target_rows);
+    migrate_live_names(s, &live);
+    print_count("rows in source", m->source_rows, live.src_schema, live.src_table);
+    print_count("rows in target", m->target_rows, live.new_schema, live.new_table);
     printf("  %-18s ", "rows in map");
     if (m->map_rows >= 0)
         printf("%" PRId64 " (%s)\n", m->map_rows, m->map_table);

@@ -62,8 +62,10 @@ assert_eq "uuid" "$(q "SELECT format_type(atttypid, atttypmod) FROM pg_attribute
     "orders is the UUIDv7 table"
 
 # ---- the way back: the application writes to the new table; the legacy table kept current
-new1=$("$V7FILL" uuid new)
-q "INSERT INTO orders (id, created_at, amount, note) VALUES ('$new1', now(), 7, 'after the switch');
+# (a UUIDv7 minted at the row's created_at, as the application mints them)
+at=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
+new1=$("$V7FILL" uuid new --at "$at")
+q "INSERT INTO orders (id, created_at, amount, note) VALUES ('$new1', '$at', 7, 'after the switch');
    UPDATE orders SET note = 'changed after' WHERE legacy_id IN (SELECT legacy_id FROM orders ORDER BY legacy_id LIMIT 3 OFFSET 100);
    DELETE FROM orders o WHERE legacy_id % 89 = 0 AND NOT EXISTS (SELECT 1 FROM items i WHERE i.order_id_uuid = o.id)
                               AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.order_id_uuid = o.id)" >/dev/null
@@ -84,6 +86,14 @@ both_equal() {
     assert_eq "$a" "$b" "$3"
 }
 both_equal orders orders_legacy "after the way back the legacy table equals the new one"
+# --verify and --status after the switch read the tables under their new names: the legacy
+# table against the UUIDv7 one
+run_expect 0 "$V7FILL" migrate --into "$INTO" --verify
+assert_contains "$OUT" "verdict: OK" "--verify after the switch and the way back"
+assert_contains "$OUT" "public.orders  " "--verify names the UUIDv7 table by its name now"
+run_expect 0 "$V7FILL" migrate --into "$INTO" --status
+assert_contains "$OUT" "(public.orders_legacy)" "--status counts the legacy table"
+assert_contains "$(grep 'rows in target' <<<"$OUT")" "(public.orders)" "--status counts the UUIDv7 table"
 
 # ---- switching back (--switch in phase reverse, as docs/migrating-switch.md says)
 q "UPDATE orders SET amount = amount + 5 WHERE note = 'after the switch'" >/dev/null

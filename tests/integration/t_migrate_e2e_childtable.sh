@@ -110,5 +110,11 @@ assert_eq "$sw|$sw|$sw" "$(q "SELECT (SELECT count(*) FROM orders WHERE note = '
                                ON p.id = c.order_id_uuid WHERE p.note = 'sw') || '|' || (SELECT count(*) FROM payments c JOIN orders p
                                ON p.id = c.order_id_uuid WHERE p.note = 'sw')")" \
     "the parents and children written up to the switch are in the new tables, joined through the uuids"
+# --verify after the switch reads every table under its new name: each legacy table against its
+# UUIDv7 table, the children's keys against the parent's map
+run_expect 0 "$V7FILL" migrate --into "$INTO" --verify
+echo "$OUT"
+assert_contains "$OUT" "verdict: OK" "--verify after the switch"
+assert_eq 1 "$(echo "$OUT" | grep -cE "^public\.items +join pairs +[0-9]+ +[0-9]+ +OK")" "--verify checks the child's join pairs under its new name"
 e2e_drop_slots
 echo "ok t_migrate_e2e_childtable"
