@@ -297,6 +297,7 @@ status_object(const MigrateStatus *m)
 {
     const MigrateSpec *s = &m->spec;
     const StreamStatus *st = &m->stream;
+    MigrateLiveNames live;
     json_t *o = json_object();
     char at[PGO_LSN_TEXT_SIZE];
 
@@ -326,6 +327,11 @@ status_object(const MigrateStatus *m)
         json_object_set_new(o, "slot_active", json_boolean(st->slot.active));
     }
     json_object_set_new(o, "stream_error", m->stream_ok ? json_null() : json_string(m->stream_error));
+    migrate_live_names(s, &live);
+    json_object_set_new(o, "source_table",
+                        json_sprintf("%s.%s", live.src_schema, live.src_table));
+    json_object_set_new(o, "target_table",
+                        json_sprintf("%s.%s", live.new_schema, live.new_table));
     json_object_set_new(o, "source_rows",
                         m->source_rows >= 0 ? json_integer(m->source_rows) : json_null());
     json_object_set_new(o, "target_rows",

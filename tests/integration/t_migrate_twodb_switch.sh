@@ -38,6 +38,10 @@ assert_contains "$OUT" "public.$INTO  rows                      2000          20
 mig 0 --status
 assert_contains "$OUT" "rows in source     2000 (public.orders_legacy)" "--status counts the legacy table"
 assert_contains "$OUT" "rows in target     2000 (public.$INTO)" "--status counts the target"
+mig 0 --status --json
+assert_eq "public.orders_legacy 2000 public.$INTO 2000" \
+    "$(python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["source_table"], d["source_rows"], d["target_table"], d["target_rows"])' <<<"$OUT")" \
+    "--status --json: the tables counted, under their names now"
 
 # The application writes in the target after the switch: no legacy key, no map row.
 q "INSERT INTO $INTO (id, created_at, note) VALUES ('$("$V7FILL" uuid new)', now(), 'after the switch')" >/dev/null
