@@ -81,6 +81,51 @@ test_phases_round_trip(void **state)
     assert_string_equal(migrate_phase_name((MigratePhase) 42), "unknown");
 }
 
+/* The tables a migration reads: as named before the switch; after it the legacy
+ * table and the UUIDv7 table under the source's name (one database) or its own (two). */
+static void
+test_live_names(void **state)
+{
+    MigrateSpec s;
+    MigrateLiveNames n;
+
+    (void) state;
+    memset(&s, 0, sizeof s);
+    strcpy(s.from_schema, "app");
+    strcpy(s.from_table, "orders");
+    strcpy(s.into_schema, "new");
+    strcpy(s.into_table, "orders_v7");
+    s.phase = MIGRATE_PHASE_FOLLOW;
+    migrate_live_names(&s, &n);
+    assert_string_equal(n.src_schema, "app");
+    assert_string_equal(n.src_table, "orders");
+    assert_string_equal(n.new_schema, "new");
+    assert_string_equal(n.new_table, "orders_v7");
+
+    s.phase = MIGRATE_PHASE_SWITCHED;
+    strcpy(s.legacy_table, "orders_legacy");
+    migrate_live_names(&s, &n);
+    assert_string_equal(n.src_schema, "app");
+    assert_string_equal(n.src_table, "orders_legacy");
+    assert_string_equal(n.new_schema, "app");
+    assert_string_equal(n.new_table, "orders");
+
+    s.phase = MIGRATE_PHASE_REVERSE;
+    strcpy(s.source_conninfo, "host=legacy dbname=shop");
+    migrate_live_names(&s, &n);
+    assert_string_equal(n.src_table, "orders_legacy");
+    assert_string_equal(n.new_schema, "new");
+    assert_string_equal(n.new_table, "orders_v7");
+
+    /* Switched back: phase follow again, no legacy table. */
+    s.phase = MIGRATE_PHASE_FOLLOW;
+    s.legacy_table[0] = '\0';
+    s.source_conninfo[0] = '\0';
+    migrate_live_names(&s, &n);
+    assert_string_equal(n.src_table, "orders");
+    assert_string_equal(n.new_table, "orders_v7");
+}
+
 int
 main(void)
 {
@@ -89,6 +134,7 @@ main(void)
         cmocka_unit_test(test_odd_names_hashed),
         cmocka_unit_test(test_long_names_fit),
         cmocka_unit_test(test_phases_round_trip),
+        cmocka_unit_test(test_live_names),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
