@@ -80,7 +80,9 @@ typedef struct StreamOptions
      * delete, applied at the same moment, can fail at a commit (migrate's
      * child captures caught up side by side for the switch): a 23503 naming
      * it rolls that transaction back and applies it again from the stored
-     * position (the parent's row is gone then), up to 10 times in a row. */
+     * position (the parent's row is gone then), up to 10 times in a row.
+     * A fallback: the child's trigger reads the map row FOR KEY SHARE, so the
+     * parent's delete waits for the child's commit in the race known. */
     const char *retry_constraint;
 } StreamOptions;
 
