@@ -957,7 +957,7 @@ migrate_status(PgConn *target, const char *target_conninfo, const char *into,
         (void) snprintf(out->map_table, sizeof out->map_table, "%s_source_ref", s->into_table);
     out->map_rows = count_rows(target, s->into_schema, out->map_table);
     out->rejected = out->stream.quarantined;
-    if (s->phase >= MIGRATE_PHASE_SWITCHED && s->source_conninfo[0] == '\0')
+    if (s->phase >= MIGRATE_PHASE_SWITCHED)
     {
         char key[160];
 
@@ -1446,9 +1446,10 @@ reverse_not_distributed(PgConn *target, const MigrateSpec *spec, Err *err)
 {
     bool dist;
     char rev[64];
+    MigrateLiveNames ln;
 
-    /* After the switch (one database) the new table has the source's name. */
-    if (!citus_is_distributed(target, spec->from_schema, spec->from_table, &dist, err))
+    migrate_live_names(spec, &ln);
+    if (!citus_is_distributed(target, ln.new_schema, ln.new_table, &dist, err))
         return false;
     if (!dist)
         return true;
@@ -1457,7 +1458,7 @@ reverse_not_distributed(PgConn *target, const MigrateSpec *spec, Err *err)
             "the way back (--reverse) cannot follow %s.%s: it is a Citus distributed table, "
             "whose rows are written on the workers, and the slot on the coordinator captures "
             "none of its changes",
-            spec->from_schema, spec->from_table);
+            ln.new_schema, ln.new_table);
     err_hint(err, "The switch of a distributed target is one way and makes no way back "
                   "(docs/scaling.md). A switch by an older version made a slot that keeps WAL: "
                   "drop it if it is there: SELECT pg_drop_replication_slot('%s'); DROP "
@@ -1467,10 +1468,11 @@ reverse_not_distributed(PgConn *target, const MigrateSpec *spec, Err *err)
 }
 
 bool
-migrate_reverse_spec(PgConn *target, MigrateSpec *spec, bool follow, ReverseStats *st,
-                     Err *err)
+migrate_reverse_spec(PgConn *target, const char *target_conninfo, MigrateSpec *spec,
+                     const char *source_conninfo, bool follow, ReverseStats *st, Err *err)
 {
-    bool ok;
+    PgConn *src = NULL;
+    bool ok, own = false;
 
     memset(st, 0, sizeof *st);
     if (!childtables_refuse(target, spec, "--reverse", err) ||
@@ -1480,7 +1482,11 @@ migrate_reverse_spec(PgConn *target, MigrateSpec *spec, bool follow, ReverseStat
         return err_set(err, EC_CONFIG,
                        "the migration into %s.%s is in phase %s: --reverse follows --switch",
                        spec->into_schema, spec->into_table, migrate_phase_name(spec->phase));
-    ok = migrate_reverse(target, spec, follow, st, err);
+    if (!source_conn(target, target_conninfo, spec, source_conninfo, &src, &own, err))
+        return false;
+    ok = migrate_reverse(target, src, spec, follow, st, err);
+    if (own)
+        pg_close(src);
     /* Stored also after an interrupted or failed run: the phase it reached. */
     {
         Err e2 = {0};

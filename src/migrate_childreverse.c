@@ -60,7 +60,7 @@ round_once(PgConn *db, const MigrateSpec *spec, const MigrateSpec *kids, uint64_
 
     memset(&one, 0, sizeof one);
     *all = false;
-    if (!migrate_reverse_apply(db, spec, NULL, stop, false, &one, err))
+    if (!migrate_reverse_apply(db, NULL, spec, NULL, stop, false, &one, err))
     {
         err_prefix(err, "the way back into %s.%s", spec->from_schema, spec->legacy_table);
         return false;
@@ -73,7 +73,7 @@ round_once(PgConn *db, const MigrateSpec *spec, const MigrateSpec *kids, uint64_
         ReverseParentRef ref = {spec->into_schema, spec->map_table, spec->children[i].fk_column};
 
         memset(&one, 0, sizeof one);
-        if (!migrate_reverse_apply(db, &kids[i], &ref, stop, false, &one, err))
+        if (!migrate_reverse_apply(db, NULL, &kids[i], &ref, stop, false, &one, err))
         {
             err_prefix(err, "the way back into %s.%s", kids[i].from_schema,
                        kids[i].legacy_table);

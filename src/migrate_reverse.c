@@ -4,6 +4,16 @@
  * source, applied into the legacy table by legacy key (the map translates a
  * uuid back), exactly once: a group of source transactions and the position
  * commit together, and the slot is acknowledged only over what committed.
+ *
+ * Two databases: the slot, the map and the new table are the target's, the
+ * legacy table the source's.  The position commits with the legacy rows, in
+ * the source's own v7fill.migrate_reverse (the target's row is where it
+ * starts, and shows the progress to --status).  A map row the way back adds
+ * commits before the legacy row it names (a replay finds it and reuses its
+ * key); one it removes goes after, from a list the legacy rows' transaction
+ * writes (v7fill.migrate_reverse_gone, read again by the next run when a
+ * kill came between): a replay still finds the row to delete, and no map row
+ * outlives its rows.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,7 +32,9 @@
 
 typedef struct Rev
 {
-    PgConn *c;
+    PgConn *c;                   /* the legacy table's database: its rows and the position */
+    PgConn *m;                   /* the new table's: its map and its slot (c in one database) */
+    bool split;                  /* c and m are two databases */
     const MigrateSpec *spec;
     ReverseStats *st;
     char into_key[160];          /* the state row: "<into_schema>.<into_table>" */
@@ -42,6 +54,9 @@ typedef struct Rev
     Source *src;
     char **vals;                 /* the record's fields as strings (NULL: SQL NULL) */
     Buf sql;
+    char new_name[160];          /* the new table, "schema.table" (messages) */
+    char *new_q;                 /* the new table, quoted */
+    long long top_key;           /* split: the highest legacy key this group inserted (0: none) */
 } Rev;
 
 void
@@ -58,7 +73,9 @@ migrate_reverse_setup(PgConn *db, Err *err)
                  "CREATE TABLE IF NOT EXISTS v7fill.migrate_reverse ("
                  " into_table text PRIMARY KEY, slot text NOT NULL, publication text NOT NULL,"
                  " switch_lsn pg_lsn, end_lsn pg_lsn NOT NULL, applied bigint NOT NULL DEFAULT 0,"
-                 " updated_at timestamptz NOT NULL DEFAULT now())",
+                 " updated_at timestamptz NOT NULL DEFAULT now()); "
+                 "CREATE TABLE IF NOT EXISTS v7fill.migrate_reverse_gone ("
+                 " into_table text NOT NULL, legacy_id text NOT NULL)",
                  err))
     {
         err_prefix(err, "could not create v7fill.migrate_reverse");
@@ -102,19 +119,22 @@ rev_columns(Rev *r, const ReverseParentRef *ref, Err *err)
     const MigrateSpec *sp = r->spec;
     ReplTable nt = {{0}}, ot = {{0}};
 
-    (void) snprintf(nt.schema, sizeof nt.schema, "%s", sp->from_schema);
-    (void) snprintf(nt.name, sizeof nt.name, "%s", sp->from_table);
+    /* After the switch the new table has <from>'s name in one database and
+     * keeps its own in two. */
+    (void) snprintf(nt.schema, sizeof nt.schema, "%s", r->split ? sp->into_schema : sp->from_schema);
+    (void) snprintf(nt.name, sizeof nt.name, "%s", r->split ? sp->into_table : sp->from_table);
     (void) snprintf(ot.schema, sizeof ot.schema, "%s", sp->from_schema);
     (void) snprintf(ot.name, sizeof ot.name, "%s", sp->legacy_table);
-    if (!replconn_table_info(r->c, &nt, &r->newt, err) ||
+    (void) snprintf(r->new_name, sizeof r->new_name, "%s.%s", nt.schema, nt.name);
+    if (!replconn_table_info(r->m, &nt, &r->newt, err) ||
         !replconn_table_info(r->c, &ot, &r->oldt, err))
         return false;
     r->f_legacy_id = column_index(&r->newt, "legacy_id");
     r->f_id = column_index(&r->newt, "id");
     if (r->f_legacy_id < 0 || r->f_id < 0)
         return err_set(err, EC_CONFIG,
-                       "%s.%s has no legacy_id or no id column: it is not the migrated table",
-                       sp->from_schema, sp->from_table);
+                       "%s has no legacy_id or no id column: it is not the migrated table",
+                       r->new_name);
     if (column_index(&r->oldt, sp->key) < 0)
         return err_set(err, EC_CONFIG, "the legacy table %s.%s has no column %s",
                        sp->from_schema, sp->legacy_table, sp->key);
@@ -129,9 +149,9 @@ rev_columns(Rev *r, const ReverseParentRef *ref, Err *err)
         f = column_index(&r->newt, r->oldt.cols[i]);
         if (f < 0)
         {
-            log_warn("the legacy table's column %s is not in %s.%s: the way back leaves it to "
+            log_warn("the legacy table's column %s is not in %s: the way back leaves it to "
                      "its default",
-                     r->oldt.cols[i], sp->from_schema, sp->from_table);
+                     r->oldt.cols[i], r->new_name);
             continue;
         }
         if (ref && strcmp(r->oldt.cols[i], ref->fk_column) == 0)
@@ -155,7 +175,8 @@ rev_columns(Rev *r, const ReverseParentRef *ref, Err *err)
     }
     r->vals = xcalloc(r->newt.ncols + 1, sizeof *r->vals);
     r->legacy_q = pg_qualified(r->c, sp->from_schema, sp->legacy_table);
-    r->map_q = pg_qualified(r->c, sp->into_schema, sp->map_table);
+    r->map_q = pg_qualified(r->m, sp->into_schema, sp->map_table);
+    r->new_q = pg_qualified(r->m, nt.schema, nt.name);
     r->key_q = pg_ident(r->c, sp->key);
     return true;
 }
@@ -173,6 +194,7 @@ rev_free(Rev *r)
     free(r->vals);
     free(r->legacy_q);
     free(r->map_q);
+    free(r->new_q);
     free(r->key_q);
     free(r->pmap_q);
     replconn_table_free(&r->newt);
@@ -199,7 +221,7 @@ map_lookup(Rev *r, const char *id, char *out, size_t size, bool *found, Err *err
 {
     PGresult *res;
     char *sql = xasprintf("SELECT legacy_id::text FROM %s WHERE id = $1", r->map_q);
-    bool ok = pg_query(r->c, sql, 1, &id, &res, err);
+    bool ok = pg_query(r->m, sql, 1, &id, &res, err);
 
     free(sql);
     if (!ok)
@@ -230,22 +252,87 @@ put_value(Rev *r, size_t i, int n, int uuid_n)
 }
 
 static bool
+map_insert(Rev *r, const char *lk, Err *err)
+{
+    const char *mp[2] = {lk, r->vals[r->f_id]};
+    char *sql = xasprintf("INSERT INTO %s (legacy_id, id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                          r->map_q);
+    bool ok = pg_exec_params(r->m, sql, 2, mp, err);
+
+    free(sql);
+    return ok;
+}
+
+/* Two databases, a row the application inserted with legacy_id NULL given
+ * (the target's own sequence numbers the others, migrate_switch.c): the key
+ * its map row has (a replay), else the next value of that sequence.  The
+ * target's row keeps its NULL, the map pairs them. */
+static bool
+new_legacy_key(Rev *r, char *out, size_t size, Err *err)
+{
+    const char *id = r->vals[r->f_id];
+    const char *p[1] = {r->new_q};
+    PGresult *res = NULL;
+    bool found = false, ok;
+
+    if (id == NULL)
+        return err_set(err, EC_FORMAT, "a row inserted into %s without its id", r->new_name);
+    if (!map_lookup(r, id, out, size, &found, err))
+        return false;
+    if (found)
+        return true;
+    ok = pg_query(r->m,
+                  "SELECT pg_catalog.nextval(s)::text FROM pg_catalog.pg_get_serial_sequence($1, "
+                  "'legacy_id') s WHERE s IS NOT NULL",
+                  1, p, &res, err);
+    if (ok && PQntuples(res) == 1)
+    {
+        (void) snprintf(out, size, "%s", PQgetvalue(res, 0, 0));
+        log_warn("a row inserted into %s (id %s) with legacy_id NULL: the way back gives it "
+                 "%s in %s.%s and the map; the row keeps its NULL",
+                 r->new_name, id, out, r->spec->from_schema, r->spec->legacy_table);
+    }
+    else if (ok)
+        ok = err_set(err, EC_CONFIG,
+                     "a row inserted into %s (id %s) has no legacy_id, and no sequence numbers "
+                     "that column: the way back cannot give it a legacy key",
+                     r->new_name, id);
+    if (res)
+        PQclear(res);
+    return ok;
+}
+
+static bool
 apply_insert(Rev *r, Err *err)
 {
     const char *lk = r->vals[r->f_legacy_id];
     const char **params = xcalloc(r->ncommon + 3, sizeof *params);
-    const char *mp[2];
+    char given[64];
     int np = (int) r->ncommon + 1;
     bool ok;
 
+    if (lk == NULL && r->split)
+    {
+        if (!new_legacy_key(r, given, sizeof given, err))
+        {
+            free(params);
+            return false;
+        }
+        lk = given;
+    }
     if (lk == NULL)
     {
         free(params);
         return err_set(err, EC_CONFIG,
-                       "a row inserted into %s.%s (id %s) has no legacy_id: the way back cannot "
+                       "a row inserted into %s (id %s) has no legacy_id: the way back cannot "
                        "give it a legacy key",
-                       r->spec->from_schema, r->spec->from_table,
-                       r->vals[r->f_id] ? r->vals[r->f_id] : "NULL");
+                       r->new_name, r->vals[r->f_id] ? r->vals[r->f_id] : "NULL");
+    }
+    /* Two databases: the map row first (see the top of this file). */
+    if (r->split && !map_insert(r, lk, err))
+    {
+        free(params);
+        return false;
     }
     buf_reset(&r->sql);
     buf_printf(&r->sql, "INSERT INTO %s (%s", r->legacy_q, r->key_q);
@@ -273,16 +360,41 @@ apply_insert(Rev *r, Err *err)
     }
     ok = pg_exec_params(r->c, r->sql.data, np, params, err);
     free(params);
-    if (!ok)
+    if (!ok || (!r->split && !map_insert(r, lk, err)))
         return false;
-    mp[0] = lk;
-    mp[1] = r->vals[r->f_id];
-    buf_reset(&r->sql);
-    buf_printf(&r->sql, "INSERT INTO %s (legacy_id, id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-               r->map_q);
-    if (!pg_exec_params(r->c, r->sql.data, 2, mp, err))
-        return false;
+    if (r->split)
+    {
+        char *end;
+        long long k = strtoll(lk, &end, 10);
+
+        if (*end == '\0' && k > r->top_key)
+            r->top_key = k;
+    }
     r->st->inserted++;
+    return true;
+}
+
+/* Two databases, in the group's transaction: the legacy key's sequence on
+ * the source past the keys the group inserted (numbered by the target's
+ * sequence), so the legacy application, switched back, takes none of them. */
+static bool
+advance_sequence(Rev *r, Err *err)
+{
+    char top[32];
+    const char *p[3] = {r->legacy_q, r->spec->key, top};
+    PGresult *res;
+
+    if (r->top_key <= 0)
+        return true;
+    (void) snprintf(top, sizeof top, "%lld", r->top_key);
+    r->top_key = 0;
+    if (!pg_query(r->c,
+                  "SELECT pg_catalog.setval(s::regclass, $3::bigint) FROM "
+                  "pg_catalog.pg_get_serial_sequence($1, $2) s WHERE s IS NOT NULL AND "
+                  "coalesce(pg_catalog.pg_sequence_last_value(s::regclass), 0) < $3::bigint",
+                  3, p, &res, err))
+        return false;
+    PQclear(res);
     return true;
 }
 
@@ -330,12 +442,26 @@ apply_update(Rev *r, const Record *rec, Err *err)
     const Field *idf = rec->old_fields ? &rec->old_fields[r->f_id] : &rec->fields[r->f_id];
     const char **params = xcalloc(r->ncommon + 4, sizeof *params);
     char *id = idf->is_null || idf->data == NULL ? NULL : xstrndup(idf->data, idf->len);
+    char lk[64];
     int n = 2, uuid_n = 0;
     uint64_t rows = 0;
     bool ok;
 
     params[0] = id;
     params[1] = r->vals[r->f_legacy_id];
+    if (r->split)
+    {
+        /* The map is in the other database: the legacy key looked up first. */
+        bool found;
+
+        if (!legacy_key(r, rec, lk, sizeof lk, &found, err))
+        {
+            free(params);
+            free(id);
+            return false;
+        }
+        params[0] = found ? lk : NULL;
+    }
     buf_reset(&r->sql);
     buf_printf(&r->sql, "UPDATE %s SET %s = COALESCE($2, %s)", r->legacy_q, r->key_q, r->key_q);
     for (size_t i = 0; i < r->ncommon; i++)
@@ -352,16 +478,18 @@ apply_update(Rev *r, const Record *rec, Err *err)
         buf_printf(&r->sql, ", %s = ", r->common_q[i]);
         put_value(r, i, n, uuid_n);
     }
-    buf_printf(&r->sql, " WHERE %s = COALESCE((SELECT legacy_id FROM %s WHERE id = $1), $2)",
-               r->key_q, r->map_q);
+    if (r->split)
+        buf_printf(&r->sql, " WHERE %s = $1", r->key_q);
+    else
+        buf_printf(&r->sql, " WHERE %s = COALESCE((SELECT legacy_id FROM %s WHERE id = $1), $2)",
+                   r->key_q, r->map_q);
     ok = affected(r->c, r->sql.data, n, params, &rows, err);
     free(params);
     if (ok && rows == 0)
     {
         r->st->missing++;
-        log_warn("an update of %s.%s at %" PRIX64 " (id %s) found no row in %s.%s",
-                 r->spec->from_schema, r->spec->from_table, rec->line, id ? id : "NULL",
-                 r->spec->from_schema, r->spec->legacy_table);
+        log_warn("an update of %s at %" PRIX64 " (id %s) found no row in %s.%s", r->new_name,
+                 rec->line, id ? id : "NULL", r->spec->from_schema, r->spec->legacy_table);
     }
     else if (ok)
         r->st->updated++;
@@ -386,16 +514,30 @@ apply_delete(Rev *r, const Record *rec, Err *err)
         buf_printf(&r->sql, "DELETE FROM %s WHERE %s = $1", r->legacy_q, r->key_q);
         if (!affected(r->c, r->sql.data, 1, p, &rows, err))
             return false;
-        buf_reset(&r->sql);
-        buf_printf(&r->sql, "DELETE FROM %s WHERE legacy_id = $1", r->map_q);
-        if (!pg_exec_params(r->c, r->sql.data, 1, p, err))
-            return false;
+        if (r->split)
+        {
+            /* After the commit (see the top of this file). */
+            const char *g[2] = {r->into_key, lk};
+
+            if (!pg_exec_params(r->c,
+                                "INSERT INTO v7fill.migrate_reverse_gone (into_table, legacy_id) "
+                                "VALUES ($1, $2)",
+                                2, g, err))
+                return false;
+        }
+        else
+        {
+            buf_reset(&r->sql);
+            buf_printf(&r->sql, "DELETE FROM %s WHERE legacy_id = $1", r->map_q);
+            if (!pg_exec_params(r->c, r->sql.data, 1, p, err))
+                return false;
+        }
     }
     if (rows == 0)
     {
         r->st->missing++;
-        log_warn("a delete of %s.%s at %" PRIX64 " found no row in %s.%s", r->spec->from_schema,
-                 r->spec->from_table, rec->line, r->spec->from_schema, r->spec->legacy_table);
+        log_warn("a delete of %s at %" PRIX64 " found no row in %s.%s", r->new_name, rec->line,
+                 r->spec->from_schema, r->spec->legacy_table);
         return true;
     }
     r->st->deleted++;
@@ -426,7 +568,48 @@ persist_idle(void *ctx, uint64_t lsn, Err *err)
 {
     Rev *r = ctx;
 
-    return store_position(r->c, r->into_key, lsn, 0, true, err);
+    return store_position(r->c, r->into_key, lsn, 0, true, err) &&
+           (!r->split || store_position(r->m, r->into_key, lsn, 0, true, err));
+}
+
+/* Two databases, once legacy rows' deletes committed (also at the start of
+ * a run, for a kill that came between): their map rows go, then the list. */
+static bool
+flush_gone(Rev *r, Err *err)
+{
+    const char *p[1] = {r->into_key};
+    char *sql = xasprintf("DELETE FROM %s WHERE legacy_id = $1", r->map_q);
+    PGresult *res;
+    bool ok = pg_query(r->c,
+                       "SELECT legacy_id FROM v7fill.migrate_reverse_gone WHERE into_table = $1",
+                       1, p, &res, err);
+
+    if (ok)
+    {
+        for (int i = 0; ok && i < PQntuples(res); i++)
+        {
+            const char *k[1] = {PQgetvalue(res, i, 0)};
+
+            ok = pg_exec_params(r->m, sql, 1, k, err);
+        }
+        if (ok && PQntuples(res) > 0)
+            ok = pg_exec_params(r->c, "DELETE FROM v7fill.migrate_reverse_gone WHERE "
+                                      "into_table = $1",
+                                1, p, err);
+        PQclear(res);
+    }
+    free(sql);
+    if (!ok)
+        err_prefix(err, "removing the map rows of legacy rows deleted");
+    return ok;
+}
+
+/* Two databases, once the legacy rows committed: the map rows of those
+ * deleted, and the position shown in the target's row. */
+static bool
+after_commit(Rev *r, uint64_t lsn, uint64_t rows, Err *err)
+{
+    return flush_gone(r, err) && store_position(r->m, r->into_key, lsn, rows, true, err);
 }
 
 static bool
@@ -435,10 +618,13 @@ commit_group(Rev *r, Err *err)
     SourcePosition pos;
 
     r->src->ops->position(r->src, &pos);
-    if (!store_position(r->c, r->into_key, pos.lsn, r->group_rows, false, err) ||
+    if (!advance_sequence(r, err) ||
+        !store_position(r->c, r->into_key, pos.lsn, r->group_rows, false, err) ||
         !pg_exec(r->c, "COMMIT", err))
         return false;
     r->in_txn = false;
+    if (r->split && !after_commit(r, pos.lsn, r->group_rows, err))
+        return false;
     r->group_rows = 0;
     source_pgoutput_committed(r->src, pos.lsn);
     r->st->applied_lsn = pos.lsn;
@@ -478,9 +664,9 @@ read_state(Rev *r, char *slot, char *pub, uint64_t *end_lsn, Err *err)
     const char *p[1] = {r->into_key};
     bool ok;
 
-    if (!pg_query(r->c,
-                  "SELECT slot, publication, end_lsn::text FROM v7fill.migrate_reverse "
-                  "WHERE into_table = $1",
+    if (!pg_query(r->m,
+                  "SELECT slot, publication, end_lsn::text, switch_lsn::text FROM "
+                  "v7fill.migrate_reverse WHERE into_table = $1",
                   1, p, &res, err))
         return false;
     if (PQntuples(res) != 1)
@@ -493,7 +679,36 @@ read_state(Rev *r, char *slot, char *pub, uint64_t *end_lsn, Err *err)
     (void) snprintf(slot, 64, "%s", PQgetvalue(res, 0, 0));
     (void) snprintf(pub, 64, "%s", PQgetvalue(res, 0, 1));
     ok = pgo_lsn_parse(PQgetvalue(res, 0, 2), end_lsn);
-    PQclear(res);
+    if (ok && r->split)
+    {
+        /* The position commits with the legacy rows: the source's own row,
+         * made from the target's at the first run after this switch. */
+        const char *q[4] = {r->into_key, slot, PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3)};
+        PGresult *res2;
+
+        if (q[3][0] == '\0')
+            q[3] = NULL;
+        ok = migrate_reverse_setup(r->c, err) &&
+             pg_exec_params(r->c,
+                            "INSERT INTO v7fill.migrate_reverse AS r (into_table, slot, "
+                            "publication, switch_lsn, end_lsn) VALUES ($1, $2, $2, $4::pg_lsn, "
+                            "$3::pg_lsn) ON CONFLICT (into_table) DO UPDATE SET slot = "
+                            "EXCLUDED.slot, publication = EXCLUDED.publication, switch_lsn = "
+                            "EXCLUDED.switch_lsn, end_lsn = EXCLUDED.end_lsn, applied = 0, "
+                            "updated_at = now() WHERE r.slot IS DISTINCT FROM EXCLUDED.slot OR "
+                            "r.switch_lsn IS DISTINCT FROM EXCLUDED.switch_lsn",
+                            4, q, err) &&
+             pg_query(r->c,
+                      "SELECT end_lsn::text FROM v7fill.migrate_reverse WHERE into_table = $1",
+                      1, q, &res2, err);
+        PQclear(res);
+        if (!ok)
+            return false;
+        ok = PQntuples(res2) == 1 && pgo_lsn_parse(PQgetvalue(res2, 0, 0), end_lsn);
+        PQclear(res2);
+    }
+    else
+        PQclear(res);
     return ok ? true : err_set(err, EC_INTERNAL, "v7fill.migrate_reverse holds a bad LSN");
 }
 
@@ -505,8 +720,8 @@ run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
 
     memset(&cfg, 0, sizeof cfg);
     cfg.repl = repl;
-    cfg.schema = r->spec->from_schema;
-    cfg.table = r->spec->from_table;
+    cfg.schema = r->split ? r->spec->into_schema : r->spec->from_schema;
+    cfg.table = r->split ? r->spec->into_table : r->spec->from_table;
     cfg.columns = (const char *const *) r->newt.cols;
     cfg.ncolumns = r->newt.ncols;
     cfg.resume_lsn = start;
@@ -543,6 +758,7 @@ run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
         if (!pg_exec(r->c, "ROLLBACK", &rerr))
             log_debug("rollback: %s", rerr.msg);
         r->in_txn = false;
+        r->top_key = 0;
     }
     if (ok)
     {
@@ -561,8 +777,9 @@ run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
 }
 
 bool
-migrate_reverse_apply(PgConn *c, const MigrateSpec *spec, const ReverseParentRef *ref,
-                      uint64_t stop_lsn, bool follow, ReverseStats *st, Err *err)
+migrate_reverse_apply(PgConn *c, PgConn *legacy, const MigrateSpec *spec,
+                      const ReverseParentRef *ref, uint64_t stop_lsn, bool follow,
+                      ReverseStats *st, Err *err)
 {
     Rev r;
     ReplConn *repl = NULL;
@@ -571,17 +788,25 @@ migrate_reverse_apply(PgConn *c, const MigrateSpec *spec, const ReverseParentRef
     char *conninfo = NULL;
     bool ok = false;
 
+    if (!follow && stop_lsn == 0)
+        return err_set(err, EC_INTERNAL, "the way back without --follow needs a stop position");
     memset(&r, 0, sizeof r);
     buf_init(&r.sql);
-    r.c = c;
+    r.m = c;
+    r.c = legacy ? legacy : c;
+    r.split = r.c != r.m;
     r.spec = spec;
     r.st = st;
     r.fk_common = -1;
     r.f_fku = -1;
     (void) snprintf(r.into_key, sizeof r.into_key, "%s.%s", spec->into_schema, spec->into_table);
-    if (!follow && stop_lsn == 0)
-        return err_set(err, EC_INTERNAL, "the way back without --follow needs a stop position");
-    if (!read_state(&r, slot, pub, &start, err) || !rev_columns(&r, ref, err))
+    if (r.split && ref)
+    {
+        err_set(err, EC_INTERNAL, "a migrate-mode child's way back needs one database");
+        goto out;
+    }
+    if (!read_state(&r, slot, pub, &start, err) || !rev_columns(&r, ref, err) ||
+        (r.split && !flush_gone(&r, err)))
         goto out;
     st->start_lsn = start;
     st->applied_lsn = start;
@@ -714,7 +939,8 @@ session_reset(PgConn *c, bool replica)
 /* The way back after migrate_reverse's checks: the parent alone, or with its
  * migrate-mode children in rounds. */
 static bool
-reverse_run(PgConn *db, MigrateSpec *spec, bool follow, ReverseStats *st, Err *err)
+reverse_run(PgConn *db, PgConn *legacy, MigrateSpec *spec, bool follow, ReverseStats *st,
+            Err *err)
 {
     uint64_t stop = 0;
     char at[PGO_LSN_TEXT_SIZE];
@@ -728,7 +954,7 @@ reverse_run(PgConn *db, MigrateSpec *spec, bool follow, ReverseStats *st, Err *e
     }
     if (!follow && !pg_flush_wal(db, &stop, err)) /* the stop: all committed so far */
         return false;
-    if (!migrate_reverse_apply(db, spec, NULL, stop, follow, st, err))
+    if (!migrate_reverse_apply(db, legacy, spec, NULL, stop, follow, st, err))
     {
         err_prefix(err, "the way back into %s.%s", spec->from_schema, spec->legacy_table);
         return false;
@@ -737,28 +963,41 @@ reverse_run(PgConn *db, MigrateSpec *spec, bool follow, ReverseStats *st, Err *e
     pgo_lsn_format(st->applied_lsn, at);
     log_info("%s.%s is current with %s.%s up to %s: %" PRIu64 " inserted, %" PRIu64
              " updated, %" PRIu64 " deleted, %" PRIu64 " missing",
-             spec->from_schema, spec->legacy_table, spec->from_schema, spec->from_table, at,
-             st->inserted, st->updated, st->deleted, st->missing);
+             spec->from_schema, spec->legacy_table,
+             legacy != db ? spec->into_schema : spec->from_schema,
+             legacy != db ? spec->into_table : spec->from_table, at, st->inserted, st->updated,
+             st->deleted, st->missing);
     return true;
 }
 
 bool
-migrate_reverse(PgConn *db, MigrateSpec *spec, bool follow, ReverseStats *st, Err *err)
+migrate_reverse(PgConn *db, PgConn *legacy, MigrateSpec *spec, bool follow, ReverseStats *st,
+                Err *err)
 {
     bool replica = false, ok;
 
     memset(st, 0, sizeof *st);
-    if (spec->source_conninfo[0] != '\0')
+    if (legacy == NULL)
+        legacy = db;
+    if (legacy != db && spec->source_conninfo[0] == '\0')
         return err_set(err, EC_CONFIG,
-                       "the way back (--reverse) needs the legacy table and the new one in the "
-                       "same database; this migration has a separate source");
+                       "--source names another database, but the migration into %s.%s has the "
+                       "legacy table in the target's own: run --reverse without --source",
+                       spec->into_schema, spec->into_table);
+    if (legacy == db && spec->source_conninfo[0] != '\0')
+        return err_set(err, EC_INTERNAL, "the way back of a migration between two databases "
+                                         "got no connection to the source");
+    if (legacy != db && spec->child_mode == MIGRATE_CHILD_MIGRATE && spec->nchildren > 0)
+        return err_set(err, EC_CONFIG,
+                       "the way back of --child-mode migrate children needs the source and the "
+                       "target in one database");
     if (spec->legacy_table[0] == '\0')
         (void) snprintf(spec->legacy_table, sizeof spec->legacy_table, "%.56s_legacy",
                         spec->from_table);
-    if (!migrate_reverse_session(db, spec, &replica, err))
+    if (!migrate_reverse_session(legacy, spec, &replica, err))
         return false;
-    ok = reverse_run(db, spec, follow, st, err);
-    session_reset(db, replica);
+    ok = reverse_run(db, legacy, spec, follow, st, err);
+    session_reset(legacy, replica);
     return ok;
 }
 

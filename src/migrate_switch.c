@@ -30,6 +30,12 @@ typedef struct Names
     char into_key[160];
     char rev[64];
     bool one_way;     /* the new table is Citus-distributed: no way back is prepared */
+    PgConn *rev_db;   /* two databases: the target, where the way back starts (NULL: one) */
+    PgConn *tdb;      /* two databases: the target (NULL: one) */
+    PgConn *lapply;   /* two databases, switching back: the way back's writer on the source */
+    char *tseq_q;     /* two databases: the target's legacy_id sequence (NULL: none) */
+    char src_seq[256]; /* two databases: the source key's sequence ("": none) */
+    char tseq[160];   /* the target's legacy_id sequence as printed */
 } Names;
 
 static void
@@ -49,6 +55,7 @@ names_free(Names *n)
     free(n->legacy_q);
     free(n->into_q);
     free(n->from_q);
+    free(n->tseq_q);
 }
 
 static int64_t
@@ -359,9 +366,29 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
         printf("  lock held %" PRId64 " ms (attempt %d)\n", st->lock_held_ms, st->attempts);
         printf("the application must change:\n");
         printf("  connect to the target database and use %s.%s: id is uuid (a UUIDv7 the "
-               "application mints), the old key is its legacy_id (may be NULL now: new rows "
-               "need none)\n",
+               "application mints)\n",
                sp->into_schema, sp->into_table);
+        if (n->tseq_q)
+            printf("  the old key is legacy_id, filled for new rows by DEFAULT nextval of %s, "
+                   "which goes on from %s on the source\n",
+                   n->tseq, n->src_seq);
+        else
+            printf("  the old key is legacy_id; %s had no sequence: the application gives new "
+                   "rows their legacy_id, as it gave %s before (the way back needs it; NULL is "
+                   "taken, and such a row has no way back)\n",
+                   sp->key, sp->key);
+        if (n->one_way)
+            printf("way back: none; %s is a Citus distributed table, whose changes a slot on "
+                   "the coordinator cannot capture; %s.%s is kept as it was at the switch\n",
+                   n->into_key, sp->from_schema, sp->legacy_table);
+        else
+            printf("way back: v7fill migrate --into %s.%s --reverse [--follow] keeps %s.%s on "
+                   "the source current (slot \"%s\" on the target keeps the WAL since the "
+                   "switch); if no way back is wanted, on the target: SELECT "
+                   "pg_drop_replication_slot('%s'); DROP PUBLICATION \"%s\";\n",
+                   sp->into_schema, sp->into_table, sp->from_schema, sp->legacy_table, n->rev,
+                   n->rev, n->rev);
+        (void) fflush(stdout);
         return;
     }
     printf("switched %s.%s: it is the UUIDv7 table now (was %s.%s); the old table is %s.%s "
@@ -641,6 +668,81 @@ settle_children(PgConn *c, const MigrateSpec *sp, int lock_timeout_ms, SwitchSta
     return true;
 }
 
+/* Two databases, before the lock: the target's legacy_id numbered by a
+ * sequence of its own (<into>_legacy_id_seq, owned by the column), which
+ * the switch starts where the source key's sequence stands (tseq_start):
+ * the application's new rows get the legacy key the legacy application
+ * would have given them, and the way back copies them with it.  None when
+ * the source key has no sequence (the application gives legacy_id). */
+static bool
+legacy_id_sequence(PgConn *source, PgConn *target, const MigrateSpec *sp, Names *n,
+                   int lock_timeout_ms, Err *err)
+{
+    const char *p[2] = {n->from_q, sp->key};
+    char name[64], oid[16];
+    char *tq;
+    Err reset;
+    bool ok;
+
+    if (!query_text(source, "SELECT pg_catalog.pg_get_serial_sequence($1, $2)", 2, p, n->src_seq,
+                    sizeof n->src_seq, err))
+        return false;
+    if (n->src_seq[0] == '\0')
+        return true;
+    (void) snprintf(name, sizeof name, "%.47s_legacy_id_seq", sp->into_table);
+    tq = pg_qualified(target, sp->into_schema, name);
+    p[0] = tq;
+    ok = exec_fmt(target, err, "SET lock_timeout = %d", lock_timeout_ms) &&
+         exec_fmt(target, err, "CREATE SEQUENCE IF NOT EXISTS %s OWNED BY %s.legacy_id", tq,
+                  n->into_q) &&
+         query_text(target, "SELECT $1::regclass::oid", 1, p, oid, sizeof oid, err) &&
+         exec_fmt(target, err,
+                  "ALTER TABLE %s ALTER COLUMN legacy_id SET DEFAULT nextval('%s'::regclass)",
+                  n->into_q, oid);
+    if (!pg_exec(target, "RESET lock_timeout", &reset))
+        log_debug("RESET lock_timeout: %s", reset.msg);
+    if (!ok)
+    {
+        err_prefix(err, "the target's legacy_id sequence %s", tq);
+        free(tq);
+        return false;
+    }
+    n->tseq_q = tq;
+    (void) snprintf(n->tseq, sizeof n->tseq, "%s.%s", sp->into_schema, name);
+    return true;
+}
+
+/* Under the lock (the legacy table takes no insert): the target's legacy_id
+ * sequence goes on from the source key's, or from the highest key the map
+ * holds when that is higher. */
+static bool
+tseq_start(PgConn *s, const MigrateSpec *sp, const Names *n, Err *err)
+{
+    char last[32];
+    const char *p[2] = {n->src_seq, last};
+    char *map, *sql;
+    bool ok;
+
+    if (n->tseq_q == NULL)
+        return true;
+    if (!query_text(s,
+                    "SELECT coalesce(pg_catalog.pg_sequence_last_value($1::regclass), 0)::text",
+                    1, p, last, sizeof last, err))
+        return false;
+    p[0] = n->tseq_q;
+    map = pg_qualified(n->tdb, sp->into_schema, sp->map_table);
+    sql = xasprintf("SELECT pg_catalog.setval($1::regclass, GREATEST(m, 1), m > 0)::text FROM "
+                    "(SELECT GREATEST($2::bigint, (SELECT coalesce(max(legacy_id), 0) FROM %s)) "
+                    "m) x",
+                    map);
+    ok = query_text(n->tdb, sql, 2, p, last, sizeof last, err);
+    free(sql);
+    free(map);
+    if (!ok)
+        err_prefix(err, "starting %s", n->tseq_q);
+    return ok;
+}
+
 /* The switch transaction, forward, one attempt.  *retry: the lock was not
  * granted in time (or a deadlock); rolled back. */
 static bool
@@ -679,9 +781,18 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
         goto fail;
     if (!same)
     {
+        char at[PGO_LSN_TEXT_SIZE];
+
+        pgo_lsn_format(st->final_lsn, at);
+        /* The way back starts at the target's position now, the capture's
+         * last change applied: the application writes there only after this
+         * switch.  Recorded before the commit: a switch that commits has it
+         * (a later attempt records its own). */
         if (!exec_fmt(s, err, "LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", n->from_q) ||
             !move_table(s, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
-                        sp->legacy_table, err))
+                        sp->legacy_table, err) ||
+            !tseq_start(s, sp, n, err) ||
+            (n->rev_db && !record_reverse(n->rev_db, n->into_key, n->rev, at, err)))
             goto fail;
     }
     else
@@ -826,12 +937,13 @@ fill_child_keys(PgConn *c, const MigrateSpec *sp, const char *legacy_q, uint64_t
 /* The way back up to stop (strictly before it) on apply: the parent's, then
  * each migrate-mode child's up to the same position. */
 static bool
-reverse_upto(PgConn *apply, const MigrateSpec *sp, uint64_t stop, ReverseStats *rst, Err *err)
+reverse_upto(PgConn *apply, PgConn *legacy, const MigrateSpec *sp, uint64_t stop,
+             ReverseStats *rst, Err *err)
 {
     memset(rst, 0, sizeof *rst);
     if (has_childtables(sp))
         return migrate_childreverse_upto(apply, sp, stop, rst, err);
-    return migrate_reverse_apply(apply, sp, NULL, stop, false, rst, err);
+    return migrate_reverse_apply(apply, legacy, sp, NULL, stop, false, rst, err);
 }
 
 /* In the switch back's transaction, after the parent's names: every
@@ -876,6 +988,31 @@ back_childtables(PgConn *s, const MigrateSpec *sp, Err *err)
     return ok;
 }
 
+/* Switching back, under the lock on the new table(s) held by t: the final
+ * position read and flushed, the legacy tables caught up to it on apply's
+ * connection (written on legacy's: NULL, apply). */
+static bool
+back_catch_up(PgConn *t, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, SwitchStats *st,
+              Err *err)
+{
+    ReverseStats rst;
+
+    memset(&rst, 0, sizeof rst);
+    if (!current_lsn(t, &st->final_lsn, err) || !flush_wal(apply, err))
+        return false;
+    if (!reverse_upto(apply, legacy, sp, st->final_lsn, &rst, err))
+    {
+        err_prefix(err, "catching the legacy table up");
+        return false;
+    }
+    /* Renaming now would leave writes behind in the new table. */
+    if (!rst.caught_up)
+        return err_set(err, EC_INTERRUPTED, "interrupted while catching the legacy table up: "
+                                            "not switched back");
+    st->applied_at_switch = rst.inserted + rst.updated + rst.deleted;
+    return true;
+}
+
 /* Switching back (phase reverse, same database): the new tables locked
  * against writes, the legacy ones caught up on a second connection, the
  * names restored. */
@@ -884,31 +1021,16 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
           SwitchStats *st, bool *retry, Err *err)
 {
     int64_t t0 = 0;
-    ReverseStats rst;
     const char *p[1] = {n->into_key};
     char *newq = pg_qualified(t, sp->from_schema, sp->into_table);
     bool ok = false;
 
-    memset(&rst, 0, sizeof rst);
     *retry = false;
     if (!begin_locked(t, sp, n->from_q, "SHARE ROW EXCLUSIVE", lock_timeout_ms, err))
         goto out;
     t0 = mono_ms();
-    if (!current_lsn(t, &st->final_lsn, err) || !flush_wal(apply, err))
+    if (!back_catch_up(t, apply, NULL, sp, st, err))
         goto out;
-    if (!reverse_upto(apply, sp, st->final_lsn, &rst, err))
-    {
-        err_prefix(err, "catching the legacy table up");
-        goto out;
-    }
-    if (!rst.caught_up)
-    {
-        /* Renaming now would leave writes behind in the new table. */
-        err_set(err, EC_INTERRUPTED, "interrupted while catching the legacy table up: not "
-                                     "switched back");
-        goto out;
-    }
-    st->applied_at_switch = rst.inserted + rst.updated + rst.deleted;
     if (st->applied_at_switch > 0)
         st->children_fill_clean = false; /* also for a later attempt (this one may fail) */
     ok = (st->children_fill_clean ||
@@ -934,6 +1056,70 @@ out:
         *retry = lock_failed(err);
     }
     return ok;
+}
+
+/* Switching back between two databases (phase reverse): the target's new
+ * table locked against writes, the source's legacy table caught up under
+ * that lock, then renamed <from> again in a short transaction of its own on
+ * the source, committed before the target's (the application's writes to
+ * the new table wait until then, and find the way back's state gone).  The
+ * target's legacy_id keeps its sequence (the capture gives the keys). */
+static bool
+back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const Names *n,
+         int lock_timeout_ms, SwitchStats *st, bool *retry, Err *err)
+{
+    PgConn *t = n->tdb;
+    int64_t t0 = 0;
+    const char *p[1] = {n->into_key};
+    char v[8];
+    bool ok = false, src_open = false;
+
+    *retry = false;
+    if (!exec_fmt(t, err, "BEGIN; SET LOCAL lock_timeout = '%d ms'; LOCK TABLE %s IN SHARE ROW "
+                          "EXCLUSIVE MODE",
+                  lock_timeout_ms, n->into_q))
+        goto out;
+    t0 = mono_ms();
+    if (!back_catch_up(t, apply, legacy, sp, st, err))
+        goto out;
+    src_open = exec_fmt(s, err, "BEGIN; SET LOCAL lock_timeout = '%d ms'; LOCK TABLE %s IN ACCESS "
+                                "EXCLUSIVE MODE",
+                        lock_timeout_ms, n->legacy_q);
+    ok = src_open &&
+         move_table(s, n->legacy_q, sp->from_schema, sp->legacy_table, sp->from_schema,
+                    sp->from_table, err) &&
+         query_text(s, "SELECT (pg_catalog.to_regclass('v7fill.migrate_reverse') IS NOT NULL)::text",
+                    0, NULL, v, sizeof v, err) &&
+         (strcmp(v, "true") != 0 ||
+          pg_exec_params(s, "DELETE FROM v7fill.migrate_reverse WHERE into_table = $1", 1, p,
+                         err)) &&
+         pg_exec(s, "COMMIT", err);
+    if (!ok)
+        goto out;
+    src_open = false;
+    st->lock_held_ms = mono_ms() - t0;
+    /* Switched back: the target's state row and lock go (a failure here is
+     * left to the rerun, which finds the names restored). */
+    {
+        Err e = {0};
+
+        if (!pg_exec_params(t, "DELETE FROM v7fill.migrate_reverse WHERE into_table = $1", 1, p,
+                            &e) ||
+            !pg_exec(t, "COMMIT", &e))
+        {
+            log_warn("switched back, but the target's way-back state of %s stays (%s): the "
+                     "rerun of --switch removes it",
+                     n->into_key, e.msg);
+            rollback(t);
+        }
+    }
+    return true;
+out:
+    if (src_open)
+        rollback(s);
+    rollback(t);
+    *retry = lock_failed(err);
+    return false;
 }
 
 /* After switching back: the reverse slot and publication are not needed
@@ -1034,7 +1220,8 @@ switch_retried(PgConn *s, PgConn *apply, MigrateSpec *sp, const Names *n, bool s
         bool retry = false;
 
         st->attempts = a;
-        if (back ? back_once(s, apply, sp, n, lock_timeout_ms, st, &retry, err)
+        if (back && !same ? back_two(s, apply, n->lapply, sp, n, lock_timeout_ms, st, &retry, err)
+            : back ? back_once(s, apply, sp, n, lock_timeout_ms, st, &retry, err)
                  : switch_once(s, sp, n, same, lock_timeout_ms, catch_up, ctx, st, seq, seqsize,
                                &retry, err))
             return true;
@@ -1074,11 +1261,6 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         (void) snprintf(spec->legacy_table, sizeof spec->legacy_table, "%.56s_legacy",
                         spec->from_table);
     names_init(c, spec, &n);
-    if (back && !same)
-    {
-        err_set(err, EC_CONFIG, "switching back needs both tables in one database");
-        goto out;
-    }
     if (!same && has_childtables(spec))
     {
         err_set(err, EC_CONFIG, "the switch with --child-mode migrate children needs the source "
@@ -1097,8 +1279,16 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         st->already = true;
         if (back)
         {
-            /* Killed after the commit: the slots may be left. */
-            drop_reverses(c, spec, &n);
+            /* Killed after the commit: the slots may be left (two databases:
+             * the target's state row too). */
+            const char *p[1] = {n.into_key};
+            Err e = {0};
+
+            if (!same && !pg_exec_params(target, "DELETE FROM v7fill.migrate_reverse WHERE "
+                                                 "into_table = $1",
+                                         1, p, &e))
+                log_warn("the target's way-back state of %s: %s", n.into_key, e.msg);
+            drop_reverses(target, spec, &n);
             spec->phase = MIGRATE_PHASE_FOLLOW;
             spec->legacy_table[0] = '\0';
             printf("%s.%s is the legacy table again: already switched back\n", spec->from_schema,
@@ -1139,14 +1329,16 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         /* Most of the way back and the child keys before the lock; what was
          * written since, under it; the way back's connection writes as
          * --reverse's (migrate_reverse_session). */
+        n.tdb = same ? NULL : target;
         if (!pg_connect_again(target, &apply, err) ||
-            !migrate_reverse_session(apply, spec, &replica, err))
+            (!same && !pg_connect_again(source, &n.lapply, err)) ||
+            !migrate_reverse_session(same ? apply : n.lapply, spec, &replica, err))
             goto out;
         /* Again while a pass found much to do: writers go on meanwhile. */
         for (int pass = 0; pass < 5; pass++)
         {
             if (!current_lsn(target, &now_lsn, err) ||
-                !reverse_upto(apply, spec, now_lsn, &pre, err))
+                !reverse_upto(apply, n.lapply, spec, now_lsn, &pre, err))
                 goto out;
             if (pre.inserted + pre.updated + pre.deleted < 100)
                 break;
@@ -1156,7 +1348,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
          * under the lock (2,000 of them held it 2-3 s), and the fill again
          * until it finds nothing: then, when nothing is applied under the
          * lock either, the fill (a scan of each child) is skipped there. */
-        for (int round = 0; round < 3; round++)
+        for (int round = 0; same && round < 3; round++)
         {
             uint64_t filled = 0;
 
@@ -1167,15 +1359,24 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
             if (!has_childtables(spec) || filled == 0)
                 break;
             if (!current_lsn(target, &now_lsn, err) ||
-                !reverse_upto(apply, spec, now_lsn, &pre, err))
+                !reverse_upto(apply, NULL, spec, now_lsn, &pre, err))
                 goto out;
         }
     }
-    else if (!check_caught_up(source, spec, err) ||
-             (same && !one_way_of(target, spec, &n, err)) ||
-             (same && !n.one_way && !prepare_reverses(target, spec, &n, err)) ||
+    else if (!check_caught_up(source, spec, err) || !one_way_of(target, spec, &n, err) ||
+             (!n.one_way && !prepare_reverses(target, spec, &n, err)) ||
              (same && !settle_children(target, spec, lock_timeout_ms, st, err)))
         goto out;
+    if (!same && !back)
+    {
+        /* A Citus-distributed target: one way, its legacy_id left as the
+         * application gives it. */
+        n.tdb = target;
+        if (!n.one_way)
+            n.rev_db = target;
+        if (!n.one_way && !legacy_id_sequence(source, target, spec, &n, lock_timeout_ms, err))
+            goto out;
+    }
     if (!switch_retried(c, apply, spec, &n, same, back, lock_timeout_ms, attempts, catch_up, ctx,
                         st, seq, sizeof seq, err))
         goto out;
@@ -1213,6 +1414,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
     ok = true;
 out:
     pg_close(apply);
+    pg_close(n.lapply);
     names_free(&n);
     return ok;
 }

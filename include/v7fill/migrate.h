@@ -199,9 +199,11 @@ V7FILL_MUST_CHECK bool migrate_verify_settled(PgConn *target, const char *target
 V7FILL_MUST_CHECK bool migrate_switch_spec(PgConn *target, const char *target_conninfo,
                                            MigrateSpec *spec, const MigrateOptions *o,
                                            struct SwitchStats *st, Err *err);
-/* --reverse [--follow]: migrate_reverse; the spec stored after it. */
-V7FILL_MUST_CHECK bool migrate_reverse_spec(PgConn *target, MigrateSpec *spec, bool follow,
-                                            struct ReverseStats *st, Err *err);
+/* --reverse [--follow]: migrate_reverse (with two databases, into the
+ * source: source_conninfo, else the stored one); the spec stored after it. */
+V7FILL_MUST_CHECK bool migrate_reverse_spec(PgConn *target, const char *target_conninfo,
+                                            MigrateSpec *spec, const char *source_conninfo,
+                                            bool follow, struct ReverseStats *st, Err *err);
 
 /* --status: the way back of one table (migrate_reverse_status). */
 typedef struct ReverseStatus

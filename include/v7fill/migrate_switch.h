@@ -15,7 +15,9 @@
  * v7fill.migrate_reverse inside the switch transaction: the way back misses
  * no write made after the switch.  Two databases: the source table is renamed
  * <from>_legacy (writes to the old name fail instead of being lost), nothing
- * is renamed on the target.
+ * is renamed on the target; its legacy_id gets a sequence of its own, set
+ * under the lock to go on from the source key's; the way back's slot is made
+ * on the target and its start stored there before the source's commit.
  *
  * Reverse: the new table's changes (pgoutput, publish_via_partition_root)
  * applied into the legacy table by legacy key, translated through the map,
@@ -23,7 +25,10 @@
  * in the same transaction; the slot is acknowledged only after the commit.
  * `--switch` in phase reverse switches back (the same lock dance, the legacy
  * table caught up under the lock, child rows written after the switch with
- * only <fk>_uuid given their <fk> from the map, names restored).
+ * only <fk>_uuid given their <fk> from the map, names restored).  Two
+ * databases: read on the target, written into the source's legacy table,
+ * the position stored with the legacy rows (migrate_reverse.c); switching
+ * back locks the target's table, catches up, renames on the source.
  *
  * Children in mode migrate (same database only): catch_up runs every capture
  * (migrate_childswitch.h) and the lock covers the children's source tables;
@@ -112,12 +117,13 @@ typedef struct ReverseStats
     bool caught_up;              /* ended at the stop position (not interrupted) */
 } ReverseStats;
 
-/* Keep the legacy table current from the new one (same database only):
- * until caught up with what was committed when it started, or with follow
- * until SIGINT/SIGTERM (the open group committed, true).  Sets spec->phase
- * to reverse. */
-V7FILL_MUST_CHECK bool migrate_reverse(PgConn *db, MigrateSpec *spec, bool follow,
-                                       ReverseStats *st, Err *err);
+/* Keep the legacy table current from the new one: until caught up with
+ * what was committed when it started, or with follow until SIGINT/SIGTERM
+ * (the open group committed, true).  db: the new table's database (its
+ * slot, its map); legacy: the legacy table's, the source's when the
+ * migration has two (NULL: db).  Sets spec->phase to reverse. */
+V7FILL_MUST_CHECK bool migrate_reverse(PgConn *db, PgConn *legacy, MigrateSpec *spec,
+                                       bool follow, ReverseStats *st, Err *err);
 
 /* The reverse publication and slot of a migration: "<spec->slot>_rev"
  * (the slot name cut to 59 bytes first). */
@@ -133,10 +139,13 @@ typedef struct ReverseParentRef
     const char *fk_column;       /* the child's column holding the parent's legacy key */
 } ReverseParentRef;
 
-/* Apply spec's way back until stop_lsn on apply_conn (the switch back: not
+/* Apply spec's way back until stop_lsn: read on apply_conn's database (the
+ * new table's), written on legacy's (NULL: apply_conn; the switch back: not
  * the connection holding the lock).  stop_lsn 0 with follow: until
- * interrupted.  ref: spec is a migrate-mode child of that parent (NULL: not). */
-V7FILL_MUST_CHECK bool migrate_reverse_apply(PgConn *apply_conn, const MigrateSpec *spec,
+ * interrupted.  ref: spec is a migrate-mode child of that parent (NULL: not;
+ * one database only). */
+V7FILL_MUST_CHECK bool migrate_reverse_apply(PgConn *apply_conn, PgConn *legacy,
+                                             const MigrateSpec *spec,
                                              const ReverseParentRef *ref, uint64_t stop_lsn,
                                              bool follow, ReverseStats *st, Err *err);
 

@@ -120,7 +120,8 @@ migrate_usage(FILE *out)
           "                         written with session_replication_role = replica (no\n"
           "                         trigger or foreign key acts on the legacy tables): needs\n"
           "                         a superuser or GRANT SET ON PARAMETER, else refused when\n"
-          "                         a legacy child's key is NO ACTION/RESTRICT\n"
+          "                         a legacy child's key is NO ACTION/RESTRICT; between two\n"
+          "                         databases written into the source's legacy table\n"
           "\n"
           "The migration is stored in the target's v7fill.migration (the source's connection\n"
           "string without its password): later forms need only --into.  Every step is\n"
@@ -454,7 +455,7 @@ migrate_later(PgConn *conn, const char *conninfo, int action, const MigrateOptio
             ReverseStats st;
             char at[PGO_LSN_TEXT_SIZE];
 
-            if (migrate_reverse_spec(conn, &spec, o->follow, &st, err))
+            if (migrate_reverse_spec(conn, conninfo, &spec, source, o->follow, &st, err))
                 status = 0;
             pgo_lsn_format(st.applied_lsn, at);
             printf("migrate --reverse: transactions=%" PRIu64 " inserted=%" PRIu64

@@ -202,7 +202,9 @@ main(int argc, char **argv)
         spec_init(&spec, "switched");
         if (source)
             (void) snprintf(spec.source_conninfo, sizeof spec.source_conninfo, "%s", source);
-        if (!migrate_reverse(c, &spec, argc >= 4 && strcmp(argv[3], "follow") == 0, &st, &e))
+        if ((source && !pg_connect(source, &src, &e)) ||
+            !migrate_reverse(c, src, &spec, argc >= 4 && strcmp(argv[3], "follow") == 0, &st,
+                             &e))
             rc = fail(&e);
         else
             printf("transactions=%" PRIu64 " inserted=%" PRIu64 " updated=%" PRIu64

@@ -316,11 +316,11 @@ assert_eq "0|$(cq "SELECT count(*) FROM parents_v7")" "$(cq "SELECT pg_relation_
     "migrate: the map's rows on the shards"
 run_expect 0 c "$V7FILL" migrate --into parents_v7 --status
 echo "$OUT" | grep -qE '^ +phase +follow$' || fail "migrate --status: $OUT"
-# --switch between two databases renames the source table only; the way back needs one database
+# --switch between two databases renames the source table only; a distributed target has no way back
 run_expect 0 c "$V7FILL" migrate --into parents_v7 --switch
 assert_contains "$OUT" "the source table is now public.parents_legacy" "migrate --switch between two databases: the source renamed"
 run_expect 3 c "$V7FILL" migrate --into parents_v7 --reverse
-assert_contains "$OUT" "needs the legacy table and the new one in the same database" "migrate --reverse between two databases: refused, saying why"
+assert_contains "$OUT" "it is a Citus distributed table" "migrate --reverse between two databases, a distributed target: refused, saying why"
 
 # A target left local by a first run, distributed afterwards: the next run distributes its map
 # (dropping its UNIQUE (id)); a smallint key

@@ -235,14 +235,26 @@ assert_eq "|orders_legacy" "$(qs "SELECT to_regclass('orders'), to_regclass('ord
     "two databases: the source table renamed"
 assert_eq "orders_v7|orders" "$(q "SELECT to_regclass('orders_v7'), to_regclass('orders')")" \
     "two databases: nothing renamed on the target"
-# The application's new rows there have no legacy key (the old sequence is the source's): the
-# target's legacy_id may be NULL from the switch on, and such an insert goes in.
-assert_contains "$OUT" "may be NULL now" "two databases: the output says legacy_id needs no value"
+# The application's new rows there get their legacy key from the target's own sequence, which
+# goes on from the source's (the old sequence is the source's); a row given NULL is taken too.
+assert_contains "$OUT" "DEFAULT nextval of public.orders_v7_legacy_id_seq, which goes on from public.orders_id_seq" \
+    "two databases: the output names legacy_id's sequence"
+# (this target's map holds the keys of the one-database run above, so it goes on from those)
+top=$(q "SELECT max(legacy_id) FROM orders_v7_id_map")
 q "INSERT INTO orders_v7 (id, created_at, note) VALUES ('$("$V7FILL" uuid new)', now(), 'after the switch')"
-assert_eq "1|t" "$(q "SELECT count(*), bool_and(legacy_id IS NULL) FROM orders_v7 WHERE note = 'after the switch'")" \
-    "two databases: a new row without legacy_id is taken"
+assert_eq "$((top + 1))" "$(q "SELECT legacy_id FROM orders_v7 WHERE note = 'after the switch'")" \
+    "two databases: a new row's legacy_id goes on from the source's sequence"
+q "INSERT INTO orders_v7 (id, legacy_id, created_at, note) VALUES ('$("$V7FILL" uuid new)', NULL, now(), 'no key')"
 MSW_SOURCE="dbname=$srcdb" hx 0 switch "" follow
 assert_contains "$OUT" "already switched" "two databases: a rerun"
-MSW_SOURCE="dbname=$srcdb" hx 3 reverse ""
-assert_contains "$OUT" "same database" "two databases: the way back is refused"
+# The way back between two databases: the row given NULL gets the next value of that sequence
+# in the legacy table and the map (the target's row keeps its NULL), and the source's sequence
+# moves past both.
+MSW_SOURCE="dbname=$srcdb" hx 0 reverse ""
+assert_contains "$OUT" "inserted=2 updated=0 deleted=0 missing=0" "two databases: the way back"
+assert_eq "$((top + 1))|after the switch,$((top + 2))|no key" "$(qs "SELECT string_agg(id || '|' || note, ',' ORDER BY id) FROM orders_legacy WHERE id > 1")" \
+    "two databases: the legacy table has both rows"
+assert_eq "$((top + 2))|" "$(q "SELECT m.legacy_id, t.legacy_id FROM orders_v7 t JOIN orders_v7_id_map m USING (id) WHERE t.note = 'no key'")" \
+    "two databases: the row given NULL keeps it, the map pairs it"
+assert_eq "$((top + 3))" "$(qs "SELECT nextval('orders_id_seq')")" "two databases: the source's sequence past the keys the way back inserted"
 echo "ok"

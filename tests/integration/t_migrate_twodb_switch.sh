@@ -3,7 +3,10 @@
 # --verify and --status read the tables under their names after the switch: the source's legacy
 # table against the target (before, --verify stopped with "the source table public.orders does
 # not exist" and --status counted nothing on the source).  A row the application writes in the
-# target after the switch has no legacy key and no map row: --verify names it.
+# target after the switch has no legacy key and no map row: --verify names it, until the way back
+# (--reverse, two databases: read from the target's slot, written into the source's legacy
+# table) gives it the next key of the legacy table's own sequence and a map row; the application's
+# update and delete of older rows reach the legacy table too, each once.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 SRC_DB="${PGDATABASE}_src"
@@ -27,7 +30,11 @@ mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column crea
     --child 'public.items(order_id)'
 assert_contains "$OUT" "phase follow" "the copy finished"
 mig 0 --switch
+echo "$OUT"
 assert_contains "$OUT" "phase switched" "switched"
+assert_contains "$OUT" "filled for new rows by DEFAULT nextval of public.${INTO}_legacy_id_seq, which goes on from public.orders_id_seq on the source" \
+    "the switch names the target's legacy_id sequence"
+assert_contains "$OUT" "way back: v7fill migrate --into public.$INTO --reverse" "the switch names the way back"
 assert_eq "|orders_legacy" "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy')")" \
     "the source table renamed there"
 
@@ -43,8 +50,64 @@ assert_eq "public.orders_legacy 2000 public.$INTO 2000" \
     "$(python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["source_table"], d["source_rows"], d["target_table"], d["target_rows"])' <<<"$OUT")" \
     "--status --json: the tables counted, under their names now"
 
-# The application writes in the target after the switch: no legacy key, no map row.
-q "INSERT INTO $INTO (id, created_at, note) VALUES ('$("$V7FILL" uuid new)', now(), 'after the switch')" >/dev/null
+# The application writes in the target after the switch: its legacy key from the target's
+# sequence, which goes on from the source's; no map row.
+at=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
+q "INSERT INTO $INTO (id, created_at, note) VALUES ('$("$V7FILL" uuid new --at "$at")', '$at', 'after the switch')" >/dev/null
+assert_eq "2001" "$(q "SELECT legacy_id FROM $INTO WHERE note = 'after the switch'")" "the new row's legacy_id goes on from the source's sequence"
+qs "DELETE FROM items WHERE order_id = 7" >/dev/null
+q "UPDATE $INTO SET note = 'changed after the switch' WHERE legacy_id = 5;
+   DELETE FROM $INTO WHERE legacy_id = 7" >/dev/null
 mig 1 --verify
-assert_contains "$OUT" "target rows not in the map: 1 (legacy keys NULL)" "--verify names the row written after the switch"
+assert_contains "$OUT" "target rows not in the map: 1 (legacy keys 2001)" "--verify names the row written after the switch"
+assert_contains "$(qs "SELECT note FROM orders_legacy WHERE id = 5")" "n5" "before the way back the legacy table has the old value"
+
+mig 0 --reverse
+echo "$OUT"
+assert_contains "$OUT" "inserted=1 updated=1 deleted=1 missing=0" "the way back applied each change once"
+assert_contains "$OUT" "phase reverse" "phase reverse"
+assert_eq "2001|after the switch" "$(qs "SELECT id, note FROM orders_legacy WHERE id > 2000")" \
+    "the new row has the next key of the legacy sequence"
+assert_eq "2001" "$(q "SELECT m.legacy_id FROM ${INTO}_id_map m JOIN $INTO t USING (id) WHERE t.note = 'after the switch'")" \
+    "its map row in the target"
+assert_eq "changed after the switch|0" "$(qs "SELECT (SELECT note FROM orders_legacy WHERE id = 5), count(*) FROM orders_legacy WHERE id = 7")" \
+    "the update and the delete reached the legacy table"
+assert_eq "0" "$(q "SELECT count(*) FROM ${INTO}_id_map WHERE legacy_id = 7")" "the deleted row's map row is gone"
+assert_eq "2001" "$(qs "SELECT last_value FROM orders_id_seq")" "the source's sequence moved past the key the way back inserted"
+assert_eq "$(qs "SELECT end_lsn FROM v7fill.migrate_reverse")" "$(q "SELECT end_lsn FROM v7fill.migrate_reverse")" \
+    "the position committed with the legacy rows, and shown on the target"
+
+mig 0 --reverse
+assert_contains "$OUT" "inserted=0 updated=0 deleted=0 missing=0" "a second run applies nothing again"
+q "UPDATE $INTO SET note = 'again' WHERE note = 'after the switch'" >/dev/null
+mig 0 --reverse
+assert_contains "$OUT" "inserted=0 updated=1 deleted=0 missing=0" "a later update once, found through the map"
+assert_eq "again" "$(qs "SELECT note FROM orders_legacy WHERE id = 2001")" "the row the way back keyed"
+mig 0 --verify
+echo "$OUT"
+assert_contains "$OUT" "verdict: OK" "--verify after the way back"
+mig 0 --status
+echo "$OUT"
+assert_contains "$OUT" "way back" "--status shows the way back"
+
+# Switching back between two databases: the target's table locked against writes, the legacy
+# table caught up under that lock (a change made just before is not lost), renamed back on the
+# source; the way back's slot and state gone; the capture resumed takes the legacy
+# application's next row (its key past the ones the way back inserted).
+q "UPDATE $INTO SET note = 'just before switching back' WHERE legacy_id = 9" >/dev/null
+mig 0 --switch
+echo "$OUT"
+assert_contains "$OUT" "switched back" "switched back"
+assert_contains "$OUT" "phase follow" "phase follow again"
+assert_eq "orders|" "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy')")" "the legacy table has its name again"
+assert_eq "just before switching back" "$(qs "SELECT note FROM orders WHERE id = 9")" "the last change applied under the lock"
+assert_eq "0|0" "$(q "SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'v7fill_${INTO}_rev'),
+                            (SELECT count(*) FROM v7fill.migrate_reverse)")" "the way back's slot and state are gone"
+assert_eq "2002" "$(qs "INSERT INTO orders (created_at, note) VALUES (now(), 'legacy again') RETURNING id")" \
+    "the legacy application's next key is past the way back's"
+mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column created_at \
+    --child 'public.items(order_id)'
+assert_eq "1" "$(q "SELECT count(*) FROM $INTO WHERE legacy_id = 2002 AND note = 'legacy again'")" "the capture resumed"
+mig 0 --verify
+assert_contains "$OUT" "verdict: OK" "--verify after switching back"
 echo "ok"
