@@ -94,9 +94,13 @@ assert_contains "$OUT" "way back" "--status shows the way back"
 # table caught up under that lock (a change made just before is not lost), renamed back on the
 # source; the way back's slot and state gone; the capture resumed takes the legacy
 # application's next row (its key past the ones the way back inserted).
+# A writer and a reader on the target's table throughout: none of their statements waits
+# longer than the lock timeout plus 1 s (switch_under_load).
 q "UPDATE $INTO SET note = 'just before switching back' WHERE legacy_id = 9" >/dev/null
-mig 0 --switch
+switch_under_load "UPDATE $INTO SET note = 'w' WHERE legacy_id = 11" \
+    "SELECT count(*) FROM $INTO WHERE legacy_id <= 50" migrate --into "$INTO" --switch
 echo "$OUT"
+assert_eq "w" "$(qs "SELECT note FROM orders WHERE id = 11")" "the writer's update reached the legacy table"
 assert_contains "$OUT" "switched back" "switched back"
 assert_contains "$OUT" "phase follow" "phase follow again"
 assert_eq "orders|" "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy')")" "the legacy table has its name again"
