@@ -9,8 +9,8 @@
  * legacy table the source's.  The position commits with the legacy rows, in
  * the source's own v7fill.migrate_reverse (the target's row is where it
  * starts, and shows the progress to --status).  A map row the way back adds
- * commits before the legacy row it names (a replay finds it and reuses its
- * key); one it removes goes after, from a list the legacy rows' transaction
+ * commits (with the group's others) before the legacy row it names (a replay
+ * finds it and reuses its key); one it removes goes after, from a list the legacy rows' transaction
  * writes (v7fill.migrate_reverse_gone, read again by the next run when a
  * kill came between): a replay still finds the row to delete, and no map row
  * outlives its rows.
@@ -35,6 +35,7 @@ typedef struct Rev
     PgConn *c;                   /* the legacy table's database: its rows and the position */
     PgConn *m;                   /* the new table's: its map and its slot (c in one database) */
     bool split;                  /* c and m are two databases */
+    bool m_txn;                  /* split: the group's map rows in an open transaction on m */
     const MigrateSpec *spec;
     ReverseStats *st;
     char into_key[160];          /* the state row: "<into_schema>.<into_table>" */
@@ -255,9 +256,18 @@ static bool
 map_insert(Rev *r, const char *lk, Err *err)
 {
     const char *mp[2] = {lk, r->vals[r->f_id]};
-    char *sql = xasprintf("INSERT INTO %s (legacy_id, id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                          r->map_q);
-    bool ok = pg_exec_params(r->m, sql, 2, mp, err);
+    char *sql;
+    bool ok;
+
+    if (r->split && !r->m_txn)
+    {
+        if (!pg_exec(r->m, "BEGIN", err))
+            return false;
+        r->m_txn = true;
+    }
+    sql = xasprintf("INSERT INTO %s (legacy_id, id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                    r->map_q);
+    ok = pg_exec_params(r->m, sql, 2, mp, err);
 
     free(sql);
     return ok;
@@ -618,6 +628,13 @@ commit_group(Rev *r, Err *err)
     SourcePosition pos;
 
     r->src->ops->position(r->src, &pos);
+    /* Two databases: the map rows first (see the top of this file). */
+    if (r->m_txn)
+    {
+        if (!pg_exec(r->m, "COMMIT", err))
+            return false;
+        r->m_txn = false;
+    }
     if (!advance_sequence(r, err) ||
         !store_position(r->c, r->into_key, pos.lsn, r->group_rows, false, err) ||
         !pg_exec(r->c, "COMMIT", err))
@@ -759,6 +776,14 @@ run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
             log_debug("rollback: %s", rerr.msg);
         r->in_txn = false;
         r->top_key = 0;
+    }
+    if (r->m_txn)
+    {
+        Err rerr = {0};
+
+        if (!pg_exec(r->m, "ROLLBACK", &rerr))
+            log_debug("rollback: %s", rerr.msg);
+        r->m_txn = false;
     }
     if (ok)
     {

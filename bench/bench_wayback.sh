@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The way back's rate (`migrate --reverse`), in one database and between two, beside a baseline
+# binary when given.
+#
+#   V7FILL=build/v7fill V7FILL_BASE=/path/to/old/v7fill bench/bench_wayback.sh
+#
+# One throwaway cluster with fsync and synchronous_commit on (a commit costs what it costs in
+# production).  BENCH_WB_ROUNDS (default 2) rounds; in each, per binary (V7FILL_BASE first) and
+# per layout (one database, then two), fresh databases: orders with BENCH_WB_ROWS rows (default
+# 100000) migrated and switched, then the application's changes in the UUIDv7 table, in one
+# transaction: BENCH_WB_NEW new rows (default 20000, a UUIDv7 minted at each row's time) and an
+# update of every tenth row; then `migrate --reverse` until caught up, timed.  Prints the
+# changes applied per second per run, then per binary and layout the median.  A baseline binary
+# without the two-database way back prints "refused" there.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+V7FILL=${V7FILL:-$root/build/v7fill}
+ROUNDS=${BENCH_WB_ROUNDS:-2}
+ROWS=${BENCH_WB_ROWS:-100000}
+NEW=${BENCH_WB_NEW:-20000}
+eval "$("$root/tests/pgtmp.sh" start)"
+trap '"$root/tests/pgtmp.sh" stop "$PGTMP_DIR" >/dev/null' EXIT
+psql -qX -d postgres -c "ALTER SYSTEM SET fsync = on" -c "ALTER SYSTEM SET synchronous_commit = on" \
+    -c "SELECT pg_reload_conf()" >/dev/null
+binaries=("$V7FILL")
+[ -z "${V7FILL_BASE:-}" ] || binaries=("$V7FILL_BASE" "$V7FILL")
+declare -A rates
+
+# one_run BIN LAYOUT: prints the changes applied per second (or "refused")
+one_run() {
+    local bin=$1 layout=$2 src=wb_tgt new_table=orders t0 t1 out
+    for db in wb_tgt wb_src; do
+        psql -qX -d postgres -c "DROP DATABASE IF EXISTS $db" >/dev/null
+        psql -qX -d postgres -c "CREATE DATABASE $db" >/dev/null
+    done
+    psql -qX -d postgres -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots" >/dev/null
+    export PGDATABASE=wb_tgt
+    [ "$layout" = one ] || { src=wb_src; new_table=orders_v7; }
+    psql -qX -v ON_ERROR_STOP=1 -d "$src" -c "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL, note text);
+        INSERT INTO orders (created_at, note)
+          SELECT timestamptz '2025-01-01' + g * interval '1 minute', 'n' FROM generate_series(1, $ROWS) g" >/dev/null
+    local srcopt=()
+    [ "$layout" = one ] || srcopt=(--source "dbname=$src")
+    "$bin" migrate "${srcopt[@]}" --from public.orders --key id --time-column created_at --into orders_v7 >/dev/null 2>&1
+    "$bin" migrate --into orders_v7 --switch >/dev/null 2>&1
+    psql -qX -v ON_ERROR_STOP=1 -c "CREATE FUNCTION app_uuid7(at timestamptz) RETURNS uuid LANGUAGE sql AS \$\$
+        SELECT (lpad(to_hex((extract(epoch FROM at) * 1000)::bigint), 12, '0') || '7'
+                || substr(md5(random()::text), 1, 3) || to_hex(8 + floor(random() * 4)::int)
+                || substr(md5(random()::text), 1, 15))::uuid \$\$;
+      BEGIN;
+      INSERT INTO $new_table (id, created_at, note)
+        SELECT app_uuid7(t), t, 'new' FROM (SELECT timestamptz '2025-02-01' + g * interval '1 second' t
+                                            FROM generate_series(1, $NEW) g) s;
+      UPDATE $new_table SET note = 'changed' WHERE legacy_id % 10 = 0;
+      COMMIT" >/dev/null
+    t0=$(date +%s%N)
+    if ! out=$("$bin" migrate --into orders_v7 --reverse 2>&1); then
+        echo "refused"
+        return
+    fi
+    t1=$(date +%s%N)
+    local n
+    n=$(sed -n 's/.*inserted=\([0-9]*\) updated=\([0-9]*\) deleted=\([0-9]*\).*/\1 \2 \3/p' <<<"$out" | awk '{print $1 + $2 + $3}')
+    [ "$n" -ge "$NEW" ] || { echo "FAIL: the way back applied $n changes: $out" >&2; exit 1; }
+    awk -v n="$n" -v ns=$((t1 - t0)) 'BEGIN { printf "%d\n", n / (ns / 1e9) }'
+}
+
+for round in $(seq 1 "$ROUNDS"); do
+    for bin in "${binaries[@]}"; do
+        for layout in one two; do
+            r=$(one_run "$bin" "$layout")
+            echo "round $round  $(basename "$(dirname "$(dirname "$bin")")")/$(basename "$bin")  $layout database(s): $r changes/s"
+            rates["$bin|$layout"]+="$r "
+        done
+    done
+done
+echo "median changes/s (each run: $NEW inserts and an update of every tenth row, one source transaction):"
+for bin in "${binaries[@]}"; do
+    for layout in one two; do
+        printf '  %-40s %-4s %s\n' "$bin" "$layout" \
+            "$(tr ' ' '\n' <<<"${rates["$bin|$layout"]}" | grep -v '^$' | sort -n |
+               awk '{a[NR]=$1} END {if (a[1] == "refused" || NR == 0) print "refused"; else print a[int((NR + 1) / 2)]}')"
+    done
+done
