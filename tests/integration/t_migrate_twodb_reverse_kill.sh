@@ -4,7 +4,8 @@
 # table holds exactly the target's rows (legacy key, time, note), every change applied once (no
 # update or delete found its row missing), the target's map pairs exactly the target's rows (a
 # map row the way back added before a kill is reused, one it removes after the legacy commit is
-# removed by the next run), and the source's sequence is past every legacy key.
+# removed by the next run), and the source's sequence is past every legacy key.  Then the window
+# between the two databases' commits is forced, each way, by a failure instead of a kill.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 INTO=orders_k2
@@ -62,4 +63,47 @@ assert_eq "0" "$(q "SELECT count(*) FROM ((SELECT legacy_id, id FROM ${INTO}_id_
 assert_eq "0" "$(qs "SELECT count(*) FROM v7fill.migrate_reverse_gone")" "no map row left to remove"
 assert_eq "t" "$(qs "SELECT last_value >= (SELECT max(id) FROM orders_legacy) FROM orders_id_seq")" \
     "the source's sequence is past every legacy key"
+
+# The window between the two databases' commits, forced (the kills above fall there only by
+# chance).  (1) The map rows commit on the target, then the legacy commit fails (a deferred
+# trigger that fires under session_replication_role = replica too): the rerun inserts the row
+# the application gave legacy_id NULL under the key its map row already has, and takes no second
+# value from the sequence.
+sqlf -d "$SRC" -c "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
+      \$\$ BEGIN RAISE EXCEPTION 'refused at commit'; END \$\$;
+    CREATE CONSTRAINT TRIGGER refuse_commit AFTER INSERT ON orders_legacy
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse();
+    ALTER TABLE orders_legacy ENABLE ALWAYS TRIGGER refuse_commit"
+at=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
+q "INSERT INTO $INTO (id, legacy_id, created_at, note) VALUES ('$("$V7FILL" uuid new --at "$at")', NULL, '$at', 'window 1')" >/dev/null
+seq_before=$(q "SELECT last_value FROM ${INTO}_legacy_id_seq")
+mig 5 --reverse
+assert_contains "$OUT" "refused at commit" "the legacy commit failed"
+k=$(q "SELECT m.legacy_id FROM ${INTO}_id_map m JOIN $INTO t USING (id) WHERE t.note = 'window 1'")
+[ -n "$k" ] || fail "the map row did not commit before the legacy rows"
+assert_eq "0" "$(qs "SELECT count(*) FROM orders_legacy WHERE note = 'window 1'")" "the legacy row did not commit"
+sqlf -d "$SRC" -c "DROP TRIGGER refuse_commit ON orders_legacy"
+mig 0 --reverse
+assert_contains "$OUT" "inserted=1 updated=0 deleted=0 missing=0" "the rerun applied the row once"
+assert_eq "$k" "$(qs "SELECT id FROM orders_legacy WHERE note = 'window 1'")" "under the key its map row had"
+assert_eq "$((seq_before + 1))" "$(q "SELECT last_value FROM ${INTO}_legacy_id_seq")" "one value taken from the sequence, not two"
+
+# (2) The legacy delete commits, then removing the map row on the target fails: the key stays
+# listed on the source, and the next run removes the map row before anything else.
+victim=$(q "SELECT legacy_id FROM $INTO WHERE legacy_id IS NOT NULL ORDER BY legacy_id LIMIT 1")
+sqlf -c "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
+      \$\$ BEGIN RAISE EXCEPTION 'map delete refused'; END \$\$;
+    CREATE TRIGGER refuse_delete BEFORE DELETE ON ${INTO}_id_map FOR EACH ROW EXECUTE FUNCTION refuse();
+    DELETE FROM $INTO WHERE legacy_id = $victim"
+mig 5 --reverse
+assert_contains "$OUT" "map delete refused" "removing the map row failed"
+assert_eq "0|1" "$(qs "SELECT (SELECT count(*) FROM orders_legacy WHERE id = $victim),
+                              (SELECT count(*) FROM v7fill.migrate_reverse_gone)")" \
+    "the legacy delete committed, its key listed"
+assert_eq "1" "$(q "SELECT count(*) FROM ${INTO}_id_map WHERE legacy_id = $victim")" "the map row is still there"
+sqlf -c "DROP TRIGGER refuse_delete ON ${INTO}_id_map"
+mig 0 --reverse
+assert_contains "$OUT" "inserted=0 updated=0 deleted=0 missing=0" "nothing applied again"
+assert_eq "0|0" "$(q "SELECT count(*) FROM ${INTO}_id_map WHERE legacy_id = $victim")|$(qs "SELECT count(*) FROM v7fill.migrate_reverse_gone")" \
+    "the next run removed the map row and the list"
 echo "ok"
