@@ -1181,15 +1181,10 @@ migrate_child_fill(PgConn *conn, PgConn *map, const MigrateSpec *spec, const Mig
 }
 
 bool
-migrate_child_settle(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch,
+migrate_child_settle(PgConn *conn, PgConn *map, const MigrateSpec *spec, const MigrateChild *ch,
                      int lock_timeout_ms, ChildStats *st, Err *err)
 {
-    if (!migrate_child_same_database(spec))
-    {
-        memset(st, 0, sizeof *st);
-        return true;
-    }
-    return fill_run(conn, conn, spec, ch, lock_timeout_ms, false, st, err);
+    return fill_run(conn, map ? map : conn, spec, ch, lock_timeout_ms, false, st, err);
 }
 
 /* ---- a rerun: the rows still NULL only ----------------------------------------------------- */

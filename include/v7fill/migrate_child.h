@@ -112,12 +112,14 @@ V7FILL_MUST_CHECK bool migrate_child_unhook(PgConn *conn, const MigrateSpec *spe
 V7FILL_MUST_CHECK bool migrate_child_set_late(PgConn *conn, const MigrateSpec *spec,
                                               const MigrateChild *ch, uint64_t *rows, Err *err);
 
-/* Same database, before the switch's lock, in short transactions of its
- * own: the keys recorded (as migrate_child_set_late), then one pass over
+/* Before the switch's lock, in short transactions of its own: in the same
+ * database the keys recorded (as migrate_child_set_late), then one pass over
  * the rows whose <fk>_uuid is still NULL, as the fill's (a read along the
  * primary key, writes in short batches): what the triggers could not reach
- * (a fill cut short by a kill).  Two databases: nothing. */
-V7FILL_MUST_CHECK bool migrate_child_settle(PgConn *conn, const MigrateSpec *spec,
+ * (a fill cut short by a kill).  Two databases (map: the map's; NULL: conn):
+ * that pass, the keys looked up in the map there: the rows written since the
+ * last fill, which no trigger reaches (also once more after the switch). */
+V7FILL_MUST_CHECK bool migrate_child_settle(PgConn *conn, PgConn *map, const MigrateSpec *spec,
                                             const MigrateChild *ch, int lock_timeout_ms,
                                             ChildStats *st, Err *err);
 

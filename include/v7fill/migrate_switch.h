@@ -43,8 +43,10 @@
  * legacy_id default dropped and the map's trigger made again
  * (migrate_childtable_rehook).
  *
- * Children in mode expand (same database): before the lock, a pass over
- * their rows still NULL (migrate_child_settle, no lock of ours).  Under it,
+ * Children in mode expand: before the lock, a pass over their rows still
+ * NULL (migrate_child_settle, no lock of ours; two databases: once more
+ * after the commit, for the rows written meanwhile, which no trigger
+ * reaches).  Under it,
  * once the capture applied its last changes: the children of the keys the
  * map's trigger recorded (it does not wait for the switch's lock on the
  * child) are set from the map (migrate_child_set_late: index look-ups, as

@@ -29,9 +29,15 @@ mig() { run_expect "$1" "$V7FILL" migrate --into "$INTO" "${@:2}"; }
 mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column created_at \
     --child 'public.items(order_id)'
 assert_contains "$OUT" "phase follow" "the copy finished"
+# Child rows the application writes after the last run: no trigger reaches them between two
+# databases; the switch's pass before its lock sets their order_id_uuid.
+qs "INSERT INTO items (order_id, qty) VALUES (3, -1), (4, -2)" >/dev/null
 mig 0 --switch
 echo "$OUT"
 assert_contains "$OUT" "phase switched" "switched"
+assert_contains "$OUT" "children's <fk>_uuid: 2 rows set before the lock" "the switch's pass over the children"
+assert_eq "2" "$(qs "SELECT count(*) FROM items WHERE qty < 0 AND order_id_uuid IS NOT NULL")" \
+    "the child rows written after the last run have their uuid"
 assert_contains "$OUT" "filled for new rows by DEFAULT nextval of public.${INTO}_legacy_id_seq, which goes on from public.orders_id_seq on the source" \
     "the switch names the target's legacy_id sequence"
 assert_contains "$OUT" "way back: v7fill migrate --into public.$INTO --reverse" "the switch names the way back"
