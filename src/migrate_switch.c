@@ -376,10 +376,12 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
             printf("  the old key is legacy_id, filled for new rows by DEFAULT nextval of %s, "
                    "which goes on from %s on the source\n",
                    n->tseq, n->src_seq);
+        else if (n->one_way)
+            printf("  the old key is legacy_id (may be NULL now: new rows need none)\n");
         else
             printf("  the old key is legacy_id; %s had no sequence: the application gives new "
-                   "rows their legacy_id, as it gave %s before (the way back needs it; NULL is "
-                   "taken, and such a row has no way back)\n",
+                   "rows their legacy_id, as it gave %s before (the way back needs it: a row "
+                   "given NULL stops the way back, naming the row)\n",
                    sp->key, sp->key);
         if (n->one_way)
             printf("way back: none; %s is a Citus distributed table, whose changes a slot on "
