@@ -223,7 +223,7 @@ psql -q -X -d postgres -c "DROP DATABASE IF EXISTS \"$srcdb\"" >/dev/null
 psql -q -X -d postgres -c "CREATE DATABASE \"$srcdb\"" >/dev/null
 qs() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$srcdb" -c "$1"; }
 qs "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL, note text);
-    CREATE TABLE order_items (item_id serial PRIMARY KEY, order_id bigint REFERENCES orders (id));
+    CREATE TABLE order_items (item_id serial PRIMARY KEY, order_id bigint REFERENCES orders (id), order_id_uuid uuid);  -- prepared, as migrate leaves it
     INSERT INTO orders (created_at, note) VALUES ('2024-01-01', 'a');
     CREATE PUBLICATION v7fill_orders_v7 FOR TABLE orders, order_items;" >/dev/null
 q "SELECT pg_drop_replication_slot('v7fill_orders_v7')" >/dev/null  # slot names are per cluster
