@@ -392,20 +392,17 @@ advance_sequence(Rev *r, Err *err)
 {
     char top[32];
     const char *p[3] = {r->legacy_q, r->spec->key, top};
-    PGresult *res;
 
     if (r->top_key <= 0)
         return true;
     (void) snprintf(top, sizeof top, "%lld", r->top_key);
     r->top_key = 0;
-    if (!pg_query(r->c,
-                  "SELECT pg_catalog.setval(s::regclass, $3::bigint) FROM "
-                  "pg_catalog.pg_get_serial_sequence($1, $2) s WHERE s IS NOT NULL AND "
-                  "coalesce(pg_catalog.pg_sequence_last_value(s::regclass), 0) < $3::bigint",
-                  3, p, &res, err))
-        return false;
-    PQclear(res);
-    return true;
+    return pg_exec_params(r->c,
+                          "SELECT pg_catalog.setval(s::regclass, $3::bigint) FROM "
+                          "pg_catalog.pg_get_serial_sequence($1, $2) s WHERE s IS NOT NULL AND "
+                          "coalesce(pg_catalog.pg_sequence_last_value(s::regclass), 0) < "
+                          "$3::bigint",
+                          3, p, err);
 }
 
 static bool
