@@ -69,6 +69,10 @@ q "INSERT INTO orders (id, created_at, amount, note) VALUES ('$new1', '$at', 7, 
    UPDATE orders SET note = 'changed after' WHERE legacy_id IN (SELECT legacy_id FROM orders ORDER BY legacy_id LIMIT 3 OFFSET 100);
    DELETE FROM orders o WHERE legacy_id % 89 = 0 AND NOT EXISTS (SELECT 1 FROM items i WHERE i.order_id_uuid = o.id)
                               AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.order_id_uuid = o.id)" >/dev/null
+# --source naming another database for a migration kept in one: refused, saying so
+run_expect 3 "$V7FILL" migrate --into "$INTO" --reverse --source "dbname=postgres"
+assert_contains "$OUT" "has the legacy table in the target's own: run --reverse without --source" \
+    "--reverse --source on a one-database migration"
 run_expect 0 "$V7FILL" migrate --into "$INTO" --reverse
 echo "$OUT"
 assert_contains "$OUT" "phase reverse" "--reverse"
