@@ -303,10 +303,18 @@ new_legacy_key(Rev *r, char *out, size_t size, Err *err)
                  r->new_name, id, out, r->spec->from_schema, r->spec->legacy_table);
     }
     else if (ok)
+    {
         ok = err_set(err, EC_CONFIG,
                      "a row inserted into %s (id %s) has no legacy_id, and no sequence numbers "
                      "that column: the way back cannot give it a legacy key",
                      r->new_name, id);
+        err_hint(err,
+                 "Give it one in the map, on the target: INSERT INTO %s.%s (legacy_id, id) "
+                 "VALUES (<a key the legacy table does not have>, '%s'); UPDATE %s SET legacy_id "
+                 "= <that key> WHERE id = '%s'; then run --reverse again: it goes on from this "
+                 "row, keyed through the map.",
+                 r->spec->into_schema, r->spec->map_table, id, r->new_name, id);
+    }
     if (res)
         PQclear(res);
     return ok;

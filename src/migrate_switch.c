@@ -14,6 +14,7 @@
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
 #include "v7fill/migrate_child.h"
+#include "v7fill/migrate_childkeys.h"
 #include "v7fill/migrate_childreverse.h"
 #include "v7fill/migrate_childtable.h"
 #include "v7fill/migrate_switch.h"
@@ -886,59 +887,19 @@ fill_childtable_keys(PgConn *c, const MigrateSpec *sp, uint64_t *rows, Err *err)
 
 /* Child rows the application wrote after the switch with only <fk>_uuid:
  * their legacy key from the map, so the legacy application finds them
- * (expand mode; a child without <fk>_uuid is passed over).  Migrate-mode
- * children: fill_childtable_keys. */
+ * (expand mode, migrate_childkeys.h; map: the target when the children are
+ * in another database, else NULL).  Migrate-mode children:
+ * fill_childtable_keys. */
 static bool
-fill_child_keys(PgConn *c, const MigrateSpec *sp, const char *legacy_q, uint64_t *rows, Err *err)
+fill_child_keys(PgConn *c, PgConn *map, const MigrateSpec *sp, const char *legacy_q,
+                uint64_t *rows, Err *err)
 {
     if (has_childtables(sp))
         return fill_childtable_keys(c, sp, rows, err);
-
-    char *key = pg_ident(c, sp->key);
-    bool ok = true;
-
     for (size_t i = 0; i < sp->nchildren; i++)
-    {
-        const MigrateChild *ch = &sp->children[i];
-        char uuidcol[80], v[32];
-        char *cq = pg_qualified(c, ch->schema, ch->table);
-        char *fk = pg_ident(c, ch->fk_column), *fku;
-        char *map = pg_qualified(c, sp->into_schema, sp->map_table);
-        const char *p[2] = {cq, uuidcol};
-
-        (void) snprintf(uuidcol, sizeof uuidcol, "%s_uuid", ch->fk_column);
-        fku = pg_ident(c, uuidcol);
-        ok = query_text(c,
-                        "SELECT count(*) FROM pg_catalog.pg_attribute WHERE attrelid = "
-                        "$1::regclass AND attname = $2 AND NOT attisdropped",
-                        2, p, v, sizeof v, err);
-        if (ok && strcmp(v, "1") == 0)
-        {
-            /* Only parents the legacy table holds (its foreign key): the
-             * others come with the way back, under the lock. */
-            char *sql = xasprintf("WITH u AS (UPDATE %s c SET %s = m.legacy_id FROM %s m WHERE "
-                                  "c.%s IS NULL AND c.%s = m.id AND EXISTS (SELECT 1 FROM %s l "
-                                  "WHERE l.%s = m.legacy_id) RETURNING 1) "
-                                  "SELECT count(*) FROM u",
-                                  cq, fk, map, fk, fku, legacy_q, key);
-
-            ok = query_text(c, sql, 0, NULL, v, sizeof v, err);
-            free(sql);
-            if (ok)
-                *rows += strtoull(v, NULL, 10);
-        }
-        free(cq);
-        free(fk);
-        free(fku);
-        free(map);
-        if (!ok)
-        {
-            err_prefix(err, "the legacy keys of %s.%s", ch->schema, ch->table);
-            break;
-        }
-    }
-    free(key);
-    return ok;
+        if (!migrate_child_keys_back(c, map, sp, &sp->children[i], legacy_q, rows, err))
+            return false;
+    return true;
 }
 
 /* The way back up to stop (strictly before it) on apply: the parent's, then
@@ -1041,7 +1002,7 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
     if (st->applied_at_switch > 0)
         st->children_fill_clean = false; /* also for a later attempt (this one may fail) */
     ok = (st->children_fill_clean ||
-          fill_child_keys(t, sp, n->legacy_q, &st->children_filled, err)) &&
+          fill_child_keys(t, NULL, sp, n->legacy_q, &st->children_filled, err)) &&
          exec_fmt(t, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", n->legacy_q, n->from_q) &&
          move_table(t, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
                     sp->into_table, err) &&
@@ -1079,6 +1040,7 @@ back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const 
     int64_t t0 = 0;
     const char *p[1] = {n->into_key};
     char v[8];
+    uint64_t filled = 0;
     bool ok = false, src_open = false;
 
     *retry = false;
@@ -1092,7 +1054,9 @@ back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const 
     src_open = exec_fmt(s, err, "BEGIN; SET LOCAL lock_timeout = '%d ms'; LOCK TABLE %s IN ACCESS "
                                 "EXCLUSIVE MODE",
                         lock_timeout_ms, n->legacy_q);
-    ok = src_open &&
+    /* The child rows written with only <fk>_uuid since the pass before the
+     * lock: their parents are all in the legacy table now. */
+    ok = src_open && fill_child_keys(s, t, sp, n->legacy_q, &filled, err) &&
          move_table(s, n->legacy_q, sp->from_schema, sp->legacy_table, sp->from_schema,
                     sp->from_table, err) &&
          query_text(s, "SELECT (pg_catalog.to_regclass('v7fill.migrate_reverse') IS NOT NULL)::text",
@@ -1105,6 +1069,7 @@ back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const 
         goto out;
     src_open = false;
     st->lock_held_ms = mono_ms() - t0;
+    st->children_filled += filled;
     /* Switched back: the target's state row and lock go (a failure here is
      * left to the rerun, which finds the names restored). */
     {
@@ -1359,7 +1324,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         {
             uint64_t filled = 0;
 
-            if (!fill_child_keys(target, spec, n.legacy_q, &filled, err))
+            if (!fill_child_keys(target, NULL, spec, n.legacy_q, &filled, err))
                 goto out;
             st->children_filled += filled;
             st->children_fill_clean = has_childtables(spec) && filled == 0;
@@ -1369,6 +1334,11 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
                 !reverse_upto(apply, NULL, spec, now_lsn, &pre, err))
                 goto out;
         }
+        /* Two databases, expand mode: the children are on the source, the
+         * map on the target. */
+        if (!same && !fill_child_keys(source, target, spec, n.legacy_q, &st->children_filled,
+                                      err))
+            goto out;
     }
     else if (!check_caught_up(source, spec, err) || !one_way_of(target, spec, &n, err) ||
              (!n.one_way && !prepare_reverses(target, spec, &n, err)) ||
@@ -1389,6 +1359,18 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
                         st, seq, sizeof seq, err))
         goto out;
     spec->switch_lsn = st->final_lsn;
+    if (back && !same && !has_childtables(spec))
+    {
+        /* Child rows written with only <fk>_uuid while the lock was held
+         * (their parents came with the catch-up).  Switched back already: a
+         * failure only warns. */
+        Err e = {0};
+
+        if (!fill_child_keys(source, target, spec, n.from_q, &st->children_filled, &e))
+            log_warn("switched back, but the children's pass after it failed (%s): child rows "
+                     "written just before may keep <fk> NULL",
+                     e.msg);
+    }
     if (back)
     {
         drop_reverses(target, spec, &n);

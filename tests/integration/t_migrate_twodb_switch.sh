@@ -103,6 +103,16 @@ assert_contains "$OUT" "way back" "--status shows the way back"
 # A writer and a reader on the target's table throughout: none of their statements waits
 # longer than the lock timeout plus 1 s (switch_under_load).
 q "UPDATE $INTO SET note = 'just before switching back' WHERE legacy_id = 9" >/dev/null
+# Child rows the application writes with only order_id_uuid (as an application switched to the
+# UUIDv7 table does): one of a parent the way back already took, one of a parent written just
+# now, which only the catch-up of the switch back takes; a third of a parent that never reached
+# the map.  The switch back gives the first two their order_id from the map (the map is on the
+# target, the children on the source); the third keeps it NULL.
+at=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
+u_old=$(q "SELECT id FROM $INTO WHERE legacy_id = 2001")
+u_new=$(q "INSERT INTO $INTO (id, created_at, note) VALUES ('$("$V7FILL" uuid new --at "$at")', '$at', 'just before back') RETURNING id")
+qs "INSERT INTO items (order_id_uuid, qty) VALUES ('$u_old', -3), ('$u_new', -4),
+      ('$("$V7FILL" uuid new --at "$at")', -5)" >/dev/null
 switch_under_load "UPDATE $INTO SET note = 'w' WHERE legacy_id = 11" \
     "SELECT count(*) FROM $INTO WHERE legacy_id <= 50" migrate --into "$INTO" --switch
 echo "$OUT"
@@ -111,13 +121,20 @@ assert_contains "$OUT" "switched back" "switched back"
 assert_contains "$OUT" "phase follow" "phase follow again"
 assert_eq "orders|" "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy')")" "the legacy table has its name again"
 assert_eq "just before switching back" "$(qs "SELECT note FROM orders WHERE id = 9")" "the last change applied under the lock"
+assert_contains "$OUT" "2 child rows got their legacy key from the map" "the switch back counts the child keys it set"
+assert_eq "-5:|-4:2002|-3:2001" "$(qs "SELECT string_agg(qty || ':' || coalesce(order_id::text, ''), '|' ORDER BY qty) FROM items WHERE qty <= -3")" \
+    "child rows written with only order_id_uuid got order_id from the map; one without a map row kept it NULL"
 assert_eq "0|0" "$(q "SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'v7fill_${INTO}_rev'),
                             (SELECT count(*) FROM v7fill.migrate_reverse)")" "the way back's slot and state are gone"
-assert_eq "2002" "$(qs "INSERT INTO orders (created_at, note) VALUES (now(), 'legacy again') RETURNING id")" \
+assert_eq "2003" "$(qs "INSERT INTO orders (created_at, note) VALUES (now(), 'legacy again') RETURNING id")" \
     "the legacy application's next key is past the way back's"
 mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column created_at \
     --child 'public.items(order_id)'
-assert_eq "1" "$(q "SELECT count(*) FROM $INTO WHERE legacy_id = 2002 AND note = 'legacy again'")" "the capture resumed"
+assert_eq "1" "$(q "SELECT count(*) FROM $INTO WHERE legacy_id = 2003 AND note = 'legacy again'")" "the capture resumed"
+mig 1 --verify
+assert_contains "$OUT" "NULL keys                    1             0  MISMATCH  1 rows with a NULL key have a order_id_uuid" \
+    "--verify names the child row whose order_id_uuid has no parent"
+qs "DELETE FROM items WHERE qty = -5" >/dev/null
 mig 0 --verify
 assert_contains "$OUT" "verdict: OK" "--verify after switching back"
 echo "ok"
