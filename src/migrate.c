@@ -32,6 +32,7 @@
 #include "v7fill/log.h"
 #include "v7fill/state.h"
 #include "v7fill/migrate_child.h"
+#include "v7fill/migrate_childkeeper.h"
 #include "v7fill/migrate_childtable.h"
 #include "v7fill/migrate_childswitch.h"
 #include "v7fill/migrate_ddl.h"
@@ -839,8 +840,22 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
     }
     if (ok && o->follow && interrupt_signal() == 0 && s->child_mode != MIGRATE_CHILD_MIGRATE)
     {
+        ChildKeeper *keeper = NULL;
+
+        /* Two databases: no trigger reaches the child rows written meanwhile. */
+        if (s->nchildren > 0 && !migrate_child_same_database(s))
+            ok = migrate_child_keeper_start(src, target, s, o->lock_timeout_ms, &keeper, err);
         so.until_caught_up = false;
-        ok = stream_run(target, &so, &r->follow, err);
+        ok = ok && stream_run(target, &so, &r->follow, err);
+        if (keeper)
+        {
+            ChildKeeperStats ks;
+
+            migrate_child_keeper_stop(keeper, &ks);
+            log_info("children during --follow: %" PRIu64 " rows given their <fk>_uuid in %" PRIu64
+                     " passes (%" PRIu64 " failed)",
+                     ks.filled, ks.passes, ks.failures);
+        }
     }
     {
         Err rerr = {0};

@@ -27,6 +27,7 @@
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
 #include "v7fill/migrate_maptrig.h"
+#include "v7fill/monotime.h"
 
 /* What the catalog says about one child. */
 typedef struct Child
@@ -75,15 +76,6 @@ bool
 migrate_child_same_database(const MigrateSpec *spec)
 {
     return spec->source_conninfo[0] == '\0';
-}
-
-static int64_t
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void
@@ -226,9 +218,9 @@ tx_retry(PgConn *conn, int lock_ms, const char *what, const char *sql, int np,
 {
     for (int attempt = 1;; attempt++)
     {
-        int64_t t0 = now_ms();
+        int64_t t0 = monotime_ms();
         bool ok = tx_once(conn, lock_ms, sql, np, pv, affected, err);
-        int64_t took = now_ms() - t0;
+        int64_t took = monotime_ms() - t0;
 
         if (timed && took > st->longest_wait_ms)
             st->longest_wait_ms = took;
@@ -929,7 +921,7 @@ fill_batch(Fill *f, bool *more, Err *err)
     {
         char **params = xcalloc((size_t) npk + 2, sizeof(char *));
         uint64_t affected = 0;
-        int64_t t0 = now_ms(), took;
+        int64_t t0 = monotime_ms(), took;
 
         for (int i = 0; i < npk + 2; i++)
             params[i] = array_literal(cols[i], nw);
@@ -937,7 +929,7 @@ fill_batch(Fill *f, bool *more, Err *err)
                       (const char *const *) params, true, f->st, &affected, err);
         /* A writer may wait on our row locks for as long as a write takes:
          * keep it well under the lock timeout. */
-        took = now_ms() - t0;
+        took = monotime_ms() - t0;
         if (took > f->lock_ms / 4 && f->batch_rows > 100)
             f->batch_rows /= 2;
         else if (took < f->lock_ms / 8 && f->batch_rows < MIGRATE_CHILD_BATCH_ROWS)

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "v7fill/monotime.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
 #include "v7fill/migrate_child.h"
@@ -57,15 +58,6 @@ names_free(Names *n)
     free(n->into_q);
     free(n->from_q);
     free(n->tseq_q);
-}
-
-static int64_t
-mono_ms(void)
-{
-    struct timespec ts;
-
-    (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static bool
@@ -523,7 +515,7 @@ take_switch_lock(void *ctx, uint64_t *final_lsn, Err *err)
     if (!begin_locked(l->s, l->sp, l->n->from_q, "SHARE ROW EXCLUSIVE", l->lock_timeout_ms,
                       err))
         return false;
-    l->t0 = mono_ms();
+    l->t0 = monotime_ms();
     if (!current_lsn(l->s, &l->st->final_lsn, err) || !flush_wal(l->flush, err))
         return false;
     *final_lsn = l->st->final_lsn;
@@ -659,7 +651,7 @@ static bool
 settle_children(PgConn *c, PgConn *map, const MigrateSpec *sp, int lock_timeout_ms,
                 SwitchStats *st, Err *err)
 {
-    int64_t t0 = mono_ms();
+    int64_t t0 = monotime_ms();
 
     for (size_t i = 0; !has_childtables(sp) && i < sp->nchildren; i++)
     {
@@ -672,7 +664,7 @@ settle_children(PgConn *c, PgConn *map, const MigrateSpec *sp, int lock_timeout_
         }
         st->children_settled += cs.filled;
     }
-    st->children_settle_ms = mono_ms() - t0;
+    st->children_settle_ms = monotime_ms() - t0;
     return true;
 }
 
@@ -831,7 +823,7 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
     }
     if (!pg_exec(s, "COMMIT", err))
         goto fail;
-    st->lock_held_ms = mono_ms() - t0;
+    st->lock_held_ms = monotime_ms() - t0;
     pg_close(lk.flush);
     return true;
 fail:
@@ -996,7 +988,7 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
     *retry = false;
     if (!begin_locked(t, sp, n->from_q, "SHARE ROW EXCLUSIVE", lock_timeout_ms, err))
         goto out;
-    t0 = mono_ms();
+    t0 = monotime_ms();
     if (!back_catch_up(t, apply, NULL, sp, st, err))
         goto out;
     if (st->applied_at_switch > 0)
@@ -1015,7 +1007,7 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
                         err) &&
          back_childtables(t, sp, err) && pg_exec(t, "COMMIT", err);
     if (ok)
-        st->lock_held_ms = mono_ms() - t0;
+        st->lock_held_ms = monotime_ms() - t0;
 out:
     free(newq);
     if (!ok)
@@ -1048,7 +1040,7 @@ back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const 
                           "EXCLUSIVE MODE",
                   lock_timeout_ms, n->into_q))
         goto out;
-    t0 = mono_ms();
+    t0 = monotime_ms();
     if (!back_catch_up(t, apply, legacy, sp, st, err))
         goto out;
     src_open = exec_fmt(s, err, "BEGIN; SET LOCAL lock_timeout = '%d ms'; LOCK TABLE %s IN ACCESS "
@@ -1068,7 +1060,7 @@ back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const 
     if (!ok)
         goto out;
     src_open = false;
-    st->lock_held_ms = mono_ms() - t0;
+    st->lock_held_ms = monotime_ms() - t0;
     st->children_filled += filled;
     /* Switched back: the target's state row and lock go (a failure here is
      * left to the rerun, which finds the names restored). */

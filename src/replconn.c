@@ -21,6 +21,7 @@
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
+#include "v7fill/monotime.h"
 
 /* µs between 1970-01-01 and 2000-01-01, the epoch of the protocol's clock. */
 /* CREATE_REPLICATION_SLOT taking longer than this is waiting for transactions. */
@@ -336,22 +337,13 @@ replconn_slot_info(ReplConn *r, const char *slot, ReplSlotInfo *out, Err *err)
     return true;
 }
 
-static int64_t
-mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Wait for the result of a command sent with PQsendQuery, logging once when it
  * takes longer than log_after_ms; the last result is returned.  SIGINT or
  * SIGTERM cancels the command (*cancelled: it was asked to). */
 static PGresult *
 wait_result(ReplConn *r, int64_t log_after_ms, const char *log_line, bool *cancelled)
 {
-    int64_t start = mono_ms();
+    int64_t start = monotime_ms();
     bool logged = false;
     PGresult *last = NULL;
     PGresult *res;
@@ -364,7 +356,7 @@ wait_result(ReplConn *r, int64_t log_after_ms, const char *log_line, bool *cance
 
         if (rc < 0 && errno != EINTR)
             break;
-        if (!logged && mono_ms() - start > log_after_ms)
+        if (!logged && monotime_ms() - start > log_after_ms)
         {
             log_info("%s", log_line);
             logged = true;
@@ -602,7 +594,7 @@ copy_ended(ReplConn *r, Err *err)
 bool
 replconn_recv(ReplConn *r, int timeout_ms, char **buf, int *len, Err *err)
 {
-    int64_t deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    int64_t deadline = monotime_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 
     *buf = NULL;
     *len = 0;
@@ -629,7 +621,7 @@ replconn_recv(ReplConn *r, int timeout_ms, char **buf, int *len, Err *err)
             r->in_copy = false;
             return repl_err(r, NULL, "replication stream failed", err);
         }
-        left = deadline - mono_ms();
+        left = deadline - monotime_ms();
         if (left < 0)
             left = 0; /* still take what the socket holds */
         pfd.fd = PQsocket(r->conn);

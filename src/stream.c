@@ -44,6 +44,7 @@
 #include "v7fill/stream_observe.h"
 #include "v7fill/stream_state.h"
 #include "v7fill/timeparse.h"
+#include "v7fill/monotime.h"
 
 /* The servers' clocks over ours (µs), set and read together.  Several
  * targets share one source and one target server: the first's pair serves
@@ -196,14 +197,7 @@ frame_queue_recv(void *ctx, int timeout_ms, char **buf, int *len, Err *err)
 
     *buf = NULL;
     *len = 0;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long) (timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L)
-    {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    monotime_deadline(&until, timeout_ms);
     pthread_mutex_lock(&q->mu);
     while (q->count == 0 && !q->stopped)
         if (pthread_cond_timedwait(&q->cv, &q->mu, &until) != 0)

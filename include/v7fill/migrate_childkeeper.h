@@ -1,0 +1,45 @@
+/*
+ * `v7fill migrate --follow` with expand-mode children in another database
+ * than the map: no trigger can reach the child rows the application writes
+ * while the parent is followed (a trigger on the source cannot read the map
+ * on the target), so a thread of its own, on connections of its own, makes
+ * a pass over each child's rows whose <fk>_uuid is still NULL
+ * (migrate_child_settle) every few seconds for as long as the parent's
+ * stream runs.  The pause after a pass is MIGRATE_CHILD_KEEPER_PAUSE_FACTOR
+ * times as long as the pass took, at least MIGRATE_CHILD_KEEPER_MIN_MS: the
+ * passes take at most a fifth of one server session's time.  A key the
+ * application changes keeps its stale <fk>_uuid until the next run's full
+ * pass (these passes read the rows still NULL only).
+ */
+#ifndef V7FILL_MIGRATE_CHILDKEEPER_H
+#define V7FILL_MIGRATE_CHILDKEEPER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "v7fill/err.h"
+#include "v7fill/migrate.h"
+#include "v7fill/pg.h"
+
+#define MIGRATE_CHILD_KEEPER_MIN_MS 2000
+#define MIGRATE_CHILD_KEEPER_PAUSE_FACTOR 4
+
+typedef struct ChildKeeper ChildKeeper;
+
+typedef struct ChildKeeperStats
+{
+    uint64_t passes;   /* passes over every child */
+    uint64_t filled;   /* child rows given their <fk>_uuid */
+    uint64_t failures; /* passes that failed (each logged; the next one tries again) */
+} ChildKeeperStats;
+
+/* Starts the thread, with connections made like src (the children's
+ * database) and map (the map's); spec must outlive migrate_child_keeper_stop. */
+V7FILL_MUST_CHECK bool migrate_child_keeper_start(PgConn *src, PgConn *map,
+                                                  const MigrateSpec *spec, int lock_timeout_ms,
+                                                  ChildKeeper **out, Err *err);
+
+/* Stops the thread (a pass under way finishes first), closes its connections. */
+void migrate_child_keeper_stop(ChildKeeper *k, ChildKeeperStats *st);
+
+#endif /* V7FILL_MIGRATE_CHILDKEEPER_H */

@@ -1,0 +1,158 @@
+/*
+ * migrate_childkeeper.c: passes over expand-mode children in another
+ * database while the parent is followed (migrate_childkeeper.h).
+ */
+#include "v7fill/migrate_childkeeper.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "v7fill/log.h"
+#include "v7fill/mem.h"
+#include "v7fill/migrate_child.h"
+#include "v7fill/monotime.h"
+
+struct ChildKeeper
+{
+    PgConn *src;
+    PgConn *map;
+    const MigrateSpec *spec;
+    int lock_timeout_ms;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop; /* under mu */
+    ChildKeeperStats st;
+};
+
+/* One pass over every child; false after the first that failed (logged). */
+static bool
+pass_once(ChildKeeper *k)
+{
+    for (size_t i = 0; i < k->spec->nchildren; i++)
+    {
+        const MigrateChild *ch = &k->spec->children[i];
+        ChildStats cs;
+        Err e = {0};
+
+        if (!migrate_child_settle(k->src, k->map, k->spec, ch, k->lock_timeout_ms, &cs, &e))
+        {
+            log_warn("child %s.%s: the pass over rows written during --follow failed (%s); the "
+                     "next pass tries again",
+                     ch->schema, ch->table, e.msg);
+            return false;
+        }
+        k->st.filled += cs.filled;
+        if (cs.filled > 0)
+            log_info("child %s.%s: %" PRIu64 " rows written during --follow given their %s_uuid",
+                     ch->schema, ch->table, cs.filled, ch->fk_column);
+    }
+    return true;
+}
+
+/* A connection lost (a restart, a network cut): made again before the next
+ * pass; a failure only waits for the one after. */
+static void
+reconnect_broken(PgConn *c)
+{
+    Err e = {0};
+
+    if (pg_is_broken(c) && !pg_reconnect(c, &e))
+        log_warn("the children's passes during --follow: %s", e.msg);
+}
+
+/* Waits ms or until stopped; true: stopped. */
+static bool
+wait_or_stop(ChildKeeper *k, int64_t ms)
+{
+    struct timespec until;
+    bool stop;
+
+    monotime_deadline(&until, ms);
+    pthread_mutex_lock(&k->mu);
+    while (!k->stop)
+        if (pthread_cond_timedwait(&k->cv, &k->mu, &until) == ETIMEDOUT)
+            break;
+    stop = k->stop;
+    pthread_mutex_unlock(&k->mu);
+    return stop;
+}
+
+/* The run's own fill has just made a pass: the first of these comes after a
+ * pause. */
+static void *
+keeper_thread(void *arg)
+{
+    ChildKeeper *k = arg;
+    int64_t pause = MIGRATE_CHILD_KEEPER_MIN_MS;
+
+    while (!wait_or_stop(k, pause))
+    {
+        int64_t t0 = monotime_ms();
+
+        reconnect_broken(k->src);
+        reconnect_broken(k->map);
+        if (pass_once(k))
+            k->st.passes++;
+        else
+            k->st.failures++;
+        pause = (monotime_ms() - t0) * MIGRATE_CHILD_KEEPER_PAUSE_FACTOR;
+        if (pause < MIGRATE_CHILD_KEEPER_MIN_MS)
+            pause = MIGRATE_CHILD_KEEPER_MIN_MS;
+    }
+    return NULL;
+}
+
+bool
+migrate_child_keeper_start(PgConn *src, PgConn *map, const MigrateSpec *spec, int lock_timeout_ms,
+                           ChildKeeper **out, Err *err)
+{
+    ChildKeeper *k = xcalloc(1, sizeof *k);
+
+    *out = NULL;
+    k->spec = spec;
+    k->lock_timeout_ms = lock_timeout_ms;
+    if (!pg_connect_again(src, &k->src, err) || !pg_connect_again(map, &k->map, err))
+    {
+        pg_close(k->src);
+        free(k);
+        err_prefix(err, "the children's passes during --follow");
+        return false;
+    }
+    pthread_mutex_init(&k->mu, NULL);
+    pthread_cond_init(&k->cv, NULL);
+    if (pthread_create(&k->thread, NULL, keeper_thread, k) != 0)
+    {
+        pthread_mutex_destroy(&k->mu);
+        pthread_cond_destroy(&k->cv);
+        pg_close(k->src);
+        pg_close(k->map);
+        free(k);
+        return err_set(err, EC_INTERNAL, "could not start the children's passes during --follow");
+    }
+    *out = k;
+    return true;
+}
+
+void
+migrate_child_keeper_stop(ChildKeeper *k, ChildKeeperStats *st)
+{
+    memset(st, 0, sizeof *st);
+    if (k == NULL)
+        return;
+    pthread_mutex_lock(&k->mu);
+    k->stop = true;
+    pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+    (void) pthread_join(k->thread, NULL);
+    *st = k->st;
+    pthread_mutex_destroy(&k->mu);
+    pthread_cond_destroy(&k->cv);
+    pg_close(k->src);
+    pg_close(k->map);
+    free(k);
+}

@@ -1,0 +1,55 @@
+# v7fill migrate --follow between two databases with an expand-mode child (issue 21): no trigger
+# can reach the child rows the application writes while the parent is followed (the child is on
+# the source, the map on the target), so a pass over the rows whose order_id_uuid is still NULL
+# runs every few seconds beside the stream.  A child row of an old parent and one of a parent
+# written in the same transaction get their order_id_uuid while --follow runs, each the id the
+# target gave its parent; a row of no parent keeps NULL; SIGINT stops both, exit 0, and the log
+# counts the passes.  (Before, such rows kept NULL until the next run or the switch.)
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+INTO=orders_2dbf
+source_db_fresh
+drop_mig_slots() {
+    qs "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+         WHERE slot_name LIKE 'v7fill\_${INTO}%' AND NOT active" >/dev/null 2>&1 || true
+}
+trap '[ -z "$fpid" ] || kill -9 "$fpid" 2>/dev/null || true; drop_mig_slots; psql -q -X -d postgres -c "DROP DATABASE IF EXISTS \"$SRC\"" >/dev/null 2>&1; rm -rf "$T_TMP"' EXIT
+fpid=
+qs "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL, note text);
+    INSERT INTO orders (created_at, note)
+      SELECT timestamptz '2024-01-01' + g * interval '7 hours', 'n' || g FROM generate_series(1, 500) g;
+    CREATE TABLE items (id serial PRIMARY KEY, order_id bigint REFERENCES orders (id), qty int);
+    INSERT INTO items (order_id, qty) SELECT g % 500 + 1, g FROM generate_series(1, 800) g" >/dev/null
+"$V7FILL" migrate --source "dbname=$SRC" --from public.orders --key id --time-column created_at \
+    --into "$INTO" --child 'public.items(order_id)' --follow >follow.out 2>&1 &
+fpid=$!
+src_until() { # SQL WHAT: poll SQL on the source (a boolean query) for 30 s
+    for _ in $(seq 1 300); do
+        [ "$(qs "$1" 2>/dev/null)" = t ] && return 0
+        kill -0 "$fpid" 2>/dev/null || fail "--follow ended early: $(cat follow.out)"
+        sleep 0.1
+    done
+    fail "waited 30 s for $2: $(cat follow.out)"
+}
+src_until "SELECT count(*) = 800 FROM items WHERE order_id_uuid IS NOT NULL" "the first run's fill"
+qs "INSERT INTO items (order_id, qty) VALUES (3, -1);
+    BEGIN;
+    WITH o AS (INSERT INTO orders (created_at, note) VALUES ('2026-01-01', 'during follow') RETURNING id)
+    INSERT INTO items (order_id, qty) SELECT id, -2 FROM o;
+    COMMIT" >/dev/null
+qs "ALTER TABLE items DROP CONSTRAINT items_order_id_fkey; INSERT INTO items (order_id, qty) VALUES (99999, -3)" >/dev/null
+src_until "SELECT count(*) = 2 FROM items WHERE qty IN (-1, -2) AND order_id_uuid IS NOT NULL" \
+    "the child rows written during --follow to get order_id_uuid"
+kill -0 "$fpid" || fail "--follow is still running"
+while read -r legacy uuid; do
+    assert_eq "$uuid" "$(q "SELECT id FROM $INTO WHERE legacy_id = $legacy")" "the child of parent $legacy has the id the target gave it"
+done < <(qs "SELECT order_id, order_id_uuid FROM items WHERE qty IN (-1, -2)" | tr '|' ' ')
+assert_eq "" "$(qs "SELECT order_id_uuid FROM items WHERE qty = -3")" "a row of no parent keeps NULL"
+kill -INT "$fpid"
+set +e; wait "$fpid"; st=$?; set -e
+fpid=
+cat follow.out
+assert_eq "0" "$st" "--follow stops on SIGINT with status 0"
+assert_contains "$(cat follow.out)" "rows written during --follow given their order_id_uuid" "the pass that set them is logged"
+assert_contains "$(cat follow.out)" "children during --follow: 2 rows given their <fk>_uuid in" "the passes counted at the end"
+echo ok
