@@ -853,8 +853,9 @@ migrate_run(PgConn *target, const MigrateOptions *o, MigrateResult *r, Err *err)
 
             migrate_child_keeper_stop(keeper, &ks);
             log_info("children during --follow: %" PRIu64 " rows given their <fk>_uuid in %" PRIu64
-                     " passes (%" PRIu64 " failed)",
-                     ks.filled, ks.passes, ks.failures);
+                     " passes (%" PRIu64 " failed; %" PRId64 " ms in all, the longest %" PRId64
+                     " ms)",
+                     ks.filled, ks.passes, ks.failures, ks.busy_ms, ks.longest_ms);
         }
     }
     {

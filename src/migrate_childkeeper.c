@@ -92,7 +92,7 @@ keeper_thread(void *arg)
 
     while (!wait_or_stop(k, pause))
     {
-        int64_t t0 = monotime_ms();
+        int64_t t0 = monotime_ms(), took;
 
         reconnect_broken(k->src);
         reconnect_broken(k->map);
@@ -100,7 +100,11 @@ keeper_thread(void *arg)
             k->st.passes++;
         else
             k->st.failures++;
-        pause = (monotime_ms() - t0) * MIGRATE_CHILD_KEEPER_PAUSE_FACTOR;
+        took = monotime_ms() - t0;
+        k->st.busy_ms += took;
+        if (took > k->st.longest_ms)
+            k->st.longest_ms = took;
+        pause = took * MIGRATE_CHILD_KEEPER_PAUSE_FACTOR;
         if (pause < MIGRATE_CHILD_KEEPER_MIN_MS)
             pause = MIGRATE_CHILD_KEEPER_MIN_MS;
     }

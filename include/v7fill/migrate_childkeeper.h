@@ -31,6 +31,8 @@ typedef struct ChildKeeperStats
     uint64_t passes;   /* passes over every child */
     uint64_t filled;   /* child rows given their <fk>_uuid */
     uint64_t failures; /* passes that failed (each logged; the next one tries again) */
+    int64_t longest_ms; /* the longest pass */
+    int64_t busy_ms;    /* all passes together */
 } ChildKeeperStats;
 
 /* Starts the thread, with connections made like src (the children's
