@@ -67,6 +67,9 @@ run() { # run LABEL BINARY
     "$V" migrate --into orders_v7 --switch >"$label.back.log" 2>&1
     echo "$label switch back: $(grep -o 'lock held [0-9]* ms[^;]*; [0-9]* child rows got their legacy key from the map' "$label.back.log" || grep -o 'lock held [0-9]* ms[^;]*' "$label.back.log" | head -1)"
     echo "$label switch back: children written with only order_id_uuid still without order_id: $(q -d "$src" -c "SELECT count(*) FILTER (WHERE order_id IS NULL) || ' of ' || count(*) FROM items WHERE qty = -1")"
+    # Slots are the cluster's: the next binary's migration makes them again under the same names.
+    q -d postgres -c "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots
+                      WHERE database IN ('$src', '$tgt') AND NOT active" >/dev/null
     unset PGDATABASE
 }
 
