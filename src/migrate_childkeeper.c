@@ -25,15 +25,28 @@ struct ChildKeeper
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool stop; /* under mu */
+    bool stop;        /* under mu */
+    PGcancel *cancel; /* under mu: of src, while a pass runs (else NULL) */
     ChildKeeperStats st;
 };
 
-/* One pass over every child; false after the first that failed (logged). */
+static bool
+stopping(ChildKeeper *k)
+{
+    bool stop;
+
+    pthread_mutex_lock(&k->mu);
+    stop = k->stop;
+    pthread_mutex_unlock(&k->mu);
+    return stop;
+}
+
+/* One pass over every child; false after the first that failed (logged,
+ * unless it failed because the keeper was stopped: its statement cancelled). */
 static bool
 pass_once(ChildKeeper *k)
 {
-    for (size_t i = 0; i < k->spec->nchildren; i++)
+    for (size_t i = 0; i < k->spec->nchildren && !stopping(k); i++)
     {
         const MigrateChild *ch = &k->spec->children[i];
         ChildStats cs;
@@ -41,6 +54,8 @@ pass_once(ChildKeeper *k)
 
         if (!migrate_child_settle(k->src, k->map, k->spec, ch, k->lock_timeout_ms, &cs, &e))
         {
+            if (stopping(k))
+                return false;
             log_warn("child %s.%s: the pass over rows written during --follow failed (%s); the "
                      "next pass tries again",
                      ch->schema, ch->table, e.msg);
@@ -96,10 +111,19 @@ keeper_thread(void *arg)
 
         reconnect_broken(k->src);
         reconnect_broken(k->map);
+        /* A pass reads the whole child when no row is NULL (a large one for
+         * seconds): stopping cancels its statement rather than wait. */
+        pthread_mutex_lock(&k->mu);
+        k->cancel = PQgetCancel(pg_raw(k->src));
+        pthread_mutex_unlock(&k->mu);
         if (pass_once(k))
             k->st.passes++;
-        else
+        else if (!stopping(k))
             k->st.failures++;
+        pthread_mutex_lock(&k->mu);
+        PQfreeCancel(k->cancel);
+        k->cancel = NULL;
+        pthread_mutex_unlock(&k->mu);
         took = monotime_ms() - t0;
         k->st.busy_ms += took;
         if (took > k->st.longest_ms)
@@ -150,6 +174,13 @@ migrate_child_keeper_stop(ChildKeeper *k, ChildKeeperStats *st)
         return;
     pthread_mutex_lock(&k->mu);
     k->stop = true;
+    if (k->cancel)
+    {
+        char msg[256];
+
+        if (!PQcancel(k->cancel, msg, sizeof msg))
+            log_debug("the children's pass: could not cancel its statement: %s", msg);
+    }
     pthread_cond_signal(&k->cv);
     pthread_mutex_unlock(&k->mu);
     (void) pthread_join(k->thread, NULL);

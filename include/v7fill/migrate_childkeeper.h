@@ -41,7 +41,8 @@ V7FILL_MUST_CHECK bool migrate_child_keeper_start(PgConn *src, PgConn *map,
                                                   const MigrateSpec *spec, int lock_timeout_ms,
                                                   ChildKeeper **out, Err *err);
 
-/* Stops the thread (a pass under way finishes first), closes its connections. */
+/* Stops the thread (the statement of a pass under way cancelled), closes its
+ * connections. */
 void migrate_child_keeper_stop(ChildKeeper *k, ChildKeeperStats *st);
 
 #endif /* V7FILL_MIGRATE_CHILDKEEPER_H */
