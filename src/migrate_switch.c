@@ -1032,7 +1032,6 @@ back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const 
     int64_t t0 = 0;
     const char *p[1] = {n->into_key};
     char v[8];
-    uint64_t filled = 0;
     bool ok = false, src_open = false;
 
     *retry = false;
@@ -1046,9 +1045,7 @@ back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const 
     src_open = exec_fmt(s, err, "BEGIN; SET LOCAL lock_timeout = '%d ms'; LOCK TABLE %s IN ACCESS "
                                 "EXCLUSIVE MODE",
                         lock_timeout_ms, n->legacy_q);
-    /* The child rows written with only <fk>_uuid since the pass before the
-     * lock: their parents are all in the legacy table now. */
-    ok = src_open && fill_child_keys(s, t, sp, n->legacy_q, &filled, err) &&
+    ok = src_open &&
          move_table(s, n->legacy_q, sp->from_schema, sp->legacy_table, sp->from_schema,
                     sp->from_table, err) &&
          query_text(s, "SELECT (pg_catalog.to_regclass('v7fill.migrate_reverse') IS NOT NULL)::text",
@@ -1061,7 +1058,6 @@ back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const 
         goto out;
     src_open = false;
     st->lock_held_ms = monotime_ms() - t0;
-    st->children_filled += filled;
     /* Switched back: the target's state row and lock go (a failure here is
      * left to the rerun, which finds the names restored). */
     {
@@ -1353,9 +1349,11 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
     spec->switch_lsn = st->final_lsn;
     if (back && !same && !has_childtables(spec))
     {
-        /* Child rows written with only <fk>_uuid while the lock was held
-         * (their parents came with the catch-up).  Switched back already: a
-         * failure only warns. */
+        /* Child rows written with only <fk>_uuid since the pass before the
+         * lock: their parents came with the catch-up under it.  Not under the
+         * lock: the pass reads the child (a scan, without an index on <fk>),
+         * and the application's writes to the new table would wait for it.
+         * Switched back already: a failure only warns. */
         Err e = {0};
 
         if (!fill_child_keys(source, target, spec, n.from_q, &st->children_filled, &e))

@@ -4,7 +4,8 @@
  * parent's map (<into>_id_map) gives that uuid, so that the legacy
  * application finds them.  Only where the legacy table holds that key (the
  * child's foreign key points there): the others come with the way back, and
- * a later pass (under the switch back's lock) sets them.
+ * a later pass sets them (one database: under the switch back's lock; two:
+ * after its commit).
  *
  * One database (map NULL): one UPDATE joining the child with the map.  Two
  * databases (the child and the legacy table on conn, the map on map): the
