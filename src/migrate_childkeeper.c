@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
 #include "v7fill/migrate_child.h"
@@ -30,6 +31,8 @@ struct ChildKeeper
     ChildKeeperStats st;
 };
 
+/* Stopped, or about to be: on SIGINT/SIGTERM the fill's own check ends a
+ * pass (EC_INTERRUPTED) before the stream has returned and stopped us. */
 static bool
 stopping(ChildKeeper *k)
 {
@@ -38,7 +41,7 @@ stopping(ChildKeeper *k)
     pthread_mutex_lock(&k->mu);
     stop = k->stop;
     pthread_mutex_unlock(&k->mu);
-    return stop;
+    return stop || interrupt_signal() != 0;
 }
 
 /* One pass over every child; false after the first that failed (logged,
