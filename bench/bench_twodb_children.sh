@@ -8,13 +8,17 @@
 # of BENCH_TC_PARENT rows, default 20000; a child of BENCH_TC_CHILD rows, default 1000000,
 # indexed on its key) and a target database; `v7fill migrate --source` (copy, fill), then:
 #   1. `migrate --follow` for BENCH_TC_FOLLOW_S seconds (default 30) while a writer inserts a
-#      child row of an existing parent every 0.1 s; then SIGINT.  Prints the passes' summary
-#      line (their count, time in all and the longest) and how many of the rows written are
-#      still without order_id_uuid.
+#      child row of an existing parent and moves an existing child row to another parent every
+#      0.1 s; then SIGINT.  Prints the passes' summary line (their count, time in all and the
+#      longest), how many of the rows written are still without order_id_uuid, and how many
+#      rows name a parent other than their order_id's (stale: a key changed, its uuid not),
+#      there and again after the switch.
 #   2. `migrate --switch`, then BENCH_TC_WRITES (default 1000) parents written in the target,
 #      each with a child written on the source with only order_id_uuid, `migrate --reverse`, as
 #      many again, and `migrate --switch` back: its "lock held" line and how many of those
 #      children are still without order_id.
+#   3. What the child's trigger costs the application: an UPDATE moving BENCH_TC_MOVES rows
+#      (default 100000) to another parent, timed three times.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 V7FILL=${V7FILL:-$root/build/v7fill}
@@ -22,6 +26,7 @@ PARENT=${BENCH_TC_PARENT:-20000}
 CHILD=${BENCH_TC_CHILD:-1000000}
 FOLLOW_S=${BENCH_TC_FOLLOW_S:-30}
 WRITES=${BENCH_TC_WRITES:-1000}
+MOVES=${BENCH_TC_MOVES:-100000}
 eval "$(PGTMP_PORT=${BENCH_TC_PORT:-54352} "$root/tests/pgtmp.sh" start)"
 trap '"$root/tests/pgtmp.sh" stop "$PGTMP_DIR"' EXIT
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
@@ -34,6 +39,13 @@ writes() { # writes SRC TGT TAG: WRITES parents in the target, a child each on t
     done | q -d "$2" >/dev/null
     q -d "$2" -c "SELECT id FROM orders_v7 WHERE note = '$3'" |
         sed "s/.*/INSERT INTO items (order_id_uuid, qty) VALUES ('&', -1);/" | q -d "$1" >/dev/null
+}
+
+stale() { # stale SRC TGT: child rows whose order_id_uuid is not their order_id's parent's id
+    q -d "$1" -c "DROP TABLE IF EXISTS map_copy; CREATE TABLE map_copy (legacy_id bigint PRIMARY KEY, id uuid)"
+    q -d "$2" -c "COPY orders_v7_id_map TO STDOUT" | q -d "$1" -c "COPY map_copy FROM STDIN"
+    q -d "$1" -c "SELECT count(*) FROM items c JOIN map_copy m ON m.legacy_id = c.order_id
+                  WHERE c.order_id_uuid <> m.id"
 }
 
 run() { # run LABEL BINARY
@@ -54,19 +66,28 @@ run() { # run LABEL BINARY
     fpid=$!
     sleep 2
     for _ in $(seq 1 $((FOLLOW_S * 10))); do
-        q -d "$src" -c "INSERT INTO items (order_id, qty) VALUES ((random() * ($PARENT - 1))::int + 1, -9)"
+        q -d "$src" -c "INSERT INTO items (order_id, qty) VALUES ((random() * ($PARENT - 1))::int + 1, -9);
+            UPDATE items SET order_id = (random() * ($PARENT - 1))::int + 1
+             WHERE id = (random() * ($CHILD - 1))::int + 1"
         sleep 0.1
     done
     kill -INT "$fpid"; wait "$fpid" || true
     echo "$label follow: $(grep -o 'children during --follow.*' "$label.follow.log" || echo 'no passes during --follow')"
     echo "$label follow: rows written during --follow still without order_id_uuid: $(q -d "$src" -c "SELECT count(*) FILTER (WHERE order_id_uuid IS NULL) || ' of ' || count(*) FROM items WHERE id > $n0")"
+    echo "$label follow: child rows naming another parent than their order_id's (stale) at the stop: $(stale "$src" "$tgt")"
     "$V" migrate --into orders_v7 --switch >"$label.switch.log" 2>&1
+    echo "$label switch: stale child rows after the switch: $(stale "$src" "$tgt")"
     writes "$src" "$tgt" before
     "$V" migrate --into orders_v7 --reverse >"$label.reverse.log" 2>&1
     writes "$src" "$tgt" after
     "$V" migrate --into orders_v7 --switch >"$label.back.log" 2>&1
     echo "$label switch back: $(grep -o 'lock held [0-9]* ms[^;]*; [0-9]* child rows got their legacy key from the map' "$label.back.log" || grep -o 'lock held [0-9]* ms[^;]*' "$label.back.log" | head -1)"
     echo "$label switch back: children written with only order_id_uuid still without order_id: $(q -d "$src" -c "SELECT count(*) FILTER (WHERE order_id IS NULL) || ' of ' || count(*) FROM items WHERE qty = -1")"
+    for k in 1 2 3; do
+        t0=$(date +%s%N)
+        q -d "$src" -c "UPDATE items SET order_id = order_id % $PARENT + 1 WHERE id <= $MOVES"
+        echo "$label moves: UPDATE of order_id on $MOVES child rows ($k of 3): $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+    done
     # Slots are the cluster's: the next binary's migration makes them again under the same names.
     q -d postgres -c "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots
                       WHERE database IN ('$src', '$tgt') AND NOT active" >/dev/null

@@ -18,6 +18,7 @@
 #include "v7fill/import_report.h"
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
+#include "v7fill/monotime.h"
 #include "v7fill/rejects.h"
 #include "v7fill/state.h"
 
@@ -49,14 +50,6 @@ typedef struct Importer
     size_t files_empty;       /* 0-byte files passed over (several files, with a header) */
     char first_empty[256];    /* the first of them, printable */
 } Importer;
-
-static double
-mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
 
 void
 import_options_default(ImportOptions *o)
@@ -627,7 +620,7 @@ importer_analyze_once(Importer *im, Err *err)
     /* ANALYZE of a partitioned table also analyzes every partition (PostgreSQL
      * < 18 has no ANALYZE ONLY), so one statement covers the partitions filled
      * and gives the parent the statistics autovacuum never collects for it. */
-    double t0 = mono_now();
+    double t0 = monotime_s();
     bool cancelled;
 
     log_info("ANALYZE %s and its partitions (--no-analyze skips this)", im->target_q);
@@ -639,7 +632,7 @@ importer_analyze_once(Importer *im, Err *err)
         log_warn("interrupted: the closing ANALYZE cancelled after %.1f s and VACUUM "
                  "(ANALYZE) %s skipped; every row is imported (ANALYZE %s gives the "
                  "parent its statistics)",
-                 mono_now() - t0, im->lookup_q, im->target_q);
+                 monotime_s() - t0, im->lookup_q, im->target_q);
         return true;
     }
     if (interrupt_signal() != 0)
@@ -647,8 +640,8 @@ importer_analyze_once(Importer *im, Err *err)
         log_warn("interrupted: VACUUM (ANALYZE) %s skipped; every row is imported", im->lookup_q);
         return true;
     }
-    log_info("ANALYZE done in %.1f s; VACUUM (ANALYZE) %s", mono_now() - t0, im->lookup_q);
-    t0 = mono_now();
+    log_info("ANALYZE done in %.1f s; VACUUM (ANALYZE) %s", monotime_s() - t0, im->lookup_q);
+    t0 = monotime_s();
     /* VACUUM sets the lookup's visibility map, so the next run's duplicate
      * probes are index-only scans (measured: 10,000 probes 55 ms -> 37 ms). */
     if (!importer_closing_exec(im, "VACUUM (ANALYZE)", im->lookup_q, &cancelled, err))
@@ -659,7 +652,7 @@ importer_analyze_once(Importer *im, Err *err)
                  im->lookup_q);
         return true;
     }
-    log_info("VACUUM done in %.1f s", mono_now() - t0);
+    log_info("VACUUM done in %.1f s", monotime_s() - t0);
     return true;
 }
 
@@ -669,13 +662,13 @@ importer_analyze_once(Importer *im, Err *err)
 static bool
 importer_analyze(Importer *im, Err *err)
 {
-    double t0 = mono_now();
+    double t0 = monotime_s();
 
     for (int attempts = 0;; attempts++)
     {
         if (importer_analyze_once(im, err))
         {
-            im->st->closing_s = mono_now() - t0;
+            im->st->closing_s = monotime_s() - t0;
             return true;
         }
         if (!pg_err_is_connection(err) || attempts >= 5 || !pipeline_reconnect(im->pl, err))

@@ -298,11 +298,13 @@ revalidate(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, const 
 bool
 migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, Err *err)
 {
+    /* A dollar-quote tag that no quoted name contains. */
+    static const char *const tags[] = {"$v7fill$", "$v7fill_1$", "$v7fill_2$", "$v7fill_3$"};
     Child c;
     bool same = migrate_child_same_database(spec);
     bool has_trigger = false;
     char tname[80], fname[64], what[300];
-    char *qtrig = NULL, *qfn = NULL, *sql = NULL, *fkfix = NULL;
+    char *qtrig = NULL, *qfn = NULL, *sql = NULL, *fkfix = NULL, *body = NULL, *fn = NULL;
     const char *tag = "$v7fill$";
     ChildStats st = {0};
     bool ok = false;
@@ -311,10 +313,9 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
         goto out;
     trigger_name(&c, tname, sizeof tname);
     (void) snprintf(fname, sizeof fname, "child_uuid_%s_%s", c.oid, c.fk_attnum);
-    if (same)
     {
-        /* The trigger reads the map: without it every write of the child
-         * would fail. */
+        /* Same database: the trigger reads the map; without it every write
+         * of the child would fail. */
         const char *params[4] = {c.oid, tname, spec->into_schema, spec->map_table};
         PGresult *res;
 
@@ -327,7 +328,7 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
                       4, params, &res, err))
             goto out;
         has_trigger = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
-        if (strcmp(PQgetvalue(res, 0, 1), "0") == 0)
+        if (same && strcmp(PQgetvalue(res, 0, 1), "0") == 0)
         {
             PQclear(res);
             err_set(err, EC_CONFIG, "the map %s.%s does not exist", spec->into_schema,
@@ -339,18 +340,9 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
         }
         PQclear(res);
     }
-    if (c.uuid_type[0] && !same)
-    {
-        log_debug("child %s.%s: %s is in place", ch->schema, ch->table, c.uuid_col);
-        ok = true;
-        goto out;
-    }
     qtrig = pg_ident(conn, tname);
     qfn = pg_ident(conn, fname);
     if (same)
-    {
-        /* A dollar-quote tag that no quoted name contains. */
-        static const char *const tags[] = {"$v7fill$", "$v7fill_1$", "$v7fill_2$", "$v7fill_3$"};
         /* An insert that gives the uuid itself and no key (the application
          * after the switch) keeps it; a key set or changed decides it.  FOR
          * KEY SHARE: the capture deletes a parent's map row and its row in
@@ -360,71 +352,79 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
          * key there) took it.  The lock waits for that transaction and then
          * finds no map row: the key has no uuid, as the parent's delete
          * would have left it. */
-        char *body = xasprintf("BEGIN\n"
-                               "  IF NEW.%s IS NOT NULL THEN\n"
-                               "    NEW.%s := coalesce((SELECT m.id FROM %s m WHERE m.legacy_id = NEW.%s\n"
-                               "                           FOR KEY SHARE),\n"
-                               "                       CASE WHEN TG_OP = 'INSERT' THEN NEW.%s END);\n"
-                               "  ELSIF TG_OP = 'UPDATE' THEN\n"
-                               "    NEW.%s := NULL;\n"
-                               "  END IF;\n"
-                               "  RETURN NEW;\n"
-                               "END\n",
-                               c.qfk, c.quuid, c.qmap, c.qfk, c.quuid, c.quuid);
-        char *fn;
-
-        for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
-        {
-            tag = tags[i];
-            if (strstr(body, tag) == NULL)
-                break;
-        }
-        if (strstr(body, tag) != NULL)
-        {
-            free(body);
-            err_set(err, EC_CONFIG, "child %s.%s: its names hold every dollar-quote tag tried",
-                    ch->schema, ch->table);
-            goto out;
-        }
-        /* SECURITY DEFINER: the application's role writes the child and need
-         * not read the map; search_path pinned, every name qualified. */
-        fn = xasprintf("CREATE SCHEMA IF NOT EXISTS v7fill;\n"
-                       "CREATE OR REPLACE FUNCTION v7fill.%s() RETURNS trigger LANGUAGE plpgsql\n"
-                       "  SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %s\n%s%s;\n",
-                       qfn, tag, body, tag);
-        free(body);
-        if (c.uuid_type[0] && has_trigger)
-        {
-            /* In place: only the function made again (a body an earlier
-             * version wrote), which locks nothing the application uses. */
-            (void) snprintf(what, sizeof what, "the trigger function of %s.%s", ch->schema,
-                            ch->table);
-            ok = tx_retry(conn, MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, what, fn, 0, NULL, false, &st,
-                          NULL, err);
-            free(fn);
-            if (ok)
-                log_debug("child %s.%s: %s and its trigger are in place", ch->schema, ch->table,
-                          c.uuid_col);
-            goto out;
-        }
-        /* The column is there and the trigger is not (dropped, or a run
-         * killed between the two): key changes made without it went unseen.
-         * A validated foreign key on the column is made NOT VALID again in
-         * the same transaction, so that the next fill reads every row
-         * (migrate_child_can_catch_up) and constrain validates it again. */
-        if (c.uuid_type[0] && !revalidate(conn, spec, ch, &c, &fkfix, err))
-        {
-            free(fn);
-            goto out;
-        }
-        sql = xasprintf("%sALTER TABLE %s ADD COLUMN IF NOT EXISTS %s uuid;\n%s"
-                        "CREATE OR REPLACE TRIGGER %s BEFORE INSERT OR UPDATE OF %s ON %s\n"
-                        "  FOR EACH ROW EXECUTE FUNCTION v7fill.%s()",
-                        fkfix ? fkfix : "", c.qchild, c.quuid, fn, qtrig, c.qfk, c.qchild, qfn);
-        free(fn);
-    }
+        body = xasprintf("BEGIN\n"
+                         "  IF NEW.%s IS NOT NULL THEN\n"
+                         "    NEW.%s := coalesce((SELECT m.id FROM %s m WHERE m.legacy_id = NEW.%s\n"
+                         "                           FOR KEY SHARE),\n"
+                         "                       CASE WHEN TG_OP = 'INSERT' THEN NEW.%s END);\n"
+                         "  ELSIF TG_OP = 'UPDATE' THEN\n"
+                         "    NEW.%s := NULL;\n"
+                         "  END IF;\n"
+                         "  RETURN NEW;\n"
+                         "END\n",
+                         c.qfk, c.quuid, c.qmap, c.qfk, c.quuid, c.quuid);
     else
-        sql = xasprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s uuid", c.qchild, c.quuid);
+        /* Two databases: the map is out of reach, so a key the application
+         * changes (and the ON DELETE SET NULL of its legacy foreign key)
+         * makes the uuid NULL instead of leaving the old parent's: the next
+         * pass over the rows still NULL looks the new key up.  A key set
+         * where there was none keeps the uuid (the way back fills the key of
+         * rows written with only the uuid), and so does a write that sets
+         * both. */
+        body = xasprintf("BEGIN\n"
+                         "  IF OLD.%s IS NOT NULL AND NEW.%s IS DISTINCT FROM OLD.%s\n"
+                         "     AND NEW.%s IS NOT DISTINCT FROM OLD.%s THEN\n"
+                         "    NEW.%s := NULL;\n"
+                         "  END IF;\n"
+                         "  RETURN NEW;\n"
+                         "END\n",
+                         c.qfk, c.qfk, c.qfk, c.quuid, c.quuid, c.quuid);
+    for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
+    {
+        tag = tags[i];
+        if (strstr(body, tag) == NULL)
+            break;
+    }
+    if (strstr(body, tag) != NULL)
+    {
+        err_set(err, EC_CONFIG, "child %s.%s: its names hold every dollar-quote tag tried",
+                ch->schema, ch->table);
+        goto out;
+    }
+    /* Same database: SECURITY DEFINER, the application's role writes the
+     * child and need not read the map.  search_path pinned, every name
+     * qualified. */
+    fn = xasprintf("CREATE SCHEMA IF NOT EXISTS v7fill;\n"
+                   "CREATE OR REPLACE FUNCTION v7fill.%s() RETURNS trigger LANGUAGE plpgsql\n"
+                   "  %sSET search_path = pg_catalog, pg_temp AS %s\n%s%s;\n",
+                   qfn, same ? "SECURITY DEFINER " : "", tag, body, tag);
+    if (c.uuid_type[0] && has_trigger)
+    {
+        /* In place: only the function made again (a body an earlier version
+         * wrote), which locks nothing the application uses. */
+        (void) snprintf(what, sizeof what, "the trigger function of %s.%s", ch->schema,
+                        ch->table);
+        ok = tx_retry(conn, MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, what, fn, 0, NULL, false, &st,
+                      NULL, err);
+        if (ok)
+            log_debug("child %s.%s: %s and its trigger are in place", ch->schema, ch->table,
+                      c.uuid_col);
+        goto out;
+    }
+    /* The column is there and the trigger is not (dropped, a run killed
+     * between the two, or two databases prepared by an earlier version): key
+     * changes made without it went unseen.  Same database: a validated
+     * foreign key on the column is made NOT VALID again in the same
+     * transaction, so that the next fill reads every row
+     * (migrate_child_can_catch_up) and constrain validates it again.  Two
+     * databases: every run's fill reads every row. */
+    if (same && c.uuid_type[0] && !revalidate(conn, spec, ch, &c, &fkfix, err))
+        goto out;
+    sql = xasprintf("%sALTER TABLE %s ADD COLUMN IF NOT EXISTS %s uuid;\n%s"
+                    "CREATE OR REPLACE TRIGGER %s BEFORE %s OF %s ON %s\n"
+                    "  FOR EACH ROW EXECUTE FUNCTION v7fill.%s()",
+                    fkfix ? fkfix : "", c.qchild, c.quuid, fn, qtrig,
+                    same ? "INSERT OR UPDATE" : "UPDATE", c.qfk, c.qchild, qfn);
     (void) snprintf(what, sizeof what, "adding %s to %s.%s", c.uuid_col, ch->schema, ch->table);
     if (!tx_retry(conn, MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, what, sql, 0, NULL, false, &st, NULL,
                   err))
@@ -433,13 +433,16 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
         log_info("child %s.%s: %s added, kept current by trigger %s", ch->schema, ch->table,
                  c.uuid_col, tname);
     else
-        log_info("child %s.%s: %s added; the map is in another database, so no trigger: "
-                 "fill passes keep it current",
-                 ch->schema, ch->table, c.uuid_col);
+        log_info("child %s.%s: %s %s; the map is in another database, so fill passes keep it "
+                 "current, and trigger %s makes it NULL when the application changes %s",
+                 ch->schema, ch->table, c.uuid_col, c.uuid_type[0] ? "in place" : "added", tname,
+                 ch->fk_column);
     ok = true;
 out:
     free(sql);
     free(fkfix);
+    free(fn);
+    free(body);
     free(qtrig);
     free(qfn);
     child_free(&c);

@@ -11,15 +11,6 @@
 
 #include "v7fill/mem.h"
 
-/* The first value of a one-row result as a fresh string ("" when NULL). */
-static char *
-value_dup(const PGresult *res, int col)
-{
-    if (PQntuples(res) == 0 || PQgetisnull(res, 0, col))
-        return xstrdup("");
-    return xstrdup(PQgetvalue(res, 0, col));
-}
-
 /* One database: the child joined with the map in one statement. */
 static bool
 keys_same(PgConn *conn, const MigrateSpec *spec, const char *cq, const char *fk, const char *fku,
@@ -43,18 +34,49 @@ keys_same(PgConn *conn, const MigrateSpec *spec, const char *cq, const char *fk,
     return ok;
 }
 
-/* Two databases: batches of distinct uuids along the uuid, each looked up in
- * the map on its own connection, the keys written back as two arrays. */
+/* "{a,b,...}" of the values of column 0 of rows [from, to). */
+static char *
+uuid_array(const PGresult *res, int from, int to)
+{
+    size_t len = 3 + (size_t) (to - from) * 37, at = 0;
+    char *out = xmalloc(len);
+
+    out[at++] = '{';
+    for (int r = from; r < to; r++)
+    {
+        const char *v = PQgetvalue(res, r, 0);
+        size_t n = strlen(v);
+
+        if (at + n + 3 > len)
+        {
+            len = 2 * len + n + 3;
+            out = xrealloc(out, len);
+        }
+        if (r > from)
+            out[at++] = ',';
+        memcpy(out + at, v, n);
+        at += n;
+    }
+    out[at++] = '}';
+    out[at] = '\0';
+    return out;
+}
+
+/* Two databases: the distinct uuids still without a key, read along the
+ * uuid up to MIGRATE_CHILDKEYS_SCAN at a time (each read is a scan of the
+ * child when <fk> has no index: one per 5,000 uuids made a switch back with
+ * a million such rows read the child 200 times), each 5,000 of them looked
+ * up in the map on its own connection and the keys written back as two
+ * arrays. */
 static bool
 keys_two(PgConn *conn, PgConn *mapc, const MigrateSpec *spec, const char *cq, const char *fk,
          const char *fku, const char *legacy_q, uint64_t *rows, Err *err)
 {
     char *map = pg_qualified(mapc, spec->into_schema, spec->map_table);
     char *key = pg_ident(conn, spec->key);
-    char *read = xasprintf("SELECT array_agg(u ORDER BY u)::text, (array_agg(u ORDER BY u DESC))[1]::text, count(*) FROM "
-                           "(SELECT DISTINCT c.%s AS u FROM %s c WHERE c.%s IS NULL AND c.%s > "
-                           "$1::uuid ORDER BY 1 LIMIT %d) s",
-                           fku, cq, fk, fku, MIGRATE_CHILDKEYS_BATCH);
+    char *read = xasprintf("SELECT DISTINCT c.%s::text FROM %s c WHERE c.%s IS NULL AND c.%s > "
+                           "$1::uuid ORDER BY 1 LIMIT %d",
+                           fku, cq, fk, fku, MIGRATE_CHILDKEYS_SCAN);
     char *look = xasprintf("SELECT array_agg(id ORDER BY id)::text, array_agg(legacy_id ORDER BY "
                            "id)::text FROM %s WHERE id = ANY ($1::uuid[])",
                            map);
@@ -69,24 +91,21 @@ keys_two(PgConn *conn, PgConn *mapc, const MigrateSpec *spec, const char *cq, co
 
     while (ok && more)
     {
-        PGresult *r = NULL, *m = NULL, *w = NULL;
+        PGresult *r = NULL;
         const char *p1[1] = {after};
-        char *ids = NULL;
+        int n;
 
         ok = pg_query(conn, read, 1, p1, &r, err);
-        if (ok && strtol(PQgetvalue(r, 0, 2), NULL, 10) == 0)
-            more = false;
-        else if (ok)
+        n = ok ? PQntuples(r) : 0;
+        more = n == MIGRATE_CHILDKEYS_SCAN;
+        for (int from = 0; ok && from < n; from += MIGRATE_CHILDKEYS_BATCH)
         {
-            more = strtol(PQgetvalue(r, 0, 2), NULL, 10) == MIGRATE_CHILDKEYS_BATCH;
-            ids = value_dup(r, 0);
-            free(after);
-            after = value_dup(r, 1);
-            {
-                const char *p2[1] = {ids};
+            int to = from + MIGRATE_CHILDKEYS_BATCH < n ? from + MIGRATE_CHILDKEYS_BATCH : n;
+            char *ids = uuid_array(r, from, to);
+            const char *p2[1] = {ids};
+            PGresult *m = NULL, *w = NULL;
 
-                ok = pg_query(mapc, look, 1, p2, &m, err);
-            }
+            ok = pg_query(mapc, look, 1, p2, &m, err);
             if (ok && !PQgetisnull(m, 0, 0))
             {
                 const char *p3[2] = {PQgetvalue(m, 0, 0), PQgetvalue(m, 0, 1)};
@@ -95,11 +114,16 @@ keys_two(PgConn *conn, PgConn *mapc, const MigrateSpec *spec, const char *cq, co
                 if (ok)
                     *rows += strtoull(PQgetvalue(w, 0, 0), NULL, 10);
             }
+            free(ids);
+            PQclear(m);
+            PQclear(w);
         }
-        free(ids);
+        if (ok && n > 0)
+        {
+            free(after);
+            after = xstrdup(PQgetvalue(r, n - 1, 0));
+        }
         PQclear(r);
-        PQclear(m);
-        PQclear(w);
     }
     free(after);
     free(write);

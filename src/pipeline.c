@@ -26,6 +26,7 @@
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/maintain.h"
+#include "v7fill/monotime.h"
 #include "v7fill/refset.h"
 #include "v7fill/retention.h"
 #include "v7fill/srcref.h"
@@ -197,14 +198,6 @@ struct Pipeline
     double src_started; /* when reading of the current source began (after any resume seek) */
     uint64_t src_done0; /* the source's progress position then */
 };
-
-static double
-mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
 
 static int64_t
 wall_now_us(void)
@@ -2018,7 +2011,7 @@ format_eta(char *out, size_t size, double secs)
 static void
 pipeline_progress(Pipeline *pl, bool final)
 {
-    double now = mono_now();
+    double now = monotime_s();
     uint64_t done = 0;
     uint64_t total = 0;
     double rate;
@@ -2598,7 +2591,7 @@ pipeline_run(Pipeline *pl, Err *err)
     bool in_txn = false; /* the last record held the batch open: inside a source transaction */
     bool piece_due = false; /* the batch is full inside a source transaction */
 
-    pl->src_started = mono_now();
+    pl->src_started = monotime_s();
     pl->src->ops->progress(pl->src, &pl->src_done0, &total);
     if (!pl->o->plan && !writer_start(pl, err))
         return false;
@@ -3002,7 +2995,7 @@ pipeline_open(PgConn *c, const PipelineOptions *o, const PipelineInputs *inputs,
     pl->o = o;
     pl->inputs = inputs;
     pl->st = st;
-    pl->started = mono_now();
+    pl->started = monotime_s();
     pl->now_us = o->now_us ? o->now_us : wall_now_us();
     pl->day_cache.day = INT64_MIN;
     pipeline_init_writers(pl);
@@ -3243,7 +3236,7 @@ pipeline_close(Pipeline *pl, bool ok, Err *err)
 {
     ImportStats *st = pl->st;
 
-    st->elapsed_s = mono_now() - pl->started;
+    st->elapsed_s = monotime_s() - pl->started;
     pipeline_drop_sink(pl);
     st->sink = pl->sink_total;
     if (pl->tracker)
@@ -3280,5 +3273,5 @@ pipeline_lookup_q(const Pipeline *pl)
 double
 pipeline_elapsed(const Pipeline *pl)
 {
-    return mono_now() - pl->started;
+    return monotime_s() - pl->started;
 }

@@ -21,6 +21,7 @@
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
+#include "v7fill/monotime.h"
 #include "v7fill/pgoutput.h"
 
 #define STATUS_INTERVAL_MS 10000
@@ -89,15 +90,6 @@ typedef struct PgoSource
     bool past_stop;              /* stop_before: a transaction committing past the stop began */
 } PgoSource;
 
-static double
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec * 1000.0 + (double) ts.tv_nsec / 1e6;
-}
-
 void
 source_pgoutput_origin(const char *schema, const char *table, uint64_t lsn, char *out,
                        size_t size)
@@ -131,7 +123,7 @@ send_status(PgoSource *s, bool reply, Err *err)
     {
         /* A shared connection: its owner reports the least of its tables'. */
         s->flushed = s->st.flushed_lsn = flush;
-        s->last_status_ms = now_ms();
+        s->last_status_ms = monotime_s() * 1000.0;
         if (reply)
             s->last_ping_ms = s->last_status_ms;
         return true;
@@ -141,7 +133,7 @@ send_status(PgoSource *s, bool reply, Err *err)
         return false;
     s->flushed = flush;
     s->st.flushed_lsn = flush;
-    s->last_status_ms = now_ms();
+    s->last_status_ms = monotime_s() * 1000.0;
     if (reply)
         s->last_ping_ms = s->last_status_ms;
     return true;
@@ -167,7 +159,7 @@ final_apply(const PgoSource *s)
 static bool
 maybe_status(PgoSource *s, Err *err)
 {
-    double now = now_ms();
+    double now = monotime_s() * 1000.0;
     uint64_t committed = atomic_load(&s->committed);
     bool due = now - s->last_status_ms >= STATUS_INTERVAL_MS || committed > s->flushed;
 
@@ -480,7 +472,7 @@ on_change(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bool *go
      * target in pieces inside one target transaction (pipeline.h). */
     rec->batch_hold = true;
     if (s->rows_open++ == 0)
-        s->first_open_ms = now_ms();
+        s->first_open_ms = monotime_s() * 1000.0;
     *got = true;
     return true;
 }
@@ -517,7 +509,7 @@ on_truncate(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bool *
             rec->batch_hold = true;
             s->emitted_in_txn++;
             if (s->rows_open++ == 0)
-                s->first_open_ms = now_ms();
+                s->first_open_ms = monotime_s() * 1000.0;
             *got = true;
             log_info("TRUNCATE of %s.%s at %s: the target and its lookup are emptied in the "
                      "same transaction (--on-truncate apply)",
@@ -695,7 +687,7 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
          * when the source has nothing more for now. */
         if (!s->in_txn && s->rows_open > 0)
         {
-            double open_for = now_ms() - s->first_open_ms;
+            double open_for = monotime_s() * 1000.0 - s->first_open_ms;
 
             if (s->rows_open >= s->cfg.group_rows || open_for >= s->cfg.group_ms ||
                 should_end(s) || interrupt_signal() != 0)
@@ -866,7 +858,7 @@ source_pgoutput_open(const PgoSourceConfig *cfg, Source **out, Err *err)
     s->flushed = 0;
     s->last_end = cfg->resume_lsn;
     s->handed_end = cfg->resume_lsn;
-    s->last_status_ms = now_ms();
+    s->last_status_ms = monotime_s() * 1000.0;
     s->last_report_ms = s->last_status_ms;
     *out = &s->base;
     return true;

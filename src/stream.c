@@ -1834,7 +1834,6 @@ multi_read(MultiTarget *ts, size_t n, uint64_t stop_lsn, Err *why)
     for (;;)
     {
         size_t running = 0;
-        struct timespec now;
         double ms;
         char *buf = NULL;
         int len = 0;
@@ -1862,8 +1861,7 @@ multi_read(MultiTarget *ts, size_t n, uint64_t stop_lsn, Err *why)
             (void) usleep(20000);
             continue;
         }
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        ms = (double) now.tv_sec * 1000.0 + (double) now.tv_nsec / 1e6;
+        ms = (double) monotime_ms();
         if (ms - last >= 1000)
         {
             /* Every second: the least committed position; waiting to be

@@ -9,7 +9,11 @@
  *              keeps it current for rows the application writes meanwhile
  *              (NULL while the parent has no map row yet: the next fill
  *              pass sets it, or the map's trigger: migrate_child_hook).  Two
- *              databases: no trigger, fill passes only.
+ *              databases: the map is out of reach, so fill passes keep it
+ *              current; a BEFORE UPDATE OF <fk> trigger (the same names) makes
+ *              it NULL when a write changes a non-NULL <fk> and leaves the
+ *              uuid, so it never names the old parent (the next pass over
+ *              the rows still NULL sets it).
  *   fill       batches along the child's primary key, each write its own
  *              short transaction under SET LOCAL lock_timeout (retried on
  *              55P03 / 40P01), then passes over the rows still NULL until a
@@ -67,7 +71,8 @@ typedef struct ChildStats
 bool migrate_child_same_database(const MigrateSpec *spec);
 
 /* <fk>_uuid uuid added (lock_timeout MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, retried)
- * and, same database, the trigger keeping it current.  Nothing is locked when
+ * and its trigger (same database: keeping it current; two: making it NULL on
+ * a key change).  Nothing is locked when
  * both are present already.  A trigger made again on a column that exists
  * (key changes went unseen meanwhile): a validated foreign key on <fk>_uuid is
  * dropped and added again NOT VALID in the same transaction, so that the next

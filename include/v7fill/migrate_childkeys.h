@@ -9,8 +9,9 @@
  *
  * One database (map NULL): one UPDATE joining the child with the map.  Two
  * databases (the child and the legacy table on conn, the map on map): the
- * distinct uuids still without a key are read in batches along the uuid,
- * looked up in the map, and written back as arrays; each batch is a
+ * distinct uuids still without a key are read along the uuid (up to
+ * MIGRATE_CHILDKEYS_SCAN per read), looked up in the map in batches of
+ * MIGRATE_CHILDKEYS_BATCH, and written back as arrays; each batch is a
  * statement of its own (conn's transaction, if one is open, holds them).
  */
 #ifndef V7FILL_MIGRATE_CHILDKEYS_H
@@ -23,7 +24,9 @@
 #include "v7fill/migrate.h"
 #include "v7fill/pg.h"
 
-/* Distinct <fk>_uuid values per batch, two databases. */
+/* Two databases: distinct <fk>_uuid values read per scan of the child, and
+ * per look-up in the map and write. */
+#define MIGRATE_CHILDKEYS_SCAN 100000
 #define MIGRATE_CHILDKEYS_BATCH 5000
 
 /* legacy_q: the legacy table, quoted, under its name at the time of the

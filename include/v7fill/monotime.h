@@ -11,6 +11,8 @@
 
 /* Milliseconds on CLOCK_MONOTONIC (an arbitrary origin: for differences only). */
 int64_t monotime_ms(void);
+/* The same clock in seconds, to the nanosecond (elapsed times, rates). */
+double monotime_s(void);
 
 /* *out: now on CLOCK_REALTIME plus ms (>= 0), normalized. */
 void monotime_deadline(struct timespec *out, int64_t ms);

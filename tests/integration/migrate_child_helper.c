@@ -4,8 +4,10 @@
  *
  *   STEP SCHEMA TABLE FK INTO_SCHEMA INTO_TABLE MAP_TABLE KEY_TYPE [MAP_CONNINFO]
  *
- * STEP: prepare | fill | constrain | all (the three in turn).  With MAP_CONNINFO
- * the map is in that other database (the migration's two-database form).
+ * STEP: prepare | fill | constrain | all (the three in turn) | keysback (the
+ * switch back's <fk> from the map: migrate_childkeys.h; the legacy table is
+ * $LEGACY_TABLE, quoted, keyed by $LEGACY_KEY).  With MAP_CONNINFO the map is
+ * in that other database (the migration's two-database form).
  * Prints the statistics as name=value lines; on failure error=, detail=, hint=
  * and sqlstate= lines and the exit status v7fill would use.
  */
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "v7fill/migrate_child.h"
+#include "v7fill/migrate_childkeys.h"
 
 static PgConn *C, *M;
 
@@ -91,6 +94,18 @@ main(int argc, char **argv)
     {
         if (!migrate_child_fill(C, M, &spec, &ch, lock_ms, &st, &err))
             return failed(&err);
+    }
+    if (strcmp(step, "keysback") == 0)
+    {
+        uint64_t rows = 0;
+        const char *lk = getenv("LEGACY_KEY");
+
+        (void) snprintf(spec.key, sizeof spec.key, "%s", lk ? lk : "id");
+        if (!migrate_child_keys_back(C, M == C ? NULL : M, &spec, &ch,
+                                     getenv("LEGACY_TABLE") ? getenv("LEGACY_TABLE") : "", &rows,
+                                     &err))
+            return failed(&err);
+        printf("keys_set=%llu\n", (unsigned long long) rows);
     }
     if ((strcmp(step, "constrain") == 0 || strcmp(step, "all") == 0) &&
         !migrate_child_constrain(C, &spec, &ch, lock_ms, &st, &err))

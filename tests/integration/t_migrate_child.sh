@@ -6,7 +6,8 @@
 # deletes its parent is left without a uuid, not refused; a child written before its
 # parent's map row gets its uuid on the next fill; a fill that meets a row lock retries; the
 # foreign key is added NOT VALID, validated and enforced; every step rerun changes nothing;
-# two databases: fill passes only, no trigger, no foreign key (refused with the reason).
+# two databases: fill passes, a trigger that only makes a changed key's uuid NULL, no foreign
+# key (refused with the reason).
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 MAPDB="${PGDATABASE}_map"
@@ -301,7 +302,8 @@ q "CREATE TABLE items2 (order_no int, line int, order_id bigint, PRIMARY KEY (or
    INSERT INTO items2 SELECT g / 3, g % 3, CASE WHEN g % 40 = 0 THEN NULL ELSE g % 10050 + 1 END
      FROM generate_series(0, 20999) g" >/dev/null
 child 0 prepare items2 "dbname=$MAPDB"
-assert_eq 0 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'items2'::regclass AND NOT tgisinternal")" "two databases: no trigger"
+assert_eq "v7fill_order_id_uuid" "$(q "SELECT string_agg(tgname, ',') FROM pg_trigger WHERE tgrelid = 'items2'::regclass AND NOT tgisinternal")" \
+    "two databases: one trigger (a changed key's uuid made NULL)"
 child 0 fill items2 "dbname=$MAPDB"
 wrong2() {
     q "SELECT count(*) FROM items2 c LEFT JOIN orders_v7_id_map m ON m.legacy_id = c.order_id
@@ -312,11 +314,40 @@ assert_eq 21000 "$(stat rows)" "two databases: rows"
 assert_eq "$(q "SELECT count(*) FROM items2 WHERE order_id IS NULL")" "$(stat null_keys)" "two databases: NULL keys"
 assert_eq "$(q "SELECT count(*) FROM items2 c WHERE order_id IS NOT NULL
                 AND NOT EXISTS (SELECT 1 FROM orders_v7_id_map m WHERE m.legacy_id = c.order_id)")" "$(stat orphans)" "two databases: orphans"
-# A key changed after the fill: the next pass sets it (no trigger in this form).
+# A key changed after the fill: the trigger cannot read the map in this form, so it makes the
+# uuid NULL (never the old parent's), and the next pass sets it.  A key set where there was
+# none keeps the uuid the row has (the way back fills the key of rows written by uuid only).
 q "UPDATE items2 SET order_id = 7 WHERE order_no = 100 AND line = 1" >/dev/null
+assert_eq "" "$(q "SELECT order_id_uuid FROM items2 WHERE order_no = 100 AND line = 1")" "two databases: a changed key's uuid is NULL at once"
+q "UPDATE items2 SET order_id_uuid = (SELECT id FROM orders_v7_id_map WHERE legacy_id = 5) WHERE order_no = 13 AND line = 1;
+   UPDATE items2 SET order_id = 5 WHERE order_no = 13 AND line = 1" >/dev/null
+assert_eq "$(q "SELECT id FROM orders_v7_id_map WHERE legacy_id = 5")" "$(q "SELECT order_id_uuid FROM items2 WHERE order_no = 13 AND line = 1")" \
+    "two databases: a key set where there was none keeps the uuid"
 child 0 fill items2 "dbname=$MAPDB"
 assert_eq 1 "$(stat filled)" "two databases: the changed key set by the next pass"
 assert_eq 0 "$(wrong2)" "two databases: every row right after the change"
+# Switching back, two databases: rows written with only order_id_uuid get order_id from the map
+# where the legacy table (legacy2 here) has the key; 9,000 distinct uuids, so the map is asked
+# in two batches of at most 5,000.  A key the legacy table lacks stays NULL.
+q "CREATE TABLE legacy2 (id bigint PRIMARY KEY); INSERT INTO legacy2 SELECT g FROM generate_series(1, 9000) g WHERE g <> 77;
+   INSERT INTO items2 (order_no, line, order_id_uuid)
+     SELECT 100000 + legacy_id, 9, id FROM orders_v7_id_map WHERE legacy_id <= 9000" >/dev/null
+want_back=$(q "SELECT count(*) - 1 FROM items2 WHERE line = 9")
+LEGACY_TABLE=public.legacy2 run_expect 0 ./helper keysback public items2 order_id public orders_v7 orders_v7_id_map bigint "dbname=$MAPDB"
+assert_eq "$want_back" "$(stat keys_set)" "two databases, switching back: every key the legacy table has set"
+assert_eq "0" "$(q "SELECT count(*) FROM items2 c JOIN orders_v7_id_map m ON m.id = c.order_id_uuid
+                    WHERE c.line = 9 AND c.order_id IS DISTINCT FROM m.legacy_id AND m.legacy_id <> 77")" \
+    "two databases, switching back: each the map's legacy key of its uuid"
+assert_eq "1" "$(q "SELECT count(*) FROM items2 c JOIN orders_v7_id_map m ON m.id = c.order_id_uuid
+                    WHERE c.line = 9 AND c.order_id IS NULL AND m.legacy_id = 77")" \
+    "two databases, switching back: a key the legacy table lacks stays NULL"
+q "DELETE FROM items2 WHERE line = 9" >/dev/null
+# A child prepared by a version that made no trigger in this form (the column there, no
+# trigger): the next prepare adds it.
+q "DROP TRIGGER v7fill_order_id_uuid ON items2" >/dev/null
+child 0 prepare items2 "dbname=$MAPDB"
+assert_eq 1 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'items2'::regclass AND tgname = 'v7fill_order_id_uuid'")" \
+    "two databases: the trigger made again on a column already there"
 child 3 constrain items2 "dbname=$MAPDB"
 assert_contains "$OUT" "cannot add a foreign key from public.items2 to public.orders_v7" "two databases: no foreign key"
 assert_contains "$OUT" "do not cross databases" "two databases: the reason"

@@ -4,8 +4,10 @@
 # runs every few seconds beside the stream.  A child row of an old parent and one of a parent
 # written in the same transaction get their order_id_uuid while --follow runs, each the id the
 # target gave its parent; a row of no parent keeps NULL; SIGINT stops both, exit 0, and the log
-# counts the passes.  (Before, such rows kept NULL until the next run or the switch.)  SIGINT
-# while a pass waits on a row lock ends the run at once (the pass's statement is cancelled).
+# counts the passes.  (Before, such rows kept NULL until the next run or the switch.)  A key the
+# application changes makes order_id_uuid NULL at once (a trigger on the child: before, the row
+# kept the old parent's id through --follow and the switch) and a pass gives it the new parent's.
+# SIGINT while a pass waits on a row lock ends the run at once (the pass's statement is cancelled).
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 INTO=orders_2dbf
@@ -38,13 +40,20 @@ qs "INSERT INTO items (order_id, qty) VALUES (3, -1);
     WITH o AS (INSERT INTO orders (created_at, note) VALUES ('2026-01-01', 'during follow') RETURNING id)
     INSERT INTO items (order_id, qty) SELECT id, -2 FROM o;
     COMMIT" >/dev/null
+# Keys the application changes: the trigger on the child makes order_id_uuid NULL (never the
+# old parent's id), a pass gives it the new parent's; a key set NULL leaves it NULL.
+old10=$(qs "SELECT order_id_uuid FROM items WHERE id = 10")
+[ -n "$old10" ] || fail "item 10 has a uuid before its key changes"
+qs "UPDATE items SET order_id = 7 WHERE id = 10; UPDATE items SET order_id = NULL WHERE id = 11" >/dev/null
 qs "ALTER TABLE items DROP CONSTRAINT items_order_id_fkey; INSERT INTO items (order_id, qty) VALUES (99999, -3)" >/dev/null
 src_until "SELECT count(*) = 2 FROM items WHERE qty IN (-1, -2) AND order_id_uuid IS NOT NULL" \
     "the child rows written during --follow to get order_id_uuid"
+src_until "SELECT order_id_uuid IS NOT NULL FROM items WHERE id = 10" "the changed key's row to get its uuid again"
 kill -0 "$fpid" || fail "--follow is still running"
 while read -r legacy uuid; do
     assert_eq "$uuid" "$(q "SELECT id FROM $INTO WHERE legacy_id = $legacy")" "the child of parent $legacy has the id the target gave it"
-done < <(qs "SELECT order_id, order_id_uuid FROM items WHERE qty IN (-1, -2)" | tr '|' ' ')
+done < <(qs "SELECT order_id, order_id_uuid FROM items WHERE qty IN (-1, -2) OR id = 10" | tr '|' ' ')
+assert_eq "|" "$(qs "SELECT order_id, order_id_uuid FROM items WHERE id = 11")" "a key set NULL leaves no uuid"
 assert_eq "" "$(qs "SELECT order_id_uuid FROM items WHERE qty = -3")" "a row of no parent keeps NULL"
 kill -INT "$fpid"
 set +e; wait "$fpid"; st=$?; set -e
@@ -52,7 +61,7 @@ fpid=
 cat follow.out
 assert_eq "0" "$st" "--follow stops on SIGINT with status 0"
 assert_contains "$(cat follow.out)" "rows written during --follow given their order_id_uuid" "the pass that set them is logged"
-assert_contains "$(cat follow.out)" "children during --follow: 2 rows given their <fk>_uuid in" "the passes counted at the end"
+assert_contains "$(cat follow.out)" "children during --follow: 3 rows given their <fk>_uuid in" "the passes counted at the end"
 
 # SIGINT while a pass waits: the pass's statement is cancelled, not waited for.  A row the pass
 # must write is held locked by another session; with --lock-timeout 60000 the pass would wait

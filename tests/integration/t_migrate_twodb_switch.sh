@@ -30,14 +30,21 @@ mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column crea
     --child 'public.items(order_id)'
 assert_contains "$OUT" "phase follow" "the copy finished"
 # Child rows the application writes after the last run: no trigger reaches them between two
-# databases; the switch's pass before its lock sets their order_id_uuid.
-qs "INSERT INTO items (order_id, qty) VALUES (3, -1), (4, -2)" >/dev/null
+# databases; the switch's pass before its lock sets their order_id_uuid.  A child whose key the
+# application changes: the trigger on the child makes its order_id_uuid NULL at once (the map
+# is out of its reach), so the same pass gives it the new parent's id (before, it kept the old
+# parent's until a run without --switch read every row again).
+qs "INSERT INTO items (order_id, qty) VALUES (3, -1), (4, -2);
+    UPDATE items SET order_id = 6 WHERE id = 1" >/dev/null
+assert_eq "" "$(qs "SELECT order_id_uuid FROM items WHERE id = 1")" "a changed key leaves no uuid of the old parent"
 mig 0 --switch
 echo "$OUT"
 assert_contains "$OUT" "phase switched" "switched"
-assert_contains "$OUT" "children's <fk>_uuid: 2 rows set before the lock" "the switch's pass over the children"
+assert_contains "$OUT" "children's <fk>_uuid: 3 rows set before the lock" "the switch's pass over the children"
 assert_eq "2" "$(qs "SELECT count(*) FROM items WHERE qty < 0 AND order_id_uuid IS NOT NULL")" \
     "the child rows written after the last run have their uuid"
+assert_eq "$(q "SELECT id FROM $INTO WHERE legacy_id = 6")" "$(qs "SELECT order_id_uuid FROM items WHERE id = 1")" \
+    "the child whose key changed has its new parent's id"
 assert_contains "$OUT" "filled for new rows by DEFAULT nextval of public.${INTO}_legacy_id_seq, which goes on from public.orders_id_seq on the source" \
     "the switch names the target's legacy_id sequence"
 assert_contains "$OUT" "way back: v7fill migrate --into public.$INTO --reverse" "the switch names the way back"
