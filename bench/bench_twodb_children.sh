@@ -7,9 +7,9 @@
 # One throwaway cluster; per binary (V7FILL_BASE first, when given) a source database (a parent
 # of BENCH_TC_PARENT rows, default 20000; a child of BENCH_TC_CHILD rows, default 1000000,
 # indexed on its key) and a target database; `v7fill migrate --source` (copy, fill), then:
-#   1. `migrate --follow` for BENCH_TC_FOLLOW_S seconds (default 30) while a writer inserts a
-#      child row of an existing parent and moves an existing child row to another parent every
-#      0.1 s; then SIGINT.  Prints the passes' summary line (their count, time in all and the
+#   1. `migrate --follow` while a writer makes BENCH_TC_FOLLOW_S * 10 (default 300) writes, each
+#      a child row of an existing parent inserted and an existing child row moved to another
+#      parent, then sleeps 0.1 s (each psql call adds its own time); then SIGINT.  Prints the passes' summary line (their count, time in all and the
 #      longest), how many of the rows written are still without order_id_uuid, and how many
 #      rows name a parent other than their order_id's (stale: a key changed, its uuid not),
 #      there and again after the switch.
@@ -18,7 +18,9 @@
 #      many again, and `migrate --switch` back: its "lock held" line and how many of those
 #      children are still without order_id.
 #   3. What the child's trigger costs the application: an UPDATE moving BENCH_TC_MOVES rows
-#      (default 100000) to another parent, timed three times.
+#      (default 100000) to another parent, and one naming order_id without changing it (as an
+#      ORM writes every column), each timed with the table's triggers enabled and disabled in
+#      turn, three times (the baseline binary makes no trigger: both are its figure).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 V7FILL=${V7FILL:-$root/build/v7fill}
@@ -42,7 +44,7 @@ writes() { # writes SRC TGT TAG: WRITES parents in the target, a child each on t
 }
 
 stale() { # stale SRC TGT: child rows whose order_id_uuid is not their order_id's parent's id
-    q -d "$1" -c "DROP TABLE IF EXISTS map_copy; CREATE TABLE map_copy (legacy_id bigint PRIMARY KEY, id uuid)"
+    q -d "$1" -c "SET client_min_messages = warning; DROP TABLE IF EXISTS map_copy; CREATE TABLE map_copy (legacy_id bigint PRIMARY KEY, id uuid)"
     q -d "$2" -c "COPY orders_v7_id_map TO STDOUT" | q -d "$1" -c "COPY map_copy FROM STDIN"
     q -d "$1" -c "SELECT count(*) FROM items c JOIN map_copy m ON m.legacy_id = c.order_id
                   WHERE c.order_id_uuid <> m.id"
@@ -84,10 +86,17 @@ run() { # run LABEL BINARY
     echo "$label switch back: $(grep -o 'lock held [0-9]* ms[^;]*; [0-9]* child rows got their legacy key from the map' "$label.back.log" || grep -o 'lock held [0-9]* ms[^;]*' "$label.back.log" | head -1)"
     echo "$label switch back: children written with only order_id_uuid still without order_id: $(q -d "$src" -c "SELECT count(*) FILTER (WHERE order_id IS NULL) || ' of ' || count(*) FROM items WHERE qty = -1")"
     for k in 1 2 3; do
-        t0=$(date +%s%N)
-        q -d "$src" -c "UPDATE items SET order_id = order_id % $PARENT + 1 WHERE id <= $MOVES"
-        echo "$label moves: UPDATE of order_id on $MOVES child rows ($k of 3): $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+        for trig in ENABLE DISABLE; do
+            q -d "$src" -c "ALTER TABLE items $trig TRIGGER USER" -c "VACUUM items"
+            t0=$(date +%s%N)
+            q -d "$src" -c "UPDATE items SET order_id = order_id % $PARENT + 1 WHERE id <= $MOVES"
+            echo "$label moves: UPDATE of order_id on $MOVES child rows, user triggers ${trig}D ($k of 3): $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+            t0=$(date +%s%N)
+            q -d "$src" -c "UPDATE items SET order_id = order_id, qty = qty + 1 WHERE id <= $MOVES"
+            echo "$label same: UPDATE naming order_id unchanged on $MOVES child rows, user triggers ${trig}D ($k of 3): $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+        done
     done
+    q -d "$src" -c "ALTER TABLE items ENABLE TRIGGER USER"
     # Slots are the cluster's: the next binary's migration makes them again under the same names.
     q -d postgres -c "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots
                       WHERE database IN ('$src', '$tgt') AND NOT active" >/dev/null

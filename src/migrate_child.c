@@ -305,6 +305,7 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
     bool has_trigger = false;
     char tname[80], fname[64], what[300];
     char *qtrig = NULL, *qfn = NULL, *sql = NULL, *fkfix = NULL, *body = NULL, *fn = NULL;
+    char *when = NULL;
     const char *tag = "$v7fill$";
     ChildStats st = {0};
     bool ok = false;
@@ -420,11 +421,19 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
      * databases: every run's fill reads every row. */
     if (same && c.uuid_type[0] && !revalidate(conn, spec, ch, &c, &fkfix, err))
         goto out;
+    /* Two databases: the function's condition also as the trigger's WHEN, so
+     * the updates that name <fk> without changing it (an ORM writing every
+     * column) do not call it. */
+    if (!same)
+        when = xasprintf(" WHEN (OLD.%s IS NOT NULL AND NEW.%s IS DISTINCT FROM OLD.%s AND "
+                         "NEW.%s IS NOT DISTINCT FROM OLD.%s)",
+                         c.qfk, c.qfk, c.qfk, c.quuid, c.quuid);
     sql = xasprintf("%sALTER TABLE %s ADD COLUMN IF NOT EXISTS %s uuid;\n%s"
                     "CREATE OR REPLACE TRIGGER %s BEFORE %s OF %s ON %s\n"
-                    "  FOR EACH ROW EXECUTE FUNCTION v7fill.%s()",
+                    "  FOR EACH ROW%s EXECUTE FUNCTION v7fill.%s()",
                     fkfix ? fkfix : "", c.qchild, c.quuid, fn, qtrig,
-                    same ? "INSERT OR UPDATE" : "UPDATE", c.qfk, c.qchild, qfn);
+                    same ? "INSERT OR UPDATE" : "UPDATE", c.qfk, c.qchild, when ? when : "",
+                    qfn);
     (void) snprintf(what, sizeof what, "adding %s to %s.%s", c.uuid_col, ch->schema, ch->table);
     if (!tx_retry(conn, MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, what, sql, 0, NULL, false, &st, NULL,
                   err))
@@ -443,6 +452,7 @@ out:
     free(fkfix);
     free(fn);
     free(body);
+    free(when);
     free(qtrig);
     free(qfn);
     child_free(&c);
