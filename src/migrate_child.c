@@ -673,36 +673,6 @@ migrate_child_unhook(PgConn *conn, const MigrateSpec *spec, const MigrateChild *
 
 /* ---- fill ------------------------------------------------------------------------------ */
 
-/* Text of `n` values as an array literal: {"a","b\"c"}. */
-static char *
-array_literal(char **vals, int n)
-{
-    size_t cap = 2 + 1;
-    char *out, *p;
-
-    for (int i = 0; i < n; i++)
-        cap += 2 * strlen(vals[i]) + 3;
-    out = xmalloc(cap);
-    p = out;
-    *p++ = '{';
-    for (int i = 0; i < n; i++)
-    {
-        if (i > 0)
-            *p++ = ',';
-        *p++ = '"';
-        for (const char *s = vals[i]; *s; s++)
-        {
-            if (*s == '"' || *s == '\\')
-                *p++ = '\\';
-            *p++ = *s;
-        }
-        *p++ = '"';
-    }
-    *p++ = '}';
-    *p = '\0';
-    return out;
-}
-
 typedef struct KeyId
 {
     const char *key;
@@ -832,7 +802,7 @@ map_lookup(Fill *f, PGresult *rows, int kcol, PGresult **lookup, KeyId **out, in
     for (int r = 0; r < n; r++)
         if (!PQgetisnull(rows, r, kcol))
             keys[nk++] = PQgetvalue(rows, r, kcol);
-    arr = array_literal(keys, nk);
+    arr = pg_array_literal((const char *const *) keys, nk);
     free(keys);
     params[0] = arr;
     ok = pg_query(f->map, f->sql_lookup, 1, params, lookup, err);
@@ -937,7 +907,7 @@ fill_batch(Fill *f, bool *more, Err *err)
         int64_t t0 = monotime_ms(), took;
 
         for (int i = 0; i < npk + 2; i++)
-            params[i] = array_literal(cols[i], nw);
+            params[i] = pg_array_literal((const char *const *) cols[i], nw);
         ok = tx_retry(f->conn, f->lock_ms, f->what, f->sql_write, npk + 2,
                       (const char *const *) params, true, f->st, &affected, err);
         /* A writer may wait on our row locks for as long as a write takes:

@@ -34,34 +34,6 @@ keys_same(PgConn *conn, const MigrateSpec *spec, const char *cq, const char *fk,
     return ok;
 }
 
-/* "{a,b,...}" of the values of column 0 of rows [from, to). */
-static char *
-uuid_array(const PGresult *res, int from, int to)
-{
-    size_t len = 3 + (size_t) (to - from) * 37, at = 0;
-    char *out = xmalloc(len);
-
-    out[at++] = '{';
-    for (int r = from; r < to; r++)
-    {
-        const char *v = PQgetvalue(res, r, 0);
-        size_t n = strlen(v);
-
-        if (at + n + 3 > len)
-        {
-            len = 2 * len + n + 3;
-            out = xrealloc(out, len);
-        }
-        if (r > from)
-            out[at++] = ',';
-        memcpy(out + at, v, n);
-        at += n;
-    }
-    out[at++] = '}';
-    out[at] = '\0';
-    return out;
-}
-
 /* Two databases: the distinct uuids still without a key, read along the
  * uuid up to MIGRATE_CHILDKEYS_SCAN at a time (each read is a scan of the
  * child when <fk> has no index: one per 5,000 uuids made a switch back with
@@ -74,7 +46,7 @@ keys_two(PgConn *conn, PgConn *mapc, const MigrateSpec *spec, const char *cq, co
 {
     char *map = pg_qualified(mapc, spec->into_schema, spec->map_table);
     char *key = pg_ident(conn, spec->key);
-    char *read = xasprintf("SELECT DISTINCT c.%s::text FROM %s c WHERE c.%s IS NULL AND c.%s > "
+    char *read = xasprintf("SELECT DISTINCT c.%s FROM %s c WHERE c.%s IS NULL AND c.%s > "
                            "$1::uuid ORDER BY 1 LIMIT %d",
                            fku, cq, fk, fku, MIGRATE_CHILDKEYS_SCAN);
     char *look = xasprintf("SELECT array_agg(id ORDER BY id)::text, array_agg(legacy_id ORDER BY "
@@ -101,9 +73,16 @@ keys_two(PgConn *conn, PgConn *mapc, const MigrateSpec *spec, const char *cq, co
         for (int from = 0; ok && from < n; from += MIGRATE_CHILDKEYS_BATCH)
         {
             int to = from + MIGRATE_CHILDKEYS_BATCH < n ? from + MIGRATE_CHILDKEYS_BATCH : n;
-            char *ids = uuid_array(r, from, to);
-            const char *p2[1] = {ids};
+            const char **vals = xcalloc((size_t) (to - from), sizeof *vals);
+            char *ids;
+            const char *p2[1];
             PGresult *m = NULL, *w = NULL;
+
+            for (int k = from; k < to; k++)
+                vals[k - from] = PQgetvalue(r, k, 0);
+            ids = pg_array_literal(vals, to - from);
+            free(vals);
+            p2[0] = ids;
 
             ok = pg_query(mapc, look, 1, p2, &m, err);
             if (ok && !PQgetisnull(m, 0, 0))

@@ -611,6 +611,35 @@ pg_qualified(PgConn *c, const char *schema, const char *name)
 }
 
 char *
+pg_array_literal(const char *const *vals, int n)
+{
+    size_t cap = 2 + 1;
+    char *out, *p;
+
+    for (int i = 0; i < n; i++)
+        cap += 2 * strlen(vals[i]) + 3;
+    out = xmalloc(cap);
+    p = out;
+    *p++ = '{';
+    for (int i = 0; i < n; i++)
+    {
+        if (i > 0)
+            *p++ = ',';
+        *p++ = '"';
+        for (const char *s = vals[i]; *s; s++)
+        {
+            if (*s == '"' || *s == '\\')
+                *p++ = '\\';
+            *p++ = *s;
+        }
+        *p++ = '"';
+    }
+    *p++ = '}';
+    *p = '\0';
+    return out;
+}
+
+char *
 pg_literal(PgConn *c, const char *text)
 {
     return escaped(c, text, PQescapeLiteral, "NULL");

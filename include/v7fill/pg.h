@@ -88,6 +88,9 @@ V7FILL_MUST_CHECK bool pg_flush_wal(PgConn *c, uint64_t *flushed, Err *err);
 char *pg_ident(PgConn *c, const char *name);
 /* "schema"."name", both quoted; caller frees. */
 char *pg_qualified(PgConn *c, const char *schema, const char *name);
+/* The n values (none NULL) as an array literal, each double-quoted:
+ * {"a","b\"c"}, for a $n::type[] parameter; caller frees. */
+char *pg_array_literal(const char *const *vals, int n);
 /* text quoted as an SQL string literal (PQescapeLiteral; caller frees).  Text
  * in an encoding the connection refuses becomes NULL, which the statement
  * binding it then refuses. */
