@@ -36,6 +36,7 @@ typedef struct Child
     char relkind;
     char fk_attnum[8];
     char fk_type[128];
+    bool fk_not_null;       /* <fk> is NOT NULL */
     char uuid_col[64];      /* <fk>_uuid */
     char uuid_type[128];    /* its type, "" when it is missing */
     char uuid_attnum[8];
@@ -107,7 +108,7 @@ child_describe(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, Ch
                   "SELECT c.oid::text, c.relkind::text, fk.attnum::text, "
                   "       format_type(fk.atttypid, fk.atttypmod), "
                   "       coalesce(format_type(u.atttypid, u.atttypmod), ''), "
-                  "       coalesce(u.attnum::text, '') "
+                  "       coalesce(u.attnum::text, ''), fk.attnotnull::text "
                   "  FROM pg_catalog.pg_class c "
                   "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
                   "  LEFT JOIN pg_catalog.pg_attribute fk ON fk.attrelid = c.oid "
@@ -134,6 +135,7 @@ child_describe(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, Ch
     (void) snprintf(c->fk_type, sizeof c->fk_type, "%s", PQgetvalue(res, 0, 3));
     (void) snprintf(c->uuid_type, sizeof c->uuid_type, "%s", PQgetvalue(res, 0, 4));
     (void) snprintf(c->uuid_attnum, sizeof c->uuid_attnum, "%s", PQgetvalue(res, 0, 5));
+    c->fk_not_null = strcmp(PQgetvalue(res, 0, 6), "true") == 0;
     PQclear(res);
     if (c->uuid_type[0] && strcmp(c->uuid_type, "uuid") != 0)
         return err_set(err, EC_CONFIG, "child table %s.%s has a column \"%s\" of type %s, not uuid",
@@ -253,6 +255,84 @@ trigger_name(const Child *c, char *out, size_t size)
         (void) snprintf(out, size, "v7fill_uuid_%s", c->fk_attnum);
 }
 
+/* The second trigger's name on the child (the way back's rule):
+ * v7fill_<fk>_uuid_back, or by attnum when too long; its function's. */
+static void
+back_names(const Child *c, char *trg, size_t tsize, char *fn, size_t fsize)
+{
+    if (strlen(c->uuid_col) + 12 <= 63)
+        (void) snprintf(trg, tsize, "v7fill_%s_back", c->uuid_col);
+    else
+        (void) snprintf(trg, tsize, "v7fill_back_%s", c->fk_attnum);
+    (void) snprintf(fn, fsize, "child_back_%s_%s", c->oid, c->fk_attnum);
+}
+
+/* The body of the way back's rule.  Before the switch (legacy_q NULL) it does
+ * nothing: v7fill's fills and the map's trigger write <fk>_uuid then.  From
+ * the switch on, the application writes <fk>_uuid: one that moves a row to
+ * another parent by <fk>_uuid alone (or clears it) makes <fk> the map's
+ * legacy key of the new uuid where the legacy table (legacy_q, under its
+ * name after the switch) has it, else NULL (same database), or NULL (two
+ * databases: the map is out of reach); switching back fills the NULL keys
+ * from the map (migrate_childkeys.h). */
+static char *
+back_body(const Child *c, const MigrateSpec *spec, PgConn *conn, const char *legacy_q)
+{
+    char *key, *body, *keep;
+
+    if (legacy_q == NULL)
+        return xstrdup("BEGIN\n  RETURN NEW;\nEND\n");
+    if (!migrate_child_same_database(spec))
+        return c->fk_not_null ? xstrdup("BEGIN\n  RETURN NEW;\nEND\n")
+                              : xasprintf("BEGIN\n  NEW.%s := NULL;\n  RETURN NEW;\nEND\n",
+                                          c->qfk);
+    key = pg_ident(conn, spec->key);
+    /* <fk> NOT NULL: a uuid the map or the legacy table lacks (or none)
+     * leaves the key as it was rather than fail the application's write. */
+    keep = c->fk_not_null ? xasprintf(", OLD.%s", c->qfk) : xstrdup("");
+    body = xasprintf("BEGIN\n"
+                     "  NEW.%s := coalesce((SELECT m.legacy_id FROM %s m WHERE m.id = NEW.%s\n"
+                     "              AND EXISTS (SELECT 1 FROM %s l WHERE l.%s = m.legacy_id))%s);\n"
+                     "  RETURN NEW;\n"
+                     "END\n",
+                     c->qfk, c->qmap, c->quuid, legacy_q, key, keep);
+    free(keep);
+    free(key);
+    return body;
+}
+
+/* A dollar-quote tag that no quoted name contains. */
+static const char *
+pick_tag(const char *body)
+{
+    static const char *const tags[] = {"$v7fill$", "$v7fill_1$", "$v7fill_2$", "$v7fill_3$"};
+
+    for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
+        if (strstr(body, tags[i]) == NULL)
+            return tags[i];
+    return NULL;
+}
+
+/* CREATE OR REPLACE FUNCTION v7fill.<fname>() of the way back's rule, ";\n"
+ * ended; NULL when every tag is in the body. */
+static char *
+back_function_sql(PgConn *conn, const Child *c, const MigrateSpec *spec, const char *fname,
+                  const char *legacy_q)
+{
+    char *body = back_body(c, spec, conn, legacy_q);
+    const char *tag = pick_tag(body);
+    char *qfn = pg_ident(conn, fname), *sql = NULL;
+
+    if (tag)
+        sql = xasprintf("CREATE OR REPLACE FUNCTION v7fill.%s() RETURNS trigger LANGUAGE plpgsql\n"
+                        "  %sSET search_path = pg_catalog, pg_temp AS %s\n%s%s;\n",
+                        qfn, migrate_child_same_database(spec) ? "SECURITY DEFINER " : "", tag,
+                        body, tag);
+    free(qfn);
+    free(body);
+    return sql;
+}
+
 /* *sql: "" or, when a validated foreign key from <fk>_uuid to <into> exists,
  * the statement dropping it and adding it again NOT VALID (same name and
  * definition), ending in ";\n". */
@@ -298,15 +378,15 @@ revalidate(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, const 
 bool
 migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, Err *err)
 {
-    /* A dollar-quote tag that no quoted name contains. */
-    static const char *const tags[] = {"$v7fill$", "$v7fill_1$", "$v7fill_2$", "$v7fill_3$"};
     Child c;
     bool same = migrate_child_same_database(spec);
     bool has_trigger = false;
     char tname[80], fname[64], what[300];
     char *qtrig = NULL, *qfn = NULL, *sql = NULL, *fkfix = NULL, *body = NULL, *fn = NULL;
-    char *when = NULL;
-    const char *tag = "$v7fill$";
+    char *when = NULL, *back = NULL, *qbtrig = NULL, *qbfn = NULL;
+    char btname[80], bfname[64];
+    bool has_back = false;
+    const char *tag;
     ChildStats st = {0};
     bool ok = false;
 
@@ -314,10 +394,11 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
         goto out;
     trigger_name(&c, tname, sizeof tname);
     (void) snprintf(fname, sizeof fname, "child_uuid_%s_%s", c.oid, c.fk_attnum);
+    back_names(&c, btname, sizeof btname, bfname, sizeof bfname);
     {
         /* Same database: the trigger reads the map; without it every write
          * of the child would fail. */
-        const char *params[4] = {c.oid, tname, spec->into_schema, spec->map_table};
+        const char *params[5] = {c.oid, tname, spec->into_schema, spec->map_table, btname};
         PGresult *res;
 
         if (!pg_query(conn,
@@ -325,10 +406,13 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
                       "         WHERE tgrelid = $1::oid AND tgname = $2 AND NOT tgisinternal), "
                       "       (SELECT count(*) FROM pg_catalog.pg_class r "
                       "          JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace "
-                      "         WHERE n.nspname = $3 AND r.relname = $4)",
-                      4, params, &res, err))
+                      "         WHERE n.nspname = $3 AND r.relname = $4), "
+                      "       (SELECT count(*) FROM pg_catalog.pg_trigger "
+                      "         WHERE tgrelid = $1::oid AND tgname = $5 AND NOT tgisinternal)",
+                      5, params, &res, err))
             goto out;
         has_trigger = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
+        has_back = strcmp(PQgetvalue(res, 0, 2), "0") != 0;
         if (same && strcmp(PQgetvalue(res, 0, 1), "0") == 0)
         {
             PQclear(res);
@@ -345,7 +429,10 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
     qfn = pg_ident(conn, fname);
     if (same)
         /* An insert that gives the uuid itself and no key (the application
-         * after the switch) keeps it; a key set or changed decides it.  FOR
+         * after the switch) keeps it; a key set or changed decides it; an
+         * update naming the key unchanged (an ORM writes every column) leaves
+         * the uuid as written (after the switch, a row moved by its uuid: the
+         * way back's rule, back_body, makes the key follow).  FOR
          * KEY SHARE: the capture deletes a parent's map row and its row in
          * one transaction; a key read while that transaction is open would
          * name a parent that is gone by the foreign key's check, and the
@@ -354,6 +441,11 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
          * finds no map row: the key has no uuid, as the parent's delete
          * would have left it. */
         body = xasprintf("BEGIN\n"
+                         "  IF TG_OP = 'UPDATE' THEN\n"
+                         "    IF NEW.%s IS NOT DISTINCT FROM OLD.%s THEN\n"
+                         "      RETURN NEW;\n"
+                         "    END IF;\n"
+                         "  END IF;\n"
                          "  IF NEW.%s IS NOT NULL THEN\n"
                          "    NEW.%s := coalesce((SELECT m.id FROM %s m WHERE m.legacy_id = NEW.%s\n"
                          "                           FOR KEY SHARE),\n"
@@ -363,7 +455,7 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
                          "  END IF;\n"
                          "  RETURN NEW;\n"
                          "END\n",
-                         c.qfk, c.quuid, c.qmap, c.qfk, c.quuid, c.quuid);
+                         c.qfk, c.qfk, c.qfk, c.quuid, c.qmap, c.qfk, c.quuid, c.quuid);
     else
         /* Two databases: the map is out of reach, so a key the application
          * changes (and the ON DELETE SET NULL of its legacy foreign key)
@@ -380,18 +472,16 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
                          "  RETURN NEW;\n"
                          "END\n",
                          c.qfk, c.qfk, c.qfk, c.quuid, c.quuid, c.quuid);
-    for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
-    {
-        tag = tags[i];
-        if (strstr(body, tag) == NULL)
-            break;
-    }
-    if (strstr(body, tag) != NULL)
+    tag = pick_tag(body);
+    back = back_function_sql(conn, &c, spec, bfname, NULL);
+    if (tag == NULL || back == NULL)
     {
         err_set(err, EC_CONFIG, "child %s.%s: its names hold every dollar-quote tag tried",
                 ch->schema, ch->table);
         goto out;
     }
+    qbtrig = pg_ident(conn, btname);
+    qbfn = pg_ident(conn, bfname);
     /* Same database: SECURITY DEFINER, the application's role writes the
      * child and need not read the map.  search_path pinned, every name
      * qualified. */
@@ -399,6 +489,27 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
                    "CREATE OR REPLACE FUNCTION v7fill.%s() RETURNS trigger LANGUAGE plpgsql\n"
                    "  %sSET search_path = pg_catalog, pg_temp AS %s\n%s%s;\n",
                    qfn, same ? "SECURITY DEFINER " : "", tag, body, tag);
+    if (c.uuid_type[0] && has_trigger && !has_back)
+    {
+        /* Prepared by a version without the way back's rule: it is made now
+         * (its function does nothing until the switch). */
+        sql = xasprintf("%s%sCREATE OR REPLACE TRIGGER %s BEFORE UPDATE OF %s ON %s\n"
+                        "  FOR EACH ROW WHEN (OLD.%s IS NOT NULL AND NEW.%s IS DISTINCT FROM "
+                        "OLD.%s AND NEW.%s IS NOT DISTINCT FROM OLD.%s)\n"
+                        "  EXECUTE FUNCTION v7fill.%s()",
+                        fn, back, qbtrig, c.quuid, c.qchild, c.quuid, c.quuid, c.quuid, c.qfk,
+                        c.qfk, qbfn);
+        (void) snprintf(what, sizeof what, "the trigger %s on %s.%s", btname, ch->schema,
+                        ch->table);
+        ok = tx_retry(conn, MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, what, sql, 0, NULL, false, &st,
+                      NULL, err);
+        if (ok)
+            log_info("child %s.%s: trigger %s added (from the switch on, a row moved to another "
+                     "parent by %s alone gets that parent's legacy key%s)",
+                     ch->schema, ch->table, btname, c.uuid_col,
+                     same ? "" : " when switching back");
+        goto out;
+    }
     if (c.uuid_type[0] && has_trigger)
     {
         /* In place: only the function made again (a body an earlier version
@@ -428,12 +539,21 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
         when = xasprintf(" WHEN (OLD.%s IS NOT NULL AND NEW.%s IS DISTINCT FROM OLD.%s AND "
                          "NEW.%s IS NOT DISTINCT FROM OLD.%s)",
                          c.qfk, c.qfk, c.qfk, c.quuid, c.quuid);
+    /* With the way back's rule: from the switch on the application writes
+     * <fk>_uuid, and a row it moves to another parent by <fk>_uuid alone (or
+     * clears) gets <fk> from the map (back_body).  v7fill's own writes of
+     * <fk>_uuid only fill a NULL one, or come before the switch. */
     sql = xasprintf("%sALTER TABLE %s ADD COLUMN IF NOT EXISTS %s uuid;\n%s"
                     "CREATE OR REPLACE TRIGGER %s BEFORE %s OF %s ON %s\n"
-                    "  FOR EACH ROW%s EXECUTE FUNCTION v7fill.%s()",
+                    "  FOR EACH ROW%s EXECUTE FUNCTION v7fill.%s();\n"
+                    "%sCREATE OR REPLACE TRIGGER %s BEFORE UPDATE OF %s ON %s\n"
+                    "  FOR EACH ROW WHEN (OLD.%s IS NOT NULL AND NEW.%s IS DISTINCT FROM OLD.%s "
+                    "AND NEW.%s IS NOT DISTINCT FROM OLD.%s)\n"
+                    "  EXECUTE FUNCTION v7fill.%s()",
                     fkfix ? fkfix : "", c.qchild, c.quuid, fn, qtrig,
                     same ? "INSERT OR UPDATE" : "UPDATE", c.qfk, c.qchild, when ? when : "",
-                    qfn);
+                    qfn, back, qbtrig, c.quuid, c.qchild, c.quuid, c.quuid, c.quuid, c.qfk,
+                    c.qfk, qbfn);
     (void) snprintf(what, sizeof what, "adding %s to %s.%s", c.uuid_col, ch->schema, ch->table);
     if (!tx_retry(conn, MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, what, sql, 0, NULL, false, &st, NULL,
                   err))
@@ -453,8 +573,52 @@ out:
     free(fn);
     free(body);
     free(when);
+    free(back);
+    free(qbtrig);
+    free(qbfn);
     free(qtrig);
     free(qfn);
+    child_free(&c);
+    return ok;
+}
+
+bool
+migrate_child_back_rule(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch,
+                        const char *legacy_q, Err *err)
+{
+    Child c;
+    char btname[80], bfname[64], sig[96];
+    const char *p[1] = {sig};
+    PGresult *res = NULL;
+    char *sql = NULL;
+    bool ok = false, exists;
+
+    if (!child_describe(conn, spec, ch, &c, err))
+        return false;
+    back_names(&c, btname, sizeof btname, bfname, sizeof bfname);
+    (void) snprintf(sig, sizeof sig, "v7fill.%s()", bfname);
+    if (!pg_query(conn, "SELECT pg_catalog.to_regprocedure($1) IS NOT NULL", 1, p, &res, err))
+        goto out;
+    exists = PQgetvalue(res, 0, 0)[0] == 't';
+    if (!exists)
+    {
+        /* Prepared by an earlier version: no rule, as before. */
+        if (legacy_q)
+            log_warn("child %s.%s: no trigger %s (prepared by an earlier version): a row the "
+                     "application moves to another parent by %s_uuid alone keeps its old %s",
+                     ch->schema, ch->table, btname, ch->fk_column, ch->fk_column);
+        ok = true;
+        goto out;
+    }
+    sql = back_function_sql(conn, &c, spec, bfname, legacy_q);
+    ok = sql ? pg_exec(conn, sql, err)
+             : err_set(err, EC_CONFIG, "child %s.%s: its names hold every dollar-quote tag tried",
+                       ch->schema, ch->table);
+out:
+    if (!ok)
+        err_prefix(err, "child %s.%s: the way back's rule", ch->schema, ch->table);
+    PQclear(res);
+    free(sql);
     child_free(&c);
     return ok;
 }

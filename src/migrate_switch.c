@@ -621,6 +621,18 @@ unhook_children(PgConn *s, const MigrateSpec *sp, Err *err)
     return true;
 }
 
+/* Inside the switch transaction (two databases: the source's), expand mode:
+ * each child's way-back rule on (legacy_q: the legacy table under its name
+ * after the switch) or, switching back, off (NULL); migrate_child.h. */
+static bool
+back_rules(PgConn *s, const MigrateSpec *sp, const char *legacy_q, Err *err)
+{
+    for (size_t i = 0; !has_childtables(sp) && i < sp->nchildren; i++)
+        if (!migrate_child_back_rule(s, sp, &sp->children[i], legacy_q, err))
+            return false;
+    return true;
+}
+
 /* Inside the switch transaction, expand mode, once the capture applied its
  * last changes (the children locked, readers going on): the map's trigger
  * recorded the keys of the parents those changes inserted instead of waiting
@@ -791,7 +803,7 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
         if (!exec_fmt(s, err, "LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", n->from_q) ||
             !move_table(s, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
                         sp->legacy_table, err) ||
-            !tseq_start(s, sp, n, err) ||
+            !back_rules(s, sp, n->legacy_q, err) || !tseq_start(s, sp, n, err) ||
             (n->rev_db && !record_reverse(n->rev_db, n->into_key, n->rev, at, err)))
             goto fail;
     }
@@ -805,7 +817,7 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
         ok = exec_fmt(s, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", n->into_q,
                       n->from_q) &&
              /* before the renames: its pending events name the new table */
-             unhook_children(s, sp, err) &&
+             unhook_children(s, sp, err) && back_rules(s, sp, n->legacy_q, err) &&
              move_table(s, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
                         sp->legacy_table, err) &&
              move_table(s, n->into_q, sp->into_schema, sp->into_table, sp->from_schema,
@@ -1005,7 +1017,8 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
          exec_fmt(t, err, "ALTER TABLE %s ALTER COLUMN legacy_id DROP DEFAULT", n->into_q) &&
          pg_exec_params(t, "DELETE FROM v7fill.migrate_reverse WHERE into_table = $1", 1, p,
                         err) &&
-         back_childtables(t, sp, err) && pg_exec(t, "COMMIT", err);
+         back_childtables(t, sp, err) && back_rules(t, sp, NULL, err) &&
+         pg_exec(t, "COMMIT", err);
     if (ok)
         st->lock_held_ms = monotime_ms() - t0;
 out:
@@ -1048,6 +1061,7 @@ back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const 
     ok = src_open &&
          move_table(s, n->legacy_q, sp->from_schema, sp->legacy_table, sp->from_schema,
                     sp->from_table, err) &&
+         back_rules(s, sp, NULL, err) &&
          query_text(s, "SELECT (pg_catalog.to_regclass('v7fill.migrate_reverse') IS NOT NULL)::text",
                     0, NULL, v, sizeof v, err) &&
          (strcmp(v, "true") != 0 ||

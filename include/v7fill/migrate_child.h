@@ -108,6 +108,21 @@ V7FILL_MUST_CHECK bool migrate_child_hook(PgConn *conn, const MigrateSpec *spec,
 V7FILL_MUST_CHECK bool migrate_child_unhook(PgConn *conn, const MigrateSpec *spec,
                                             const MigrateChild *ch, Err *err);
 
+/* The way back's rule on the child (a BEFORE UPDATE OF <fk>_uuid trigger that
+ * prepare makes, `v7fill_<fk>_uuid_back`, function
+ * v7fill."child_back_<oid>_<attnum>"()), switched in the caller's
+ * transaction without a lock on the child (its function replaced).
+ * legacy_q NULL (before the switch, and switched back): it does nothing.
+ * Otherwise (the switch, legacy_q the legacy table under its name after it):
+ * a write that moves a row to another parent by <fk>_uuid alone, or clears
+ * it, makes <fk> the map's legacy key of the new uuid where the legacy table
+ * has it, else NULL (same database), or NULL (two databases; switching back
+ * fills it from the map).  A child prepared by an earlier version has no such
+ * trigger: a warning, nothing done. */
+V7FILL_MUST_CHECK bool migrate_child_back_rule(PgConn *conn, const MigrateSpec *spec,
+                                               const MigrateChild *ch, const char *legacy_q,
+                                               Err *err);
+
 /* Same database, in the caller's transaction (the switch, under its lock,
  * once the capture's last changes are committed, before the renames): the
  * children of the keys the map's trigger recorded (it met the lock) get

@@ -56,8 +56,8 @@ assert_eq 1000 "$(q "SELECT count(*) FROM order_items WHERE order_id IS NULL")" 
 child 0 prepare
 assert_eq "uuid" "$(q "SELECT format_type(atttypid, atttypmod) FROM pg_attribute
                       WHERE attrelid = 'order_items'::regclass AND attname = 'order_id_uuid'")" "order_id_uuid added"
-assert_eq "v7fill_order_id_uuid" "$(q "SELECT tgname FROM pg_trigger WHERE tgrelid = 'order_items'::regclass AND NOT tgisinternal")" \
-    "the trigger keeping it current"
+assert_eq "v7fill_order_id_uuid,v7fill_order_id_uuid_back" "$(q "SELECT string_agg(tgname, ',' ORDER BY tgname) FROM pg_trigger WHERE tgrelid = 'order_items'::regclass AND NOT tgisinternal")" \
+    "the trigger keeping it current, and the way back's rule"
 # Rerun while another session holds a lock that ALTER TABLE would wait for: nothing to do, no wait.
 hold_open reader "SELECT count(*) FROM order_items"
 t0=$(date +%s%N)
@@ -67,12 +67,22 @@ hold_close reader
 [ "$took" -lt 3000 ] || fail "prepare rerun waited ${took} ms behind a reader: it should change nothing"
 # A trigger function an earlier version made (its map read without the lock) is made again.
 fnsrc() { q "SELECT p.prosrc FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
-             WHERE t.tgrelid = 'order_items'::regclass AND NOT t.tgisinternal"; }
+             WHERE t.tgrelid = 'order_items'::regclass AND t.tgname = 'v7fill_order_id_uuid'"; }
 assert_contains "$(fnsrc)" "FOR KEY SHARE" "the map row is read FOR KEY SHARE"
-fn=$(q "SELECT t.tgfoid::regproc FROM pg_trigger t WHERE t.tgrelid = 'order_items'::regclass AND NOT t.tgisinternal")
+fn=$(q "SELECT t.tgfoid::regproc FROM pg_trigger t WHERE t.tgrelid = 'order_items'::regclass AND t.tgname = 'v7fill_order_id_uuid'")
 q "CREATE OR REPLACE FUNCTION $fn() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN RETURN NEW; END \$\$" >/dev/null
 child 0 prepare
 assert_contains "$(fnsrc)" "FOR KEY SHARE" "a rerun makes an earlier function again"
+# A child prepared by a version without the way back's rule gets it from the next prepare; before
+# the switch it does nothing (v7fill's fills write order_id_uuid then).
+q "DROP TRIGGER v7fill_order_id_uuid_back ON order_items" >/dev/null
+child 0 prepare
+assert_eq 1 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'order_items'::regclass AND tgname = 'v7fill_order_id_uuid_back'")" \
+    "the way back's rule made on a child prepared without it"
+q "UPDATE order_items SET order_id_uuid = gen_random_uuid() WHERE id = 3;
+   UPDATE order_items SET order_id_uuid = gen_random_uuid() WHERE id = 3" >/dev/null
+assert_eq "4" "$(q "SELECT order_id FROM order_items WHERE id = 3")" "before the switch the way back's rule changes no key"
+q "UPDATE order_items SET order_id_uuid = NULL WHERE id = 3" >/dev/null
 
 # --- fill under a concurrent writer ---------------------------------------------------------
 # writer OUTFILE: one psql session timing each statement (inserts, key changes, other updates
@@ -302,8 +312,8 @@ q "CREATE TABLE items2 (order_no int, line int, order_id bigint, PRIMARY KEY (or
    INSERT INTO items2 SELECT g / 3, g % 3, CASE WHEN g % 40 = 0 THEN NULL ELSE g % 10050 + 1 END
      FROM generate_series(0, 20999) g" >/dev/null
 child 0 prepare items2 "dbname=$MAPDB"
-assert_eq "v7fill_order_id_uuid" "$(q "SELECT string_agg(tgname, ',') FROM pg_trigger WHERE tgrelid = 'items2'::regclass AND NOT tgisinternal")" \
-    "two databases: one trigger (a changed key's uuid made NULL)"
+assert_eq "v7fill_order_id_uuid,v7fill_order_id_uuid_back" "$(q "SELECT string_agg(tgname, ',' ORDER BY tgname) FROM pg_trigger WHERE tgrelid = 'items2'::regclass AND NOT tgisinternal")" \
+    "two databases: the triggers (a changed key's uuid made NULL; the way back's rule)"
 child 0 fill items2 "dbname=$MAPDB"
 wrong2() {
     q "SELECT count(*) FROM items2 c LEFT JOIN orders_v7_id_map m ON m.legacy_id = c.order_id

@@ -99,6 +99,35 @@ run_expect 0 "$V7FILL" migrate --into "$INTO" --status
 assert_contains "$OUT" "(public.orders_legacy)" "--status counts the legacy table"
 assert_contains "$(grep 'rows in target' <<<"$OUT")" "(public.orders)" "--status counts the UUIDv7 table"
 
+# ---- the application moves children to other parents by order_id_uuid alone (as an application
+# switched to the uuid keys does), or clears it: the child's way-back rule makes order_id follow at
+# once (before, it kept the old parent's key, and switched back the legacy application saw the
+# old parent).  payments.order_id is NOT NULL: a cleared uuid leaves it as it was rather than fail
+# the application's write.
+other() { # other LEGACY_ID: a parent in both tables other than LEGACY_ID
+    q "SELECT o.legacy_id FROM orders o JOIN orders_legacy l ON l.id = o.legacy_id
+        WHERE o.legacy_id <> $1 ORDER BY o.legacy_id LIMIT 1"
+}
+read -r mv from <<<"$(q "SELECT id, order_id FROM items WHERE order_id_uuid IS NOT NULL AND order_id IS NOT NULL ORDER BY id LIMIT 1" | tr '|' ' ')"
+to=$(other "$from")
+q "UPDATE items SET order_id_uuid = (SELECT id FROM orders WHERE legacy_id = $to) WHERE id = $mv" >/dev/null
+assert_eq "$to" "$(q "SELECT order_id FROM items WHERE id = $mv")" "a child moved by order_id_uuid alone: order_id follows"
+clr=$(q "SELECT id FROM items WHERE order_id_uuid IS NOT NULL AND id <> $mv ORDER BY id LIMIT 1")
+q "UPDATE items SET order_id_uuid = NULL WHERE id = $clr" >/dev/null
+assert_eq "" "$(q "SELECT order_id FROM items WHERE id = $clr")" "a child whose order_id_uuid is cleared: order_id NULL too"
+read -r pmv pfrom <<<"$(q "SELECT id, order_id FROM payments ORDER BY id LIMIT 1" | tr '|' ' ')"
+pto=$(other "$pfrom")
+q "UPDATE payments SET order_id_uuid = (SELECT id FROM orders WHERE legacy_id = $pto), paid = paid WHERE id = $pmv" >/dev/null
+assert_eq "$pto" "$(q "SELECT order_id FROM payments WHERE id = $pmv")" "a payment moved by order_id_uuid alone: order_id follows"
+pu=$(q "SELECT order_id_uuid FROM payments WHERE id = $pmv")
+q "UPDATE payments SET order_id_uuid = NULL WHERE id = $pmv" >/dev/null
+assert_eq "$pto" "$(q "SELECT order_id FROM payments WHERE id = $pmv")" "payments.order_id NOT NULL: a cleared uuid leaves it"
+q "UPDATE payments SET order_id_uuid = '$pu' WHERE id = $pmv" >/dev/null
+# an ORM writes every column: order_id named unchanged, the uuid moved
+q "UPDATE items SET order_id = order_id, order_id_uuid = (SELECT id FROM orders WHERE legacy_id = $from), qty = qty WHERE id = $mv" >/dev/null
+assert_eq "$from" "$(q "SELECT order_id FROM items WHERE id = $mv")" "an update naming order_id unchanged and moving the uuid: order_id follows"
+q "UPDATE items SET order_id_uuid = (SELECT id FROM orders WHERE legacy_id = $to) WHERE id = $mv" >/dev/null
+
 # ---- switching back (--switch in phase reverse, as docs/migrating-switch.md says)
 q "UPDATE orders SET amount = amount + 5 WHERE note = 'after the switch'" >/dev/null
 run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
@@ -107,4 +136,8 @@ assert_contains "$OUT" "switched back" "switched back"
 assert_eq "bigint" "$(q "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'orders'::regclass AND attname = 'id'")" \
     "orders is the legacy table again"
 both_equal "$INTO" orders "after switching back both tables are equal"
+assert_eq "$to|$pto" "$(q "SELECT (SELECT order_id FROM items WHERE id = $mv) || '|' || (SELECT order_id FROM payments WHERE id = $pmv)")" \
+    "switched back: the legacy application finds the moved children under their new parents"
+q "UPDATE items SET order_id_uuid = (SELECT id FROM ${INTO}_id_map WHERE legacy_id = $from) WHERE id = $mv" >/dev/null
+assert_eq "$to" "$(q "SELECT order_id FROM items WHERE id = $mv")" "switched back, the rule is off: order_id_uuid alone changes no key"
 e2e_drop_slots

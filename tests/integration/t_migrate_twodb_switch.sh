@@ -120,6 +120,15 @@ u_old=$(q "SELECT id FROM $INTO WHERE legacy_id = 2001")
 u_new=$(q "INSERT INTO $INTO (id, created_at, note) VALUES ('$("$V7FILL" uuid new --at "$at")', '$at', 'just before back') RETURNING id")
 qs "INSERT INTO items (order_id_uuid, qty) VALUES ('$u_old', -3), ('$u_new', -4),
       ('$("$V7FILL" uuid new --at "$at")', -5)" >/dev/null
+# The application moves a child to another parent by order_id_uuid alone, and clears another's:
+# the child's way-back rule makes order_id NULL at once (the map is out of its reach), and the
+# switch back gives the moved one its new parent's key (before, it kept the old parent's, and the
+# legacy application saw the old parent).
+assert_eq "21|22" "$(qs "SELECT string_agg(order_id::text, '|' ORDER BY id) FROM items WHERE id IN (20, 21)")" "items 20 and 21 before"
+qs "UPDATE items SET order_id_uuid = '$(q "SELECT id FROM $INTO WHERE legacy_id = 30")' WHERE id = 20;
+    UPDATE items SET order_id_uuid = NULL WHERE id = 21" >/dev/null
+assert_eq "|" "$(qs "SELECT string_agg(coalesce(order_id::text, ''), '|' ORDER BY id) FROM items WHERE id IN (20, 21)")" \
+    "moved or cleared by order_id_uuid alone: order_id NULL at once"
 switch_under_load "UPDATE $INTO SET note = 'w' WHERE legacy_id = 11" \
     "SELECT count(*) FROM $INTO WHERE legacy_id <= 50" migrate --into "$INTO" --switch
 echo "$OUT"
@@ -128,7 +137,9 @@ assert_contains "$OUT" "switched back" "switched back"
 assert_contains "$OUT" "phase follow" "phase follow again"
 assert_eq "orders|" "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy')")" "the legacy table has its name again"
 assert_eq "just before switching back" "$(qs "SELECT note FROM orders WHERE id = 9")" "the last change applied under the lock"
-assert_contains "$OUT" "2 child rows got their legacy key from the map" "the switch back counts the child keys it set"
+assert_contains "$OUT" "3 child rows got their legacy key from the map" "the switch back counts the child keys it set"
+assert_eq "30|" "$(qs "SELECT string_agg(coalesce(order_id::text, ''), '|' ORDER BY id) FROM items WHERE id IN (20, 21)")" \
+    "switched back: the moved child under its new parent, the cleared one without"
 assert_eq "-5:|-4:2002|-3:2001" "$(qs "SELECT string_agg(qty || ':' || coalesce(order_id::text, ''), '|' ORDER BY qty) FROM items WHERE qty <= -3")" \
     "child rows written with only order_id_uuid got order_id from the map; one without a map row kept it NULL"
 assert_eq "0|0" "$(q "SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'v7fill_${INTO}_rev'),
@@ -139,9 +150,11 @@ mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column crea
     --child 'public.items(order_id)'
 assert_eq "1" "$(q "SELECT count(*) FROM $INTO WHERE legacy_id = 2003 AND note = 'legacy again'")" "the capture resumed"
 mig 1 --verify
-assert_contains "$OUT" "NULL keys                    1             0  MISMATCH  1 rows with a NULL key have a order_id_uuid" \
-    "--verify names the child row whose order_id_uuid has no parent"
+assert_contains "$OUT" "NULL keys                    2             1  MISMATCH  1 rows with a NULL key have a order_id_uuid" \
+    "--verify names the child row whose order_id_uuid has no parent (the other NULL key: item 21, cleared)"
 qs "DELETE FROM items WHERE qty = -5" >/dev/null
 mig 0 --verify
 assert_contains "$OUT" "verdict: OK" "--verify after switching back"
+qs "UPDATE items SET order_id_uuid = NULL WHERE id = 20" >/dev/null
+assert_eq "30" "$(qs "SELECT order_id FROM items WHERE id = 20")" "switched back, the rule is off: order_id_uuid alone changes no key"
 echo "ok"
