@@ -859,6 +859,8 @@ typedef struct Fill
     bool same;
     int lock_ms;
     ChildStats *st;
+    bool (*stop)(void *); /* may be NULL: asked between batches */
+    void *stop_arg;
     char *sql_first;    /* the first batch of a pass */
     char *sql_next;     /* the following ones: after the last key ($1..$npk) */
     char *sql_lookup;   /* two databases: the map's ids of $1 */
@@ -1144,6 +1146,8 @@ fill_pass(Fill *f, bool full, Err *err)
         if (interrupt_signal() != 0)
             return err_set(err, EC_INTERRUPTED, "%s: interrupted by %s", f->what,
                            interrupt_name());
+        if (f->stop && f->stop(f->stop_arg))
+            return err_set(err, EC_INTERRUPTED, "%s: stopped", f->what);
         if (!fill_batch(f, &more, err))
             return false;
     }
@@ -1232,9 +1236,11 @@ migrate_child_set_late(PgConn *conn, const MigrateSpec *spec, const MigrateChild
  * changes nothing) or one pass over the rows still NULL. */
 static bool
 fill_run(PgConn *conn, PgConn *map, const MigrateSpec *spec, const MigrateChild *ch,
-         int lock_timeout_ms, bool full_first, ChildStats *st, Err *err)
+         int lock_timeout_ms, bool full_first, bool (*stop)(void *), void *stop_arg,
+         ChildStats *st, Err *err)
 {
-    Fill f = {.conn = conn, .map = map ? map : conn, .spec = spec, .ch = ch, .st = st};
+    Fill f = {.conn = conn, .map = map ? map : conn, .spec = spec, .ch = ch, .st = st,
+              .stop = stop, .stop_arg = stop_arg};
     bool ok = false;
 
     memset(st, 0, sizeof *st);
@@ -1316,14 +1322,16 @@ bool
 migrate_child_fill(PgConn *conn, PgConn *map, const MigrateSpec *spec, const MigrateChild *ch,
                    int lock_timeout_ms, ChildStats *st, Err *err)
 {
-    return fill_run(conn, map, spec, ch, lock_timeout_ms, true, st, err);
+    return fill_run(conn, map, spec, ch, lock_timeout_ms, true, NULL, NULL, st, err);
 }
 
 bool
 migrate_child_settle(PgConn *conn, PgConn *map, const MigrateSpec *spec, const MigrateChild *ch,
-                     int lock_timeout_ms, ChildStats *st, Err *err)
+                     int lock_timeout_ms, bool (*stop)(void *), void *stop_arg, ChildStats *st,
+                     Err *err)
 {
-    return fill_run(conn, map ? map : conn, spec, ch, lock_timeout_ms, false, st, err);
+    return fill_run(conn, map ? map : conn, spec, ch, lock_timeout_ms, false, stop, stop_arg, st,
+                    err);
 }
 
 /* ---- a rerun: the rows still NULL only ----------------------------------------------------- */
@@ -1435,7 +1443,7 @@ migrate_child_catch_up(PgConn *conn, PgConn *map, const MigrateSpec *spec, const
     log_detail("child %s.%s: filled before and its foreign key validated: only the rows still "
                "NULL are read",
                ch->schema, ch->table);
-    return fill_run(conn, map, spec, ch, lock_timeout_ms, false, st, err) &&
+    return fill_run(conn, map, spec, ch, lock_timeout_ms, false, NULL, NULL, st, err) &&
            count_child(conn, ch, st, err);
 }
 

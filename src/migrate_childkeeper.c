@@ -26,8 +26,8 @@ struct ChildKeeper
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool stop;        /* under mu */
-    PGcancel *cancel; /* under mu: of src, while a pass runs (else NULL) */
+    bool stop;            /* under mu */
+    PGcancel *cancel[2];  /* under mu: of src and map, while a pass runs (else NULL) */
     ChildKeeperStats st;
 };
 
@@ -44,6 +44,13 @@ stopping(ChildKeeper *k)
     return stop || interrupt_signal() != 0;
 }
 
+/* For migrate_child_settle: asked between its batches. */
+static bool
+stopping_cb(void *arg)
+{
+    return stopping(arg);
+}
+
 /* One pass over every child; false after the first that failed (logged,
  * unless it failed because the keeper was stopped: its statement cancelled). */
 static bool
@@ -55,7 +62,8 @@ pass_once(ChildKeeper *k)
         ChildStats cs;
         Err e = {0};
 
-        if (!migrate_child_settle(k->src, k->map, k->spec, ch, k->lock_timeout_ms, &cs, &e))
+        if (!migrate_child_settle(k->src, k->map, k->spec, ch, k->lock_timeout_ms, stopping_cb, k,
+                                  &cs, &e))
         {
             if (stopping(k))
                 return false;
@@ -115,17 +123,23 @@ keeper_thread(void *arg)
         reconnect_broken(k->src);
         reconnect_broken(k->map);
         /* A pass reads the whole child when no row is NULL (a large one for
-         * seconds): stopping cancels its statement rather than wait. */
+         * seconds), and looks keys up in the map: stopping cancels the
+         * statement under way on either rather than wait, and the pass ends
+         * before its next batch. */
         pthread_mutex_lock(&k->mu);
-        k->cancel = PQgetCancel(pg_raw(k->src));
+        k->cancel[0] = PQgetCancel(pg_raw(k->src));
+        k->cancel[1] = PQgetCancel(pg_raw(k->map));
         pthread_mutex_unlock(&k->mu);
         if (pass_once(k))
             k->st.passes++;
         else if (!stopping(k))
             k->st.failures++;
         pthread_mutex_lock(&k->mu);
-        PQfreeCancel(k->cancel);
-        k->cancel = NULL;
+        for (int i = 0; i < 2; i++)
+        {
+            PQfreeCancel(k->cancel[i]);
+            k->cancel[i] = NULL;
+        }
         pthread_mutex_unlock(&k->mu);
         took = monotime_ms() - t0;
         k->st.busy_ms += took;
@@ -177,11 +191,11 @@ migrate_child_keeper_stop(ChildKeeper *k, ChildKeeperStats *st)
         return;
     pthread_mutex_lock(&k->mu);
     k->stop = true;
-    if (k->cancel)
+    for (int i = 0; i < 2; i++)
     {
         char msg[256];
 
-        if (!PQcancel(k->cancel, msg, sizeof msg))
+        if (k->cancel[i] && !PQcancel(k->cancel[i], msg, sizeof msg))
             log_debug("the children's pass: could not cancel its statement: %s", msg);
     }
     pthread_cond_signal(&k->cv);

@@ -669,7 +669,8 @@ settle_children(PgConn *c, PgConn *map, const MigrateSpec *sp, int lock_timeout_
     {
         ChildStats cs;
 
-        if (!migrate_child_settle(c, map, sp, &sp->children[i], lock_timeout_ms, &cs, err))
+        if (!migrate_child_settle(c, map, sp, &sp->children[i], lock_timeout_ms, NULL, NULL, &cs,
+                                  err))
         {
             err_prefix(err, "child %s.%s", sp->children[i].schema, sp->children[i].table);
             return false;

@@ -138,9 +138,13 @@ V7FILL_MUST_CHECK bool migrate_child_set_late(PgConn *conn, const MigrateSpec *s
  * primary key, writes in short batches): what the triggers could not reach
  * (a fill cut short by a kill).  Two databases (map: the map's; NULL: conn):
  * that pass, the keys looked up in the map there: the rows written since the
- * last fill, which no trigger reaches (also once more after the switch). */
+ * last fill, which no trigger reaches (also once more after the switch).
+ * stop (may be NULL), asked between batches as SIGINT/SIGTERM are: true ends
+ * the pass with EC_INTERRUPTED (a caller that stops it from another thread
+ * also cancels the statement under way). */
 V7FILL_MUST_CHECK bool migrate_child_settle(PgConn *conn, PgConn *map, const MigrateSpec *spec,
                                             const MigrateChild *ch, int lock_timeout_ms,
+                                            bool (*stop)(void *), void *stop_arg,
                                             ChildStats *st, Err *err);
 
 /* conn: the database holding the child; map: a connection to the map's

@@ -41,7 +41,8 @@ V7FILL_MUST_CHECK bool migrate_child_keeper_start(PgConn *src, PgConn *map,
                                                   const MigrateSpec *spec, int lock_timeout_ms,
                                                   ChildKeeper **out, Err *err);
 
-/* Stops the thread (the statement of a pass under way cancelled), closes its
+/* Stops the thread (the statement of a pass under way cancelled, on the child's
+ * or the map's connection; the pass ends before its next batch), closes its
  * connections. */
 void migrate_child_keeper_stop(ChildKeeper *k, ChildKeeperStats *st);
 

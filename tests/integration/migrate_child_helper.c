@@ -6,7 +6,9 @@
  *
  * STEP: prepare | fill | constrain | all (the three in turn) | keysback (the
  * switch back's <fk> from the map: migrate_childkeys.h; the legacy table is
- * $LEGACY_TABLE, quoted, keyed by $LEGACY_KEY).  With MAP_CONNINFO the map is
+ * $LEGACY_TABLE, quoted, keyed by $LEGACY_KEY) | settle (one pass over the
+ * rows still NULL, as --follow's passes; with $STOP_AFTER_BATCHES=N its stop
+ * callback says stop once N batches have run).  With MAP_CONNINFO the map is
  * in that other database (the migration's two-database form).
  * Prints the statistics as name=value lines; on failure error=, detail=, hint=
  * and sqlstate= lines and the exit status v7fill would use.
@@ -19,6 +21,15 @@
 #include "v7fill/migrate_childkeys.h"
 
 static PgConn *C, *M;
+static int stop_after = -1; /* settle: batches before the stop callback says stop */
+
+static bool
+stop_after_batches(void *arg)
+{
+    int *asked = arg;
+
+    return stop_after >= 0 && (*asked)++ >= stop_after;
+}
 
 static int
 failed(const Err *err)
@@ -57,7 +68,7 @@ main(int argc, char **argv)
 
     if (argc < 9 || argc > 10)
     {
-        fprintf(stderr, "usage: %s prepare|fill|constrain|all SCHEMA TABLE FK INTO_SCHEMA "
+        fprintf(stderr, "usage: %s prepare|fill|constrain|all|keysback|settle SCHEMA TABLE FK INTO_SCHEMA "
                         "INTO_TABLE MAP_TABLE KEY_TYPE [MAP_CONNINFO]\n",
                 argv[0]);
         return 2;
@@ -93,6 +104,16 @@ main(int argc, char **argv)
     if (strcmp(step, "fill") == 0 || strcmp(step, "all") == 0)
     {
         if (!migrate_child_fill(C, M, &spec, &ch, lock_ms, &st, &err))
+            return failed(&err);
+    }
+    if (strcmp(step, "settle") == 0)
+    {
+        int asked = 0;
+
+        if (getenv("STOP_AFTER_BATCHES"))
+            stop_after = atoi(getenv("STOP_AFTER_BATCHES"));
+        if (!migrate_child_settle(C, M == C ? NULL : M, &spec, &ch, lock_ms, stop_after_batches,
+                                  &asked, &st, &err))
             return failed(&err);
     }
     if (strcmp(step, "keysback") == 0)

@@ -336,6 +336,18 @@ assert_eq "$(q "SELECT id FROM orders_v7_id_map WHERE legacy_id = 5")" "$(q "SEL
 child 0 fill items2 "dbname=$MAPDB"
 assert_eq 1 "$(stat filled)" "two databases: the changed key set by the next pass"
 assert_eq 0 "$(wrong2)" "two databases: every row right after the change"
+# --follow's passes stop between batches when told (the stream stopped on an error): 12,000
+# rows NULL, the pass told to stop after two batches (at most 1,000 + 5,000 rows) ends
+# interrupted with rows left; the next pass sets them.
+q "UPDATE items2 SET order_id_uuid = NULL WHERE order_no < 4000 AND order_id IS NOT NULL" >/dev/null
+nulled=$(q "SELECT count(*) FROM items2 WHERE order_id_uuid IS NULL AND order_id IS NOT NULL")
+STOP_AFTER_BATCHES=2 child 130 settle items2 "dbname=$MAPDB"
+assert_contains "$OUT" "stopped" "two databases: a pass told to stop says so"
+left=$(q "SELECT count(*) FROM items2 WHERE order_id_uuid IS NULL AND order_id IS NOT NULL")
+[ "$left" -ge $((nulled - 6000)) ] && [ "$left" -lt "$nulled" ] ||
+    fail "two databases: a pass told to stop ends after its second batch ($left of $nulled rows left)"
+child 0 settle items2 "dbname=$MAPDB"
+assert_eq 0 "$(wrong2)" "two databases: the next pass sets the rest"
 # Switching back, two databases: rows written with only order_id_uuid get order_id from the map
 # where the legacy table (legacy2 here) has the key; 9,000 distinct uuids, so the map is asked
 # in two batches of at most 5,000.  A key the legacy table lacks stays NULL.
