@@ -267,6 +267,15 @@ back_names(const Child *c, char *trg, size_t tsize, char *fn, size_t fsize)
     (void) snprintf(fn, fsize, "child_back_%s_%s", c->oid, c->fk_attnum);
 }
 
+/* Whether the way back's rule records rows in MIGRATE_CHILD_MOVED_TABLE: a
+ * NOT NULL <fk> it cannot always set (its body writes that table, so it runs
+ * as its owner). */
+static bool
+back_records(const Child *c)
+{
+    return c->fk_not_null;
+}
+
 /* The body of the way back's rule.  Before the switch (legacy_q NULL) it does
  * nothing: v7fill's fills and the map's trigger write <fk>_uuid then.  From
  * the switch on, the application writes <fk>_uuid: one that moves a row to
@@ -274,30 +283,52 @@ back_names(const Child *c, char *trg, size_t tsize, char *fn, size_t fsize)
  * legacy key of the new uuid where the legacy table (legacy_q, under its
  * name after the switch) has it, else NULL (same database), or NULL (two
  * databases: the map is out of reach); switching back fills the NULL keys
- * from the map (migrate_childkeys.h). */
+ * from the map (migrate_childkeys.h).  A NOT NULL <fk> that cannot be set so
+ * (always between two databases) keeps its value, and the new uuid is
+ * recorded in MIGRATE_CHILD_MOVED_TABLE: switching back sets the key of the
+ * rows holding it from the map. */
 static char *
 back_body(const Child *c, const MigrateSpec *spec, PgConn *conn, const char *legacy_q)
 {
-    char *key, *body, *keep;
+    char *key, *body, *record, *tail;
 
     if (legacy_q == NULL)
         return xstrdup("BEGIN\n  RETURN NEW;\nEND\n");
+    record = xasprintf("INSERT INTO " MIGRATE_CHILD_MOVED_TABLE " (relid, id) VALUES (%s, NEW.%s)"
+                       " ON CONFLICT DO NOTHING;",
+                       c->oid, c->quuid);
     if (!migrate_child_same_database(spec))
-        return c->fk_not_null ? xstrdup("BEGIN\n  RETURN NEW;\nEND\n")
-                              : xasprintf("BEGIN\n  NEW.%s := NULL;\n  RETURN NEW;\nEND\n",
-                                          c->qfk);
+    {
+        body = c->fk_not_null
+                   ? xasprintf("BEGIN\n  IF NEW.%s IS NOT NULL THEN\n    %s\n  END IF;\n"
+                               "  RETURN NEW;\nEND\n",
+                               c->quuid, record)
+                   : xasprintf("BEGIN\n  NEW.%s := NULL;\n  RETURN NEW;\nEND\n", c->qfk);
+        free(record);
+        return body;
+    }
+    /* NOT NULL: a uuid the map or the legacy table lacks (or none) leaves
+     * the key as it was rather than fail the application's write, and is
+     * recorded. */
+    tail = c->fk_not_null ? xasprintf("  IF NEW.%s IS NULL THEN\n"
+                                      "    NEW.%s := OLD.%s;\n"
+                                      "    IF NEW.%s IS NOT NULL THEN\n"
+                                      "      %s\n"
+                                      "    END IF;\n"
+                                      "  END IF;\n",
+                                      c->qfk, c->qfk, c->qfk, c->quuid, record)
+                          : xstrdup("");
     key = pg_ident(conn, spec->key);
-    /* <fk> NOT NULL: a uuid the map or the legacy table lacks (or none)
-     * leaves the key as it was rather than fail the application's write. */
-    keep = c->fk_not_null ? xasprintf(", OLD.%s", c->qfk) : xstrdup("");
     body = xasprintf("BEGIN\n"
-                     "  NEW.%s := coalesce((SELECT m.legacy_id FROM %s m WHERE m.id = NEW.%s\n"
-                     "              AND EXISTS (SELECT 1 FROM %s l WHERE l.%s = m.legacy_id))%s);\n"
+                     "  NEW.%s := (SELECT m.legacy_id FROM %s m WHERE m.id = NEW.%s\n"
+                     "              AND EXISTS (SELECT 1 FROM %s l WHERE l.%s = m.legacy_id));\n"
+                     "%s"
                      "  RETURN NEW;\n"
                      "END\n",
-                     c->qfk, c->qmap, c->quuid, legacy_q, key, keep);
-    free(keep);
+                     c->qfk, c->qmap, c->quuid, legacy_q, key, tail);
     free(key);
+    free(tail);
+    free(record);
     return body;
 }
 
@@ -326,7 +357,10 @@ back_function_sql(PgConn *conn, const Child *c, const MigrateSpec *spec, const c
     if (tag)
         sql = xasprintf("CREATE OR REPLACE FUNCTION v7fill.%s() RETURNS trigger LANGUAGE plpgsql\n"
                         "  %sSET search_path = pg_catalog, pg_temp AS %s\n%s%s;\n",
-                        qfn, migrate_child_same_database(spec) ? "SECURITY DEFINER " : "", tag,
+                        qfn,
+                        migrate_child_same_database(spec) || back_records(c) ? "SECURITY DEFINER "
+                                                                              : "",
+                        tag,
                         body, tag);
     free(qfn);
     free(body);
@@ -610,6 +644,13 @@ migrate_child_back_rule(PgConn *conn, const MigrateSpec *spec, const MigrateChil
         ok = true;
         goto out;
     }
+    /* Turned on with a NOT NULL <fk>: the table its rule records in. */
+    if (legacy_q && back_records(&c) &&
+        !pg_exec(conn,
+                 "CREATE TABLE IF NOT EXISTS " MIGRATE_CHILD_MOVED_TABLE
+                 " (relid oid NOT NULL, id uuid NOT NULL, PRIMARY KEY (relid, id))",
+                 err))
+        goto out;
     sql = back_function_sql(conn, &c, spec, bfname, legacy_q);
     ok = sql ? pg_exec(conn, sql, err)
              : err_set(err, EC_CONFIG, "child %s.%s: its names hold every dollar-quote tag tried",

@@ -39,6 +39,13 @@
  * while it takes under an eighth. */
 #define MIGRATE_CHILD_FIRST_BATCH_ROWS 1000
 #define MIGRATE_CHILD_BATCH_ROWS 5000
+
+/* Switched, expand mode: the uuids a child row was moved to by <fk>_uuid
+ * alone whose NOT NULL <fk> the way back's rule could not set (between two
+ * databases always; in one, when the map or the legacy table lacked the key
+ * then), by the child's oid; on the child's database.  Switching back sets
+ * those rows' <fk> from the map (migrate_childkeys.h). */
+#define MIGRATE_CHILD_MOVED_TABLE "v7fill.child_moved"
 /* lock_timeout of prepare's DDL (ADD COLUMN, CREATE TRIGGER): a writer queued
  * behind it waits at most this long per attempt. */
 #define MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS 500
@@ -117,8 +124,10 @@ V7FILL_MUST_CHECK bool migrate_child_unhook(PgConn *conn, const MigrateSpec *spe
  * a write that moves a row to another parent by <fk>_uuid alone, or clears
  * it, makes <fk> the map's legacy key of the new uuid where the legacy table
  * has it, else NULL (same database), or NULL (two databases; switching back
- * fills it from the map).  A child prepared by an earlier version has no such
- * trigger: a warning, nothing done. */
+ * fills it from the map).  A NOT NULL <fk> it cannot set keeps its value and
+ * the new uuid is recorded in MIGRATE_CHILD_MOVED_TABLE (made here when
+ * missing).  A child prepared by an earlier version has no such trigger: a
+ * warning, nothing done. */
 V7FILL_MUST_CHECK bool migrate_child_back_rule(PgConn *conn, const MigrateSpec *spec,
                                                const MigrateChild *ch, const char *legacy_q,
                                                Err *err);

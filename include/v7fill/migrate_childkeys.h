@@ -13,6 +13,12 @@
  * MIGRATE_CHILDKEYS_SCAN per read), looked up in the map in batches of
  * MIGRATE_CHILDKEYS_BATCH, and written back as arrays; each batch is a
  * statement of its own (conn's transaction, if one is open, holds them).
+ *
+ * Then, in both forms, the rows moved by <fk>_uuid alone whose NOT NULL <fk>
+ * kept its value (the uuids recorded in MIGRATE_CHILD_MOVED_TABLE, on conn):
+ * each batch of recorded uuids looked up in the map, <fk> set on the rows
+ * holding them where it differs, and the uuids the legacy table has a key
+ * for struck from the record (one transaction per batch, or conn's).
  */
 #ifndef V7FILL_MIGRATE_CHILDKEYS_H
 #define V7FILL_MIGRATE_CHILDKEYS_H

@@ -127,6 +127,17 @@ q "UPDATE payments SET order_id_uuid = '$pu' WHERE id = $pmv" >/dev/null
 q "UPDATE items SET order_id = order_id, order_id_uuid = (SELECT id FROM orders WHERE legacy_id = $from), qty = qty WHERE id = $mv" >/dev/null
 assert_eq "$from" "$(q "SELECT order_id FROM items WHERE id = $mv")" "an update naming order_id unchanged and moving the uuid: order_id follows"
 q "UPDATE items SET order_id_uuid = (SELECT id FROM orders WHERE legacy_id = $to) WHERE id = $mv" >/dev/null
+# A payment moved to a parent written just now, which neither the map nor the legacy table has
+# until the way back takes it: its NOT NULL order_id keeps its value, the rule records the new
+# uuid, and switching back (its catch-up copies the parent first) gives the payment that
+# parent's key.  Before, it kept the old parent's key for good.
+at=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
+newp=$("$V7FILL" uuid new --at "$at")
+q "INSERT INTO orders (id, created_at, amount, note) VALUES ('$newp', '$at', 9, 'a new parent')" >/dev/null
+read -r pmv2 pfrom2 <<<"$(q "SELECT id, order_id FROM payments WHERE id <> $pmv ORDER BY id LIMIT 1" | tr '|' ' ')"
+q "UPDATE payments SET order_id_uuid = '$newp' WHERE id = $pmv2" >/dev/null
+assert_eq "$pfrom2|$newp" "$(q "SELECT order_id || '|' || (SELECT string_agg(id::text, ',') FROM v7fill.child_moved) FROM payments WHERE id = $pmv2")" \
+    "a payment moved to a parent the legacy table lacks yet: order_id kept, the uuid recorded"
 
 # ---- switching back (--switch in phase reverse, as docs/migrating-switch.md says)
 q "UPDATE orders SET amount = amount + 5 WHERE note = 'after the switch'" >/dev/null
@@ -138,6 +149,9 @@ assert_eq "bigint" "$(q "SELECT format_type(atttypid, atttypmod) FROM pg_attribu
 both_equal "$INTO" orders "after switching back both tables are equal"
 assert_eq "$to|$pto" "$(q "SELECT (SELECT order_id FROM items WHERE id = $mv) || '|' || (SELECT order_id FROM payments WHERE id = $pmv)")" \
     "switched back: the legacy application finds the moved children under their new parents"
+assert_eq "$(q "SELECT legacy_id FROM $INTO WHERE id = '$newp'")|0" \
+    "$(q "SELECT order_id || '|' || (SELECT count(*) FROM v7fill.child_moved) FROM payments WHERE id = $pmv2")" \
+    "switched back: the payment recorded gets its new parent's key, the record cleared"
 q "UPDATE items SET order_id_uuid = (SELECT id FROM ${INTO}_id_map WHERE legacy_id = $from) WHERE id = $mv" >/dev/null
 assert_eq "$to" "$(q "SELECT order_id FROM items WHERE id = $mv")" "switched back, the rule is off: order_id_uuid alone changes no key"
 e2e_drop_slots

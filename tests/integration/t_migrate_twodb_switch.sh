@@ -24,10 +24,12 @@ qs "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NU
     INSERT INTO orders (created_at, note)
       SELECT timestamptz '2024-01-01' + g * interval '7 hours', 'n' || g FROM generate_series(1, 2000) g;
     CREATE TABLE items (id serial PRIMARY KEY, order_id bigint REFERENCES orders (id), qty int);
-    INSERT INTO items (order_id, qty) SELECT g % 2000 + 1, g FROM generate_series(1, 3000) g" >/dev/null
+    INSERT INTO items (order_id, qty) SELECT g % 2000 + 1, g FROM generate_series(1, 3000) g;
+    CREATE TABLE payments (id serial PRIMARY KEY, order_id bigint NOT NULL REFERENCES orders (id), paid int);
+    INSERT INTO payments (order_id, paid) SELECT g % 2000 + 1, g FROM generate_series(1, 500) g" >/dev/null
 mig() { run_expect "$1" "$V7FILL" migrate --into "$INTO" "${@:2}"; }
 mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column created_at \
-    --child 'public.items(order_id)'
+    --child 'public.items(order_id)' --child 'public.payments(order_id)'
 assert_contains "$OUT" "phase follow" "the copy finished"
 # Child rows the application writes after the last run: no trigger reaches them between two
 # databases; the switch's pass before its lock sets their order_id_uuid.  A child whose key the
@@ -68,7 +70,7 @@ assert_eq "public.orders_legacy 2000 public.$INTO 2000" \
 at=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
 q "INSERT INTO $INTO (id, created_at, note) VALUES ('$("$V7FILL" uuid new --at "$at")', '$at', 'after the switch')" >/dev/null
 assert_eq "2001" "$(q "SELECT legacy_id FROM $INTO WHERE note = 'after the switch'")" "the new row's legacy_id goes on from the source's sequence"
-qs "DELETE FROM items WHERE order_id = 7" >/dev/null
+qs "DELETE FROM items WHERE order_id = 7; DELETE FROM payments WHERE order_id = 7" >/dev/null
 q "UPDATE $INTO SET note = 'changed after the switch' WHERE legacy_id = 5;
    DELETE FROM $INTO WHERE legacy_id = 7" >/dev/null
 mig 1 --verify
@@ -129,6 +131,15 @@ qs "UPDATE items SET order_id_uuid = '$(q "SELECT id FROM $INTO WHERE legacy_id 
     UPDATE items SET order_id_uuid = NULL WHERE id = 21" >/dev/null
 assert_eq "|" "$(qs "SELECT string_agg(coalesce(order_id::text, ''), '|' ORDER BY id) FROM items WHERE id IN (20, 21)")" \
     "moved or cleared by order_id_uuid alone: order_id NULL at once"
+# payments.order_id is NOT NULL: a payment moved by order_id_uuid alone keeps its order_id (it
+# cannot be NULL), the rule records the new uuid on the source, and the switch back sets the
+# key from the map (before, the payment kept its old parent's key for good).
+u31=$(q "SELECT id FROM $INTO WHERE legacy_id = 31")
+qs "UPDATE payments SET order_id_uuid = '$u31' WHERE id = 5" >/dev/null
+assert_eq "6|$u31" "$(qs "SELECT order_id || '|' || order_id_uuid FROM payments WHERE id = 5")" \
+    "a payment moved by order_id_uuid alone keeps its NOT NULL order_id meanwhile"
+assert_eq "$u31" "$(qs "SELECT string_agg(id::text, ',') FROM v7fill.child_moved WHERE relid = 'payments'::regclass")" \
+    "its new uuid is recorded on the source"
 switch_under_load "UPDATE $INTO SET note = 'w' WHERE legacy_id = 11" \
     "SELECT count(*) FROM $INTO WHERE legacy_id <= 50" migrate --into "$INTO" --switch
 echo "$OUT"
@@ -137,7 +148,9 @@ assert_contains "$OUT" "switched back" "switched back"
 assert_contains "$OUT" "phase follow" "phase follow again"
 assert_eq "orders|" "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy')")" "the legacy table has its name again"
 assert_eq "just before switching back" "$(qs "SELECT note FROM orders WHERE id = 9")" "the last change applied under the lock"
-assert_contains "$OUT" "3 child rows got their legacy key from the map" "the switch back counts the child keys it set"
+assert_contains "$OUT" "4 child rows got their legacy key from the map" "the switch back counts the child keys it set (3 items, 1 payment)"
+assert_eq "31|$u31|0" "$(qs "SELECT order_id || '|' || order_id_uuid || '|' || (SELECT count(*) FROM v7fill.child_moved) FROM payments WHERE id = 5")" \
+    "switched back: the moved payment under its new parent's key, its uuid kept, the record cleared"
 assert_eq "30|" "$(qs "SELECT string_agg(coalesce(order_id::text, ''), '|' ORDER BY id) FROM items WHERE id IN (20, 21)")" \
     "switched back: the moved child under its new parent, the cleared one without"
 assert_eq "-5:|-4:2002|-3:2001" "$(qs "SELECT string_agg(qty || ':' || coalesce(order_id::text, ''), '|' ORDER BY qty) FROM items WHERE qty <= -3")" \
@@ -147,7 +160,7 @@ assert_eq "0|0" "$(q "SELECT (SELECT count(*) FROM pg_replication_slots WHERE sl
 assert_eq "2003" "$(qs "INSERT INTO orders (created_at, note) VALUES (now(), 'legacy again') RETURNING id")" \
     "the legacy application's next key is past the way back's"
 mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column created_at \
-    --child 'public.items(order_id)'
+    --child 'public.items(order_id)' --child 'public.payments(order_id)'
 assert_eq "1" "$(q "SELECT count(*) FROM $INTO WHERE legacy_id = 2003 AND note = 'legacy again'")" "the capture resumed"
 mig 1 --verify
 assert_contains "$OUT" "NULL keys                    2             1  MISMATCH  1 rows with a NULL key have a order_id_uuid" \
