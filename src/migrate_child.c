@@ -367,6 +367,20 @@ back_function_sql(PgConn *conn, const Child *c, const MigrateSpec *spec, const c
     return sql;
 }
 
+/* CREATE OR REPLACE TRIGGER of the way back's rule (qtrig, qfn quoted): it
+ * fires only when a non-NULL <fk>_uuid changes and <fk> does not, so the
+ * fills (NULL to a value) never call it. */
+static char *
+back_trigger_sql(const Child *c, const char *qtrig, const char *qfn)
+{
+    return xasprintf("CREATE OR REPLACE TRIGGER %s BEFORE UPDATE OF %s ON %s\n"
+                     "  FOR EACH ROW WHEN (OLD.%s IS NOT NULL AND NEW.%s IS DISTINCT FROM OLD.%s "
+                     "AND NEW.%s IS NOT DISTINCT FROM OLD.%s)\n"
+                     "  EXECUTE FUNCTION v7fill.%s()",
+                     qtrig, c->quuid, c->qchild, c->quuid, c->quuid, c->quuid, c->qfk, c->qfk,
+                     qfn);
+}
+
 /* *sql: "" or, when a validated foreign key from <fk>_uuid to <into> exists,
  * the statement dropping it and adding it again NOT VALID (same name and
  * definition), ending in ";\n". */
@@ -417,7 +431,7 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
     bool has_trigger = false;
     char tname[80], fname[64], what[300];
     char *qtrig = NULL, *qfn = NULL, *sql = NULL, *fkfix = NULL, *body = NULL, *fn = NULL;
-    char *when = NULL, *back = NULL, *qbtrig = NULL, *qbfn = NULL;
+    char *when = NULL, *back = NULL, *qbtrig = NULL, *qbfn = NULL, *btrig = NULL;
     char btname[80], bfname[64];
     bool has_back = false;
     const char *tag;
@@ -516,6 +530,7 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
     }
     qbtrig = pg_ident(conn, btname);
     qbfn = pg_ident(conn, bfname);
+    btrig = back_trigger_sql(&c, qbtrig, qbfn);
     /* Same database: SECURITY DEFINER, the application's role writes the
      * child and need not read the map.  search_path pinned, every name
      * qualified. */
@@ -527,12 +542,7 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
     {
         /* Prepared by a version without the way back's rule: it is made now
          * (its function does nothing until the switch). */
-        sql = xasprintf("%s%sCREATE OR REPLACE TRIGGER %s BEFORE UPDATE OF %s ON %s\n"
-                        "  FOR EACH ROW WHEN (OLD.%s IS NOT NULL AND NEW.%s IS DISTINCT FROM "
-                        "OLD.%s AND NEW.%s IS NOT DISTINCT FROM OLD.%s)\n"
-                        "  EXECUTE FUNCTION v7fill.%s()",
-                        fn, back, qbtrig, c.quuid, c.qchild, c.quuid, c.quuid, c.quuid, c.qfk,
-                        c.qfk, qbfn);
+        sql = xasprintf("%s%s%s", fn, back, btrig);
         (void) snprintf(what, sizeof what, "the trigger %s on %s.%s", btname, ch->schema,
                         ch->table);
         ok = tx_retry(conn, MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, what, sql, 0, NULL, false, &st,
@@ -580,14 +590,10 @@ migrate_child_prepare(PgConn *conn, const MigrateSpec *spec, const MigrateChild 
     sql = xasprintf("%sALTER TABLE %s ADD COLUMN IF NOT EXISTS %s uuid;\n%s"
                     "CREATE OR REPLACE TRIGGER %s BEFORE %s OF %s ON %s\n"
                     "  FOR EACH ROW%s EXECUTE FUNCTION v7fill.%s();\n"
-                    "%sCREATE OR REPLACE TRIGGER %s BEFORE UPDATE OF %s ON %s\n"
-                    "  FOR EACH ROW WHEN (OLD.%s IS NOT NULL AND NEW.%s IS DISTINCT FROM OLD.%s "
-                    "AND NEW.%s IS NOT DISTINCT FROM OLD.%s)\n"
-                    "  EXECUTE FUNCTION v7fill.%s()",
+                    "%s%s",
                     fkfix ? fkfix : "", c.qchild, c.quuid, fn, qtrig,
                     same ? "INSERT OR UPDATE" : "UPDATE", c.qfk, c.qchild, when ? when : "",
-                    qfn, back, qbtrig, c.quuid, c.qchild, c.quuid, c.quuid, c.quuid, c.qfk,
-                    c.qfk, qbfn);
+                    qfn, back, btrig);
     (void) snprintf(what, sizeof what, "adding %s to %s.%s", c.uuid_col, ch->schema, ch->table);
     if (!tx_retry(conn, MIGRATE_CHILD_DDL_LOCK_TIMEOUT_MS, what, sql, 0, NULL, false, &st, NULL,
                   err))
@@ -608,6 +614,7 @@ out:
     free(body);
     free(when);
     free(back);
+    free(btrig);
     free(qbtrig);
     free(qbfn);
     free(qtrig);

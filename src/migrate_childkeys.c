@@ -36,6 +36,34 @@ keys_same(PgConn *conn, const MigrateSpec *spec, const char *cq, const char *fk,
     return ok;
 }
 
+/* The map's ids and legacy keys of the uuids in column 0 of r's rows [from,
+ * to): *m's one row holds them as two array texts in the same order (NULL
+ * when the map has none of them). */
+static bool
+map_lookup(PgConn *mapc, const MigrateSpec *spec, const PGresult *r, int from, int to,
+           PGresult **m, Err *err)
+{
+    char *map = pg_qualified(mapc, spec->into_schema, spec->map_table);
+    char *look = xasprintf("SELECT array_agg(id ORDER BY id)::text, array_agg(legacy_id ORDER BY "
+                           "id)::text FROM %s WHERE id = ANY ($1::uuid[])",
+                           map);
+    const char **vals = xcalloc((size_t) (to - from), sizeof *vals);
+    const char *p[1];
+    char *ids;
+    bool ok;
+
+    for (int k = from; k < to; k++)
+        vals[k - from] = PQgetvalue(r, k, 0);
+    ids = pg_array_literal(vals, to - from);
+    p[0] = ids;
+    ok = pg_query(mapc, look, 1, p, m, err);
+    free(ids);
+    free(vals);
+    free(look);
+    free(map);
+    return ok;
+}
+
 /* Two databases: the distinct uuids still without a key, read along the
  * uuid up to MIGRATE_CHILDKEYS_SCAN at a time (each read is a scan of the
  * child when <fk> has no index: one per 5,000 uuids made a switch back with
@@ -46,14 +74,10 @@ static bool
 keys_two(PgConn *conn, PgConn *mapc, const MigrateSpec *spec, const char *cq, const char *fk,
          const char *fku, const char *legacy_q, uint64_t *rows, Err *err)
 {
-    char *map = pg_qualified(mapc, spec->into_schema, spec->map_table);
     char *key = pg_ident(conn, spec->key);
     char *read = xasprintf("SELECT DISTINCT c.%s FROM %s c WHERE c.%s IS NULL AND c.%s > "
                            "$1::uuid ORDER BY 1 LIMIT %d",
                            fku, cq, fk, fku, MIGRATE_CHILDKEYS_SCAN);
-    char *look = xasprintf("SELECT array_agg(id ORDER BY id)::text, array_agg(legacy_id ORDER BY "
-                           "id)::text FROM %s WHERE id = ANY ($1::uuid[])",
-                           map);
     /* key_type: the source key's type as the catalog printed it. */
     char *write = xasprintf("WITH u AS (UPDATE %s c SET %s = v.l FROM unnest($1::uuid[], "
                             "$2::%s[]) AS v (id, l) WHERE c.%s IS NULL AND c.%s = v.id AND "
@@ -75,18 +99,9 @@ keys_two(PgConn *conn, PgConn *mapc, const MigrateSpec *spec, const char *cq, co
         for (int from = 0; ok && from < n; from += MIGRATE_CHILDKEYS_BATCH)
         {
             int to = from + MIGRATE_CHILDKEYS_BATCH < n ? from + MIGRATE_CHILDKEYS_BATCH : n;
-            const char **vals = xcalloc((size_t) (to - from), sizeof *vals);
-            char *ids;
-            const char *p2[1];
             PGresult *m = NULL, *w = NULL;
 
-            for (int k = from; k < to; k++)
-                vals[k - from] = PQgetvalue(r, k, 0);
-            ids = pg_array_literal(vals, to - from);
-            free(vals);
-            p2[0] = ids;
-
-            ok = pg_query(mapc, look, 1, p2, &m, err);
+            ok = map_lookup(mapc, spec, r, from, to, &m, err);
             if (ok && !PQgetisnull(m, 0, 0))
             {
                 const char *p3[2] = {PQgetvalue(m, 0, 0), PQgetvalue(m, 0, 1)};
@@ -95,7 +110,6 @@ keys_two(PgConn *conn, PgConn *mapc, const MigrateSpec *spec, const char *cq, co
                 if (ok)
                     *rows += strtoull(PQgetvalue(w, 0, 0), NULL, 10);
             }
-            free(ids);
             PQclear(m);
             PQclear(w);
         }
@@ -108,10 +122,8 @@ keys_two(PgConn *conn, PgConn *mapc, const MigrateSpec *spec, const char *cq, co
     }
     free(after);
     free(write);
-    free(look);
     free(read);
     free(key);
-    free(map);
     return ok;
 }
 
@@ -177,14 +189,10 @@ keys_moved(PgConn *conn, PgConn *mapc, const MigrateSpec *spec, const char *cq, 
     if (!ok || !has)
         return ok;
     {
-        char *map = pg_qualified(mapc, spec->into_schema, spec->map_table);
         char *key = pg_ident(conn, spec->key);
         char *read = xasprintf("SELECT id::text FROM " MIGRATE_CHILD_MOVED_TABLE
                                " WHERE relid = %s AND id > $1::uuid ORDER BY id LIMIT %d",
                                relid, MIGRATE_CHILDKEYS_BATCH);
-        char *look = xasprintf("SELECT array_agg(id ORDER BY id)::text, array_agg(legacy_id "
-                               "ORDER BY id)::text FROM %s WHERE id = ANY ($1::uuid[])",
-                               map);
         char *sql[3];
         char *after = xstrdup("00000000-0000-0000-0000-000000000000");
         bool more = true;
@@ -215,20 +223,10 @@ keys_moved(PgConn *conn, PgConn *mapc, const MigrateSpec *spec, const char *cq, 
             more = n == MIGRATE_CHILDKEYS_BATCH;
             if (ok && n > 0)
             {
-                const char **vals = xcalloc((size_t) n, sizeof *vals);
-                char *ids;
-                const char *p2[1];
-
-                for (int k = 0; k < n; k++)
-                    vals[k] = PQgetvalue(r, k, 0);
-                ids = pg_array_literal(vals, n);
-                free(vals);
-                p2[0] = ids;
-                ok = pg_query(mapc, look, 1, p2, &m, err);
+                ok = map_lookup(mapc, spec, r, 0, n, &m, err);
                 if (ok && !PQgetisnull(m, 0, 0))
                     ok = moved_batch(conn, (const char *const *) sql, PQgetvalue(m, 0, 0),
                                      PQgetvalue(m, 0, 1), rows, err);
-                free(ids);
                 free(after);
                 after = xstrdup(PQgetvalue(r, n - 1, 0));
             }
@@ -250,10 +248,8 @@ keys_moved(PgConn *conn, PgConn *mapc, const MigrateSpec *spec, const char *cq, 
         for (int i = 0; i < 3; i++)
             free(sql[i]);
         free(after);
-        free(look);
         free(read);
         free(key);
-        free(map);
     }
     return ok;
 }
