@@ -53,14 +53,14 @@ load_children(PgConn *db, const MigrateSpec *spec, MigrateSpec *kids, Err *err)
 /* One round: the parent up to stop, then each child up to stop.  *all: every
  * table reached stop (not interrupted). */
 static bool
-round_once(PgConn *db, const MigrateSpec *spec, const MigrateSpec *kids, uint64_t stop,
-           ReverseStats *st, bool *all, Err *err)
+round_once(PgConn *db, PgConn *legacy, const MigrateSpec *spec, const MigrateSpec *kids,
+           uint64_t stop, ReverseStats *st, bool *all, Err *err)
 {
     ReverseStats one;
 
     memset(&one, 0, sizeof one);
     *all = false;
-    if (!migrate_reverse_apply(db, NULL, spec, NULL, stop, false, &one, err))
+    if (!migrate_reverse_apply(db, legacy, spec, NULL, stop, false, &one, err))
     {
         err_prefix(err, "the way back into %s.%s", spec->from_schema, spec->legacy_table);
         return false;
@@ -73,7 +73,7 @@ round_once(PgConn *db, const MigrateSpec *spec, const MigrateSpec *kids, uint64_
         ReverseParentRef ref = {spec->into_schema, spec->map_table, spec->children[i].fk_column};
 
         memset(&one, 0, sizeof one);
-        if (!migrate_reverse_apply(db, NULL, &kids[i], &ref, stop, false, &one, err))
+        if (!migrate_reverse_apply(db, legacy, &kids[i], &ref, stop, false, &one, err))
         {
             err_prefix(err, "the way back into %s.%s", kids[i].from_schema,
                        kids[i].legacy_table);
@@ -93,13 +93,13 @@ round_once(PgConn *db, const MigrateSpec *spec, const MigrateSpec *kids, uint64_
 }
 
 bool
-migrate_childreverse_upto(PgConn *apply, const MigrateSpec *spec, uint64_t stop,
-                          ReverseStats *st, Err *err)
+migrate_childreverse_upto(PgConn *apply, PgConn *legacy, const MigrateSpec *spec,
+                          uint64_t stop, ReverseStats *st, Err *err)
 {
     MigrateSpec *kids = xcalloc(spec->nchildren ? spec->nchildren : 1, sizeof *kids);
     bool all = false;
     bool ok = load_children(apply, spec, kids, err) &&
-              round_once(apply, spec, kids, stop, st, &all, err);
+              round_once(apply, legacy, spec, kids, stop, st, &all, err);
 
     st->caught_up = ok && all;
     if (st->caught_up)
@@ -111,8 +111,8 @@ migrate_childreverse_upto(PgConn *apply, const MigrateSpec *spec, uint64_t stop,
 }
 
 bool
-migrate_childreverse(PgConn *db, const MigrateSpec *spec, bool follow, ReverseStats *st,
-                     Err *err)
+migrate_childreverse(PgConn *db, PgConn *legacy, const MigrateSpec *spec, bool follow,
+                     ReverseStats *st, Err *err)
 {
     MigrateSpec *kids = xcalloc(spec->nchildren ? spec->nchildren : 1, sizeof *kids);
     bool ok = load_children(db, spec, kids, err);
@@ -124,7 +124,7 @@ migrate_childreverse(PgConn *db, const MigrateSpec *spec, bool follow, ReverseSt
         uint64_t stop = 0;
 
         ok = pg_flush_wal(db, &stop, err) &&
-             round_once(db, spec, kids, stop, st, &all, err);
+             round_once(db, legacy, spec, kids, stop, st, &all, err);
         if (ok && all)
         {
             st->applied_lsn = stop;

@@ -242,7 +242,7 @@ map_lookup(Rev *r, const char *id, char *out, size_t size, bool *found, Err *err
 static void
 put_value(Rev *r, size_t i, int n, int uuid_n)
 {
-    if ((int) i == r->fk_common)
+    if ((int) i == r->fk_common && !r->split)
         buf_printf(&r->sql,
                    "CASE WHEN $%d::uuid IS NOT NULL THEN COALESCE((SELECT legacy_id FROM %s "
                    "WHERE id = $%d::uuid), $%d) WHEN EXISTS (SELECT 1 FROM %s WHERE legacy_id "
@@ -250,6 +250,37 @@ put_value(Rev *r, size_t i, int n, int uuid_n)
                    uuid_n, r->pmap_q, uuid_n, n, r->pmap_q, n, n);
     else
         buf_printf(&r->sql, "$%d", n);
+}
+
+/* Two databases, a migrate-mode child: the value put_value's CASE gives
+ * <fk> in one database, from the parent's map on the target: the legacy key
+ * of uuid when the map has it, else given; with no uuid, NULL when given
+ * names a mapped parent, else given.  *out points at buf, given or NULL. */
+static bool
+fk_resolve(Rev *r, const char *uuid, const char *given, char *buf, size_t size,
+           const char **out, Err *err)
+{
+    PGresult *res;
+    const char *p[1] = {uuid ? uuid : given};
+    char *sql;
+    bool ok;
+
+    *out = given;
+    if (uuid == NULL && given == NULL)
+        return true;
+    sql = uuid ? xasprintf("SELECT legacy_id::text FROM %s WHERE id = $1::uuid", r->pmap_q)
+               : xasprintf("SELECT legacy_id::text FROM %s WHERE legacy_id = $1", r->pmap_q);
+    ok = pg_query(r->m, sql, 1, p, &res, err);
+    free(sql);
+    if (!ok)
+        return false;
+    if (PQntuples(res) == 1)
+    {
+        (void) snprintf(buf, size, "%s", PQgetvalue(res, 0, 0));
+        *out = uuid ? buf : NULL;
+    }
+    PQclear(res);
+    return true;
 }
 
 static bool
@@ -325,7 +356,7 @@ apply_insert(Rev *r, Err *err)
 {
     const char *lk = r->vals[r->f_legacy_id];
     const char **params = xcalloc(r->ncommon + 3, sizeof *params);
-    char given[64];
+    char given[64], fkbuf[64];
     int np = (int) r->ncommon + 1;
     bool ok;
 
@@ -358,13 +389,20 @@ apply_insert(Rev *r, Err *err)
         buf_printf(&r->sql, ", %s", r->common_q[i]);
     buf_puts(&r->sql, ") VALUES ($1");
     params[0] = lk;
-    if (r->fk_common >= 0)
+    if (r->fk_common >= 0 && !r->split)
         params[np++] = r->vals[r->f_fku];
     for (size_t i = 0; i < r->ncommon; i++)
     {
         buf_puts(&r->sql, ", ");
         put_value(r, i, (int) i + 2, np);
         params[i + 1] = r->vals[r->common_field[i]];
+    }
+    if (r->fk_common >= 0 && r->split &&
+        !fk_resolve(r, r->vals[r->f_fku], params[r->fk_common + 1], fkbuf, sizeof fkbuf,
+                    &params[r->fk_common + 1], err))
+    {
+        free(params);
+        return false;
     }
     buf_printf(&r->sql, ") ON CONFLICT (%s) DO ", r->key_q);
     if (r->ncommon == 0)
@@ -457,7 +495,7 @@ apply_update(Rev *r, const Record *rec, Err *err)
     const Field *idf = rec->old_fields ? &rec->old_fields[r->f_id] : &rec->fields[r->f_id];
     const char **params = xcalloc(r->ncommon + 4, sizeof *params);
     char *id = idf->is_null || idf->data == NULL ? NULL : xstrndup(idf->data, idf->len);
-    char lk[64];
+    char lk[64], fkbuf[64];
     int n = 2, uuid_n = 0;
     uint64_t rows = 0;
     bool ok;
@@ -484,12 +522,26 @@ apply_update(Rev *r, const Record *rec, Err *err)
         if (rec->fields[r->common_field[i]].unchanged &&
             ((int) i != r->fk_common || rec->fields[r->f_fku].unchanged))
             continue;
-        if ((int) i == r->fk_common)
+        if ((int) i == r->fk_common && r->split)
         {
-            params[n++] = r->vals[r->f_fku];
-            uuid_n = n;
+            if (!fk_resolve(r, r->vals[r->f_fku], r->vals[r->common_field[i]], fkbuf,
+                            sizeof fkbuf, &params[n], err))
+            {
+                free(params);
+                free(id);
+                return false;
+            }
+            n++;
         }
-        params[n++] = r->vals[r->common_field[i]];
+        else
+        {
+            if ((int) i == r->fk_common)
+            {
+                params[n++] = r->vals[r->f_fku];
+                uuid_n = n;
+            }
+            params[n++] = r->vals[r->common_field[i]];
+        }
         buf_printf(&r->sql, ", %s = ", r->common_q[i]);
         put_value(r, i, n, uuid_n);
     }
@@ -830,11 +882,6 @@ migrate_reverse_apply(PgConn *c, PgConn *legacy, const MigrateSpec *spec,
     r.fk_common = -1;
     r.f_fku = -1;
     (void) snprintf(r.into_key, sizeof r.into_key, "%s.%s", spec->into_schema, spec->into_table);
-    if (r.split && ref)
-    {
-        err_set(err, EC_INTERNAL, "a migrate-mode child's way back needs one database");
-        goto out;
-    }
     if (!read_state(&r, slot, pub, &start, err) || !rev_columns(&r, ref, err) ||
         (r.split && !flush_gone(&r, err)))
         goto out;
@@ -977,7 +1024,7 @@ reverse_run(PgConn *db, PgConn *legacy, MigrateSpec *spec, bool follow, ReverseS
 
     if (spec->child_mode == MIGRATE_CHILD_MIGRATE && spec->nchildren > 0)
     {
-        if (!migrate_childreverse(db, spec, follow, st, err))
+        if (!migrate_childreverse(db, legacy, spec, follow, st, err))
             return false;
         spec->phase = MIGRATE_PHASE_REVERSE;
         return true;
@@ -1017,10 +1064,6 @@ migrate_reverse(PgConn *db, PgConn *legacy, MigrateSpec *spec, bool follow, Reve
     if (legacy == db && spec->source_conninfo[0] != '\0')
         return err_set(err, EC_INTERNAL, "the way back of a migration between two databases "
                                          "got no connection to the source");
-    if (legacy != db && spec->child_mode == MIGRATE_CHILD_MIGRATE && spec->nchildren > 0)
-        return err_set(err, EC_CONFIG,
-                       "the way back of --child-mode migrate children needs the source and the "
-                       "target in one database");
     if (spec->legacy_table[0] == '\0')
         (void) snprintf(spec->legacy_table, sizeof spec->legacy_table, "%.56s_legacy",
                         spec->from_table);

@@ -22,6 +22,16 @@
 #include "v7fill/citus.h"
 #include "v7fill/pgoutput.h"
 
+/* Two databases: a new table's legacy_id numbered on the target by a
+ * sequence of its own, started under the switch's lock where the source
+ * key's stands (legacy_id_sequence, tseq_start). */
+typedef struct LegacySeq
+{
+    char *tseq_q;      /* the target's sequence, quoted (NULL: none) */
+    char src_seq[256]; /* the source key's sequence ("": none) */
+    char tseq[160];    /* the target's sequence as printed */
+} LegacySeq;
+
 typedef struct Names
 {
     char *old_q;      /* the table holding <from> before this switch */
@@ -35,15 +45,27 @@ typedef struct Names
     PgConn *rev_db;   /* two databases: the target, where the way back starts (NULL: one) */
     PgConn *tdb;      /* two databases: the target (NULL: one) */
     PgConn *lapply;   /* two databases, switching back: the way back's writer on the source */
-    char *tseq_q;     /* two databases: the target's legacy_id sequence (NULL: none) */
-    char src_seq[256]; /* two databases: the source key's sequence ("": none) */
-    char tseq[160];   /* the target's legacy_id sequence as printed */
+    LegacySeq seq;    /* two databases: the parent's legacy_id sequence on the target */
+    LegacySeq *kid_seq; /* ... and each migrate-mode child's (NULL: none made) */
+    size_t nkids;
+    char *kids_q;     /* two databases: ", <child target>"... of the migrate-mode children */
 } Names;
 
 static void
 names_init(PgConn *c, const MigrateSpec *sp, Names *n)
 {
+    Buf b;
+
     memset(n, 0, sizeof *n);
+    buf_init(&b);
+    for (size_t i = 0; sp->child_mode == MIGRATE_CHILD_MIGRATE && i < sp->nchildren; i++)
+    {
+        char *q = pg_qualified(c, sp->into_schema, sp->children[i].into_table);
+
+        buf_printf(&b, ", %s", q);
+        free(q);
+    }
+    n->kids_q = b.data;
     n->legacy_q = pg_qualified(c, sp->from_schema, sp->legacy_table);
     n->into_q = pg_qualified(c, sp->into_schema, sp->into_table);
     n->from_q = pg_qualified(c, sp->from_schema, sp->from_table);
@@ -57,7 +79,11 @@ names_free(Names *n)
     free(n->legacy_q);
     free(n->into_q);
     free(n->from_q);
-    free(n->tseq_q);
+    free(n->seq.tseq_q);
+    for (size_t i = 0; n->kid_seq && i < n->nkids; i++)
+        free(n->kid_seq[i].tseq_q);
+    free(n->kid_seq);
+    free(n->kids_q);
 }
 
 static bool
@@ -344,6 +370,30 @@ record_reverses(PgConn *s, const MigrateSpec *sp, const Names *n, const char *at
     return ok;
 }
 
+/* The switch's notes: each migrate-mode child's way back, and switching
+ * back. */
+static void
+print_child_ways_back(const MigrateSpec *sp, bool same)
+{
+    for (size_t i = 0; has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        char key[160], rev[64];
+
+        child_rev(sp, &sp->children[i], key, rev);
+        printf("  and %s.%.56s_legacy from %s.%s (after the parent, up to the same position; "
+               "%s from the parent's map of %s_uuid), slot \"%s\": SELECT "
+               "pg_drop_replication_slot('%s'); DROP PUBLICATION \"%s\";\n",
+               sp->children[i].schema, sp->children[i].table,
+               same ? sp->children[i].schema : sp->into_schema,
+               same ? sp->children[i].table : sp->children[i].into_table,
+               sp->children[i].fk_column, sp->children[i].fk_column, rev, rev, rev);
+    }
+    if (has_childtables(sp))
+        printf("  switching back: v7fill migrate --into %s.%s --switch once --reverse is caught "
+               "up (the parent and these children in one transaction)\n",
+               sp->into_schema, sp->into_table);
+}
+
 static void
 print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const char *seq,
             const SwitchStats *st)
@@ -357,18 +407,23 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
                "there unnoticed; nothing dropped); the capture applied up to %s\n",
                sp->from_schema, sp->from_table, sp->from_schema, sp->legacy_table, at);
         printf("  lock held %" PRId64 " ms (attempt %d)\n", st->lock_held_ms, st->attempts);
-        if (sp->nchildren > 0)
+        if (!has_childtables(sp) && sp->nchildren > 0)
             printf("  children's <fk>_uuid: %" PRIu64 " rows set before the lock (%" PRId64
                    " ms, no lock held), %" PRIu64 " after the switch (rows written meanwhile)\n",
                    st->children_settled, st->children_settle_ms, st->children_late);
+        for (size_t i = 0; has_childtables(sp) && i < sp->nchildren; i++)
+            printf("  child %s.%s: the source table is now %s.%.56s_legacy, its UUIDv7 table "
+                   "%s.%s on the target\n",
+                   sp->children[i].schema, sp->children[i].table, sp->children[i].schema,
+                   sp->children[i].table, sp->into_schema, sp->children[i].into_table);
         printf("the application must change:\n");
         printf("  connect to the target database and use %s.%s: id is uuid (a UUIDv7 the "
                "application mints)\n",
                sp->into_schema, sp->into_table);
-        if (n->tseq_q)
+        if (n->seq.tseq_q)
             printf("  the old key is legacy_id, filled for new rows by DEFAULT nextval of %s, "
                    "which goes on from %s on the source\n",
-                   n->tseq, n->src_seq);
+                   n->seq.tseq, n->seq.src_seq);
         else if (n->one_way)
             printf("  the old key is legacy_id (may be NULL now: new rows need none)\n");
         else
@@ -376,6 +431,19 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
                    "rows their legacy_id, as it gave %s before (the way back needs it: a row "
                    "given NULL stops the way back, naming the row)\n",
                    sp->key, sp->key);
+        for (size_t i = 0; has_childtables(sp) && i < sp->nchildren; i++)
+        {
+            const LegacySeq *q = n->kid_seq ? &n->kid_seq[i] : NULL;
+
+            printf("  child %s.%s: use %s.%s, id uuid; reference the parent through %s_uuid "
+                   "(uuid, FOREIGN KEY to %s.%s(id) ON DELETE SET NULL: change that rule to the "
+                   "application's); its old key is legacy_id%s%s%s%s\n",
+                   sp->children[i].schema, sp->children[i].table, sp->into_schema,
+                   sp->children[i].into_table, sp->children[i].fk_column, sp->into_schema,
+                   sp->into_table, q && q->tseq_q ? ", filled for new rows by DEFAULT nextval of " : " (the application gives it: no sequence)",
+                   q && q->tseq_q ? q->tseq : "", q && q->tseq_q ? ", which goes on from " : "",
+                   q && q->tseq_q ? q->src_seq : "");
+        }
         if (n->one_way)
             printf("way back: none; %s is a Citus distributed table, whose changes a slot on "
                    "the coordinator cannot capture; %s.%s is kept as it was at the switch\n",
@@ -387,6 +455,8 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
                    "pg_drop_replication_slot('%s'); DROP PUBLICATION \"%s\";\n",
                    sp->into_schema, sp->into_table, sp->from_schema, sp->legacy_table, n->rev,
                    n->rev, n->rev);
+        if (!n->one_way)
+            print_child_ways_back(sp, false);
         (void) fflush(stdout);
         return;
     }
@@ -460,22 +530,7 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
            "pg_drop_replication_slot('%s'); DROP PUBLICATION \"%s\";\n",
            sp->into_schema, sp->into_table, sp->from_schema, sp->legacy_table, n->rev, n->rev,
            n->rev);
-    for (size_t i = 0; has_childtables(sp) && i < sp->nchildren; i++)
-    {
-        char key[160], rev[64];
-
-        child_rev(sp, &sp->children[i], key, rev);
-        printf("  and %s.%.56s_legacy from %s.%s (after the parent, up to the same position; "
-               "%s from the parent's map of %s_uuid), slot \"%s\": SELECT "
-               "pg_drop_replication_slot('%s'); DROP PUBLICATION \"%s\";\n",
-               sp->children[i].schema, sp->children[i].table, sp->children[i].schema,
-               sp->children[i].table, sp->children[i].fk_column, sp->children[i].fk_column, rev,
-               rev, rev);
-    }
-    if (has_childtables(sp))
-        printf("  switching back: v7fill migrate --into %s.%s --switch once --reverse is caught "
-               "up (the parent and these children in one transaction)\n",
-               sp->into_schema, sp->into_table);
+    print_child_ways_back(sp, true);
     (void) fflush(stdout);
 }
 
@@ -524,6 +579,19 @@ take_switch_lock(void *ctx, uint64_t *final_lsn, Err *err)
     return true;
 }
 
+/* The first column of the primary key of table q ("" when none). */
+static bool
+pk_column(PgConn *c, const char *q, char *out, size_t size, Err *err)
+{
+    const char *p[1] = {q};
+
+    return query_text(c,
+                      "SELECT a.attname FROM pg_catalog.pg_index i JOIN pg_catalog.pg_attribute "
+                      "a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] WHERE "
+                      "i.indrelid = $1::regclass AND i.indisprimary",
+                      1, p, out, size, err);
+}
+
 /* The parent's and the child's captures applied their last changes side by
  * side: a child row and its parent's map row committed at the same time see
  * neither the other (the child's trigger and the map's).  Under the lock,
@@ -531,12 +599,11 @@ take_switch_lock(void *ctx, uint64_t *final_lsn, Err *err)
  * still exist). */
 static bool
 fill_late_uuids(PgConn *s, const MigrateSpec *sp, const MigrateChild *ch, const char *child_q,
-                Err *err)
+                const char *parent, Err *err)
 {
     char uuidcol[80];
     char *fk = pg_ident(s, ch->fk_column), *fku;
     char *map = pg_qualified(s, sp->into_schema, sp->map_table);
-    char *parent = pg_qualified(s, sp->from_schema, sp->from_table); /* renamed already */
     bool ok;
 
     (void) snprintf(uuidcol, sizeof uuidcol, "%s_uuid", ch->fk_column);
@@ -551,7 +618,6 @@ fill_late_uuids(PgConn *s, const MigrateSpec *sp, const MigrateChild *ch, const 
     free(fk);
     free(fku);
     free(map);
-    free(parent);
     return ok;
 }
 
@@ -563,6 +629,7 @@ fill_late_uuids(PgConn *s, const MigrateSpec *sp, const MigrateChild *ch, const 
 static bool
 switch_childtables(PgConn *s, const MigrateSpec *sp, Err *err)
 {
+    char *parent = pg_qualified(s, sp->from_schema, sp->from_table); /* renamed already */
     bool ok = true;
 
     for (size_t i = 0; ok && has_childtables(sp) && i < sp->nchildren; i++)
@@ -571,14 +638,9 @@ switch_childtables(PgConn *s, const MigrateSpec *sp, Err *err)
         char legacy[64], seq[256] = "", key[64] = "";
         char *src_q = pg_qualified(s, ch->schema, ch->table);
         char *new_q = pg_qualified(s, sp->into_schema, ch->into_table);
-        const char *p[1] = {src_q};
 
         (void) snprintf(legacy, sizeof legacy, "%.56s_legacy", ch->table);
-        ok = query_text(s,
-                        "SELECT a.attname FROM pg_catalog.pg_index i JOIN pg_catalog.pg_attribute "
-                        "a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] WHERE "
-                        "i.indrelid = $1::regclass AND i.indisprimary",
-                        1, p, key, sizeof key, err);
+        ok = pk_column(s, src_q, key, sizeof key, err);
         if (ok && key[0])
         {
             const char *p2[2] = {src_q, key};
@@ -588,7 +650,7 @@ switch_childtables(PgConn *s, const MigrateSpec *sp, Err *err)
                             2, p2, seq, sizeof seq, err);
         }
         ok = ok && exec_fmt(s, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", new_q, src_q) &&
-             fill_late_uuids(s, sp, ch, new_q, err) &&
+             fill_late_uuids(s, sp, ch, new_q, parent, err) &&
              migrate_childtable_unhook(s, sp, ch, err) &&
              move_table(s, src_q, ch->schema, ch->table, ch->schema, legacy, err) &&
              move_table(s, new_q, sp->into_schema, ch->into_table, ch->schema, ch->table, err);
@@ -603,6 +665,7 @@ switch_childtables(PgConn *s, const MigrateSpec *sp, Err *err)
         free(src_q);
         free(new_q);
     }
+    free(parent);
     return ok;
 }
 
@@ -681,37 +744,42 @@ settle_children(PgConn *c, PgConn *map, const MigrateSpec *sp, int lock_timeout_
     return true;
 }
 
-/* Two databases, before the lock: the target's legacy_id numbered by a
- * sequence of its own (<into>_legacy_id_seq, owned by the column), which
- * the switch starts where the source key's sequence stands (tseq_start):
- * the application's new rows get the legacy key the legacy application
- * would have given them, and the way back copies them with it.  None when
- * the source key has no sequence (the application gives legacy_id). */
+static bool legacy_id_nullable(PgConn *target, const char *into_q, int lock_timeout_ms,
+                               Err *err);
+
+/* Two databases, before the lock: the target's legacy_id of into_q
+ * (<into_schema>.<into_table>) numbered by a sequence of its own
+ * (<into_table>_legacy_id_seq, owned by the column), which the switch starts
+ * where the sequence of the source key key of src_q stands (tseq_start): the
+ * application's new rows get the legacy key the legacy application would have
+ * given them, and the way back copies them with it.  None when the source key
+ * has no sequence (the application gives legacy_id). */
 static bool
-legacy_id_sequence(PgConn *source, PgConn *target, const MigrateSpec *sp, Names *n,
-                   int lock_timeout_ms, Err *err)
+legacy_id_sequence(PgConn *source, PgConn *target, const char *src_q, const char *key,
+                   const char *into_schema, const char *into_table, const char *into_q,
+                   int lock_timeout_ms, LegacySeq *out, Err *err)
 {
-    const char *p[2] = {n->from_q, sp->key};
+    const char *p[2] = {src_q, key};
     char name[64], oid[16];
     char *tq;
     Err reset;
     bool ok;
 
-    if (!query_text(source, "SELECT pg_catalog.pg_get_serial_sequence($1, $2)", 2, p, n->src_seq,
-                    sizeof n->src_seq, err))
+    if (!query_text(source, "SELECT pg_catalog.pg_get_serial_sequence($1, $2)", 2, p,
+                    out->src_seq, sizeof out->src_seq, err))
         return false;
-    if (n->src_seq[0] == '\0')
+    if (out->src_seq[0] == '\0')
         return true;
-    (void) snprintf(name, sizeof name, "%.47s_legacy_id_seq", sp->into_table);
-    tq = pg_qualified(target, sp->into_schema, name);
+    (void) snprintf(name, sizeof name, "%.47s_legacy_id_seq", into_table);
+    tq = pg_qualified(target, into_schema, name);
     p[0] = tq;
     ok = exec_fmt(target, err, "SET lock_timeout = %d", lock_timeout_ms) &&
          exec_fmt(target, err, "CREATE SEQUENCE IF NOT EXISTS %s OWNED BY %s.legacy_id", tq,
-                  n->into_q) &&
+                  into_q) &&
          query_text(target, "SELECT $1::regclass::oid", 1, p, oid, sizeof oid, err) &&
          exec_fmt(target, err,
                   "ALTER TABLE %s ALTER COLUMN legacy_id SET DEFAULT nextval('%s'::regclass)",
-                  n->into_q, oid);
+                  into_q, oid);
     if (!pg_exec(target, "RESET lock_timeout", &reset))
         log_debug("RESET lock_timeout: %s", reset.msg);
     if (!ok)
@@ -720,39 +788,135 @@ legacy_id_sequence(PgConn *source, PgConn *target, const MigrateSpec *sp, Names 
         free(tq);
         return false;
     }
-    n->tseq_q = tq;
-    (void) snprintf(n->tseq, sizeof n->tseq, "%s.%s", sp->into_schema, name);
+    out->tseq_q = tq;
+    (void) snprintf(out->tseq, sizeof out->tseq, "%s.%s", into_schema, name);
     return true;
 }
 
 /* Under the lock (the legacy table takes no insert): the target's legacy_id
  * sequence goes on from the source key's, or from the highest key the map
- * holds when that is higher. */
+ * (<map_schema>.<map_table>, on tdb) holds when that is higher. */
 static bool
-tseq_start(PgConn *s, const MigrateSpec *sp, const Names *n, Err *err)
+tseq_start(PgConn *s, PgConn *tdb, const LegacySeq *q, const char *map_schema,
+           const char *map_table, Err *err)
 {
     char last[32];
-    const char *p[2] = {n->src_seq, last};
+    const char *p[2] = {q->src_seq, last};
     char *map, *sql;
     bool ok;
 
-    if (n->tseq_q == NULL)
+    if (q->tseq_q == NULL)
         return true;
     if (!query_text(s,
                     "SELECT coalesce(pg_catalog.pg_sequence_last_value($1::regclass), 0)::text",
                     1, p, last, sizeof last, err))
         return false;
-    p[0] = n->tseq_q;
-    map = pg_qualified(n->tdb, sp->into_schema, sp->map_table);
+    p[0] = q->tseq_q;
+    map = pg_qualified(tdb, map_schema, map_table);
     sql = xasprintf("SELECT pg_catalog.setval($1::regclass, GREATEST(m, 1), m > 0)::text FROM "
                     "(SELECT GREATEST($2::bigint, (SELECT coalesce(max(legacy_id), 0) FROM %s)) "
                     "m) x",
                     map);
-    ok = query_text(n->tdb, sql, 2, p, last, sizeof last, err);
+    ok = query_text(tdb, sql, 2, p, last, sizeof last, err);
     free(sql);
     free(map);
     if (!ok)
-        err_prefix(err, "starting %s", n->tseq_q);
+        err_prefix(err, "starting %s", q->tseq_q);
+    return ok;
+}
+
+/* Two databases, before the lock, migrate-mode children: each child
+ * target's legacy_id nullable and numbered by a sequence of its own, as the
+ * parent's. */
+static bool
+childtables_sequences(PgConn *source, PgConn *target, const MigrateSpec *sp, Names *n,
+                      int lock_timeout_ms, Err *err)
+{
+    if (!has_childtables(sp))
+        return true;
+    n->nkids = sp->nchildren;
+    n->kid_seq = xcalloc(sp->nchildren, sizeof *n->kid_seq);
+    for (size_t i = 0; i < sp->nchildren; i++)
+    {
+        const MigrateChild *ch = &sp->children[i];
+        char key[64] = "";
+        char *src_q = pg_qualified(source, ch->schema, ch->table);
+        char *into_q = pg_qualified(target, sp->into_schema, ch->into_table);
+        bool ok = pk_column(source, src_q, key, sizeof key, err) &&
+                  legacy_id_nullable(target, into_q, lock_timeout_ms, err) &&
+                  (key[0] == '\0' ||
+                   legacy_id_sequence(source, target, src_q, key, sp->into_schema,
+                                      ch->into_table, into_q, lock_timeout_ms, &n->kid_seq[i],
+                                      err));
+
+        free(src_q);
+        free(into_q);
+        if (!ok)
+        {
+            err_prefix(err, "child %s.%s", ch->schema, ch->table);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The switch transaction between two databases (s: the source's, its parent
+ * and children locked), migrate-mode children: each source child renamed
+ * <child>_legacy there, so a write the application still sends there fails;
+ * on the target, in a transaction of its own committed just before the
+ * source's (a failed source commit leaves it to the retry, and the next run
+ * of the capture makes the map's trigger again): the late uuids set, the
+ * map's trigger dropped (the way back writes the map), each child's
+ * legacy_id sequence started and its way back recorded at `at`. */
+static bool
+switch_childtables_two(PgConn *s, const MigrateSpec *sp, const Names *n, const char *at,
+                       int lock_timeout_ms, Err *err)
+{
+    PgConn *t = n->tdb;
+    bool ok = true, t_open = false;
+
+    if (!has_childtables(sp))
+        return true;
+    for (size_t i = 0; ok && i < sp->nchildren; i++)
+    {
+        const MigrateChild *ch = &sp->children[i];
+        char legacy[64];
+        char *src_q = pg_qualified(s, ch->schema, ch->table);
+
+        (void) snprintf(legacy, sizeof legacy, "%.56s_legacy", ch->table);
+        ok = exec_fmt(s, err, "LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", src_q) &&
+             move_table(s, src_q, ch->schema, ch->table, ch->schema, legacy, err);
+        if (!ok)
+            err_prefix(err, "child %s.%s", ch->schema, ch->table);
+        free(src_q);
+    }
+    t_open = ok && exec_fmt(t, err, "BEGIN; SET LOCAL lock_timeout = '%d ms'", lock_timeout_ms);
+    ok = t_open;
+    for (size_t i = 0; ok && i < sp->nchildren; i++)
+    {
+        const MigrateChild *ch = &sp->children[i];
+        char key[160], rev[64];
+        char *new_q = pg_qualified(t, sp->into_schema, ch->into_table);
+        char map[80];
+
+        (void) snprintf(map, sizeof map, "%.56s_id_map", ch->into_table);
+        child_rev(sp, ch, key, rev);
+        ok = fill_late_uuids(t, sp, ch, new_q, n->into_q, err) &&
+             migrate_childtable_unhook(t, sp, ch, err) &&
+             (n->kid_seq == NULL ||
+              tseq_start(s, t, &n->kid_seq[i], sp->into_schema, map, err)) &&
+             record_reverse(t, key, rev, at, err);
+        if (!ok)
+            err_prefix(err, "child %s.%s", ch->schema, ch->table);
+        free(new_q);
+    }
+    if (ok)
+    {
+        ok = pg_exec(t, "COMMIT", err);
+        t_open = false;
+    }
+    if (t_open)
+        rollback(t);
     return ok;
 }
 
@@ -804,7 +968,9 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
         if (!exec_fmt(s, err, "LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", n->from_q) ||
             !move_table(s, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
                         sp->legacy_table, err) ||
-            !back_rules(s, sp, n->legacy_q, err) || !tseq_start(s, sp, n, err) ||
+            !back_rules(s, sp, n->legacy_q, err) ||
+            !tseq_start(s, n->tdb, &n->seq, sp->into_schema, sp->map_table, err) ||
+            !switch_childtables_two(s, sp, n, at, lock_timeout_ms, err) ||
             (n->rev_db && !record_reverse(n->rev_db, n->into_key, n->rev, at, err)))
             goto fail;
     }
@@ -853,7 +1019,7 @@ fail:
  * (the capture resumes on it, --verify checks it); the legacy child got that
  * key from the way back.  The child's trigger leaves <fk>_uuid as it is. */
 static bool
-fill_childtable_keys(PgConn *c, const MigrateSpec *sp, uint64_t *rows, Err *err)
+fill_childtable_keys(PgConn *c, const MigrateSpec *sp, bool same, uint64_t *rows, Err *err)
 {
     char *map = pg_qualified(c, sp->into_schema, sp->map_table);
     bool ok = true;
@@ -862,7 +1028,9 @@ fill_childtable_keys(PgConn *c, const MigrateSpec *sp, uint64_t *rows, Err *err)
     {
         const MigrateChild *ch = &sp->children[i];
         char uuidcol[80], v[32];
-        char *cq = pg_qualified(c, ch->schema, ch->table);
+        /* after the switch: <from>'s name in one database, its own in two */
+        char *cq = same ? pg_qualified(c, ch->schema, ch->table)
+                        : pg_qualified(c, sp->into_schema, ch->into_table);
         char *fk = pg_ident(c, ch->fk_column), *fku, *sql;
 
         (void) snprintf(uuidcol, sizeof uuidcol, "%s_uuid", ch->fk_column);
@@ -894,13 +1062,14 @@ fill_childtable_keys(PgConn *c, const MigrateSpec *sp, uint64_t *rows, Err *err)
  * their legacy key from the map, so the legacy application finds them
  * (expand mode, migrate_childkeys.h; map: the target when the children are
  * in another database, else NULL).  Migrate-mode children:
- * fill_childtable_keys. */
+ * fill_childtable_keys on c, the target (map: the target too when the
+ * legacy tables are in another database, else NULL). */
 static bool
 fill_child_keys(PgConn *c, PgConn *map, const MigrateSpec *sp, const char *legacy_q,
                 uint64_t *rows, Err *err)
 {
     if (has_childtables(sp))
-        return fill_childtable_keys(c, sp, rows, err);
+        return fill_childtable_keys(c, sp, map == NULL, rows, err);
     for (size_t i = 0; i < sp->nchildren; i++)
         if (!migrate_child_keys_back(c, map, sp, &sp->children[i], legacy_q, rows, err))
             return false;
@@ -915,7 +1084,7 @@ reverse_upto(PgConn *apply, PgConn *legacy, const MigrateSpec *sp, uint64_t stop
 {
     memset(rst, 0, sizeof *rst);
     if (has_childtables(sp))
-        return migrate_childreverse_upto(apply, sp, stop, rst, err);
+        return migrate_childreverse_upto(apply, legacy, sp, stop, rst, err);
     return migrate_reverse_apply(apply, legacy, sp, NULL, stop, false, rst, err);
 }
 
@@ -1032,6 +1201,66 @@ out:
     return ok;
 }
 
+/* The way back's state rows of the parent and each migrate-mode child
+ * deleted on c (in its open transaction). */
+static bool
+forget_reverses(PgConn *c, const MigrateSpec *sp, const Names *n, Err *err)
+{
+    const char *p[1] = {n->into_key};
+    bool ok = pg_exec_params(c, "DELETE FROM v7fill.migrate_reverse WHERE into_table = $1", 1, p,
+                             err);
+
+    for (size_t i = 0; ok && has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        char key[160], rev[64];
+
+        child_rev(sp, &sp->children[i], key, rev);
+        p[0] = key;
+        ok = pg_exec_params(c, "DELETE FROM v7fill.migrate_reverse WHERE into_table = $1", 1, p,
+                            err);
+    }
+    return ok;
+}
+
+/* Switching back between two databases, in the target's transaction: the
+ * trigger on the parent's map made again for each migrate-mode child. */
+static bool
+rehook_childtables(PgConn *t, const MigrateSpec *sp, Err *err)
+{
+    for (size_t i = 0; has_childtables(sp) && i < sp->nchildren; i++)
+        if (!migrate_childtable_rehook(t, sp, &sp->children[i], err))
+        {
+            err_prefix(err, "child %s.%s", sp->children[i].schema, sp->children[i].table);
+            return false;
+        }
+    return true;
+}
+
+/* Switching back between two databases, in the source's transaction: each
+ * migrate-mode child's legacy table gets its name back (<child>_legacy ->
+ * <child>). */
+static bool
+back_childtables_two(PgConn *s, const MigrateSpec *sp, Err *err)
+{
+    bool ok = true;
+
+    for (size_t i = 0; ok && has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        const MigrateChild *ch = &sp->children[i];
+        char legacy[64];
+        char *legacy_q;
+
+        (void) snprintf(legacy, sizeof legacy, "%.56s_legacy", ch->table);
+        legacy_q = pg_qualified(s, ch->schema, legacy);
+        ok = exec_fmt(s, err, "LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", legacy_q) &&
+             move_table(s, legacy_q, ch->schema, legacy, ch->schema, ch->table, err);
+        if (!ok)
+            err_prefix(err, "child %s.%s", ch->schema, ch->table);
+        free(legacy_q);
+    }
+    return ok;
+}
+
 /* Switching back between two databases (phase reverse): the target's new
  * table locked against writes, the source's legacy table caught up under
  * that lock, then renamed <from> again in a short transaction of its own on
@@ -1044,17 +1273,26 @@ back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const 
 {
     PgConn *t = n->tdb;
     int64_t t0 = 0;
-    const char *p[1] = {n->into_key};
     char v[8];
     bool ok = false, src_open = false;
 
     *retry = false;
-    if (!exec_fmt(t, err, "BEGIN; SET LOCAL lock_timeout = '%d ms'; LOCK TABLE %s IN SHARE ROW "
+    if (!exec_fmt(t, err, "BEGIN; SET LOCAL lock_timeout = '%d ms'; LOCK TABLE %s%s IN SHARE ROW "
                           "EXCLUSIVE MODE",
-                  lock_timeout_ms, n->into_q))
+                  lock_timeout_ms, n->into_q, n->kids_q ? n->kids_q : ""))
         goto out;
     t0 = monotime_ms();
     if (!back_catch_up(t, apply, legacy, sp, st, err))
+        goto out;
+    if (st->applied_at_switch > 0)
+        st->children_fill_clean = false;
+    /* Migrate-mode children: the UUIDv7 children's <fk> from <fk>_uuid and the
+     * map's triggers made again, in the target's transaction (committed
+     * after the source's). */
+    if (has_childtables(sp) &&
+        ((!st->children_fill_clean &&
+          !fill_childtable_keys(t, sp, false, &st->children_filled, err)) ||
+         !rehook_childtables(t, sp, err)))
         goto out;
     src_open = exec_fmt(s, err, "BEGIN; SET LOCAL lock_timeout = '%d ms'; LOCK TABLE %s IN ACCESS "
                                 "EXCLUSIVE MODE",
@@ -1062,25 +1300,21 @@ back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const 
     ok = src_open &&
          move_table(s, n->legacy_q, sp->from_schema, sp->legacy_table, sp->from_schema,
                     sp->from_table, err) &&
-         back_rules(s, sp, NULL, err) &&
+         back_rules(s, sp, NULL, err) && back_childtables_two(s, sp, err) &&
          query_text(s, "SELECT (pg_catalog.to_regclass('v7fill.migrate_reverse') IS NOT NULL)::text",
                     0, NULL, v, sizeof v, err) &&
-         (strcmp(v, "true") != 0 ||
-          pg_exec_params(s, "DELETE FROM v7fill.migrate_reverse WHERE into_table = $1", 1, p,
-                         err)) &&
+         (strcmp(v, "true") != 0 || forget_reverses(s, sp, n, err)) &&
          pg_exec(s, "COMMIT", err);
     if (!ok)
         goto out;
     src_open = false;
     st->lock_held_ms = monotime_ms() - t0;
-    /* Switched back: the target's state row and lock go (a failure here is
+    /* Switched back: the target's state rows and lock go (a failure here is
      * left to the rerun, which finds the names restored). */
     {
         Err e = {0};
 
-        if (!pg_exec_params(t, "DELETE FROM v7fill.migrate_reverse WHERE into_table = $1", 1, p,
-                            &e) ||
-            !pg_exec(t, "COMMIT", &e))
+        if (!forget_reverses(t, sp, n, &e) || !pg_exec(t, "COMMIT", &e))
         {
             log_warn("switched back, but the target's way-back state of %s stays (%s): the "
                      "rerun of --switch removes it",
@@ -1135,12 +1369,21 @@ drop_reverses(PgConn *t, const MigrateSpec *sp, const Names *n)
 /* Switching back: what the application must change for each migrate-mode
  * child. */
 static void
-print_back_children(const MigrateSpec *sp)
+print_back_children(const MigrateSpec *sp, bool same)
 {
     for (size_t i = 0; has_childtables(sp) && i < sp->nchildren; i++)
     {
         const MigrateChild *ch = &sp->children[i];
 
+        if (!same)
+        {
+            printf("  child %s.%s on the source has its name again (its %s is the parent's "
+                   "legacy key); on the target %s.%s keeps its legacy_id sequence, its %s "
+                   "follows %s_uuid, the trigger on %s.%s made again\n",
+                   ch->schema, ch->table, ch->fk_column, sp->into_schema, ch->into_table,
+                   ch->fk_column, ch->fk_column, sp->into_schema, sp->map_table);
+            continue;
+        }
         printf("  child %s.%s is the legacy table again (its %s is the parent's legacy key); the "
                "UUIDv7 one is %s.%s again, its legacy_id without a default, the trigger on %s.%s "
                "made again; a foreign key of %s.%s dropped or relaxed for the way back can be "
@@ -1171,12 +1414,12 @@ names_stand(PgConn *c, const Names *n, bool same, Where *w, Err *err)
 }
 
 static bool
-legacy_id_nullable(PgConn *target, const Names *n, int lock_timeout_ms, Err *err)
+legacy_id_nullable(PgConn *target, const char *into_q, int lock_timeout_ms, Err *err)
 {
     Err reset;
     bool ok = exec_fmt(target, err, "SET lock_timeout = %d", lock_timeout_ms) &&
               exec_fmt(target, err, "ALTER TABLE %s ALTER COLUMN legacy_id DROP NOT NULL",
-                       n->into_q);
+                       into_q);
 
     if (!pg_exec(target, "RESET lock_timeout", &reset))
         log_debug("RESET lock_timeout: %s", reset.msg);
@@ -1236,16 +1479,10 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         (void) snprintf(spec->legacy_table, sizeof spec->legacy_table, "%.56s_legacy",
                         spec->from_table);
     names_init(c, spec, &n);
-    if (!same && has_childtables(spec))
-    {
-        err_set(err, EC_CONFIG, "the switch with --child-mode migrate children needs the source "
-                                "and the target in one database");
-        goto out;
-    }
     /* Two databases: the target's legacy_id has no sequence to fill it for the
      * application's new rows (the old one is the source's), so it may be
      * NULL from the switch on (also on a rerun of an earlier switch). */
-    if (!back && !same && !legacy_id_nullable(target, &n, lock_timeout_ms, err))
+    if (!back && !same && !legacy_id_nullable(target, n.into_q, lock_timeout_ms, err))
         goto out;
     if (!names_stand(c, &n, same, &w, err))
         goto out;
@@ -1259,9 +1496,9 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
             const char *p[1] = {n.into_key};
             Err e = {0};
 
-            if (!same && !pg_exec_params(target, "DELETE FROM v7fill.migrate_reverse WHERE "
-                                                 "into_table = $1",
-                                         1, p, &e))
+            (void) p;
+            if (!same && (!forget_reverses(target, spec, &n, &e) ||
+                          !rehook_childtables(target, spec, &e)))
                 log_warn("the target's way-back state of %s: %s", n.into_key, e.msg);
             drop_reverses(target, spec, &n);
             spec->phase = MIGRATE_PHASE_FOLLOW;
@@ -1323,18 +1560,18 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
          * under the lock (2,000 of them held it 2-3 s), and the fill again
          * until it finds nothing: then, when nothing is applied under the
          * lock either, the fill (a scan of each child) is skipped there. */
-        for (int round = 0; same && round < 3; round++)
+        for (int round = 0; (same || has_childtables(spec)) && round < 3; round++)
         {
             uint64_t filled = 0;
 
-            if (!fill_child_keys(target, NULL, spec, n.legacy_q, &filled, err))
+            if (!fill_child_keys(target, same ? NULL : target, spec, n.legacy_q, &filled, err))
                 goto out;
             st->children_filled += filled;
             st->children_fill_clean = has_childtables(spec) && filled == 0;
             if (!has_childtables(spec) || filled == 0)
                 break;
             if (!current_lsn(target, &now_lsn, err) ||
-                !reverse_upto(apply, NULL, spec, now_lsn, &pre, err))
+                !reverse_upto(apply, n.lapply, spec, now_lsn, &pre, err))
                 goto out;
         }
         /* Two databases, expand mode: the children are on the source, the
@@ -1342,8 +1579,8 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
          * reads past when both databases share a cluster: read once more
          * now, not under the lock (10,000 recorded moves set here made the
          * lock 360 ms long instead of 50). */
-        if (!same && (!fill_child_keys(source, target, spec, n.legacy_q, &st->children_filled,
-                                       err) ||
+        if (!same && !has_childtables(spec) &&
+            (!fill_child_keys(source, target, spec, n.legacy_q, &st->children_filled, err) ||
                       !current_lsn(target, &now_lsn, err) ||
                       !reverse_upto(apply, n.lapply, spec, now_lsn, &pre, err)))
             goto out;
@@ -1360,7 +1597,10 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         n.tdb = target;
         if (!n.one_way)
             n.rev_db = target;
-        if (!n.one_way && !legacy_id_sequence(source, target, spec, &n, lock_timeout_ms, err))
+        if (!n.one_way &&
+            (!legacy_id_sequence(source, target, n.from_q, spec->key, spec->into_schema,
+                                 spec->into_table, n.into_q, lock_timeout_ms, &n.seq, err) ||
+             !childtables_sequences(source, target, spec, &n, lock_timeout_ms, err)))
             goto out;
     }
     if (!switch_retried(c, apply, spec, &n, same, back, lock_timeout_ms, attempts, catch_up, ctx,
@@ -1403,7 +1643,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
                    spec->children[i].fk_column, spec->children[i].time_column[0] ? ":" : "",
                    spec->children[i].time_column);
         printf("%s\n", has_childtables(spec) ? " --child-mode migrate" : "");
-        print_back_children(spec);
+        print_back_children(spec, same);
         (void) fflush(stdout);
     }
     else

@@ -11,6 +11,11 @@
  * the legacy table when the child row arrives.  Each table's position commits
  * with its rows: a kill leaves every child at or behind the parent's position,
  * and the next round goes on from there.
+ *
+ * Two databases: db is the target (the slots, the new tables, the maps, the
+ * state), legacy the source's connection writing the legacy tables; a
+ * child's <fk> is looked up in the parent's map on db.  One database: legacy
+ * NULL.
  */
 #ifndef V7FILL_MIGRATE_CHILDREVERSE_H
 #define V7FILL_MIGRATE_CHILDREVERSE_H
@@ -27,13 +32,14 @@
  * children's counts; st->applied_lsn is the last round's stop position once
  * every table reached it.  Each child's own migration is stored in phase
  * reverse. */
-V7FILL_MUST_CHECK bool migrate_childreverse(PgConn *db, const MigrateSpec *spec, bool follow,
-                                            ReverseStats *st, Err *err);
+V7FILL_MUST_CHECK bool migrate_childreverse(PgConn *db, PgConn *legacy, const MigrateSpec *spec,
+                                            bool follow, ReverseStats *st, Err *err);
 
 /* Switching back: one round up to stop (strictly before it) on apply, the
  * parent's way back first, then each child's; st->caught_up when every table
  * reached stop.  The phases are left to the switch. */
-V7FILL_MUST_CHECK bool migrate_childreverse_upto(PgConn *apply, const MigrateSpec *spec,
-                                                 uint64_t stop, ReverseStats *st, Err *err);
+V7FILL_MUST_CHECK bool migrate_childreverse_upto(PgConn *apply, PgConn *legacy,
+                                                 const MigrateSpec *spec, uint64_t stop,
+                                                 ReverseStats *st, Err *err);
 
 #endif /* V7FILL_MIGRATE_CHILDREVERSE_H */

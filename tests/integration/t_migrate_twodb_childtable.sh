@@ -1,0 +1,162 @@
+# v7fill migrate between two databases with a --child-mode migrate child (issue 21): the copy and
+# the capture of parent and child (the child's UUIDv7 table on the target, its order_id_uuid from
+# the parent's map there), --switch (the source's parent and child renamed <name>_legacy in one
+# short transaction; the target keeps its names; the child target's legacy_id gets a sequence of
+# its own going on from the source's), then the application writes the target: a new parent with
+# a child by order_id_uuid only, a child moved to another parent by its uuid alone, a child
+# unlinked, a child and a parent deleted.  --reverse (read from the target's slots, written into
+# the source's legacy tables, the child's order_id translated through the parent's map on the
+# target) makes the legacy tables equal the new ones through the maps; a rerun applies nothing.
+# Switching back restores the source's names, the child target's order_id follows its uuid, the
+# map's trigger is back, both ways back's slots are gone, and the legacy application writes by
+# integer keys again.
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+SRC_DB="${PGDATABASE}_srcct"
+INTO=orders_2ct
+CINTO=items_2ct_v7
+psql -q -X -d postgres -c "DROP DATABASE IF EXISTS \"$SRC_DB\"" >/dev/null
+psql -q -X -d postgres -c "CREATE DATABASE \"$SRC_DB\"" >/dev/null
+qs() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$SRC_DB" -c "$1"; }
+drop_slots() {
+    qs "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+         WHERE (slot_name LIKE 'v7fill\_${INTO}%' OR slot_name LIKE 'v7fill\_${CINTO}%') AND NOT active" >/dev/null 2>&1 || true
+}
+trap 'drop_slots; psql -q -X -d postgres -c "DROP DATABASE IF EXISTS \"$SRC_DB\"" >/dev/null 2>&1; rm -rf "$T_TMP"' EXIT
+drop_slots
+# Parents 1..300, 900 children: every 30th key NULL, every 45th an orphan.
+qs "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL, note text);
+    INSERT INTO orders (created_at, note)
+      SELECT timestamptz '2024-01-01' + g * interval '7 hours', 'n' || g FROM generate_series(1, 300) g;
+    CREATE TABLE items_2ct (id bigserial PRIMARY KEY, order_id bigint, created_at timestamptz NOT NULL, qty int);
+    INSERT INTO items_2ct (order_id, created_at, qty)
+      SELECT CASE WHEN g % 30 = 0 THEN NULL WHEN g % 45 = 0 THEN 100000 + g ELSE g % 300 + 1 END,
+             timestamptz '2024-01-02' + g * interval '3 hours', g FROM generate_series(1, 900) g" >/dev/null
+mig() { run_expect "$1" "$V7FILL" migrate --into "$INTO" "${@:2}"; }
+mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column created_at \
+    --child 'public.items_2ct(order_id)' --child-mode migrate
+assert_contains "$OUT" "phase follow" "the copy finished"
+assert_eq 900 "$(q "SELECT count(*) FROM $CINTO")" "the child's UUIDv7 table on the target"
+assert_eq 0 "$(q "SELECT count(*) FROM $CINTO c JOIN ${INTO}_id_map m ON m.legacy_id = c.order_id WHERE c.order_id_uuid IS DISTINCT FROM m.id")" \
+    "each child's order_id_uuid is its parent's id"
+# Written on the source after the copy: the capture brings them before the switch.
+qs "INSERT INTO orders (created_at, note) VALUES ('2024-06-01', 'late');
+    INSERT INTO items_2ct (order_id, created_at, qty) VALUES (currval('orders_id_seq'), '2024-06-01', -1);
+    UPDATE items_2ct SET order_id = 7 WHERE id = 1" >/dev/null
+mig 0 --switch
+echo "$OUT"
+assert_contains "$OUT" "phase switched" "switched"
+assert_eq "|orders_legacy||items_2ct_legacy" \
+    "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy'), to_regclass('items_2ct'), to_regclass('items_2ct_legacy')")" \
+    "the source's parent and child renamed there"
+assert_eq "$(q "SELECT id FROM $INTO WHERE legacy_id = 7")" "$(q "SELECT order_id_uuid FROM $CINTO WHERE legacy_id = 1")" \
+    "the child moved on the source before the switch names its new parent"
+assert_eq 1 "$(q "SELECT count(*) FROM $CINTO WHERE qty = -1 AND order_id_uuid IS NOT NULL")" \
+    "the child written before the switch has its parent's id"
+assert_eq "v7fill_${CINTO}_rev,v7fill_${INTO}_rev" \
+    "$(q "SELECT string_agg(slot_name, ',' ORDER BY slot_name) FROM pg_replication_slots WHERE slot_name LIKE '%_rev' AND database = current_database()")" \
+    "a way-back slot on the target for the parent and one for the child"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass")" \
+    "the switch drops the map's trigger (the way back writes the map)"
+assert_contains "$(q "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = '$CINTO'::regclass AND adnum = (SELECT attnum FROM pg_attribute WHERE attrelid = '$CINTO'::regclass AND attname = 'legacy_id')")" \
+    "nextval" "the child target's legacy_id numbered by a sequence of its own"
+
+mig 0 --verify
+assert_contains "$OUT" "verdict: OK" "--verify after the switch reads the source's legacy tables"
+assert_contains "$OUT" "public.$CINTO  rows" "... the child's too"
+
+# ---- the application writes the target, its ids UUIDv7 of their created_at
+q "CREATE FUNCTION t_uuid7(ts timestamptz) RETURNS uuid LANGUAGE sql VOLATILE AS \$\$
+     SELECT (lpad(to_hex(floor(extract(epoch FROM ts) * 1000)::bigint), 12, '0') || '7'
+             || substr(md5(random()::text), 1, 3) || '8' || substr(md5(random()::text), 1, 15))::uuid \$\$" >/dev/null
+q "WITH p AS (INSERT INTO $INTO (id, created_at, note) VALUES (t_uuid7('2024-03-01'), '2024-03-01', 'new') RETURNING id)
+     INSERT INTO $CINTO (id, order_id_uuid, created_at, qty) SELECT t_uuid7('2024-03-01'), p.id, '2024-03-01', -77 FROM p;
+   UPDATE $CINTO SET order_id_uuid = (SELECT id FROM $INTO WHERE legacy_id = 9), qty = qty + 1000 WHERE legacy_id = 2;
+   UPDATE $CINTO SET order_id_uuid = NULL WHERE legacy_id = 3;
+   DELETE FROM $CINTO WHERE legacy_id = 4;
+   DELETE FROM $CINTO WHERE order_id_uuid = (SELECT id FROM $INTO WHERE legacy_id = 20);
+   DELETE FROM $INTO WHERE legacy_id = 20;
+   UPDATE $INTO SET note = 'changed' WHERE legacy_id = 5" >/dev/null
+# A --reverse --follow killed with -9 while the application writes (a parent deleted with its
+# children kept: the foreign key's ON DELETE SET NULL clears their order_id_uuid), then the
+# same command until caught up: nothing applied twice, nothing missing.
+"$V7FILL" migrate --into "$INTO" --reverse --follow >follow.log 2>&1 &
+fpid=$!
+for i in $(seq 1 20); do
+    q "INSERT INTO $INTO (id, created_at, note) VALUES (t_uuid7('2024-03-03'), '2024-03-03', 'w$i');
+       INSERT INTO $CINTO (id, order_id_uuid, created_at, qty) SELECT t_uuid7('2024-03-03'), id, '2024-03-03', -1000 - $i FROM $INTO WHERE note = 'w$i';
+       UPDATE $CINTO SET qty = qty + 1 WHERE legacy_id = 100 + $i" >/dev/null
+    [ "$i" = 10 ] && q "DELETE FROM $INTO WHERE legacy_id = 21" >/dev/null
+    sleep 0.05
+done
+kill -9 "$fpid" 2>/dev/null || true
+wait "$fpid" 2>/dev/null || true
+grep -q 'ERROR' follow.log && { cat follow.log; fail "the killed --reverse --follow had failed before the kill"; }
+q "UPDATE $CINTO SET qty = qty + 1 WHERE legacy_id = 130" >/dev/null
+for _ in $(seq 1 50); do
+    [ "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%_rev' AND active")" = 0 ] && break
+    sleep 0.2
+done
+mig 0 --reverse
+echo "$OUT"
+assert_eq 20 "$(qs "SELECT count(*) FROM items_2ct_legacy WHERE qty <= -1000")" "every child written during the killed run reached the legacy table once"
+digest_new() {
+    q "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', c.legacy_id, m.legacy_id, c.created_at, c.qty), ',' ORDER BY c.legacy_id))
+         FROM $CINTO c LEFT JOIN ${INTO}_id_map m ON m.id = c.order_id_uuid"
+}
+digest_new_keys() {
+    q "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', c.legacy_id, c.order_id, c.created_at, c.qty), ',' ORDER BY c.legacy_id)) FROM $CINTO c"
+}
+digest_old() {
+    qs "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', id, order_id, created_at, qty), ',' ORDER BY id)) FROM $1"
+}
+pdigest_new() { q "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', legacy_id, created_at, note), ',' ORDER BY legacy_id)) FROM $INTO"; }
+pdigest_old() { qs "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', id, created_at, note), ',' ORDER BY id)) FROM $1"; }
+# Orphans and NULL keys keep their order_id on both sides: compare through the map where the
+# new row has a uuid, else by the order_id it keeps.
+digest_new_mixed() {
+    q "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', c.legacy_id, CASE WHEN c.order_id_uuid IS NULL THEN CASE WHEN EXISTS (SELECT 1 FROM ${INTO}_id_map x WHERE x.legacy_id = c.order_id) THEN NULL ELSE c.order_id END ELSE m.legacy_id END, c.created_at, c.qty), ',' ORDER BY c.legacy_id))
+         FROM $CINTO c LEFT JOIN ${INTO}_id_map m ON m.id = c.order_id_uuid"
+}
+assert_eq "$(pdigest_new)" "$(pdigest_old orders_legacy)" "the legacy parent equals the new one through the map"
+assert_eq "$(digest_new_mixed)" "$(digest_old items_2ct_legacy)" "the legacy child equals the new one, its order_id through the parent's map"
+newkey=$(q "SELECT legacy_id FROM $INTO WHERE note = 'new'")
+[ -n "$newkey" ] && [ "$newkey" -gt 301 ] || fail "the new parent got a legacy key past the old ones: [$newkey]"
+assert_eq "$newkey" "$(qs "SELECT order_id FROM items_2ct_legacy WHERE qty = -77")" \
+    "the new child names its new parent's legacy key in the legacy table"
+assert_eq 9 "$(qs "SELECT order_id FROM items_2ct_legacy WHERE id = 2")" "a child moved by its uuid alone: order_id follows"
+assert_eq "" "$(qs "SELECT order_id FROM items_2ct_legacy WHERE id = 3")" "a child unlinked by its uuid: order_id NULL"
+assert_eq 0 "$(qs "SELECT count(*) FROM items_2ct_legacy WHERE id = 4 OR order_id = 20")" "the deleted children are gone"
+assert_eq 0 "$(qs "SELECT count(*) FROM orders_legacy WHERE id = 20")" "the deleted parent is gone"
+mig 0 --reverse
+assert_contains "$OUT" "0 inserted, 0 updated, 0 deleted" "a rerun applies nothing"
+mig 0 --status
+echo "$OUT"
+assert_contains "$OUT" "v7fill_${CINTO}_rev" "--status shows the child's way back"
+
+# ---- switching back
+q "INSERT INTO $CINTO (id, order_id_uuid, created_at, qty) SELECT t_uuid7('2024-03-02'), id, '2024-03-02', -88 FROM $INTO WHERE legacy_id = 11" >/dev/null
+mig 0 --switch
+echo "$OUT"
+assert_contains "$OUT" "switched back" "switched back"
+assert_eq "orders||items_2ct|" \
+    "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy'), to_regclass('items_2ct'), to_regclass('items_2ct_legacy')")" \
+    "the source's names restored"
+assert_eq 11 "$(qs "SELECT order_id FROM items_2ct WHERE qty = -88")" "a child written just before switching back reached the legacy table"
+assert_eq "$(digest_new_mixed)" "$(digest_old items_2ct)" "the legacy child equals the new one"
+assert_eq 0 "$(q "SELECT count(*) FROM $CINTO c JOIN ${INTO}_id_map m ON m.id = c.order_id_uuid WHERE c.order_id IS DISTINCT FROM m.legacy_id")" \
+    "the child target's order_id follows its uuid again"
+assert_eq 1 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass")" "the map's trigger is back"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%_rev'")" "both ways back's slots dropped"
+assert_eq "" "$(qs "SELECT string_agg(into_table, ',') FROM v7fill.migrate_reverse")" "no way-back state left on the source"
+qs "INSERT INTO orders (created_at, note) VALUES ('2024-08-01', 'after');
+    INSERT INTO items_2ct (order_id, created_at, qty) VALUES (currval('orders_id_seq'), '2024-08-01', -99)" >/dev/null
+assert_contains "$OUT" "--child 'public.items_2ct(order_id)' --child-mode migrate" "switching back prints the command that resumes the capture"
+mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column created_at \
+    --child 'public.items_2ct(order_id)' --child-mode migrate
+assert_contains "$OUT" "phase follow" "the capture resumes after switching back"
+assert_eq 1 "$(q "SELECT count(*) FROM $CINTO c JOIN $INTO p ON p.id = c.order_id_uuid WHERE c.qty = -99 AND p.note = 'after'")" \
+    "the legacy application's new parent and child reach the target, linked"
+mig 0 --verify
+assert_contains "$OUT" "verdict: OK" "--verify after switching back and resuming"
+echo "ok t_migrate_twodb_childtable"
