@@ -33,6 +33,28 @@ qs "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NU
       SELECT CASE WHEN g % 30 = 0 THEN NULL WHEN g % 45 = 0 THEN 100000 + g ELSE g % 300 + 1 END,
              timestamptz '2024-01-02' + g * interval '3 hours', g FROM generate_series(1, 900) g" >/dev/null
 mig() { run_expect "$1" "$V7FILL" migrate --into "$INTO" "${@:2}"; }
+# kill_while_blocked TABLE: a session on the source holds TABLE (ACCESS SHARE: the switch's
+# rename of it waits), --switch runs until its first retry, is killed with -9, the blocker goes.
+kill_while_blocked() {
+    PGAPPNAME=t_blocker psql -X -q -At -d "$SRC_DB" -c "BEGIN; LOCK TABLE $1 IN ACCESS SHARE MODE; SELECT pg_sleep(120); COMMIT" >blocker.log 2>&1 &
+    local blocker=$! pid
+    for _ in $(seq 1 50); do
+        [ "$(qs "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 't_blocker' AND l.granted AND l.relation = '$1'::regclass")" = 1 ] && break
+        sleep 0.1
+    done
+    "$V7FILL" migrate --into "$INTO" --switch --lock-timeout 300 >kill.log 2>&1 &
+    pid=$!
+    for _ in $(seq 1 300); do grep -q "switch attempt 1 of 10" kill.log && break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    assert_contains "$(cat kill.log)" "switch attempt 1 of 10" "the switch was retrying its lock on $1 when killed"
+    qs "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 't_blocker'" >/dev/null
+    wait "$blocker" || true
+    for _ in $(seq 1 50); do
+        [ "$(q "SELECT count(*) FROM pg_replication_slots WHERE active")" = 0 ] && break
+        sleep 0.2
+    done
+}
 mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column created_at \
     --child 'public.items_2ct(order_id)' --child-mode migrate
 assert_contains "$OUT" "phase follow" "the copy finished"
@@ -43,6 +65,12 @@ assert_eq 0 "$(q "SELECT count(*) FROM $CINTO c JOIN ${INTO}_id_map m ON m.legac
 qs "INSERT INTO orders (created_at, note) VALUES ('2024-06-01', 'late');
     INSERT INTO items_2ct (order_id, created_at, qty) VALUES (currval('orders_id_seq'), '2024-06-01', -1);
     UPDATE items_2ct SET order_id = 7 WHERE id = 1" >/dev/null
+# Killed inside the switch's transaction (the parent renamed, the child's rename waiting): nothing
+# is renamed, and the same command then switches.
+kill_while_blocked items_2ct
+assert_eq "orders||items_2ct|" \
+    "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy'), to_regclass('items_2ct'), to_regclass('items_2ct_legacy')")" \
+    "the killed switch renamed nothing"
 mig 0 --switch
 echo "$OUT"
 assert_contains "$OUT" "phase switched" "switched"
@@ -136,6 +164,12 @@ assert_contains "$OUT" "v7fill_${CINTO}_rev" "--status shows the child's way bac
 
 # ---- switching back
 q "INSERT INTO $CINTO (id, order_id_uuid, created_at, qty) SELECT t_uuid7('2024-03-02'), id, '2024-03-02', -88 FROM $INTO WHERE legacy_id = 11" >/dev/null
+kill_while_blocked items_2ct_legacy
+assert_eq "|orders_legacy||items_2ct_legacy" \
+    "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy'), to_regclass('items_2ct'), to_regclass('items_2ct_legacy')")" \
+    "the killed switch back renamed nothing"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass")" \
+    "... and made no trigger on the map"
 mig 0 --switch
 echo "$OUT"
 assert_contains "$OUT" "switched back" "switched back"
