@@ -8,8 +8,10 @@
  * switch back's <fk> from the map: migrate_childkeys.h; the legacy table is
  * $LEGACY_TABLE, quoted, keyed by $LEGACY_KEY) | settle (one pass over the
  * rows still NULL, as --follow's passes; with $STOP_AFTER_BATCHES=N its stop
- * callback says stop once N batches have run).  With MAP_CONNINFO the map is
- * in that other database (the migration's two-database form).
+ * callback says stop once N batches have run) | keep (--follow's passes,
+ * migrate_childkeeper.h, started, stopped after $KEEP_MS ms; prints stop_ms,
+ * how long the stop took).  With MAP_CONNINFO the map is in that other
+ * database (the migration's two-database form).
  * Prints the statistics as name=value lines; on failure error=, detail=, hint=
  * and sqlstate= lines and the exit status v7fill would use.
  */
@@ -17,8 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "v7fill/migrate_child.h"
+#include "v7fill/migrate_childkeeper.h"
 #include "v7fill/migrate_childkeys.h"
+#include "v7fill/monotime.h"
 
 static PgConn *C, *M;
 static int stop_after = -1; /* settle: batches before the stop callback says stop */
@@ -68,7 +74,7 @@ main(int argc, char **argv)
 
     if (argc < 9 || argc > 10)
     {
-        fprintf(stderr, "usage: %s prepare|fill|constrain|all|keysback|settle SCHEMA TABLE FK INTO_SCHEMA "
+        fprintf(stderr, "usage: %s prepare|fill|constrain|all|keysback|settle|keep SCHEMA TABLE FK INTO_SCHEMA "
                         "INTO_TABLE MAP_TABLE KEY_TYPE [MAP_CONNINFO]\n",
                 argv[0]);
         return 2;
@@ -115,6 +121,22 @@ main(int argc, char **argv)
         if (!migrate_child_settle(C, M == C ? NULL : M, &spec, &ch, lock_ms, stop_after_batches,
                                   &asked, &st, &err))
             return failed(&err);
+    }
+    if (strcmp(step, "keep") == 0)
+    {
+        ChildKeeper *k = NULL;
+        ChildKeeperStats ks;
+        int ms = getenv("KEEP_MS") ? atoi(getenv("KEEP_MS")) : 3000;
+        int64_t t0;
+
+        if (!migrate_child_keeper_start(C, M, &spec, lock_ms, &k, &err))
+            return failed(&err);
+        (void) usleep((useconds_t) ms * 1000);
+        t0 = monotime_ms();
+        migrate_child_keeper_stop(k, &ks);
+        printf("stop_ms=%lld\nkeeper_passes=%llu\nkeeper_filled=%llu\n",
+               (long long) (monotime_ms() - t0), (unsigned long long) ks.passes,
+               (unsigned long long) ks.filled);
     }
     if (strcmp(step, "keysback") == 0)
     {

@@ -348,6 +348,31 @@ left=$(q "SELECT count(*) FROM items2 WHERE order_id_uuid IS NULL AND order_id I
     fail "two databases: a pass told to stop ends after its second batch ($left of $nulled rows left)"
 child 0 settle items2 "dbname=$MAPDB"
 assert_eq 0 "$(wrong2)" "two databases: the next pass sets the rest"
+# --follow's passes stopped while one waits on the map's database (a session holds the map):
+# the stop cancels the statement there too and returns at once, not when the lock goes.
+q "UPDATE items2 SET order_id_uuid = NULL WHERE order_no < 500 AND order_id IS NOT NULL" >/dev/null
+PGAPPNAME=t_mapblock psql -X -q -At -d "$MAPDB" -c "BEGIN; LOCK TABLE orders_v7_id_map IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(60); COMMIT" >mapblock.log 2>&1 &
+mapblock=$!
+for _ in $(seq 1 50); do
+    [ "$(psql -X -At -d "$MAPDB" -c "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 't_mapblock' AND l.granted AND l.relation = 'orders_v7_id_map'::regclass")" = 1 ] && break
+    sleep 0.1
+done
+LOCK_TIMEOUT_MS=60000 KEEP_MS=5000 ./helper keep public items2 order_id public orders_v7 orders_v7_id_map bigint "dbname=$MAPDB" >keep.out 2>&1 &
+keeper=$!
+waited=0
+for _ in $(seq 1 100); do
+    [ "$(psql -X -At -d "$MAPDB" -c "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'orders_v7_id_map'::regclass")" -ge 1 ] && { waited=1; break; }
+    sleep 0.1
+done
+wait "$keeper" || { cat keep.out; fail "the keeper's run"; }
+OUT=$(cat keep.out)
+psql -X -q -d "$MAPDB" -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 't_mapblock'" >/dev/null
+wait "$mapblock" || true
+assert_eq 1 "$waited" "two databases: a pass waited on the map's database"
+[ "$(stat stop_ms)" -lt 3000 ] || fail "two databases: stopping the passes cancels the map's statement (the stop took $(stat stop_ms) ms)"
+assert_eq 0 "$(stat keeper_passes)" "two databases: the pass that waited did not finish"
+child 0 settle items2 "dbname=$MAPDB"
+assert_eq 0 "$(wrong2)" "two databases: the next pass sets the rows"
 # Switching back, two databases: rows written with only order_id_uuid get order_id from the map
 # where the legacy table (legacy2 here) has the key; 9,000 distinct uuids, so the map is asked
 # in two batches of at most 5,000.  A key the legacy table lacks stays NULL.
