@@ -1281,7 +1281,7 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
     /* Killed between the switch's commit and storing its phase: the names
      * tell (migrate_switch says so); no capture into a renamed table. */
     if ((kids || migrate_child_same_database(spec)) && spec->phase == MIGRATE_PHASE_FOLLOW &&
-        !legacy_exists(src, spec, &renamed, err))
+        !legacy_exists(spec->source_conninfo[0] ? src : target, spec, &renamed, err))
     {
         ok = false;
         goto out;

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "v7fill/monotime.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
@@ -390,8 +392,11 @@ print_child_ways_back(const MigrateSpec *sp, bool same)
     }
     if (has_childtables(sp))
         printf("  switching back: v7fill migrate --into %s.%s --switch once --reverse is caught "
-               "up (the parent and these children in one transaction)\n",
-               sp->into_schema, sp->into_table);
+               "up (the parent and these children %s)\n",
+               sp->into_schema, sp->into_table,
+               same ? "in one transaction"
+                    : "renamed back in one transaction on the source, under a lock on their new "
+                      "tables on the target");
 }
 
 static void
@@ -770,7 +775,11 @@ legacy_id_sequence(PgConn *source, PgConn *target, const char *src_q, const char
         return false;
     if (out->src_seq[0] == '\0')
         return true;
-    (void) snprintf(name, sizeof name, "%.47s_legacy_id_seq", into_table);
+    if (strlen(into_table) <= 47)
+        (void) snprintf(name, sizeof name, "%s_legacy_id_seq", into_table);
+    else /* cut: two long names with one prefix must not share a sequence */
+        (void) snprintf(name, sizeof name, "%.38s_%08x_legacy_id_seq", into_table,
+                        (unsigned) XXH3_64bits(into_table, strlen(into_table)));
     tq = pg_qualified(target, into_schema, name);
     p[0] = tq;
     ok = exec_fmt(target, err, "SET lock_timeout = %d", lock_timeout_ms) &&
@@ -864,8 +873,9 @@ childtables_sequences(PgConn *source, PgConn *target, const MigrateSpec *sp, Nam
  * and children locked), migrate-mode children: each source child renamed
  * <child>_legacy there, so a write the application still sends there fails;
  * on the target, in a transaction of its own committed just before the
- * source's (a failed source commit leaves it to the retry, and the next run
- * of the capture makes the map's trigger again): the late uuids set, the
+ * source's (each step idempotent: after a failed source commit the rerun of
+ * --switch does them again, and a run of the capture makes the map's trigger
+ * again): the late uuids set, the
  * map's trigger dropped (the way back writes the map), each child's
  * legacy_id sequence started and its way back recorded at `at`. */
 static bool
@@ -890,8 +900,8 @@ switch_childtables_two(PgConn *s, const MigrateSpec *sp, const Names *n, const c
             err_prefix(err, "child %s.%s", ch->schema, ch->table);
         free(src_q);
     }
-    t_open = ok && exec_fmt(t, err, "BEGIN; SET LOCAL lock_timeout = '%d ms'", lock_timeout_ms);
-    ok = t_open;
+    t_open = ok; /* rolled back on any failure from here, BEGIN's own included */
+    ok = ok && exec_fmt(t, err, "BEGIN; SET LOCAL lock_timeout = '%d ms'", lock_timeout_ms);
     for (size_t i = 0; ok && i < sp->nchildren; i++)
     {
         const MigrateChild *ch = &sp->children[i];
@@ -913,7 +923,7 @@ switch_childtables_two(PgConn *s, const MigrateSpec *sp, const Names *n, const c
     if (ok)
     {
         ok = pg_exec(t, "COMMIT", err);
-        t_open = false;
+        t_open = !ok;
     }
     if (t_open)
         rollback(t);
@@ -1261,6 +1271,28 @@ back_childtables_two(PgConn *s, const MigrateSpec *sp, Err *err)
     return ok;
 }
 
+/* Switching back between two databases, the source switched back but the
+ * target's transaction lost (it failed, or a kill came between the two
+ * commits): its migrate-mode children's <fk> from <fk>_uuid and the map's
+ * triggers again, each in a statement of its own (both idempotent); a
+ * failure only warns. */
+static void
+back_two_target_again(PgConn *t, const MigrateSpec *sp)
+{
+    uint64_t rows = 0;
+    Err e = {0};
+
+    if (!has_childtables(sp))
+        return;
+    if (!fill_childtable_keys(t, sp, false, &rows, &e) || !rehook_childtables(t, sp, &e))
+        log_warn("switched back, but the UUIDv7 children's keys or the map's triggers could not "
+                 "be set again (%s): run --switch again to retry",
+                 e.msg);
+    else if (rows > 0)
+        log_info("switched back: %" PRIu64 " UUIDv7 child rows got their legacy key from the map "
+                 "again", rows);
+}
+
 /* Switching back between two databases (phase reverse): the target's new
  * table locked against writes, the source's legacy table caught up under
  * that lock, then renamed <from> again in a short transaction of its own on
@@ -1316,10 +1348,11 @@ back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const 
 
         if (!forget_reverses(t, sp, n, &e) || !pg_exec(t, "COMMIT", &e))
         {
-            log_warn("switched back, but the target's way-back state of %s stays (%s): the "
-                     "rerun of --switch removes it",
-                     n->into_key, e.msg);
+            log_warn("switched back, but the target's transaction failed (%s): its way-back "
+                     "state of %s stays (the next switch records its own)",
+                     e.msg, n->into_key);
             rollback(t);
+            back_two_target_again(t, sp);
         }
     }
     return true;
@@ -1378,8 +1411,8 @@ print_back_children(const MigrateSpec *sp, bool same)
         if (!same)
         {
             printf("  child %s.%s on the source has its name again (its %s is the parent's "
-                   "legacy key); on the target %s.%s keeps its legacy_id sequence, its %s "
-                   "follows %s_uuid, the trigger on %s.%s made again\n",
+                   "legacy key); on the target %s.%s keeps its legacy_id default, its %s "
+                   "follows %s_uuid, the trigger on %s.%s is made again\n",
                    ch->schema, ch->table, ch->fk_column, sp->into_schema, ch->into_table,
                    ch->fk_column, ch->fk_column, sp->into_schema, sp->map_table);
             continue;
@@ -1492,14 +1525,14 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         if (back)
         {
             /* Killed after the commit: the slots may be left (two databases:
-             * the target's state row too). */
-            const char *p[1] = {n.into_key};
+             * the target's state rows too, and between the two commits the
+             * target's own work). */
             Err e = {0};
 
-            (void) p;
-            if (!same && (!forget_reverses(target, spec, &n, &e) ||
-                          !rehook_childtables(target, spec, &e)))
+            if (!same && !forget_reverses(target, spec, &n, &e))
                 log_warn("the target's way-back state of %s: %s", n.into_key, e.msg);
+            if (!same)
+                back_two_target_again(target, spec);
             drop_reverses(target, spec, &n);
             spec->phase = MIGRATE_PHASE_FOLLOW;
             spec->legacy_table[0] = '\0';

@@ -170,8 +170,15 @@ assert_eq "|orders_legacy||items_2ct_legacy" \
     "the killed switch back renamed nothing"
 assert_eq 0 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass")" \
     "... and made no trigger on the map"
+# The target's transaction fails after the source's committed (a test trigger refuses the
+# delete of its way-back state): the UUIDv7 children's order_id and the map's trigger are set
+# again outside it.
+q "CREATE FUNCTION t_refuse() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN RAISE EXCEPTION 'refused by the test'; END \$\$;
+   CREATE TRIGGER t_refuse BEFORE DELETE ON v7fill.migrate_reverse FOR EACH ROW EXECUTE FUNCTION t_refuse()" >/dev/null
 mig 0 --switch
 echo "$OUT"
+q "DROP TRIGGER t_refuse ON v7fill.migrate_reverse" >/dev/null
+assert_contains "$OUT" "the target's transaction failed" "the lost target transaction is said"
 assert_contains "$OUT" "switched back" "switched back"
 assert_eq "orders||items_2ct|" \
     "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy'), to_regclass('items_2ct'), to_regclass('items_2ct_legacy')")" \
