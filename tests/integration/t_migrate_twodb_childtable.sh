@@ -2,14 +2,17 @@
 # the capture of parent and child (the child's UUIDv7 table on the target, its order_id_uuid from
 # the parent's map there), --switch (the source's parent and child renamed <name>_legacy in one
 # short transaction; the target keeps its names; the child target's legacy_id gets a sequence of
-# its own going on from the source's), then the application writes the target: a new parent with
+# its own going on from the source's) killed once while retrying its lock and then run under the
+# application's writer and a reader on the source (nothing lost, no statement waits 2 s), then
+# the application writes the target: a new parent with
 # a child by order_id_uuid only, a child moved to another parent by its uuid alone, a child
 # unlinked, a child and a parent deleted.  --reverse (read from the target's slots, written into
 # the source's legacy tables, the child's order_id translated through the parent's map on the
 # target) makes the legacy tables equal the new ones through the maps; a rerun applies nothing.
-# Switching back restores the source's names, the child target's order_id follows its uuid, the
-# map's trigger is back, both ways back's slots are gone, and the legacy application writes by
-# integer keys again.
+# Switching back (killed once while retrying, then with the target's transaction failing after
+# the source's commit) restores the source's names, the child target's order_id follows its
+# uuid, the map's trigger is back, both ways back's slots are gone, and the legacy application
+# writes by integer keys again.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 SRC_DB="${PGDATABASE}_srcct"
@@ -71,9 +74,43 @@ kill_while_blocked items_2ct
 assert_eq "orders||items_2ct|" \
     "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy'), to_regclass('items_2ct'), to_regclass('items_2ct_legacy')")" \
     "the killed switch renamed nothing"
+# The switch under the application's writer on the source (an order with an item, an item's
+# update, an item's delete, 40 a second) and a reader: neither waits longer than the lock
+# timeout and a margin; once the tables are renamed the writer's statements fail, as they must.
+cat >writer.sql <<'SQL'
+\set k random(1, 300)
+BEGIN;
+INSERT INTO orders (created_at, note) VALUES ('2024-03-05', 'w') RETURNING id AS oid \gset
+INSERT INTO items_2ct (order_id, created_at, qty) VALUES (:oid, '2024-03-05', 5);
+COMMIT;
+UPDATE items_2ct SET qty = qty + 1 WHERE id = :k;
+DELETE FROM items_2ct WHERE id = (SELECT min(id) FROM items_2ct WHERE qty = 5 AND order_id < :oid - 5);
+SQL
+echo 'SELECT count(*) FROM items_2ct i JOIN orders o ON o.id = i.order_id;' >reader.sql
+"$PGBIN/pgbench" -n -c 1 -R 40 -T 8 -l --log-prefix=w -f writer.sql "$SRC_DB" >writer.log 2>&1 &
+writer=$!
+"$PGBIN/pgbench" -n -c 1 -R 40 -T 8 -l --log-prefix=r -f reader.sql "$SRC_DB" >reader.log 2>&1 &
+reader=$!
+sleep 1
 mig 0 --switch
 echo "$OUT"
+wait "$writer" || true
+wait "$reader" || true
+grep -q 'relation "orders" does not exist\|relation "items_2ct" does not exist' writer.log ||
+    { cat writer.log; fail "the writer's statements fail once the source tables are renamed"; }
+for who in w r; do
+    longest=$(cat $who.* | awk '{ if ($3 > m) m = $3 } END { print int(m / 1000) }')
+    echo "$who: $(cat $who.* | wc -l) transactions, longest ${longest} ms"
+    [ "$(cat $who.* | wc -l)" -ge 20 ] || fail "$who ran before the switch"
+    [ "$longest" -lt 2000 ] || fail "$who waited ${longest} ms (lock timeout 1000 ms)"
+done
 assert_contains "$OUT" "phase switched" "switched"
+assert_eq "$(qs "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', id, created_at, note), ',' ORDER BY id)) FROM orders_legacy")" \
+    "$(q "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', legacy_id, created_at, note), ',' ORDER BY legacy_id)) FROM $INTO")" \
+    "every order the writer committed before the switch is in the target"
+assert_eq "$(qs "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', id, order_id, qty), ',' ORDER BY id)) FROM items_2ct_legacy")" \
+    "$(q "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', legacy_id, order_id, qty), ',' ORDER BY legacy_id)) FROM $CINTO")" \
+    "every item the writer committed, updated or deleted before the switch is so in the target"
 assert_eq "|orders_legacy||items_2ct_legacy" \
     "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy'), to_regclass('items_2ct'), to_regclass('items_2ct_legacy')")" \
     "the source's parent and child renamed there"
