@@ -442,10 +442,12 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
 
             printf("  child %s.%s: use %s.%s, id uuid; reference the parent through %s_uuid "
                    "(uuid, FOREIGN KEY to %s.%s(id) ON DELETE SET NULL: change that rule to the "
-                   "application's); its old key is legacy_id%s%s%s%s\n",
+                   "application's; %s keeps the parent's legacy key, nullable now); its old key "
+                   "is legacy_id%s%s%s%s\n",
                    sp->children[i].schema, sp->children[i].table, sp->into_schema,
                    sp->children[i].into_table, sp->children[i].fk_column, sp->into_schema,
-                   sp->into_table, q && q->tseq_q ? ", filled for new rows by DEFAULT nextval of " : " (the application gives it: no sequence)",
+                   sp->into_table, sp->children[i].fk_column,
+                   q && q->tseq_q ? ", filled for new rows by DEFAULT nextval of " : " (the application gives it: no sequence)",
                    q && q->tseq_q ? q->tseq : "", q && q->tseq_q ? ", which goes on from " : "",
                    q && q->tseq_q ? q->src_seq : "");
         }
@@ -492,11 +494,12 @@ print_notes(PgConn *t, const MigrateSpec *sp, const Names *n, bool same, const c
         printf("  child %s.%s is its UUIDv7 table now (was %s.%s; the old one is %s.%.56s_legacy): "
                "its id is uuid, its old key legacy_id; reference the parent through %s_uuid "
                "(uuid, FOREIGN KEY to %s.%s(id) ON DELETE SET NULL: change that rule to the "
-               "application's, e.g. ON DELETE CASCADE); %s keeps the parent's legacy key\n",
+               "application's, e.g. ON DELETE CASCADE); %s keeps the parent's legacy key, "
+               "nullable now (a new row needs only %s_uuid)\n",
                sp->children[i].schema, sp->children[i].table, sp->into_schema,
                sp->children[i].into_table, sp->children[i].schema, sp->children[i].table,
                sp->children[i].fk_column, sp->from_schema, sp->from_table,
-               sp->children[i].fk_column);
+               sp->children[i].fk_column, sp->children[i].fk_column);
     for (size_t i = 0; !has_childtables(sp) && i < sp->nchildren; i++)
         printf("  child %s.%s: reference the parent through %s_uuid (uuid); %s keeps the legacy "
                "key\n",
@@ -831,6 +834,35 @@ tseq_start(PgConn *s, PgConn *tdb, const LegacySeq *q, const char *map_schema,
     free(map);
     if (!ok)
         err_prefix(err, "starting %s", q->tseq_q);
+    return ok;
+}
+
+/* Before the lock, migrate-mode children: each UUIDv7 child's <fk> (the
+ * parent's legacy key) nullable, as the application writes <fk>_uuid alone
+ * after the switch (a NOT NULL kept from the source refused those rows); the
+ * way back and switching back give the legacy child its key from the map.
+ * Nothing but v7fill writes these tables before the switch. */
+static bool
+childtables_fk_nullable(PgConn *target, const MigrateSpec *sp, int lock_timeout_ms, Err *err)
+{
+    Err reset;
+    bool ok = !has_childtables(sp) || exec_fmt(target, err, "SET lock_timeout = %d", lock_timeout_ms);
+
+    for (size_t i = 0; ok && has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        char *q = pg_qualified(target, sp->into_schema, sp->children[i].into_table);
+        char *fk = pg_ident(target, sp->children[i].fk_column);
+
+        ok = exec_fmt(target, err, "ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", q, fk);
+        if (!ok)
+            err_prefix(err, "child %s.%s: its %s.%s.%s nullable for the application's rows",
+                       sp->children[i].schema, sp->children[i].table, sp->into_schema,
+                       sp->children[i].into_table, sp->children[i].fk_column);
+        free(q);
+        free(fk);
+    }
+    if (has_childtables(sp) && !pg_exec(target, "RESET lock_timeout", &reset))
+        log_debug("RESET lock_timeout: %s", reset.msg);
     return ok;
 }
 
@@ -1620,6 +1652,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
     }
     else if (!check_caught_up(source, spec, err) || !one_way_of(target, spec, &n, err) ||
              (!n.one_way && !prepare_reverses(target, spec, &n, err)) ||
+             !childtables_fk_nullable(target, spec, lock_timeout_ms, err) ||
              !settle_children(same ? target : source, same ? NULL : target, spec, lock_timeout_ms,
                               st, err))
         goto out;

@@ -116,5 +116,13 @@ run_expect 0 "$V7FILL" migrate --into "$INTO" --verify
 echo "$OUT"
 assert_contains "$OUT" "verdict: OK" "--verify after the switch"
 assert_eq 1 "$(echo "$OUT" | grep -cE "^public\.items +join pairs +[0-9]+ +[0-9]+ +OK")" "--verify checks the child's join pairs under its new name"
+# The application writes a payment by order_id_uuid alone: payments.order_id was NOT NULL on the
+# source, and the switch made it nullable in the UUIDv7 payments (before, the insert failed).
+q "INSERT INTO payments (id, order_id_uuid, paid, created_at)
+     SELECT (lpad(to_hex(floor(extract(epoch FROM now()) * 1000)::bigint), 12, '0') || '7'
+             || substr(md5(random()::text), 1, 3) || '8' || substr(md5(random()::text), 1, 15))::uuid,
+            id, 4242, now() FROM orders WHERE note = 'sw' LIMIT 1" >/dev/null
+assert_eq 1 "$(q "SELECT count(*) FROM payments WHERE paid = 4242 AND order_id IS NULL AND order_id_uuid IS NOT NULL")" \
+    "a payment written by order_id_uuid alone after the switch"
 e2e_drop_slots
 echo "ok t_migrate_e2e_childtable"

@@ -34,7 +34,10 @@ qs "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NU
     CREATE TABLE items_2ct (id bigserial PRIMARY KEY, order_id bigint, created_at timestamptz NOT NULL, qty int);
     INSERT INTO items_2ct (order_id, created_at, qty)
       SELECT CASE WHEN g % 30 = 0 THEN NULL WHEN g % 45 = 0 THEN 100000 + g ELSE g % 300 + 1 END,
-             timestamptz '2024-01-02' + g * interval '3 hours', g FROM generate_series(1, 900) g" >/dev/null
+             timestamptz '2024-01-02' + g * interval '3 hours', g FROM generate_series(1, 900) g;
+    CREATE TABLE notes_2ct (id serial PRIMARY KEY, order_id bigint NOT NULL REFERENCES orders (id), created_at timestamptz NOT NULL, body text);
+    INSERT INTO notes_2ct (order_id, created_at, body)
+      SELECT g % 200 + 100, timestamptz '2024-01-03' + g * interval '5 hours', 'b' || g FROM generate_series(1, 400) g" >/dev/null
 mig() { run_expect "$1" "$V7FILL" migrate --into "$INTO" "${@:2}"; }
 # kill_while_blocked TABLE: a session on the source holds TABLE (ACCESS SHARE: the switch's
 # rename of it waits), --switch runs until its first retry, is killed with -9, the blocker goes.
@@ -59,7 +62,7 @@ kill_while_blocked() {
     done
 }
 mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column created_at \
-    --child 'public.items_2ct(order_id)' --child-mode migrate
+    --child 'public.items_2ct(order_id)' --child 'public.notes_2ct(order_id)' --child-mode migrate
 assert_contains "$OUT" "phase follow" "the copy finished"
 assert_eq 900 "$(q "SELECT count(*) FROM $CINTO")" "the child's UUIDv7 table on the target"
 assert_eq 0 "$(q "SELECT count(*) FROM $CINTO c JOIN ${INTO}_id_map m ON m.legacy_id = c.order_id WHERE c.order_id_uuid IS DISTINCT FROM m.id")" \
@@ -105,6 +108,7 @@ for who in w r; do
     [ "$longest" -lt 2000 ] || fail "$who waited ${longest} ms (lock timeout 1000 ms)"
 done
 assert_contains "$OUT" "phase switched" "switched"
+assert_eq "|notes_2ct_legacy" "$(qs "SELECT to_regclass('notes_2ct'), to_regclass('notes_2ct_legacy')")" "the second child renamed too"
 assert_eq "$(qs "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', id, created_at, note), ',' ORDER BY id)) FROM orders_legacy")" \
     "$(q "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', legacy_id, created_at, note), ',' ORDER BY legacy_id)) FROM $INTO")" \
     "every order the writer committed before the switch is in the target"
@@ -118,9 +122,9 @@ assert_eq "$(q "SELECT id FROM $INTO WHERE legacy_id = 7")" "$(q "SELECT order_i
     "the child moved on the source before the switch names its new parent"
 assert_eq 1 "$(q "SELECT count(*) FROM $CINTO WHERE qty = -1 AND order_id_uuid IS NOT NULL")" \
     "the child written before the switch has its parent's id"
-assert_eq "v7fill_${CINTO}_rev,v7fill_${INTO}_rev" \
+assert_eq "v7fill_${CINTO}_rev,v7fill_notes_2ct_v7_rev,v7fill_${INTO}_rev" \
     "$(q "SELECT string_agg(slot_name, ',' ORDER BY slot_name) FROM pg_replication_slots WHERE slot_name LIKE '%_rev' AND database = current_database()")" \
-    "a way-back slot on the target for the parent and one for the child"
+    "a way-back slot on the target for the parent and one for each child"
 assert_eq 0 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass")" \
     "the switch drops the map's trigger (the way back writes the map)"
 assert_contains "$(q "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = '$CINTO'::regclass AND adnum = (SELECT attnum FROM pg_attribute WHERE attrelid = '$CINTO'::regclass AND attname = 'legacy_id')")" \
@@ -141,7 +145,9 @@ q "WITH p AS (INSERT INTO $INTO (id, created_at, note) VALUES (t_uuid7('2024-03-
    DELETE FROM $CINTO WHERE legacy_id = 4;
    DELETE FROM $CINTO WHERE order_id_uuid = (SELECT id FROM $INTO WHERE legacy_id = 20);
    DELETE FROM $INTO WHERE legacy_id = 20;
-   UPDATE $INTO SET note = 'changed' WHERE legacy_id = 5" >/dev/null
+   UPDATE $INTO SET note = 'changed' WHERE legacy_id = 5;
+   INSERT INTO notes_2ct_v7 (id, order_id_uuid, created_at, body) SELECT t_uuid7('2024-03-01'), id, '2024-03-01', 'new note' FROM $INTO WHERE note = 'new';
+   UPDATE notes_2ct_v7 SET order_id_uuid = (SELECT id FROM $INTO WHERE legacy_id = 150), body = 'moved' WHERE legacy_id = 1" >/dev/null
 # A --reverse --follow killed with -9 while the application writes (a parent deleted with its
 # children kept: the foreign key's ON DELETE SET NULL clears their order_id_uuid), then the
 # same command until caught up: nothing applied twice, nothing missing.
@@ -183,9 +189,17 @@ digest_new_mixed() {
     q "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', c.legacy_id, CASE WHEN c.order_id_uuid IS NULL THEN CASE WHEN EXISTS (SELECT 1 FROM ${INTO}_id_map x WHERE x.legacy_id = c.order_id) THEN NULL ELSE c.order_id END ELSE m.legacy_id END, c.created_at, c.qty), ',' ORDER BY c.legacy_id))
          FROM $CINTO c LEFT JOIN ${INTO}_id_map m ON m.id = c.order_id_uuid"
 }
-assert_eq "$(pdigest_new)" "$(pdigest_old orders_legacy)" "the legacy parent equals the new one through the map"
-assert_eq "$(digest_new_mixed)" "$(digest_old items_2ct_legacy)" "the legacy child equals the new one, its order_id through the parent's map"
 newkey=$(q "SELECT legacy_id FROM $INTO WHERE note = 'new'")
+ndigest_new() {
+    q "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', c.legacy_id, m.legacy_id, c.created_at, c.body), ',' ORDER BY c.legacy_id))
+         FROM notes_2ct_v7 c LEFT JOIN ${INTO}_id_map m ON m.id = c.order_id_uuid"
+}
+ndigest_old() { qs "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', id, order_id, created_at, body), ',' ORDER BY id)) FROM $1"; }
+assert_eq "$(pdigest_new)" "$(pdigest_old orders_legacy)" "the legacy parent equals the new one through the map"
+assert_eq "$(ndigest_new)" "$(ndigest_old notes_2ct_legacy)" "the second legacy child equals its new table through the parent's map"
+assert_eq "150|moved" "$(qs "SELECT order_id || '|' || body FROM notes_2ct_legacy WHERE id = 1")" "a note moved by its uuid alone"
+assert_eq "$newkey" "$(qs "SELECT order_id FROM notes_2ct_legacy WHERE body = 'new note'")" "a note of the new parent"
+assert_eq "$(digest_new_mixed)" "$(digest_old items_2ct_legacy)" "the legacy child equals the new one, its order_id through the parent's map"
 [ -n "$newkey" ] && [ "$newkey" -gt 301 ] || fail "the new parent got a legacy key past the old ones: [$newkey]"
 assert_eq "$newkey" "$(qs "SELECT order_id FROM items_2ct_legacy WHERE qty = -77")" \
     "the new child names its new parent's legacy key in the legacy table"
@@ -222,16 +236,18 @@ assert_eq "orders||items_2ct|" \
     "the source's names restored"
 assert_eq 11 "$(qs "SELECT order_id FROM items_2ct WHERE qty = -88")" "a child written just before switching back reached the legacy table"
 assert_eq "$(digest_new_mixed)" "$(digest_old items_2ct)" "the legacy child equals the new one"
+assert_eq "$(ndigest_new)" "$(ndigest_old notes_2ct)" "the second legacy child equals its new table"
+assert_eq "notes_2ct|" "$(qs "SELECT to_regclass('notes_2ct'), to_regclass('notes_2ct_legacy')")" "the second child's name restored"
 assert_eq 0 "$(q "SELECT count(*) FROM $CINTO c JOIN ${INTO}_id_map m ON m.id = c.order_id_uuid WHERE c.order_id IS DISTINCT FROM m.legacy_id")" \
     "the child target's order_id follows its uuid again"
-assert_eq 1 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass")" "the map's trigger is back"
+assert_eq 2 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass")" "the map's triggers are back, one per child"
 assert_eq 0 "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%_rev'")" "both ways back's slots dropped"
 assert_eq "" "$(qs "SELECT string_agg(into_table, ',') FROM v7fill.migrate_reverse")" "no way-back state left on the source"
 qs "INSERT INTO orders (created_at, note) VALUES ('2024-08-01', 'after');
     INSERT INTO items_2ct (order_id, created_at, qty) VALUES (currval('orders_id_seq'), '2024-08-01', -99)" >/dev/null
-assert_contains "$OUT" "--child 'public.items_2ct(order_id)' --child-mode migrate" "switching back prints the command that resumes the capture"
+assert_contains "$OUT" "--child 'public.items_2ct(order_id)' --child 'public.notes_2ct(order_id)' --child-mode migrate" "switching back prints the command that resumes the capture"
 mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column created_at \
-    --child 'public.items_2ct(order_id)' --child-mode migrate
+    --child 'public.items_2ct(order_id)' --child 'public.notes_2ct(order_id)' --child-mode migrate
 assert_contains "$OUT" "phase follow" "the capture resumes after switching back"
 assert_eq 1 "$(q "SELECT count(*) FROM $CINTO c JOIN $INTO p ON p.id = c.order_id_uuid WHERE c.qty = -99 AND p.note = 'after'")" \
     "the legacy application's new parent and child reach the target, linked"
