@@ -838,30 +838,54 @@ tseq_start(PgConn *s, PgConn *tdb, const LegacySeq *q, const char *map_schema,
 }
 
 /* Before the lock, migrate-mode children: each UUIDv7 child's <fk> (the
- * parent's legacy key) nullable, as the application writes <fk>_uuid alone
- * after the switch (a NOT NULL kept from the source refused those rows); the
- * way back and switching back give the legacy child its key from the map.
- * Nothing but v7fill writes these tables before the switch. */
+ * parent's legacy key) made nullable where it is NOT NULL (kept from the
+ * source), as the application writes <fk>_uuid alone after the switch and
+ * that NOT NULL refused those rows; the way back and switching back give the
+ * legacy child its key from the map.  The legacy child still needs a key:
+ * a CHECK that one of the two is set takes the NOT NULL's place (NOT VALID:
+ * the rows there have <fk>).  Nothing but v7fill writes these tables before
+ * the switch; a column already nullable is left alone (no lock). */
 static bool
 childtables_fk_nullable(PgConn *target, const MigrateSpec *sp, int lock_timeout_ms, Err *err)
 {
+    bool ok = true, set = false;
     Err reset;
-    bool ok = !has_childtables(sp) || exec_fmt(target, err, "SET lock_timeout = %d", lock_timeout_ms);
 
     for (size_t i = 0; ok && has_childtables(sp) && i < sp->nchildren; i++)
     {
-        char *q = pg_qualified(target, sp->into_schema, sp->children[i].into_table);
-        char *fk = pg_ident(target, sp->children[i].fk_column);
+        const MigrateChild *ch = &sp->children[i];
+        char v[8] = "", uuidcol[80], con[64];
+        char *q = pg_qualified(target, sp->into_schema, ch->into_table);
+        const char *p[2] = {q, ch->fk_column};
 
-        ok = exec_fmt(target, err, "ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", q, fk);
+        ok = query_text(target,
+                        "SELECT attnotnull::text FROM pg_catalog.pg_attribute WHERE attrelid = "
+                        "$1::regclass AND attname = $2 AND NOT attisdropped",
+                        2, p, v, sizeof v, err);
+        if (ok && strcmp(v, "true") == 0)
+        {
+            char *fk = pg_ident(target, ch->fk_column), *fku, *conq;
+
+            (void) snprintf(uuidcol, sizeof uuidcol, "%s_uuid", ch->fk_column);
+            (void) snprintf(con, sizeof con, "v7fill_%.40s_or_uuid", ch->fk_column);
+            fku = pg_ident(target, uuidcol);
+            conq = pg_ident(target, con);
+            ok = (set || exec_fmt(target, err, "SET lock_timeout = %d", lock_timeout_ms)) &&
+                 exec_fmt(target, err,
+                          "ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL, ADD CONSTRAINT %s CHECK "
+                          "(%s IS NOT NULL OR %s IS NOT NULL) NOT VALID",
+                          q, fk, conq, fk, fku);
+            set = true;
+            free(fk);
+            free(fku);
+            free(conq);
+        }
         if (!ok)
             err_prefix(err, "child %s.%s: its %s.%s.%s nullable for the application's rows",
-                       sp->children[i].schema, sp->children[i].table, sp->into_schema,
-                       sp->children[i].into_table, sp->children[i].fk_column);
+                       ch->schema, ch->table, sp->into_schema, ch->into_table, ch->fk_column);
         free(q);
-        free(fk);
     }
-    if (has_childtables(sp) && !pg_exec(target, "RESET lock_timeout", &reset))
+    if (set && !pg_exec(target, "RESET lock_timeout", &reset))
         log_debug("RESET lock_timeout: %s", reset.msg);
     return ok;
 }
