@@ -58,6 +58,12 @@ migrate_result_free(MigrateResult *r)
 }
 
 void
+migrate_legacy_name(const char *table, char out[64])
+{
+    (void) snprintf(out, 64, "%.56s_legacy", table);
+}
+
+void
 migrate_object_name(const char *into_schema, const char *into_table, char out[64])
 {
     char name[256];
@@ -1193,7 +1199,7 @@ together_switched(PgConn *target, Together *t, uint64_t final_lsn, Err *err)
         c->phase = MIGRATE_PHASE_SWITCHED;
         if (final_lsn)
             c->switch_lsn = final_lsn;
-        (void) snprintf(c->legacy_table, sizeof c->legacy_table, "%.56s_legacy", c->from_table);
+        migrate_legacy_name(c->from_table, c->legacy_table);
         if (!migrate_state_put(target, c, err))
             return false;
     }
@@ -1231,7 +1237,7 @@ legacy_exists(PgConn *target, const MigrateSpec *spec, bool *exists, Err *err)
     PGresult *res;
     bool ok;
 
-    (void) snprintf(name, sizeof name, "%.56s_legacy", spec->from_table);
+    migrate_legacy_name(spec->from_table, name);
     q = pg_qualified(target, spec->from_schema, spec->legacy_table[0] ? spec->legacy_table : name);
     p[0] = q;
     ok = pg_query(target, "SELECT pg_catalog.to_regclass($1) IS NOT NULL", 1, p, &res, err);

@@ -44,8 +44,7 @@ load_children(PgConn *db, const MigrateSpec *spec, MigrateSpec *kids, Err *err)
                            spec->children[i].schema, spec->children[i].table, spec->into_schema,
                            spec->children[i].into_table);
         if (kids[i].legacy_table[0] == '\0')
-            (void) snprintf(kids[i].legacy_table, sizeof kids[i].legacy_table, "%.56s_legacy",
-                            kids[i].from_table);
+            migrate_legacy_name(kids[i].from_table, kids[i].legacy_table);
     }
     return true;
 }

@@ -929,7 +929,7 @@ restrictive_child_key(PgConn *c, const MigrateSpec *spec, char *child, size_t cs
         const char *p[2];
         PGresult *res;
 
-        (void) snprintf(legacy, sizeof legacy, "%.56s_legacy", spec->children[i].table);
+        migrate_legacy_name(spec->children[i].table, legacy);
         child_q = pg_qualified(c, spec->children[i].schema, legacy);
         p[0] = child_q;
         p[1] = parent_q;
@@ -1065,8 +1065,7 @@ migrate_reverse(PgConn *db, PgConn *legacy, MigrateSpec *spec, bool follow, Reve
         return err_set(err, EC_INTERNAL, "the way back of a migration between two databases "
                                          "got no connection to the source");
     if (spec->legacy_table[0] == '\0')
-        (void) snprintf(spec->legacy_table, sizeof spec->legacy_table, "%.56s_legacy",
-                        spec->from_table);
+        migrate_legacy_name(spec->from_table, spec->legacy_table);
     if (!migrate_reverse_session(legacy, spec, &replica, err))
         return false;
     ok = reverse_run(db, legacy, spec, follow, st, err);

@@ -340,6 +340,31 @@ prepare_reverses(PgConn *t, const MigrateSpec *sp, const Names *n, Err *err)
     return ok;
 }
 
+/* A forward switch that failed after prepare_reverses: its slots stay for
+ * the next attempt (making one waits for every running transaction), and
+ * keep the target's WAL meanwhile; said with how to drop them. */
+static void
+warn_reverses_kept(const MigrateSpec *sp, const Names *n)
+{
+    Buf b = {0};
+
+    buf_printf(&b, "SELECT pg_drop_replication_slot('%s'); DROP PUBLICATION \"%s\";", n->rev,
+               n->rev);
+    for (size_t i = 0; has_childtables(sp) && i < sp->nchildren; i++)
+    {
+        char key[160], rev[64];
+
+        child_rev(sp, &sp->children[i], key, rev);
+        buf_printf(&b, " SELECT pg_drop_replication_slot('%s'); DROP PUBLICATION \"%s\";", rev,
+                   rev);
+    }
+    log_warn("not switched: the way back's slots made for it stay on the target for the next "
+             "--switch and keep the target's WAL until then; if the switch is given up, drop "
+             "them there: %s",
+             b.data);
+    buf_free(&b);
+}
+
 /* In the switch transaction: where each way back starts (every later write
  * to the new tables commits after this transaction). */
 static bool
@@ -647,7 +672,7 @@ switch_childtables(PgConn *s, const MigrateSpec *sp, Err *err)
         char *src_q = pg_qualified(s, ch->schema, ch->table);
         char *new_q = pg_qualified(s, sp->into_schema, ch->into_table);
 
-        (void) snprintf(legacy, sizeof legacy, "%.56s_legacy", ch->table);
+        migrate_legacy_name(ch->table, legacy);
         ok = pk_column(s, src_q, key, sizeof key, err);
         if (ok && key[0])
         {
@@ -949,7 +974,7 @@ switch_childtables_two(PgConn *s, const MigrateSpec *sp, const Names *n, const c
         char legacy[64];
         char *src_q = pg_qualified(s, ch->schema, ch->table);
 
-        (void) snprintf(legacy, sizeof legacy, "%.56s_legacy", ch->table);
+        migrate_legacy_name(ch->table, legacy);
         ok = exec_fmt(s, err, "LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", src_q) &&
              move_table(s, src_q, ch->schema, ch->table, ch->schema, legacy, err);
         if (!ok)
@@ -984,6 +1009,72 @@ switch_childtables_two(PgConn *s, const MigrateSpec *sp, const Names *n, const c
     if (t_open)
         rollback(t);
     return ok;
+}
+
+typedef enum Where
+{
+    AT_BEFORE, /* <from> is the legacy table, <into> exists */
+    AT_SWITCHED,
+} Where;
+
+/* Which way the names stand, from the catalog (a kill between the commit
+ * and the caller storing the phase is harmless). */
+static bool
+names_stand(PgConn *c, const Names *n, bool same, Where *w, Err *err)
+{
+    bool legacy, into;
+
+    if (!rel_exists(c, n->legacy_q, &legacy, err) ||
+        (same && !rel_exists(c, n->into_q, &into, err)))
+        return false;
+    *w = legacy && (!same || !into) ? AT_SWITCHED : AT_BEFORE;
+    return true;
+}
+
+/* The source's COMMIT of the forward switch failed.  Refused by the server
+ * (the connection stands): rolled back.  Lost with the connection: it may
+ * have committed before the answer was lost, so the catalog, read on a new
+ * connection, tells; *committed when the tables stand switched.  Not
+ * committed: err says so, and, between two databases, what the target
+ * committed already and what to run. */
+static void
+commit_lost(PgConn *s, const Names *n, bool same, bool *committed, Err *err)
+{
+    Err e = {0};
+    Where w;
+
+    *committed = false;
+    if (pg_is_broken(s))
+    {
+        if (!pg_reconnect(s, &e) || !names_stand(s, n, same, &w, &e))
+        {
+            err_prefix(err, "the switch's COMMIT got no answer and whether it committed could "
+                            "not be read (%s)",
+                       e.msg);
+            err_hint(err, "Run --switch again: it says \"already switched\" if it did.");
+            return;
+        }
+        if (w == AT_SWITCHED)
+        {
+            log_warn("the switch's COMMIT got no answer (%s), but the tables stand switched: it "
+                     "committed",
+                     err->msg);
+            err_clear(err);
+            *committed = true;
+            return;
+        }
+    }
+    err_prefix(err, "the switch's transaction did not commit%s",
+               same ? ": nothing is switched" : " on the source: nothing is renamed there");
+    if (same)
+        err_hint(err, "Run --switch again.");
+    else
+        err_hint(err,
+                 "The target's part committed before it (the late <fk>_uuid of migrate-mode "
+                 "children, the map's trigger dropped, the legacy_id sequences started, the way "
+                 "back's start recorded); the application goes on writing to the source. Run "
+                 "--switch again (each step is done again), or resume the capture with the "
+                 "migrate command that started it, which makes the map's trigger again.");
 }
 
 /* The switch transaction, forward, one attempt.  *retry: the lock was not
@@ -1067,7 +1158,13 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
             goto fail;
     }
     if (!pg_exec(s, "COMMIT", err))
-        goto fail;
+    {
+        bool committed;
+
+        commit_lost(s, n, same, &committed, err);
+        if (!committed)
+            goto fail;
+    }
     st->lock_held_ms = monotime_ms() - t0;
     pg_close(lk.flush);
     return true;
@@ -1129,13 +1226,13 @@ fill_childtable_keys(PgConn *c, const MigrateSpec *sp, bool same, uint64_t *rows
  * (expand mode, migrate_childkeys.h; map: the target when the children are
  * in another database, else NULL).  Migrate-mode children:
  * fill_childtable_keys on c, the target (map: the target too when the
- * legacy tables are in another database, else NULL). */
+ * legacy tables are in another database, else NULL; same: one database). */
 static bool
-fill_child_keys(PgConn *c, PgConn *map, const MigrateSpec *sp, const char *legacy_q,
+fill_child_keys(PgConn *c, PgConn *map, bool same, const MigrateSpec *sp, const char *legacy_q,
                 uint64_t *rows, Err *err)
 {
     if (has_childtables(sp))
-        return fill_childtable_keys(c, sp, map == NULL, rows, err);
+        return fill_childtable_keys(c, sp, same, rows, err);
     for (size_t i = 0; i < sp->nchildren; i++)
         if (!migrate_child_keys_back(c, map, sp, &sp->children[i], legacy_q, rows, err))
             return false;
@@ -1174,7 +1271,7 @@ back_childtables(PgConn *s, const MigrateSpec *sp, Err *err)
         char *legacy_q;
         const char *p[1] = {key};
 
-        (void) snprintf(legacy, sizeof legacy, "%.56s_legacy", ch->table);
+        migrate_legacy_name(ch->table, legacy);
         legacy_q = pg_qualified(s, ch->schema, legacy);
         child_rev(sp, ch, key, rev);
         ok = exec_fmt(s, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", legacy_q, cur_q) &&
@@ -1242,7 +1339,7 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
     if (st->applied_at_switch > 0)
         st->children_fill_clean = false; /* also for a later attempt (this one may fail) */
     ok = (st->children_fill_clean ||
-          fill_child_keys(t, NULL, sp, n->legacy_q, &st->children_filled, err)) &&
+          fill_child_keys(t, NULL, true, sp, n->legacy_q, &st->children_filled, err)) &&
          exec_fmt(t, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", n->legacy_q, n->from_q) &&
          move_table(t, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
                     sp->into_table, err) &&
@@ -1316,7 +1413,7 @@ back_childtables_two(PgConn *s, const MigrateSpec *sp, Err *err)
         char legacy[64];
         char *legacy_q;
 
-        (void) snprintf(legacy, sizeof legacy, "%.56s_legacy", ch->table);
+        migrate_legacy_name(ch->table, legacy);
         legacy_q = pg_qualified(s, ch->schema, legacy);
         ok = exec_fmt(s, err, "LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", legacy_q) &&
              move_table(s, legacy_q, ch->schema, legacy, ch->schema, ch->table, err);
@@ -1482,26 +1579,6 @@ print_back_children(const MigrateSpec *sp, bool same)
     }
 }
 
-typedef enum Where
-{
-    AT_BEFORE, /* <from> is the legacy table, <into> exists */
-    AT_SWITCHED,
-} Where;
-
-/* Which way the names stand, from the catalog (a kill between the commit
- * and the caller storing the phase is harmless). */
-static bool
-names_stand(PgConn *c, const Names *n, bool same, Where *w, Err *err)
-{
-    bool legacy, into;
-
-    if (!rel_exists(c, n->legacy_q, &legacy, err) ||
-        (same && !rel_exists(c, n->into_q, &into, err)))
-        return false;
-    *w = legacy && (!same || !into) ? AT_SWITCHED : AT_BEFORE;
-    return true;
-}
-
 static bool
 legacy_id_nullable(PgConn *target, const char *into_q, int lock_timeout_ms, Err *err)
 {
@@ -1565,8 +1642,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
     if (attempts <= 0)
         attempts = 10;
     if (spec->legacy_table[0] == '\0')
-        (void) snprintf(spec->legacy_table, sizeof spec->legacy_table, "%.56s_legacy",
-                        spec->from_table);
+        migrate_legacy_name(spec->from_table, spec->legacy_table);
     names_init(c, spec, &n);
     /* Two databases: the target's legacy_id has no sequence to fill it for the
      * application's new rows (the old one is the source's), so it may be
@@ -1653,7 +1729,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         {
             uint64_t filled = 0;
 
-            if (!fill_child_keys(target, same ? NULL : target, spec, n.legacy_q, &filled, err))
+            if (!fill_child_keys(target, same ? NULL : target, same, spec, n.legacy_q, &filled, err))
                 goto out;
             st->children_filled += filled;
             st->children_fill_clean = has_childtables(spec) && filled == 0;
@@ -1669,7 +1745,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
          * now, not under the lock (10,000 recorded moves set here made the
          * lock 360 ms long instead of 50). */
         if (!same && !has_childtables(spec) &&
-            (!fill_child_keys(source, target, spec, n.legacy_q, &st->children_filled, err) ||
+            (!fill_child_keys(source, target, false, spec, n.legacy_q, &st->children_filled, err) ||
                       !current_lsn(target, &now_lsn, err) ||
                       !reverse_upto(apply, n.lapply, spec, now_lsn, &pre, err)))
             goto out;
@@ -1695,7 +1771,11 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
     }
     if (!switch_retried(c, apply, spec, &n, same, back, lock_timeout_ms, attempts, catch_up, ctx,
                         st, seq, sizeof seq, err))
+    {
+        if (!back && !n.one_way)
+            warn_reverses_kept(spec, &n);
         goto out;
+    }
     spec->switch_lsn = st->final_lsn;
     if (back && !same && !has_childtables(spec))
     {
@@ -1706,7 +1786,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
          * Switched back already: a failure only warns. */
         Err e = {0};
 
-        if (!fill_child_keys(source, target, spec, n.from_q, &st->children_filled, &e))
+        if (!fill_child_keys(source, target, false, spec, n.from_q, &st->children_filled, &e))
             log_warn("switched back, but the children's pass after it failed (%s): child rows "
                      "written just before may keep <fk> NULL",
                      e.msg);

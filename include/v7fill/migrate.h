@@ -150,6 +150,10 @@ void migrate_result_free(MigrateResult *r);
  * (longer names end in a hash of schema.table, so they stay unique). */
 void migrate_object_name(const char *into_schema, const char *into_table, char out[64]);
 
+/* <table>_legacy: the name the switch gives the table it retires (the table's
+ * name cut to 56 bytes first, so it stays an identifier of 63). */
+void migrate_legacy_name(const char *table, char out[64]);
+
 /* The setup (idempotent: the target, the publication, the state row; each
  * expand-mode child's <fk>_uuid and its trigger), then the copy and capture
  * (stream_run) until caught up (phase follow), each child filled from the map

@@ -2,7 +2,9 @@
 # the capture of parent and child (the child's UUIDv7 table on the target, its order_id_uuid from
 # the parent's map there), --switch (the source's parent and child renamed <name>_legacy in one
 # short transaction; the target keeps its names; the child target's legacy_id gets a sequence of
-# its own going on from the source's) killed once while retrying its lock and then run under the
+# its own going on from the source's) killed once while retrying its lock, failing once with the
+# source's session ended between the target's commit and the source's (nothing renamed, said
+# with what to run; the next capture run makes the map's trigger again), and then run under the
 # application's writer and a reader on the source (nothing lost, no statement waits 2 s), then
 # the application writes the target: a new parent with
 # a child by order_id_uuid only, a child moved to another parent by its uuid alone, a child
@@ -77,6 +79,39 @@ kill_while_blocked items_2ct
 assert_eq "orders||items_2ct|" \
     "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy'), to_regclass('items_2ct'), to_regclass('items_2ct_legacy')")" \
     "the killed switch renamed nothing"
+# The source's commit lost after the target's: a test trigger on the target ends the switch's
+# session on the source when the parent's way back is recorded there, the last step before the
+# source's commit.  The source keeps its names and takes the
+# application's writes; the switch says what committed where and what to run; the next capture
+# run makes the map's trigger again, so a child written with its parent in one transaction gets
+# the parent's id.
+q "CREATE FUNCTION t_cut_source() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN
+     PERFORM pg_terminate_backend(pid) FROM pg_stat_activity
+       WHERE datname = '$SRC_DB' AND backend_type = 'client backend' AND state = 'idle in transaction';
+     RETURN NULL; END \$\$;
+   CREATE TRIGGER t_cut_source AFTER INSERT OR UPDATE ON v7fill.migrate_reverse FOR EACH ROW
+     WHEN (NEW.slot = 'v7fill_${INTO}_rev') EXECUTE FUNCTION t_cut_source()" >/dev/null
+rc=0; "$V7FILL" migrate --into "$INTO" --switch >cut.log 2>&1 || rc=$?
+OUT=$(cat cut.log)
+echo "$OUT"
+q "DROP TRIGGER t_cut_source ON v7fill.migrate_reverse" >/dev/null
+assert_eq 5 "$rc" "the switch whose source commit was lost exits with the database error's status"
+assert_contains "$OUT" "did not commit on the source: nothing is renamed there" "the lost source commit is said"
+assert_contains "$OUT" "Run --switch again" "... with what to run"
+assert_contains "$OUT" "drop_replication_slot('v7fill_notes_2ct_v7_rev')" "the way back's slots kept are said, with how to drop them"
+assert_eq "orders||items_2ct||notes_2ct|" \
+    "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy'), to_regclass('items_2ct'), to_regclass('items_2ct_legacy'), to_regclass('notes_2ct'), to_regclass('notes_2ct_legacy')")" \
+    "the source's names stand"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass")" \
+    "the target's part committed (the map's triggers dropped)"
+qs "INSERT INTO orders (created_at, note) VALUES ('2024-06-02', 'cut');
+    INSERT INTO items_2ct (order_id, created_at, qty) VALUES (currval('orders_id_seq'), '2024-06-02', -3)" >/dev/null
+mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column created_at \
+    --child 'public.items_2ct(order_id)' --child 'public.notes_2ct(order_id)' --child-mode migrate
+assert_eq 2 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass")" \
+    "the capture run after it makes the map's triggers again"
+assert_eq "$(q "SELECT id FROM $INTO WHERE note = 'cut'")" "$(q "SELECT order_id_uuid FROM $CINTO WHERE qty = -3")" \
+    "a child written with its parent in one transaction after the lost switch has the parent's id"
 # The switch under the application's writer on the source (an order with an item, an item's
 # update, in a loop) and a reader: each statement timed by the shell, the ones that fail
 # included; none waits longer than the lock timeout and a margin; once the tables are renamed
