@@ -57,10 +57,23 @@ migrate_result_free(MigrateResult *r)
     r->children = NULL;
 }
 
+int
+migrate_name_cut(const char *name, int max)
+{
+    int n = (int) strnlen(name, (size_t) max + 1);
+
+    if (n <= max)
+        return n;
+    n = max;
+    while (n > 0 && ((unsigned char) name[n] & 0xC0) == 0x80)
+        n--; /* name[n] continues a character: cut before its first byte */
+    return n;
+}
+
 void
 migrate_legacy_name(const char *table, char out[64])
 {
-    (void) snprintf(out, 64, "%.56s_legacy", table);
+    (void) snprintf(out, 64, "%.*s_legacy", migrate_name_cut(table, 56), table);
 }
 
 void
@@ -1286,7 +1299,7 @@ migrate_switch_spec(PgConn *target, const char *target_conninfo, MigrateSpec *sp
     }
     /* Killed between the switch's commit and storing its phase: the names
      * tell (migrate_switch says so); no capture into a renamed table. */
-    if ((kids || migrate_child_same_database(spec)) && spec->phase == MIGRATE_PHASE_FOLLOW &&
+    if (spec->phase == MIGRATE_PHASE_FOLLOW &&
         !legacy_exists(spec->source_conninfo[0] ? src : target, spec, &renamed, err))
     {
         ok = false;

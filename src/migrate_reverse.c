@@ -46,6 +46,8 @@ typedef struct Rev
      * parent map's legacy key of <fk>_uuid, else as put_value says. */
     int fk_common;               /* its index among the common columns (-1: none) */
     int f_fku;                   /* <fk>_uuid's field in the record */
+    bool fk_required;            /* the legacy <fk> is NOT NULL: a cleared <fk>_uuid keeps
+                                    the key given (the legacy row cannot say "no parent") */
     char *pmap_q;                /* the parent's map */
     size_t ncommon;
     int *common_field;           /* per common column: its field in the record */
@@ -176,6 +178,19 @@ rev_columns(Rev *r, const ReverseParentRef *ref, Err *err)
     }
     r->vals = xcalloc(r->newt.ncols + 1, sizeof *r->vals);
     r->legacy_q = pg_qualified(r->c, sp->from_schema, sp->legacy_table);
+    if (ref)
+    {
+        PGresult *res;
+        const char *p[2] = {r->legacy_q, ref->fk_column};
+
+        if (!pg_query(r->c,
+                      "SELECT attnotnull FROM pg_catalog.pg_attribute WHERE attrelid = "
+                      "$1::regclass AND attname = $2 AND NOT attisdropped",
+                      2, p, &res, err))
+            return false;
+        r->fk_required = PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
+        PQclear(res);
+    }
     r->map_q = pg_qualified(r->m, sp->into_schema, sp->map_table);
     r->new_q = pg_qualified(r->m, nt.schema, nt.name);
     r->key_q = pg_ident(r->c, sp->key);
@@ -238,11 +253,18 @@ map_lookup(Rev *r, const char *id, char *out, size_t size, bool *found, Err *err
  * parent map's legacy key of <fk>_uuid ($uuid_n), else the <fk> given; with
  * no <fk>_uuid, NULL when the <fk> given names a mapped parent (the
  * application cleared the link, or the parent's delete set it NULL), else
- * the <fk> given (a NULL key, an orphan or a rejected parent kept as it was). */
+ * the <fk> given (a NULL key, an orphan or a rejected parent kept as it was).
+ * A legacy <fk> that is NOT NULL keeps the <fk> given when <fk>_uuid is
+ * cleared: NULL there would stop the way back on every run (23502). */
 static void
 put_value(Rev *r, size_t i, int n, int uuid_n)
 {
-    if ((int) i == r->fk_common && !r->split)
+    if ((int) i == r->fk_common && !r->split && r->fk_required)
+        buf_printf(&r->sql,
+                   "CASE WHEN $%d::uuid IS NOT NULL THEN COALESCE((SELECT legacy_id FROM %s "
+                   "WHERE id = $%d::uuid), $%d) ELSE $%d END",
+                   uuid_n, r->pmap_q, uuid_n, n, n);
+    else if ((int) i == r->fk_common && !r->split)
         buf_printf(&r->sql,
                    "CASE WHEN $%d::uuid IS NOT NULL THEN COALESCE((SELECT legacy_id FROM %s "
                    "WHERE id = $%d::uuid), $%d) WHEN EXISTS (SELECT 1 FROM %s WHERE legacy_id "
@@ -255,7 +277,8 @@ put_value(Rev *r, size_t i, int n, int uuid_n)
 /* Two databases, a migrate-mode child: the value put_value's CASE gives
  * <fk> in one database, from the parent's map on the target: the legacy key
  * of uuid when the map has it, else given; with no uuid, NULL when given
- * names a mapped parent, else given.  *out points at buf, given or NULL. */
+ * names a mapped parent (unless the legacy <fk> is NOT NULL), else given.
+ * *out points at buf, given or NULL. */
 static bool
 fk_resolve(Rev *r, const char *uuid, const char *given, char *buf, size_t size,
            const char **out, Err *err)
@@ -266,7 +289,7 @@ fk_resolve(Rev *r, const char *uuid, const char *given, char *buf, size_t size,
     bool ok;
 
     *out = given;
-    if (uuid == NULL && given == NULL)
+    if (uuid == NULL && (given == NULL || r->fk_required))
         return true;
     sql = uuid ? xasprintf("SELECT legacy_id::text FROM %s WHERE id = $1::uuid", r->pmap_q)
                : xasprintf("SELECT legacy_id::text FROM %s WHERE legacy_id = $1", r->pmap_q);

@@ -806,7 +806,8 @@ legacy_id_sequence(PgConn *source, PgConn *target, const char *src_q, const char
     if (strlen(into_table) <= 47)
         (void) snprintf(name, sizeof name, "%s_legacy_id_seq", into_table);
     else /* cut: two long names with one prefix must not share a sequence */
-        (void) snprintf(name, sizeof name, "%.38s_%08x_legacy_id_seq", into_table,
+        (void) snprintf(name, sizeof name, "%.*s_%08x_legacy_id_seq",
+                        migrate_name_cut(into_table, 38), into_table,
                         (unsigned) XXH3_64bits(into_table, strlen(into_table)));
     tq = pg_qualified(target, into_schema, name);
     p[0] = tq;
@@ -870,6 +871,34 @@ tseq_start(PgConn *s, PgConn *tdb, const LegacySeq *q, const char *map_schema,
  * a CHECK that one of the two is set takes the NOT NULL's place (NOT VALID:
  * the rows there have <fk>).  Nothing but v7fill writes these tables before
  * the switch; a column already nullable is left alone (no lock). */
+/* The check that takes a migrate-mode child's NOT NULL <fk>'s place on its
+ * UUIDv7 table (childtables_fk_nullable). */
+static void
+fk_check_name(const char *fk_column, char out[64])
+{
+    (void) snprintf(out, 64, "v7fill_%.*s_or_uuid", migrate_name_cut(fk_column, 40), fk_column);
+}
+
+/* *required: the UUIDv7 child child_q has that check, or its <fk> is NOT
+ * NULL still (switched by an earlier version): its legacy <fk> is NOT NULL. */
+static bool
+fk_required(PgConn *c, const char *child_q, const char *fk_column, bool *required, Err *err)
+{
+    char con[64], v[8] = "";
+    const char *p[3] = {child_q, con, fk_column};
+
+    fk_check_name(fk_column, con);
+    if (!query_text(c,
+                    "SELECT (EXISTS (SELECT 1 FROM pg_catalog.pg_constraint WHERE conrelid = "
+                    "$1::regclass AND conname = $2 AND contype = 'c') OR EXISTS (SELECT 1 FROM "
+                    "pg_catalog.pg_attribute WHERE attrelid = $1::regclass AND attname = $3 AND "
+                    "attnotnull))::text",
+                    3, p, v, sizeof v, err))
+        return false;
+    *required = strcmp(v, "true") == 0;
+    return true;
+}
+
 static bool
 childtables_fk_nullable(PgConn *target, const MigrateSpec *sp, int lock_timeout_ms, Err *err)
 {
@@ -892,7 +921,7 @@ childtables_fk_nullable(PgConn *target, const MigrateSpec *sp, int lock_timeout_
             char *fk = pg_ident(target, ch->fk_column), *fku, *conq;
 
             (void) snprintf(uuidcol, sizeof uuidcol, "%s_uuid", ch->fk_column);
-            (void) snprintf(con, sizeof con, "v7fill_%.40s_or_uuid", ch->fk_column);
+            fk_check_name(ch->fk_column, con);
             fku = pg_ident(target, uuidcol);
             conq = pg_ident(target, con);
             ok = (set || exec_fmt(target, err, "SET lock_timeout = %d", lock_timeout_ms)) &&
@@ -1036,18 +1065,21 @@ names_stand(PgConn *c, const Names *n, bool same, Where *w, Err *err)
  * have committed before the answer was lost, so the catalog, read on a new
  * connection, tells; *committed when the tables stand switched.  Not
  * committed: err says so, and, between two databases, what the target
- * committed already and what to run. */
+ * committed already and what to run.  *unknown: the catalog could not be
+ * read either. */
 static void
-commit_lost(PgConn *s, const Names *n, bool same, bool *committed, Err *err)
+commit_lost(PgConn *s, const Names *n, bool same, bool *committed, bool *unknown, Err *err)
 {
     Err e = {0};
     Where w;
 
     *committed = false;
+    *unknown = false;
     if (pg_is_broken(s))
     {
         if (!pg_reconnect(s, &e) || !names_stand(s, n, same, &w, &e))
         {
+            *unknown = true;
             err_prefix(err, "the switch's COMMIT got no answer and whether it committed could "
                             "not be read (%s)",
                        e.msg);
@@ -1161,7 +1193,7 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
     {
         bool committed;
 
-        commit_lost(s, n, same, &committed, err);
+        commit_lost(s, n, same, &committed, &st->unknown, err);
         if (!committed)
             goto fail;
     }
@@ -1185,12 +1217,16 @@ static bool
 fill_childtable_keys(PgConn *c, const MigrateSpec *sp, bool same, uint64_t *rows, Err *err)
 {
     char *map = pg_qualified(c, sp->into_schema, sp->map_table);
+    /* the UUIDv7 parent: <from>'s name in one database after the switch */
+    char *parent = same ? pg_qualified(c, sp->from_schema, sp->from_table)
+                        : pg_qualified(c, sp->into_schema, sp->into_table);
     bool ok = true;
 
     for (size_t i = 0; ok && i < sp->nchildren; i++)
     {
         const MigrateChild *ch = &sp->children[i];
         char uuidcol[80], v[32];
+        bool required = false;
         /* after the switch: <from>'s name in one database, its own in two */
         char *cq = same ? pg_qualified(c, ch->schema, ch->table)
                         : pg_qualified(c, sp->into_schema, ch->into_table);
@@ -1198,13 +1234,28 @@ fill_childtable_keys(PgConn *c, const MigrateSpec *sp, bool same, uint64_t *rows
 
         (void) snprintf(uuidcol, sizeof uuidcol, "%s_uuid", ch->fk_column);
         fku = pg_ident(c, uuidcol);
-        sql = xasprintf("WITH u AS (UPDATE %s c SET %s = m.legacy_id FROM %s m WHERE c.%s = m.id "
-                        "AND c.%s IS DISTINCT FROM m.legacy_id RETURNING 1), "
-                        "n AS (UPDATE %s c SET %s = NULL WHERE c.%s IS NULL AND c.%s IS NOT NULL "
-                        "AND EXISTS (SELECT 1 FROM %s m WHERE m.legacy_id = c.%s) RETURNING 1) "
-                        "SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM n)",
-                        cq, fk, map, fku, fk, cq, fk, fku, fk, map, fk);
-        ok = query_text(c, sql, 0, NULL, v, sizeof v, err);
+        /* A child whose legacy <fk> is NOT NULL (its check, v7fill_<fk>_or_uuid,
+         * wants one of the two) kept the <fk> of a cleared <fk>_uuid in the
+         * legacy child (the way back): its <fk>_uuid is that parent's again,
+         * so both sides name the same parent. */
+        ok = fk_required(c, cq, ch->fk_column, &required, err);
+        if (required)
+            sql = xasprintf("WITH u AS (UPDATE %s c SET %s = m.legacy_id FROM %s m WHERE c.%s = "
+                            "m.id AND c.%s IS DISTINCT FROM m.legacy_id RETURNING 1), "
+                            "n AS (UPDATE %s c SET %s = m.id FROM %s m WHERE c.%s IS NULL AND "
+                            "c.%s = m.legacy_id AND EXISTS (SELECT 1 FROM %s p WHERE p.id = m.id) "
+                            "RETURNING 1) "
+                            "SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM n)",
+                            cq, fk, map, fku, fk, cq, fku, map, fku, fk, parent);
+        else
+            sql = xasprintf("WITH u AS (UPDATE %s c SET %s = m.legacy_id FROM %s m WHERE c.%s = "
+                            "m.id AND c.%s IS DISTINCT FROM m.legacy_id RETURNING 1), "
+                            "n AS (UPDATE %s c SET %s = NULL WHERE c.%s IS NULL AND c.%s IS NOT "
+                            "NULL AND EXISTS (SELECT 1 FROM %s m WHERE m.legacy_id = c.%s) "
+                            "RETURNING 1) "
+                            "SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM n)",
+                            cq, fk, map, fku, fk, cq, fk, fku, fk, map, fk);
+        ok = ok && query_text(c, sql, 0, NULL, v, sizeof v, err);
         if (ok)
             *rows += strtoull(v, NULL, 10);
         else
@@ -1215,6 +1266,7 @@ fill_childtable_keys(PgConn *c, const MigrateSpec *sp, bool same, uint64_t *rows
         free(fku);
     }
     free(map);
+    free(parent);
     /* Under the lock: the child's foreign key checks now (a table with
      * pending trigger events cannot be renamed). */
     return ok && (PQtransactionStatus(pg_raw(c)) != PQTRANS_INTRANS ||
@@ -1479,10 +1531,12 @@ back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const 
           !fill_childtable_keys(t, sp, false, &st->children_filled, err)) ||
          !rehook_childtables(t, sp, err)))
         goto out;
-    src_open = exec_fmt(s, err, "BEGIN; SET LOCAL lock_timeout = '%d ms'; LOCK TABLE %s IN ACCESS "
-                                "EXCLUSIVE MODE",
-                        lock_timeout_ms, n->legacy_q);
-    ok = src_open &&
+    /* Open from here: a LOCK that times out leaves BEGIN's block aborted,
+     * which the next attempt's BEGIN would meet (25P02). */
+    src_open = true;
+    ok = exec_fmt(s, err, "BEGIN; SET LOCAL lock_timeout = '%d ms'; LOCK TABLE %s IN ACCESS "
+                          "EXCLUSIVE MODE",
+                  lock_timeout_ms, n->legacy_q) &&
          move_table(s, n->legacy_q, sp->from_schema, sp->legacy_table, sp->from_schema,
                     sp->from_table, err) &&
          back_rules(s, sp, NULL, err) && back_childtables_two(s, sp, err) &&
@@ -1583,10 +1637,21 @@ static bool
 legacy_id_nullable(PgConn *target, const char *into_q, int lock_timeout_ms, Err *err)
 {
     Err reset;
-    bool ok = exec_fmt(target, err, "SET lock_timeout = %d", lock_timeout_ms) &&
-              exec_fmt(target, err, "ALTER TABLE %s ALTER COLUMN legacy_id DROP NOT NULL",
-                       into_q);
+    char v[8] = "";
+    const char *p[1] = {into_q};
+    bool ok;
 
+    /* Nullable already (a rerun after the switch): no ACCESS EXCLUSIVE
+     * lock queued on the live table. */
+    if (!query_text(target,
+                    "SELECT attnotnull::text FROM pg_catalog.pg_attribute WHERE attrelid = "
+                    "$1::regclass AND attname = 'legacy_id' AND NOT attisdropped",
+                    1, p, v, sizeof v, err))
+        return false;
+    if (strcmp(v, "true") != 0)
+        return true;
+    ok = exec_fmt(target, err, "SET lock_timeout = %d", lock_timeout_ms) &&
+         exec_fmt(target, err, "ALTER TABLE %s ALTER COLUMN legacy_id DROP NOT NULL", into_q);
     if (!pg_exec(target, "RESET lock_timeout", &reset))
         log_debug("RESET lock_timeout: %s", reset.msg);
     if (!ok)
@@ -1622,6 +1687,28 @@ switch_retried(PgConn *s, PgConn *apply, MigrateSpec *sp, const Names *n, bool s
     return false;
 }
 
+/* Two databases, expand-mode children, after the switch's commit: the child
+ * rows written between the pass before the lock and the lock (their parents
+ * are in the map now); no trigger reaches them.  Switched already: a failure
+ * only warns. */
+static void
+settle_after_commit(PgConn *source, PgConn *target, const MigrateSpec *sp, int lock_timeout_ms,
+                    SwitchStats *st)
+{
+    SwitchStats after;
+    Err e = {0};
+
+    if (sp->nchildren == 0 || has_childtables(sp))
+        return;
+    memset(&after, 0, sizeof after);
+    if (settle_children(source, target, sp, lock_timeout_ms, &after, &e))
+        st->children_late = after.children_settled;
+    else
+        log_warn("switched, but the children's pass after the switch failed (%s): child rows "
+                 "written just before the switch may keep <fk>_uuid NULL (--verify names them)",
+                 e.msg);
+}
+
 bool
 migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeout_ms,
                int attempts, MigrateCatchUp catch_up, void *ctx, SwitchStats *st, Err *err)
@@ -1633,7 +1720,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
     char seq[256] = "";
     Names n;
     Where w;
-    bool ok = false;
+    bool ok = false, made_reverses = false;
 
     memset(st, 0, sizeof *st);
     st->back = back;
@@ -1683,6 +1770,10 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
                 goto out;
             if (v[0] && !pgo_lsn_parse(v, &spec->switch_lsn))
                 spec->switch_lsn = 0;
+            /* Killed after the commit, before the pass after it (and storing
+             * the phase): that pass now. */
+            if (!same && spec->phase == MIGRATE_PHASE_FOLLOW)
+                settle_after_commit(source, target, spec, lock_timeout_ms, st);
             if (spec->phase != MIGRATE_PHASE_REVERSE)
                 spec->phase = MIGRATE_PHASE_SWITCHED;
             printf("%s.%s is already switched: the UUIDv7 table has its name, the old one is "
@@ -1750,12 +1841,17 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
                       !reverse_upto(apply, n.lapply, spec, now_lsn, &pre, err)))
             goto out;
     }
-    else if (!check_caught_up(source, spec, err) || !one_way_of(target, spec, &n, err) ||
-             (!n.one_way && !prepare_reverses(target, spec, &n, err)) ||
-             !childtables_fk_nullable(target, spec, lock_timeout_ms, err) ||
-             !settle_children(same ? target : source, same ? NULL : target, spec, lock_timeout_ms,
-                              st, err))
-        goto out;
+    else
+    {
+        if (!check_caught_up(source, spec, err) || !one_way_of(target, spec, &n, err))
+            goto out;
+        made_reverses = !n.one_way; /* said if the switch fails from here */
+        if ((!n.one_way && !prepare_reverses(target, spec, &n, err)) ||
+            !childtables_fk_nullable(target, spec, lock_timeout_ms, err) ||
+            !settle_children(same ? target : source, same ? NULL : target, spec,
+                             lock_timeout_ms, st, err))
+            goto out;
+    }
     if (!same && !back)
     {
         /* A Citus-distributed target: one way, its legacy_id left as the
@@ -1772,8 +1868,6 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
     if (!switch_retried(c, apply, spec, &n, same, back, lock_timeout_ms, attempts, catch_up, ctx,
                         st, seq, sizeof seq, err))
     {
-        if (!back && !n.one_way)
-            warn_reverses_kept(spec, &n);
         goto out;
     }
     spec->switch_lsn = st->final_lsn;
@@ -1813,33 +1907,25 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
                    spec->children[i].fk_column, spec->children[i].time_column[0] ? ":" : "",
                    spec->children[i].time_column);
         printf("%s\n", has_childtables(spec) ? " --child-mode migrate" : "");
+        if (!same)
+            printf("  the target's %s.%s keeps its name and takes writes: one the application "
+                   "still sends there reaches no legacy table (--verify names such rows as not "
+                   "in the map); move every writer to the source first\n",
+                   spec->into_schema, spec->into_table);
         print_back_children(spec, same);
         (void) fflush(stdout);
     }
     else
     {
         spec->phase = MIGRATE_PHASE_SWITCHED;
-        if (!same && spec->nchildren > 0)
-        {
-            /* Two databases: the child rows written between that pass and
-             * the lock (their parents are in the map now); no trigger
-             * reaches them.  Switched already: a failure only warns. */
-            SwitchStats after;
-            Err e = {0};
-
-            memset(&after, 0, sizeof after);
-            if (settle_children(source, target, spec, lock_timeout_ms, &after, &e))
-                st->children_late = after.children_settled;
-            else
-                log_warn("switched, but the children's pass after the switch failed (%s): child "
-                         "rows written just before the switch may keep <fk>_uuid NULL "
-                         "(--verify names them)",
-                         e.msg);
-        }
+        if (!same)
+            settle_after_commit(source, target, spec, lock_timeout_ms, st);
         print_notes(target, spec, &n, same, seq, st);
     }
     ok = true;
 out:
+    if (!ok && made_reverses && !st->unknown)
+        warn_reverses_kept(spec, &n);
     pg_close(apply);
     pg_close(n.lapply);
     names_free(&n);

@@ -143,14 +143,26 @@ frame_queue_destroy(FrameQueue *q)
     pthread_cond_destroy(&q->cv);
 }
 
-static void
-frame_queue_push(FrameQueue *q, const char *data, int len)
+/* A copy of one frame queued, waiting while the queue is full for at most
+ * wait_ms: false when it is still full then (the reader talks to the
+ * source meanwhile and tries again).  A table whose stream ended or was
+ * stopped takes no more frames: dropped, true. */
+static bool
+frame_queue_push(FrameQueue *q, const char *data, int len, int wait_ms)
 {
+    struct timespec until;
+    bool full = false;
+
+    monotime_deadline(&until, wait_ms);
     pthread_mutex_lock(&q->mu);
-    while (!q->closed && q->count > 0 &&
-           (q->count == QUEUE_SLOTS || q->bytes + (size_t) len > QUEUE_BYTES))
-        pthread_cond_wait(&q->cv, &q->mu);
-    if (!q->closed)
+    for (;;)
+    {
+        full = !q->closed && !q->stopped && q->count > 0 &&
+               (q->count == QUEUE_SLOTS || q->bytes + (size_t) len > QUEUE_BYTES);
+        if (!full || pthread_cond_timedwait(&q->cv, &q->mu, &until) != 0)
+            break;
+    }
+    if (!full && !q->closed && !q->stopped)
     {
         size_t at = (q->head + q->count) % QUEUE_SLOTS;
 
@@ -162,6 +174,7 @@ frame_queue_push(FrameQueue *q, const char *data, int len)
         pthread_cond_broadcast(&q->cv);
     }
     pthread_mutex_unlock(&q->mu);
+    return !full;
 }
 
 /* No more frames after those queued: the table's source fails with why. */
@@ -592,22 +605,32 @@ static bool
 persist_idle(void *ctx, uint64_t lsn, Err *err)
 {
     Streamer *s = ctx;
+    bool stored = false;
 
     if (pg_is_broken(s->side) && !pg_reconnect(s->side, err))
         return false;
-    if (stream_state_put_idle(s->side, s->o->slot, s->o->common.table, lsn, err))
+    if (!stream_state_put_idle(s->side, s->o->slot, s->o->common.table, lsn, &stored, err))
     {
-        flush_raise(s, lsn);
-        return true;
+        /* Found lost by this very statement: once more on a new connection. */
+        if (!pg_err_is_connection(err))
+            return false;
+        err_clear(err);
+        if (!pg_reconnect(s->side, err) ||
+            !stream_state_put_idle(s->side, s->o->slot, s->o->common.table, lsn, &stored, err))
+            return false;
     }
-    /* Found lost by this very statement: once more on a new connection. */
-    if (!pg_err_is_connection(err))
-        return false;
-    err_clear(err);
-    if (!pg_reconnect(s->side, err) ||
-        !stream_state_put_idle(s->side, s->o->slot, s->o->common.table, lsn, err))
-        return false;
-    flush_raise(s, lsn);
+    /* Only a position the target holds goes to the source. */
+    if (stored)
+        flush_raise(s, lsn);
+    else
+    {
+        char at[PGO_LSN_TEXT_SIZE];
+
+        pgo_lsn_format(lsn, at);
+        log_debug("%s: the idle position %s is not stored (the stored row is inside a "
+                  "transaction, or missing): not sent to the source",
+                  s->o->common.table, at);
+    }
     return true;
 }
 
@@ -1878,10 +1901,18 @@ multi_read(MultiTarget *ts, size_t n, uint64_t stop_lsn, Err *why)
         }
         if (len <= 0)
             continue;
-        for (size_t k = 0; k < n; k++)
-            frame_queue_push(&ts[k].q, buf, len);
+        /* A keepalive asking for a reply gets it now (the committed
+         * position), not after a slow table took the frame. */
         if (buf[0] == 'k' && len >= 18 && buf[17])
             multi_status(ts, n, &sent, false);
+        for (size_t k = 0; k < n; k++)
+            while (!frame_queue_push(&ts[k].q, buf, len, 1000))
+            {
+                /* That table is behind and its queue full: the source still
+                 * hears from us (wal_sender_timeout). */
+                multi_status(ts, n, &sent, false);
+                last = (double) monotime_ms();
+            }
         replconn_freemem(buf);
     }
     if (!broken)
@@ -1999,14 +2030,28 @@ multi_changes(MultiTarget *ts, size_t n, uint64_t stop_lsn, Err *err)
     {
         Err why = {0};
         bool relation_changed = false;
+        uint64_t before = 0, after = 0;
 
+        for (size_t i = 0; i < n; i++)
+            before += atomic_load(&ts[i].s.flush_pos);
         if (multi_run_once(ts, n, stop_lsn, &relation_changed, &why))
         {
             if (!relation_changed)
                 return true;
             for (size_t i = 0; i < n; i++)
-                if (ts[i].s.relation_changed && (!read_columns(&ts[i].s, err)))
+            {
+                Streamer *s = &ts[i].s;
+                uint64_t at = s->st->applied_lsn;
+
+                if (!s->relation_changed)
+                    continue;
+                /* As for one table: restarted twice with no progress, the
+                 * new column is passed over (gone from the catalog again). */
+                s->relation_restarts = at == s->relation_at ? s->relation_restarts + 1 : 1;
+                s->relation_at = at;
+                if (!read_columns(s, err) || !check_columns(s, err))
                     return false;
+            }
             if (!open_source(first, err))
                 return false;
             continue;
@@ -2017,6 +2062,11 @@ multi_changes(MultiTarget *ts, size_t n, uint64_t stop_lsn, Err *err)
             *err = why;
             return false;
         }
+        /* A run that moved any target on: the attempts count from zero. */
+        for (size_t i = 0; i < n; i++)
+            after += atomic_load(&ts[i].s.flush_pos);
+        if (after != before)
+            attempt = 0;
         multi_count_reconnect(ts, n);
         for (size_t i = 0; i < n; i++)
             not_ready_reconnecting(&ts[i].s, &why);
@@ -2027,8 +2077,8 @@ multi_changes(MultiTarget *ts, size_t n, uint64_t stop_lsn, Err *err)
         for (size_t i = 1; i < n; i++)
         {
             ts[i].s.repl = first->repl;
-            if (pg_is_broken(ts[i].s.conn) && !pg_reconnect(ts[i].s.conn, err))
-                return false;
+            if (pg_is_broken(ts[i].s.conn) && !pg_reconnect(ts[i].s.conn, &why))
+                break; /* the target is not back yet: counted and waited for as above */
         }
     }
 }

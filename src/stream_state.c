@@ -226,20 +226,30 @@ stream_state_put(PgConn *c, const char *slot, const StreamState *s, Err *err)
 }
 
 bool
-stream_state_put_idle(PgConn *c, const char *slot, const char *target, uint64_t lsn, Err *err)
+stream_state_put_idle(PgConn *c, const char *slot, const char *target, uint64_t lsn,
+                      bool *stored, Err *err)
 {
     char text[PGO_LSN_TEXT_SIZE];
     const char *params[3];
+    PGresult *res;
 
+    *stored = false;
     pgo_lsn_format(lsn, text);
     params[0] = slot;
     params[1] = text;
     params[2] = target;
-    return pg_exec_params(c,
-                          "UPDATE v7fill.stream SET end_lsn = $2::pg_lsn, updated_at = now() "
-                          "WHERE slot = $1 AND target = $3 AND end_lsn < $2::pg_lsn AND "
-                          "txn_lsn = '0/0'",
-                          3, params, err);
+    /* The outer SELECT reads the row as it was before the UPDATE. */
+    if (!pg_query(c,
+                  "WITH u AS (UPDATE v7fill.stream SET end_lsn = $2::pg_lsn, updated_at = now() "
+                  "WHERE slot = $1 AND target = $3 AND end_lsn < $2::pg_lsn AND "
+                  "txn_lsn = '0/0' RETURNING 1) SELECT (EXISTS (SELECT 1 FROM u) OR EXISTS "
+                  "(SELECT 1 FROM v7fill.stream WHERE slot = $1 AND target = $3 AND end_lsn >= "
+                  "$2::pg_lsn AND txn_lsn = '0/0'))::text",
+                  3, params, &res, err))
+        return false;
+    *stored = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "true") == 0;
+    PQclear(res);
+    return true;
 }
 
 bool

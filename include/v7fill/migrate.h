@@ -150,6 +150,10 @@ void migrate_result_free(MigrateResult *r);
  * (longer names end in a hash of schema.table, so they stay unique). */
 void migrate_object_name(const char *into_schema, const char *into_table, char out[64]);
 
+/* How many bytes of name, at most max, end on a UTF-8 character's boundary:
+ * a name cut to fit an identifier stays valid text. */
+int migrate_name_cut(const char *name, int max);
+
 /* <table>_legacy: the name the switch gives the table it retires (the table's
  * name cut to 56 bytes first, so it stays an identifier of 63). */
 void migrate_legacy_name(const char *table, char out[64]);

@@ -91,6 +91,8 @@ typedef struct SwitchStats
                                     before the lock found nothing to do and the way back has
                                     applied nothing since (the fill under it is skipped) */
     bool already;                /* nothing to do: the names were already switched */
+    bool unknown;                /* failed: whether the source's COMMIT committed could not be
+                                    read (its answer and the new connection both lost) */
     bool back;                   /* this was a switch back (phase reverse) */
 } SwitchStats;
 

@@ -55,9 +55,11 @@ V7FILL_MUST_CHECK bool stream_state_create(PgConn *c, const char *slot, const St
 V7FILL_MUST_CHECK bool stream_state_put(PgConn *c, const char *slot, const StreamState *s,
                                         Err *err);
 /* An idle position (no transaction pending), alone in its transaction; never
- * moves the position back. */
+ * moves the position back.  *stored: the row stands at lsn or past it with
+ * no transaction pending (false: a row mid-transaction, or none: the flush
+ * position sent to the source must not move to lsn). */
 V7FILL_MUST_CHECK bool stream_state_put_idle(PgConn *c, const char *slot, const char *target,
-                                             uint64_t lsn, Err *err);
+                                             uint64_t lsn, bool *stored, Err *err);
 V7FILL_MUST_CHECK bool stream_state_quarantine(PgConn *c, const char *slot, const char *target,
                                                const char *relation, const QuarantineRow *rows,
                                                size_t n, Err *err);

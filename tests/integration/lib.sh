@@ -67,6 +67,18 @@ stream_source_db() {
     trap 'drop_slots; rm -rf "$T_TMP"' EXIT
 }
 
+# hold_lock DB TABLE MODE SECONDS: a session of DB (application_name t_holder) holds TABLE in
+# MODE for SECONDS in the background, its pid in $HOLDER; returns once the lock is granted.
+hold_lock() {
+    PGAPPNAME=t_holder psql -X -q -At -d "$1" -c "BEGIN; LOCK TABLE $2 IN $3 MODE; SELECT pg_sleep($4); COMMIT" >holder.log 2>&1 &
+    HOLDER=$!
+    for _ in $(seq 1 100); do
+        [ "$(psql -X -At -d "$1" -c "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 't_holder' AND l.granted AND l.relation = '$2'::regclass")" = 1 ] && return 0
+        sleep 0.1
+    done
+    fail "the session holding $2 in $1 did not get its lock: $(cat holder.log)"
+}
+
 # build_helper OUT FILE.c: compile a test's helper program against the libv7fill.a next to the
 # binary under test (with the sanitizers when that library was built with them).
 build_helper() {

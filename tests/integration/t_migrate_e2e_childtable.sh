@@ -124,5 +124,17 @@ q "INSERT INTO payments (id, order_id_uuid, paid, created_at)
             id, 4242, now() FROM orders WHERE note = 'sw' LIMIT 1" >/dev/null
 assert_eq 1 "$(q "SELECT count(*) FROM payments WHERE paid = 4242 AND order_id IS NULL AND order_id_uuid IS NOT NULL")" \
     "a payment written by order_id_uuid alone after the switch"
+# A payment whose uuid the application clears: the legacy payments' order_id is NOT NULL, so the
+# way back keeps its key there (before, it wrote NULL and stopped on every run with SQLSTATE
+# 23502); the payment written by its uuid alone gets its key from the map.
+pk=$(q "SELECT min(legacy_id) FROM payments WHERE order_id_uuid IS NOT NULL")
+pkey=$(q "SELECT order_id FROM payments WHERE legacy_id = $pk")
+q "UPDATE payments SET order_id_uuid = NULL, paid = 4343 WHERE legacy_id = $pk" >/dev/null
+run_expect 0 "$V7FILL" migrate --into "$INTO" --reverse
+assert_eq "$pkey|4343" "$(q "SELECT order_id || '|' || paid FROM payments_legacy WHERE id = $pk")" \
+    "a payment whose uuid was cleared keeps its key in the legacy table"
+assert_eq "$(q "SELECT p.legacy_id FROM payments c JOIN orders p ON p.id = c.order_id_uuid WHERE c.paid = 4242 AND c.order_id IS NULL")" \
+    "$(q "SELECT l.order_id FROM payments_legacy l JOIN payments c ON c.legacy_id = l.id WHERE c.paid = 4242 AND c.order_id IS NULL")" \
+    "the payment written by its uuid alone has its parent's key in the legacy table"
 e2e_drop_slots
 echo "ok t_migrate_e2e_childtable"

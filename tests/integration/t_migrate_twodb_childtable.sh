@@ -11,8 +11,8 @@
 # unlinked, a child and a parent deleted.  --reverse (read from the target's slots, written into
 # the source's legacy tables, the child's order_id translated through the parent's map on the
 # target) makes the legacy tables equal the new ones through the maps; a rerun applies nothing.
-# Switching back (killed once while retrying, then with the target's transaction failing after
-# the source's commit) restores the source's names, the child target's order_id follows its
+# Switching back (killed once while retrying, then retrying its lock on the source while a
+# reader holds it, with the target's transaction failing after the source's commit) restores the source's names, the child target's order_id follows its
 # uuid, the map's trigger is back, both ways back's slots are gone, and the legacy application
 # writes by integer keys again.
 source "$(dirname "$0")/lib.sh"
@@ -190,7 +190,8 @@ q "WITH p AS (INSERT INTO $INTO (id, created_at, note) VALUES (t_uuid7('2024-03-
    DELETE FROM $INTO WHERE legacy_id = 20;
    UPDATE $INTO SET note = 'changed' WHERE legacy_id = 5;
    INSERT INTO notes_2ct_v7 (id, order_id_uuid, created_at, body) SELECT t_uuid7('2024-03-01'), id, '2024-03-01', 'new note' FROM $INTO WHERE note = 'new';
-   UPDATE notes_2ct_v7 SET order_id_uuid = (SELECT id FROM $INTO WHERE legacy_id = 150), body = 'moved' WHERE legacy_id = 1" >/dev/null
+   UPDATE notes_2ct_v7 SET order_id_uuid = (SELECT id FROM $INTO WHERE legacy_id = 150), body = 'moved' WHERE legacy_id = 1;
+   UPDATE notes_2ct_v7 SET order_id_uuid = NULL, body = 'cleared' WHERE legacy_id = 2" >/dev/null
 # A --reverse --follow killed with -9 while the application writes (a parent deleted with its
 # children kept: the foreign key's ON DELETE SET NULL clears their order_id_uuid), then the
 # same command until caught up: nothing applied twice, nothing missing.
@@ -234,7 +235,7 @@ digest_new_mixed() {
 }
 newkey=$(q "SELECT legacy_id FROM $INTO WHERE note = 'new'")
 ndigest_new() {
-    q "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', c.legacy_id, m.legacy_id, c.created_at, c.body), ',' ORDER BY c.legacy_id))
+    q "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', c.legacy_id, coalesce(m.legacy_id, c.order_id), c.created_at, c.body), ',' ORDER BY c.legacy_id))
          FROM notes_2ct_v7 c LEFT JOIN ${INTO}_id_map m ON m.id = c.order_id_uuid"
 }
 ndigest_old() { qs "SELECT count(*) || ':' || md5(string_agg(concat_ws('|', id, order_id, created_at, body), ',' ORDER BY id)) FROM $1"; }
@@ -242,6 +243,10 @@ assert_eq "$(pdigest_new)" "$(pdigest_old orders_legacy)" "the legacy parent equ
 assert_eq "$(ndigest_new)" "$(ndigest_old notes_2ct_legacy)" "the second legacy child equals its new table through the parent's map"
 assert_eq "150|moved" "$(qs "SELECT order_id || '|' || body FROM notes_2ct_legacy WHERE id = 1")" "a note moved by its uuid alone"
 assert_eq "$newkey" "$(qs "SELECT order_id FROM notes_2ct_legacy WHERE body = 'new note'")" "a note of the new parent"
+# The legacy notes' order_id is NOT NULL: a note whose uuid the application cleared keeps its old
+# parent there (before, the way back wrote NULL and stopped on every run with SQLSTATE 23502).
+assert_eq "102|cleared" "$(qs "SELECT order_id || '|' || body FROM notes_2ct_legacy WHERE id = 2")" \
+    "a note whose uuid was cleared keeps its key in the legacy table"
 assert_eq "$(digest_new_mixed)" "$(digest_old items_2ct_legacy)" "the legacy child equals the new one, its order_id through the parent's map"
 [ -n "$newkey" ] && [ "$newkey" -gt 301 ] || fail "the new parent got a legacy key past the old ones: [$newkey]"
 assert_eq "$newkey" "$(qs "SELECT order_id FROM items_2ct_legacy WHERE qty = -77")" \
@@ -269,8 +274,13 @@ assert_eq 0 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_ma
 # again outside it.
 q "CREATE FUNCTION t_refuse() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN RAISE EXCEPTION 'refused by the test'; END \$\$;
    CREATE TRIGGER t_refuse BEFORE DELETE ON v7fill.migrate_reverse FOR EACH ROW EXECUTE FUNCTION t_refuse()" >/dev/null
-mig 0 --switch
+# ... and a reader holds the source's legacy parent for 1.5 s: the source's lock is retried
+# (before, the first attempt's aborted transaction failed the next with SQLSTATE 25P02).
+hold_lock "$SRC_DB" orders_legacy "ACCESS SHARE" 1.5
+mig 0 --switch --lock-timeout 300
 echo "$OUT"
+wait "$HOLDER" || true
+assert_contains "$OUT" "switch attempt 1 of 10" "the switch back waited for the reader's lock on the source"
 q "DROP TRIGGER t_refuse ON v7fill.migrate_reverse" >/dev/null
 assert_contains "$OUT" "the target's transaction failed" "the lost target transaction is said"
 assert_contains "$OUT" "switched back" "switched back"

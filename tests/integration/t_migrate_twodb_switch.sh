@@ -52,6 +52,23 @@ assert_contains "$OUT" "filled for new rows by DEFAULT nextval of public.${INTO}
 assert_contains "$OUT" "way back: v7fill migrate --into public.$INTO --reverse" "the switch names the way back"
 assert_eq "|orders_legacy" "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy')")" \
     "the source table renamed there"
+# A rerun of the switch while a reader holds the target's table: it says switched and queues no
+# lock there (before, it asked for ACCESS EXCLUSIVE to make legacy_id nullable again and failed
+# on the lock timeout).
+hold_lock "$PGDATABASE" "$INTO" "ACCESS SHARE" 3
+mig 0 --switch --lock-timeout 300
+assert_contains "$OUT" "already switched" "a rerun of the switch under a reader says switched"
+wait "$HOLDER" || true
+# Killed between the source's commit and storing the phase (the phase put back by hand), with a
+# child row written just before the lock (no uuid): the rerun finds the names, stores the phase
+# and gives that row its uuid (before, it ran the capture into the renamed table and failed).
+q "UPDATE v7fill.migration SET phase = 'follow' WHERE into_table = '$INTO'"
+qs "INSERT INTO items (order_id, qty) VALUES (8, 900001)" >/dev/null
+mig 0 --switch
+assert_contains "$OUT" "already switched" "a rerun with the phase not stored says switched"
+assert_eq switched "$(q "SELECT phase FROM v7fill.migration WHERE into_table = '$INTO'")" "the phase stored by the rerun"
+assert_eq "$(q "SELECT id FROM $INTO WHERE legacy_id = 8")" "$(qs "SELECT order_id_uuid FROM items WHERE qty = 900001")" \
+    "the child row written before the lock has its parent's id"
 
 mig 0 --verify
 echo "$OUT"
@@ -145,6 +162,7 @@ switch_under_load "UPDATE $INTO SET note = 'w' WHERE legacy_id = 11" \
 echo "$OUT"
 assert_eq "w" "$(qs "SELECT note FROM orders WHERE id = 11")" "the writer's update reached the legacy table"
 assert_contains "$OUT" "switched back" "switched back"
+assert_contains "$OUT" "keeps its name and takes writes" "switching back between two databases warns of writes still sent to the target"
 assert_contains "$OUT" "phase follow" "phase follow again"
 assert_eq "orders|" "$(qs "SELECT to_regclass('orders'), to_regclass('orders_legacy')")" "the legacy table has its name again"
 assert_eq "just before switching back" "$(qs "SELECT note FROM orders WHERE id = 9")" "the last change applied under the lock"

@@ -66,6 +66,25 @@ test_long_names_fit(void **state)
 }
 
 static void
+test_legacy_name_cut_on_characters(void **state)
+{
+    char out[64];
+    /* 55 ASCII bytes, then "é" (2 bytes): byte 56 is the second byte of "é" */
+    const char *t = "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabc\xc3\xa9xyz";
+
+    (void) state;
+    assert_int_equal(migrate_name_cut("orders", 56), 6);
+    assert_int_equal(migrate_name_cut(t, 56), 55);
+    assert_int_equal(migrate_name_cut(t, 57), 57);
+    migrate_legacy_name(t, out);
+    assert_string_equal(out, "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabc_legacy");
+    migrate_legacy_name("orders", out);
+    assert_string_equal(out, "orders_legacy");
+    /* a 4-byte character across the cut */
+    assert_int_equal(migrate_name_cut("ab\xf0\x9f\x98\x80", 4), 2);
+}
+
+static void
 test_phases_round_trip(void **state)
 {
     MigratePhase p;
@@ -133,6 +152,7 @@ main(void)
         cmocka_unit_test(test_plain_name_kept),
         cmocka_unit_test(test_odd_names_hashed),
         cmocka_unit_test(test_long_names_fit),
+        cmocka_unit_test(test_legacy_name_cut_on_characters),
         cmocka_unit_test(test_phases_round_trip),
         cmocka_unit_test(test_live_names),
     };
