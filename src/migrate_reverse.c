@@ -654,10 +654,11 @@ store_position(PgConn *c, const char *into_key, uint64_t lsn, uint64_t rows, boo
 }
 
 static bool
-persist_idle(void *ctx, uint64_t lsn, Err *err)
+persist_idle(void *ctx, uint64_t lsn, bool *stored, Err *err)
 {
     Rev *r = ctx;
 
+    *stored = true;
     return store_position(r->c, r->into_key, lsn, 0, true, err) &&
            (!r->split || store_position(r->m, r->into_key, lsn, 0, true, err));
 }

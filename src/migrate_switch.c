@@ -1068,16 +1068,30 @@ names_stand(PgConn *c, const Names *n, bool same, Where *w, Err *err)
  * committed already and what to run.  *unknown: the catalog could not be
  * read either. */
 static void
-commit_lost(PgConn *s, const Names *n, bool same, bool *committed, bool *unknown, Err *err)
+commit_lost(PgConn *s, int old_pid, const Names *n, bool same, bool *committed,
+            bool *unknown, Err *err)
 {
     Err e = {0};
     Where w;
+    char pid[16], v[8];
+    const char *p[1] = {pid};
 
     *committed = false;
     *unknown = false;
-    if (pg_is_broken(s))
+    (void) snprintf(pid, sizeof pid, "%d", old_pid);
+    if (pg_is_broken(s) || pg_err_is_connection(err))
     {
-        if (!pg_reconnect(s, &e) || !names_stand(s, n, same, &w, &e))
+        /* The old session may still be committing (a synchronous standby's
+         * wait) or hold the transaction open, its COMMIT lost on the way:
+         * ended first (up to 5 s), so the catalog's answer is final. */
+        if (!pg_reconnect(s, &e) ||
+            !query_text(s,
+                        "SELECT (NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity WHERE pid "
+                        "= $1::int) OR pg_catalog.pg_terminate_backend($1::int, 5000))::text",
+                        1, p, v, sizeof v, &e) ||
+            (strcmp(v, "true") != 0 &&
+             !err_set(&e, EC_PG_QUERY, "its session (pid %s) did not end", pid)) ||
+            !names_stand(s, n, same, &w, &e))
         {
             *unknown = true;
             err_prefix(err, "the switch's COMMIT got no answer and whether it committed could "
@@ -1117,6 +1131,7 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
             bool *retry, Err *err)
 {
     int64_t t0 = 0;
+    int old_pid;
     char seqoid[16] = "";
     const char *p[2] = {n->from_q, sp->key};
     SwitchLock lk = {s, NULL, sp, n, lock_timeout_ms, 0, st};
@@ -1189,11 +1204,12 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
         if (!ok)
             goto fail;
     }
+    old_pid = PQbackendPID(pg_raw(s));
     if (!pg_exec(s, "COMMIT", err))
     {
         bool committed;
 
-        commit_lost(s, n, same, &committed, &st->unknown, err);
+        commit_lost(s, old_pid, n, same, &committed, &st->unknown, err);
         if (!committed)
             goto fail;
     }

@@ -171,9 +171,12 @@ maybe_status(PgoSource *s, Err *err)
         if (pos > have && (now - s->last_idle_ms >= STATUS_INTERVAL_MS ||
                            (s->cfg.stop_lsn > 0 && pos >= s->cfg.stop_lsn)))
         {
-            if (!s->cfg.persist_idle(s->cfg.ctx, pos, err))
+            bool stored = true;
+
+            if (!s->cfg.persist_idle(s->cfg.ctx, pos, &stored, err))
                 return false;
-            s->idle_stored = pos;
+            if (stored)
+                s->idle_stored = pos;
             s->last_idle_ms = now;
             due = true;
         }

@@ -602,7 +602,7 @@ stream_hooks(Streamer *s, PipelineHooks *h)
 }
 
 static bool
-persist_idle(void *ctx, uint64_t lsn, Err *err)
+persist_idle(void *ctx, uint64_t lsn, bool *stored_out, Err *err)
 {
     Streamer *s = ctx;
     bool stored = false;
@@ -620,6 +620,7 @@ persist_idle(void *ctx, uint64_t lsn, Err *err)
             return false;
     }
     /* Only a position the target holds goes to the source. */
+    *stored_out = stored;
     if (stored)
         flush_raise(s, lsn);
     else
@@ -2078,7 +2079,12 @@ multi_changes(MultiTarget *ts, size_t n, uint64_t stop_lsn, Err *err)
         {
             ts[i].s.repl = first->repl;
             if (pg_is_broken(ts[i].s.conn) && !pg_reconnect(ts[i].s.conn, &why))
-                break; /* the target is not back yet: counted and waited for as above */
+            {
+                /* Not back yet: the next run fails on it, counted and waited
+                 * for as above. */
+                log_warn("%s: %s", ts[i].s.o->common.table, why.msg);
+                break;
+            }
         }
     }
 }

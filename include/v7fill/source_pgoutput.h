@@ -67,9 +67,10 @@ typedef struct PgoSourceConfig
                                     (else the source stops: relation_changed) */
     PgoTruncatePolicy on_truncate;
     /* Store an idle position (no transaction pending) as the stream's
-     * position before it is acknowledged; NULL: idle positions are not
-     * acknowledged. */
-    bool (*persist_idle)(void *ctx, uint64_t lsn, Err *err);
+     * position before it is acknowledged (*stored false: the owner's row
+     * does not hold it, so it is not acknowledged either); NULL: idle
+     * positions are not acknowledged. */
+    bool (*persist_idle)(void *ctx, uint64_t lsn, bool *stored, Err *err);
     /* Every status_interval_ms (0: never): the one-line status, from the
      * reader's thread.  lag_bytes: the server's position less the committed
      * one; idle: caught up (nothing pending). */

@@ -290,6 +290,8 @@ assert_eq "orders||items_2ct|" \
 assert_eq 11 "$(qs "SELECT order_id FROM items_2ct WHERE qty = -88")" "a child written just before switching back reached the legacy table"
 assert_eq "$(digest_new_mixed)" "$(digest_old items_2ct)" "the legacy child equals the new one"
 assert_eq "$(ndigest_new)" "$(ndigest_old notes_2ct)" "the second legacy child equals its new table"
+assert_eq "102" "$(q "SELECT m.legacy_id FROM notes_2ct_v7 c JOIN ${INTO}_id_map m ON m.id = c.order_id_uuid WHERE c.legacy_id = 2")" \
+    "the note whose uuid was cleared names its parent by uuid again after switching back"
 assert_eq "notes_2ct|" "$(qs "SELECT to_regclass('notes_2ct'), to_regclass('notes_2ct_legacy')")" "the second child's name restored"
 assert_eq 0 "$(q "SELECT count(*) FROM $CINTO c JOIN ${INTO}_id_map m ON m.id = c.order_id_uuid WHERE c.order_id IS DISTINCT FROM m.legacy_id")" \
     "the child target's order_id follows its uuid again"
