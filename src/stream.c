@@ -1310,11 +1310,23 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
 {
     Source *src = NULL;
     PipelineHooks h;
+    uint64_t forgot = 0;
     bool ok;
 
     s->streaming = false;
     stream_observer_copy(s->ob, true, 0);
     stream_observer_ready(s->ob, false, "initial copy running");
+    /* A copy again (some batches of an earlier one committed): its rows
+     * come again.  (Not on a first copy: a later run's role needs DELETE on
+     * the quarantine only here.) */
+    if (s->state.batches > 0 &&
+        !stream_state_quarantine_forget_copy(s->conn, s->o->slot, s->o->common.table,
+                                             s->relation, &forgot, err))
+        return false;
+    if (forgot > 0)
+        log_info("%" PRIu64 " rows the interrupted copy of %s quarantined are forgotten: the "
+                 "copy reads them again (and quarantines each once more if refused again)",
+                 forgot, s->relation);
     if (!source_snapshot_open(s->o->source_conninfo, snapshot[0] ? snapshot : NULL, &s->from,
                               (const char *const *) s->info.cols, s->info.ncols, &src, err))
         return false;

@@ -283,6 +283,28 @@ stream_state_quarantine(PgConn *c, const char *slot, const char *target, const c
 }
 
 bool
+stream_state_quarantine_forget_copy(PgConn *c, const char *slot, const char *target,
+                                    const char *relation, uint64_t *n, Err *err)
+{
+    const char *params[3] = {slot, target, relation};
+    PGresult *res;
+
+    *n = 0;
+    if (!pg_query(c,
+                  "WITH gone AS (DELETE FROM v7fill.stream_quarantine WHERE slot = $1 AND "
+                  "target = $2 AND relation = $3 AND source_lsn IS NULL RETURNING 1) SELECT "
+                  "count(*) FROM gone",
+                  3, params, &res, err))
+    {
+        err_prefix(err, "could not clear the quarantine of an interrupted copy");
+        return false;
+    }
+    *n = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return true;
+}
+
+bool
 stream_state_drop(PgConn *c, const char *slot, Err *err)
 {
     const char *params[1] = {slot};

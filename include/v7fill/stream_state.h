@@ -60,6 +60,14 @@ V7FILL_MUST_CHECK bool stream_state_put(PgConn *c, const char *slot, const Strea
  * position sent to the source must not move to lsn). */
 V7FILL_MUST_CHECK bool stream_state_put_idle(PgConn *c, const char *slot, const char *target,
                                              uint64_t lsn, bool *stored, Err *err);
+/* Before an initial copy: the rows an earlier, interrupted copy of relation
+ * into target quarantined (source_lsn NULL) are forgotten, as that copy's
+ * rows are read again and a row refused again is quarantined again (once
+ * per row, not once per attempt).  *n: how many. */
+V7FILL_MUST_CHECK bool stream_state_quarantine_forget_copy(PgConn *c, const char *slot,
+                                                           const char *target,
+                                                           const char *relation, uint64_t *n,
+                                                           Err *err);
 V7FILL_MUST_CHECK bool stream_state_quarantine(PgConn *c, const char *slot, const char *target,
                                                const char *relation, const QuarantineRow *rows,
                                                size_t n, Err *err);

@@ -1,0 +1,61 @@
+# An initial copy interrupted after some of its batches committed (kill -9 while a later batch
+# waits on the target), then the same command: the copy runs again under a fresh view, and each
+# row the target refuses (a NULL time, a pre-1970 time) is in the quarantine once, not once per
+# attempt; every other row is in the target once.
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+stream_source_db
+trap 'kill -9 ${pid:-} 2>/dev/null || true; drop_slots; rm -rf "$T_TMP"' EXIT
+
+qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz, amount int);
+    INSERT INTO orders SELECT g, CASE WHEN g IN (5, 7) THEN NULL WHEN g = 9 THEN '1969-07-20 20:17:40+00'
+                                      ELSE now() - (g || ' minutes')::interval END, g
+                         FROM generate_series(1, 30000) g;
+    CREATE PUBLICATION pub FOR TABLE orders;"
+# The target: the batch holding row 20000 waits while the table hold has a row.
+q "CREATE TABLE orders_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
+                           created_at timestamptz NOT NULL, amount int) PARTITION BY RANGE (id);
+   CREATE TABLE hold (x int);
+   INSERT INTO hold VALUES (1);
+   CREATE FUNCTION wait_20000() RETURNS trigger LANGUAGE plpgsql AS \$\$
+   BEGIN
+       IF NEW.legacy_id = 20000 AND EXISTS (SELECT 1 FROM hold) THEN PERFORM pg_sleep(60); END IF;
+       RETURN NEW;
+   END \$\$;
+   CREATE TRIGGER wait_20000 BEFORE INSERT ON orders_v7 FOR EACH ROW EXECUTE FUNCTION wait_20000()" >/dev/null
+args=(stream orders_v7 --source "dbname=$SRC" --from public.orders --publication pub
+      --slot "$SLOT" --map id=legacy_id --batch-rows 1000 --until-caught-up)
+
+"$V7FILL" "${args[@]}" >run1.log 2>&1 &
+pid=$!
+waiting=0
+for i in $(seq 1 600); do
+    waiting=$(q "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'")
+    [ "$waiting" = 1 ] && break
+    kill -0 "$pid" 2>/dev/null || fail "the first run ended before the held batch: $(cat run1.log)"
+    sleep 0.05
+done
+[ "$waiting" = 1 ] || fail "the batch of row 20000 never waited: $(cat run1.log)"
+assert_eq copy "$(q "SELECT phase FROM v7fill.stream WHERE slot = '$SLOT'")" "killed during the copy"
+committed=$(q "SELECT count(*) FROM orders_v7")
+[ "$committed" -gt 1000 ] || fail "batches before the held one committed: $committed rows"
+assert_eq 3 "$(q "SELECT count(*) FROM v7fill.stream_quarantine WHERE slot = '$SLOT'")" \
+    "the first attempt quarantined rows 5, 7, 9 with its first batch"
+kill -9 "$pid"
+wait "$pid" 2>/dev/null || true
+pid=
+q "DELETE FROM hold;
+   SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'" >/dev/null
+
+run_expect 0 "$V7FILL" "${args[@]}"
+echo "$OUT"
+assert_contains "$OUT" "copying again under a fresh view" "the rerun copies again"
+assert_contains "$OUT" "3 rows the interrupted copy of public.orders quarantined are forgotten" \
+    "the rerun says what it forgot"
+assert_eq "5 missing event time|7 missing event time|9 time out of range" \
+    "$(q "SELECT string_agg((row ->> 'id') || ' ' || split_part(reason, ':', 1), '|' ORDER BY (row ->> 'id')::int)
+            FROM v7fill.stream_quarantine WHERE slot = '$SLOT'")" \
+    "each refused row in the quarantine once, with its reason"
+assert_eq "29997|29997" "$(q "SELECT count(*), count(DISTINCT legacy_id) FROM orders_v7")" \
+    "every other row in the target once"
+drop_slots
