@@ -873,6 +873,22 @@ tseq_start(PgConn *s, PgConn *tdb, const LegacySeq *q, const char *map_schema,
  * the switch; a column already nullable is left alone (no lock). */
 /* The check that takes a migrate-mode child's NOT NULL <fk>'s place on its
  * UUIDv7 table (childtables_fk_nullable). */
+/* *not_null: column of table_q (a qualified, quoted name) is NOT NULL. */
+static bool
+column_not_null(PgConn *c, const char *table_q, const char *column, bool *not_null, Err *err)
+{
+    char v[8] = "";
+    const char *p[2] = {table_q, column};
+
+    if (!query_text(c,
+                    "SELECT attnotnull::text FROM pg_catalog.pg_attribute WHERE attrelid = "
+                    "$1::regclass AND attname = $2 AND NOT attisdropped",
+                    2, p, v, sizeof v, err))
+        return false;
+    *not_null = strcmp(v, "true") == 0;
+    return true;
+}
+
 static void
 fk_check_name(const char *fk_column, char out[64])
 {
@@ -885,18 +901,16 @@ static bool
 fk_required(PgConn *c, const char *child_q, const char *fk_column, bool *required, Err *err)
 {
     char con[64], v[8] = "";
-    const char *p[3] = {child_q, con, fk_column};
+    const char *p[2] = {child_q, con};
 
     fk_check_name(fk_column, con);
     if (!query_text(c,
-                    "SELECT (EXISTS (SELECT 1 FROM pg_catalog.pg_constraint WHERE conrelid = "
-                    "$1::regclass AND conname = $2 AND contype = 'c') OR EXISTS (SELECT 1 FROM "
-                    "pg_catalog.pg_attribute WHERE attrelid = $1::regclass AND attname = $3 AND "
-                    "attnotnull))::text",
-                    3, p, v, sizeof v, err))
+                    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint WHERE conrelid = "
+                    "$1::regclass AND conname = $2 AND contype = 'c')::text",
+                    2, p, v, sizeof v, err))
         return false;
     *required = strcmp(v, "true") == 0;
-    return true;
+    return *required || column_not_null(c, child_q, fk_column, required, err);
 }
 
 static bool
@@ -908,15 +922,12 @@ childtables_fk_nullable(PgConn *target, const MigrateSpec *sp, int lock_timeout_
     for (size_t i = 0; ok && has_childtables(sp) && i < sp->nchildren; i++)
     {
         const MigrateChild *ch = &sp->children[i];
-        char v[8] = "", uuidcol[80], con[64];
+        char uuidcol[80], con[64];
         char *q = pg_qualified(target, sp->into_schema, ch->into_table);
-        const char *p[2] = {q, ch->fk_column};
+        bool not_null = false;
 
-        ok = query_text(target,
-                        "SELECT attnotnull::text FROM pg_catalog.pg_attribute WHERE attrelid = "
-                        "$1::regclass AND attname = $2 AND NOT attisdropped",
-                        2, p, v, sizeof v, err);
-        if (ok && strcmp(v, "true") == 0)
+        ok = column_not_null(target, q, ch->fk_column, &not_null, err);
+        if (ok && not_null)
         {
             char *fk = pg_ident(target, ch->fk_column), *fku, *conq;
 
@@ -1653,18 +1664,13 @@ static bool
 legacy_id_nullable(PgConn *target, const char *into_q, int lock_timeout_ms, Err *err)
 {
     Err reset;
-    char v[8] = "";
-    const char *p[1] = {into_q};
-    bool ok;
+    bool ok, not_null = false;
 
     /* Nullable already (a rerun after the switch): no ACCESS EXCLUSIVE
      * lock queued on the live table. */
-    if (!query_text(target,
-                    "SELECT attnotnull::text FROM pg_catalog.pg_attribute WHERE attrelid = "
-                    "$1::regclass AND attname = 'legacy_id' AND NOT attisdropped",
-                    1, p, v, sizeof v, err))
+    if (!column_not_null(target, into_q, "legacy_id", &not_null, err))
         return false;
-    if (strcmp(v, "true") != 0)
+    if (!not_null)
         return true;
     ok = exec_fmt(target, err, "SET lock_timeout = %d", lock_timeout_ms) &&
          exec_fmt(target, err, "ALTER TABLE %s ALTER COLUMN legacy_id DROP NOT NULL", into_q);

@@ -199,6 +199,32 @@ pg_redact_message(const char *conninfo, char *msg)
     }
 }
 
+/* libpq's message on one line: a line break and the indentation after it
+ * (its lost-connection text has "\n\t") become one space; trailing ones go. */
+static void
+pg_trim_copy(char *dst, size_t size, const char *src)
+{
+    size_t len = 0;
+
+    if (size == 0)
+        return;
+    for (const char *p = src ? src : ""; *p && len + 1 < size; p++)
+    {
+        if (*p == '\n')
+        {
+            while (p[1] == '\t' || p[1] == ' ' || p[1] == '\n')
+                p++;
+            if (len > 0 && dst[len - 1] != ' ')
+                dst[len++] = ' ';
+            continue;
+        }
+        dst[len++] = *p;
+    }
+    while (len > 0 && dst[len - 1] == ' ')
+        len--;
+    dst[len] = '\0';
+}
+
 static bool
 pg_open(PgConn *c, Err *err)
 {
@@ -214,12 +240,8 @@ pg_open(PgConn *c, Err *err)
     if (PQstatus(c->conn) != CONNECTION_OK)
     {
         char msg[sizeof err->msg];
-        size_t len;
 
-        (void) snprintf(msg, sizeof msg, "%s", PQerrorMessage(c->conn));
-        len = strlen(msg);
-        while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == ' '))
-            msg[--len] = '\0';
+        pg_trim_copy(msg, sizeof msg, PQerrorMessage(c->conn));
         pg_redact_message(c->conninfo, msg);
         PQfinish(c->conn);
         c->conn = NULL;
@@ -330,16 +352,6 @@ pg_conninfo_redacted(const char *conninfo)
     return b.data;
 }
 
-static void
-pg_trim_copy(char *dst, size_t size, const char *src)
-{
-    size_t len;
-
-    (void) snprintf(dst, size, "%s", src ? src : "");
-    len = strlen(dst);
-    while (len > 0 && (dst[len - 1] == '\n' || dst[len - 1] == ' '))
-        dst[--len] = '\0';
-}
 
 bool
 pg_err_from_result(Err *err, PgConn *c, const PGresult *res, const char *what)

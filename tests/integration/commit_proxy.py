@@ -1,21 +1,23 @@
 #!/usr/bin/env python3
 """A PostgreSQL protocol-aware TCP proxy that loses one COMMIT's answer, or one COMMIT.
 
-    commit_proxy.py PORT_FILE UNIX_SOCKET MODE N
+    commit_proxy.py PORT_FILE UNIX_SOCKET MODE N [MARK]
 
 Listens on 127.0.0.1 (a free port, written to PORT_FILE once listening) and forwards every
 connection to the server's unix socket UNIX_SOCKET (".../.s.PGSQL.5432"), byte for byte.  It
 parses both directions into messages (type byte + int32 length; the untyped startup packet
 first) and counts the COMMITs of transactions that sent COPY data (the batches of v7fill: its
-other transactions copy nothing).  At the Nth such COMMIT, once, it closes both sockets of
-that connection:
+other transactions copy nothing), or, with MARK, of transactions that sent a query holding the
+text MARK (a statement only that transaction runs).  At the Nth such COMMIT, once, it closes
+both sockets of that connection:
 
     ack   after the server answered CommandComplete "COMMIT", before forwarding that answer:
           the commit landed, the client never hears so;
     send  when the client sends that COMMIT, before forwarding it: nothing committed.
 
-Every later connection (the reconnect) is forwarded untouched.  Plain connections only
-(sslmode=disable, gssencmode=disable).  Events go to stderr, one line each; "fired" is
+Every later connection (the reconnect) is forwarded untouched, unless a file "refuse" is next
+to PORT_FILE when the connection was cut: then it is closed at once (the server unreachable).
+Plain connections only (sslmode=disable, gssencmode=disable).  Events go to stderr, one line each; "fired" is
 written next to PORT_FILE when the connection was cut.
 """
 import os
@@ -25,7 +27,9 @@ import sys
 import threading
 
 port_file, unix_path, mode, nth = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+mark = sys.argv[5].encode() if len(sys.argv) > 5 else None
 assert mode in ("ack", "send"), mode
+here = os.path.dirname(port_file) or "."
 lock = threading.Lock()
 state = {"commits": 0, "fired": False}
 
@@ -39,7 +43,7 @@ class Conn:
     def __init__(self, client, server):
         self.client = client
         self.server = server
-        self.copied = False  # the open transaction sent COPY data
+        self.copied = False  # the open transaction sent COPY data (or a query with MARK)
         self.cut = False
 
     def close(self):
@@ -63,7 +67,8 @@ def fire(conn, what):
             return False
         state["fired"] = True
     log("cutting the connection (%s)" % mode)
-    with open(os.path.join(os.path.dirname(port_file) or ".", "fired"), "w") as f:
+    state["refuse"] = os.path.exists(os.path.join(here, "refuse"))
+    with open(os.path.join(here, "fired"), "w") as f:
         f.write(mode + "\n")
     conn.close()
     return True
@@ -101,7 +106,9 @@ def client_to_server(conn):
                 if msg is None:
                     break
                 typ = msg[0:1]
-                if typ == b"d":
+                if typ == b"d" and mark is None:
+                    conn.copied = True
+                elif mark is not None and typ in (b"Q", b"P") and mark in msg:
                     conn.copied = True
                 elif typ == b"Q" and is_commit(msg[5:]) and conn.copied and mode == "send":
                     conn.server.sendall(out)
@@ -171,6 +178,10 @@ def main():
     os.rename(tmp, port_file)
     while True:
         client, _ = lsn.accept()
+        if state.get("refuse"):
+            log("refusing a connection after the cut")
+            client.close()
+            continue
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             server.connect(unix_path)

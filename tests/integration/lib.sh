@@ -67,6 +67,19 @@ stream_source_db() {
     trap 'drop_slots; rm -rf "$T_TMP"' EXIT
 }
 
+# proxy_start DIR MODE N [MARK]: commit_proxy.py (which see) in the background, its files in
+# DIR, its pid in $proxy; $PROXY is the conninfo through it without dbname.  proxy_stop ends it.
+proxy_start() {
+    mkdir -p "$1"
+    python3 "$V7FILL_ROOT/tests/integration/commit_proxy.py" "$1/port" "$PGHOST/.s.PGSQL.$PGPORT" \
+        "${@:2}" 2>"$1/proxy.log" &
+    proxy=$!
+    for _ in $(seq 1 100); do [ -s "$1/port" ] && break; sleep 0.05; done
+    [ -s "$1/port" ] || fail "the proxy did not start: $(cat "$1/proxy.log")"
+    PROXY="host=127.0.0.1 port=$(cat "$1/port") user=$PGUSER sslmode=disable gssencmode=disable"
+}
+proxy_stop() { kill "$proxy" 2>/dev/null || true; wait "$proxy" 2>/dev/null || true; proxy=; }
+
 # hold_lock DB TABLE MODE SECONDS: a session of DB (application_name t_holder) holds TABLE in
 # MODE for SECONDS in the background, its pid in $HOLDER; returns once the lock is granted.
 hold_lock() {

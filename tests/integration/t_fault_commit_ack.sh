@@ -14,19 +14,6 @@ spid=
 trap '[ -n "$spid" ] && kill "$spid" 2>/dev/null; [ -n "$proxy" ] && kill "$proxy" 2>/dev/null; drop_slots; rm -rf "$T_TMP"' EXIT
 jfield() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
 
-# proxy_start NAME MODE N: a proxy of its own (in dir NAME), its port in PROXY_PORT and the
-# conninfo through it in TARGET.
-proxy_start() {
-    mkdir -p "$1"
-    python3 "$V7FILL_ROOT/tests/integration/commit_proxy.py" "$1/port" "$PGHOST/.s.PGSQL.$PGPORT" \
-        "$2" "$3" 2>"$1/proxy.log" &
-    proxy=$!
-    for _ in $(seq 1 100); do [ -s "$1/port" ] && break; sleep 0.05; done
-    [ -s "$1/port" ] || fail "the proxy did not start: $(cat "$1/proxy.log")"
-    PROXY_PORT=$(cat "$1/port")
-    TARGET="host=127.0.0.1 port=$PROXY_PORT dbname=$PGDATABASE user=$PGUSER sslmode=disable gssencmode=disable"
-}
-proxy_stop() { kill "$proxy" 2>/dev/null || true; wait "$proxy" 2>/dev/null || true; proxy=; }
 
 # report_delays TABLE ROWS WHAT [NEAR]: `v7fill report` counts ROWS delays and per-window
 # rows (NEAR of them written near their window's cutoff).
@@ -60,6 +47,7 @@ import_case() {
     q "CREATE TABLE $t (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, n integer NOT NULL)
        PARTITION BY RANGE (id)"
     proxy_start "p_$t" "$mode" 3
+    TARGET="$PROXY dbname=$PGDATABASE"
     run_expect 0 "$V7FILL" -d "$TARGET" import "$t" r.csv --batch-rows 500 --jobs "$jobs" \
         --source-ref "$t:{n}" --retention 400d --rejects "rej_$t.csv" --no-progress --report-json "$t.json"
     proxy_stop
@@ -110,6 +98,7 @@ stream_case() {
     psql -X -q -v ON_ERROR_STOP=1 -d "$SRC" <<<"$sql" >/dev/null
     total=$(qs "SELECT count(*) FROM orders WHERE created_at < now()")
     proxy_start "p_$name" "$mode" "$n"
+    TARGET="$PROXY dbname=$PGDATABASE"
     port=$(free_port)
     "$V7FILL" -d "$TARGET" stream "${sargs[@]}" --metrics-listen "127.0.0.1:$port" >"$name.out" 2>&1 &
     spid=$!
