@@ -1305,12 +1305,18 @@ setup_slot(Streamer *s, char *snapshot, size_t snapsize, bool *copy, Err *err)
     return create_slot(s, snapshot, snapsize, copy, err);
 }
 
+static void
+counts_less(uint64_t *v, uint64_t n)
+{
+    *v = *v > n ? *v - n : 0;
+}
+
 static bool
 run_copy(Streamer *s, const char *snapshot, Err *err)
 {
     Source *src = NULL;
     PipelineHooks h;
-    uint64_t forgot = 0;
+    uint64_t forgot_r = 0, forgot_e = 0;
     bool ok;
 
     s->streaming = false;
@@ -1318,15 +1324,24 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
     stream_observer_ready(s->ob, false, "initial copy running");
     /* A copy again (some batches of an earlier one committed): its rows
      * come again.  (Not on a first copy: a later run's role needs DELETE on
-     * the quarantine only here.) */
-    if (s->state.batches > 0 &&
-        !stream_state_quarantine_forget_copy(s->conn, s->o->slot, s->o->common.table,
-                                             s->relation, &forgot, err))
-        return false;
-    if (forgot > 0)
-        log_info("%" PRIu64 " rows the interrupted copy of %s quarantined are forgotten: the "
-                 "copy reads them again (and quarantines each once more if refused again)",
-                 forgot, s->relation);
+     * the quarantine only here.)  The stored counts lose them too: read
+     * again, they are counted again. */
+    if (s->state.batches > 0)
+    {
+        if (!stream_state_quarantine_forget_copy(s->conn, s->o->slot, s->o->common.table,
+                                                 s->relation, &forgot_r, &forgot_e, err))
+            return false;
+        /* as the stored row now; nothing applied by this process yet */
+        counts_less(&s->state.counts.read, forgot_r + forgot_e);
+        counts_less(&s->state.counts.rejected, forgot_r);
+        counts_less(&s->state.counts.expired, forgot_e);
+        s->run_base = s->state.counts;
+        if (forgot_r + forgot_e > 0)
+            log_info("%" PRIu64 " rows the interrupted copy of %s quarantined are forgotten (%"
+                     PRIu64 " refused, %" PRIu64 " expired) and taken off the stream's counts: "
+                     "the copy reads them again and quarantines each once more if refused again",
+                     forgot_r + forgot_e, s->relation, forgot_r, forgot_e);
+    }
     if (!source_snapshot_open(s->o->source_conninfo, snapshot[0] ? snapshot : NULL, &s->from,
                               (const char *const *) s->info.cols, s->info.ncols, &src, err))
         return false;

@@ -284,22 +284,33 @@ stream_state_quarantine(PgConn *c, const char *slot, const char *target, const c
 
 bool
 stream_state_quarantine_forget_copy(PgConn *c, const char *slot, const char *target,
-                                    const char *relation, uint64_t *n, Err *err)
+                                    const char *relation, uint64_t *rejected, uint64_t *expired,
+                                    Err *err)
 {
     const char *params[3] = {slot, target, relation};
     PGresult *res;
 
-    *n = 0;
+    *rejected = *expired = 0;
+    /* One statement: the rows gone and the stored counts less them.  A row
+     * kept although expired ("expired (kept)") is in the target: the copy
+     * finds it a duplicate and writes no record again, so its record stays. */
     if (!pg_query(c,
                   "WITH gone AS (DELETE FROM v7fill.stream_quarantine WHERE slot = $1 AND "
-                  "target = $2 AND relation = $3 AND source_lsn IS NULL RETURNING 1) SELECT "
-                  "count(*) FROM gone",
+                  "target = $2 AND relation = $3 AND source_lsn IS NULL AND reason NOT LIKE "
+                  "'expired (kept)%' RETURNING reason LIKE 'expired%' AS x), "
+                  "n AS (SELECT count(*) FILTER (WHERE NOT x) AS r, count(*) FILTER (WHERE x) AS "
+                  "e FROM gone), "
+                  "u AS (UPDATE v7fill.stream s SET read = greatest(s.read - n.r - n.e, 0), "
+                  "rejected = greatest(s.rejected - n.r, 0), expired = greatest(s.expired - n.e, "
+                  "0) FROM n WHERE s.slot = $1 AND s.target = $2 RETURNING 1) "
+                  "SELECT r, e FROM n",
                   3, params, &res, err))
     {
         err_prefix(err, "could not clear the quarantine of an interrupted copy");
         return false;
     }
-    *n = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    *rejected = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    *expired = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
     PQclear(res);
     return true;
 }

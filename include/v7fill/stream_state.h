@@ -60,13 +60,16 @@ V7FILL_MUST_CHECK bool stream_state_put(PgConn *c, const char *slot, const Strea
  * position sent to the source must not move to lsn). */
 V7FILL_MUST_CHECK bool stream_state_put_idle(PgConn *c, const char *slot, const char *target,
                                              uint64_t lsn, bool *stored, Err *err);
-/* Before an initial copy: the rows an earlier, interrupted copy of relation
- * into target quarantined (source_lsn NULL) are forgotten, as that copy's
- * rows are read again and a row refused again is quarantined again (once
- * per row, not once per attempt).  *n: how many. */
+/* Before an initial copy again: the rows an earlier, interrupted copy of
+ * relation into target quarantined (source_lsn NULL; not those kept in the
+ * target although expired) are forgotten, and the stored counts (read,
+ * rejected, expired) made less by them, as that copy's rows are read again
+ * and a row refused again is quarantined again: once per row, not once per
+ * attempt.  *rejected, *expired: how many of each were forgotten. */
 V7FILL_MUST_CHECK bool stream_state_quarantine_forget_copy(PgConn *c, const char *slot,
                                                            const char *target,
-                                                           const char *relation, uint64_t *n,
+                                                           const char *relation,
+                                                           uint64_t *rejected, uint64_t *expired,
                                                            Err *err);
 V7FILL_MUST_CHECK bool stream_state_quarantine(PgConn *c, const char *slot, const char *target,
                                                const char *relation, const QuarantineRow *rows,

@@ -1,7 +1,8 @@
 # An initial copy interrupted after some of its batches committed (kill -9 while a later batch
 # waits on the target), then the same command: the copy runs again under a fresh view, and each
 # row the target refuses (a NULL time, a pre-1970 time) is in the quarantine once, not once per
-# attempt; every other row is in the target once.
+# attempt (and the stream's stored counts say 3 rejected, balancing); every other row is in the
+# target once.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 stream_source_db
@@ -50,7 +51,7 @@ q "DELETE FROM hold;
 run_expect 0 "$V7FILL" "${args[@]}"
 echo "$OUT"
 assert_contains "$OUT" "copying again under a fresh view" "the rerun copies again"
-assert_contains "$OUT" "3 rows the interrupted copy of public.orders quarantined are forgotten" \
+assert_contains "$OUT" "3 rows the interrupted copy of public.orders quarantined are forgotten (3 refused, 0 expired)" \
     "the rerun says what it forgot"
 assert_eq "5 missing event time|7 missing event time|9 time out of range" \
     "$(q "SELECT string_agg((row ->> 'id') || ' ' || split_part(reason, ':', 1), '|' ORDER BY (row ->> 'id')::int)
@@ -58,4 +59,6 @@ assert_eq "5 missing event time|7 missing event time|9 time out of range" \
     "each refused row in the quarantine once, with its reason"
 assert_eq "29997|29997" "$(q "SELECT count(*), count(DISTINCT legacy_id) FROM orders_v7")" \
     "every other row in the target once"
+assert_eq "3|t" "$(q "SELECT rejected, read = inserted + duplicates + rejected + expired FROM v7fill.stream WHERE slot = '$SLOT'")" \
+    "the stream's stored counts: 3 rejected, as the quarantine holds, and read balances"
 drop_slots
