@@ -526,10 +526,66 @@ unlock_parent(Ctx *x)
         (void) 0;
 }
 
+/* A window being retired carries a comment saying so from before its
+ * detach until its drop, with what the drop's check needs (the parent, the
+ * window, the last insert recorded before the detach): a run killed between
+ * the two (DETACH CONCURRENTLY commits on its own) or whose DROP failed
+ * leaves a table that is no partition any more, which the next run finds by
+ * that comment and drops (finish_retiring).  Its earlier comment is put back
+ * when the window is not dropped after all. */
+#define RETIRING "v7fill maintain: retiring from parent "
+
+static bool
+comment_on(Ctx *x, const char *qchild, const char *text, Err *err)
+{
+    char *lit = text ? pg_literal(x->conn, text) : NULL;
+    char *sql = xasprintf("COMMENT ON TABLE %s IS %s", qchild, lit ? lit : "NULL");
+    bool ok = pg_exec(x->conn, sql, err);
+
+    free(sql);
+    free(lit);
+    return ok;
+}
+
+/* *orig: the comment before (NULL: none, or an earlier run's marker). */
+static bool
+mark_retiring(Ctx *x, const Candidate *cd, const char *qchild, const Activity *before,
+              char **orig, Err *err)
+{
+    char oid[16], text[256], last[32];
+    const char *params[1] = {oid};
+    PGresult *res;
+
+    *orig = NULL;
+    (void) snprintf(oid, sizeof oid, "%u", cd->oid);
+    if (!pg_query(x->conn, "SELECT pg_catalog.obj_description($1::oid, 'pg_class')", 1, params,
+                  &res, err))
+        return false;
+    if (!PQgetisnull(res, 0, 0) && strncmp(PQgetvalue(res, 0, 0), RETIRING, strlen(RETIRING)) != 0)
+        *orig = xstrdup(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    if (before->found)
+        (void) snprintf(last, sizeof last, "%" PRId64, before->last_us);
+    else
+        (void) snprintf(last, sizeof last, "none");
+    (void) snprintf(text, sizeof text,
+                    RETIRING "%u; window %" PRId64 " %" PRId64 "; last insert before the detach: "
+                             "%s",
+                    x->t->oid, cd->lower_us, cd->upper_us, last);
+    if (!comment_on(x, qchild, text, err))
+    {
+        free(*orig);
+        *orig = NULL;
+        return false;
+    }
+    return true;
+}
+
 /* Detach (or finalize a pending detach of) one partition.  *done: it is no
  * longer a partition of the parent because of us. */
 static bool
-detach(Ctx *x, const Candidate *cd, const char *qchild, bool *done, Err *err)
+detach(Ctx *x, const Candidate *cd, const char *qchild, const Activity *before, bool *done,
+       bool *marked, char **orig, Err *err)
 {
     char l[200];
     char *sql;
@@ -537,6 +593,7 @@ detach(Ctx *x, const Candidate *cd, const char *qchild, bool *done, Err *err)
     bool ok;
 
     *done = false;
+    *marked = false;
     label(cd->name, cd->lower_us, cd->upper_us, l, sizeof l);
     if (!attach_state(x, cd, &state, err))
         return window_failed(x, cd, "detach", err);
@@ -546,6 +603,13 @@ detach(Ctx *x, const Candidate *cd, const char *qchild, bool *done, Err *err)
              "%s is no longer a partition of %s.%s (detached by another session); left alone",
              l, x->t->schema, x->t->name);
         return true;
+    }
+    /* Still ours to retire (attached or pending): marked, to be dropped. */
+    if (!x->o->detach_only)
+    {
+        if (!mark_retiring(x, cd, qchild, before, orig, err))
+            return window_failed(x, cd, "mark for retirement", err);
+        *marked = true;
     }
     if (state == 2)
     {
@@ -574,6 +638,153 @@ detach(Ctx *x, const Candidate *cd, const char *qchild, bool *done, Err *err)
     return true;
 }
 
+/* Detached, but rows arrived during the detach: the table is kept. */
+static void
+arrived(Ctx *x, const Candidate *cd, const Activity *after)
+{
+    char l[200];
+    Err e;
+
+    label(cd->name, cd->lower_us, cd->upper_us, l, sizeof l);
+    emit(x, MAINTAIN_ISSUE, cd->schema, cd->name, cd->lower_us, cd->upper_us,
+         "detached %s but did not drop it: rows arrived during the detach (at %s); the table "
+         "is kept as %s.%s",
+         l, after->last, cd->schema, cd->name);
+    memset(&e, 0, sizeof e);
+    err_set(&e, EC_CONFIG, "detached window %s of %s.%s but kept the table: rows arrived in it "
+                           "during the detach",
+            l, x->t->schema, x->t->name);
+    err_detail(&e, "v7fill.window_activity records an insert at %s, after the quiet period "
+                   "check.  The rows are in %s.%s, which is no longer a partition.",
+               after->last, cd->schema, cd->name);
+    err_hint(&e, "Look at the rows, then re-attach the table or drop it yourself.");
+    issue(x, &e);
+}
+
+/* The detached table of a window dropped, and its activity row with it. */
+static bool
+drop_window(Ctx *x, const Candidate *cd, const char *qchild, const char *why, Err *err)
+{
+    char *sql = xasprintf("DROP TABLE %s", qchild);
+    const char *params[3] = {x->t->schema, x->t->name, cd->name};
+    bool ok = true;
+
+    if (!pg_exec(x->conn, sql, err))
+        ok = window_failed(x, cd, "drop the detached table of", err);
+    else
+    {
+        x->r->dropped++;
+        emit(x, MAINTAIN_DROPPED, cd->schema, cd->name, cd->lower_us, cd->upper_us,
+             "dropped %s.%s%s", cd->schema, cd->name, why);
+        if (x->have_activity &&
+            !pg_exec_params(x->conn,
+                            "DELETE FROM v7fill.window_activity WHERE target_schema = $1 AND "
+                            "target_table = $2 AND partition_name = $3",
+                            3, params, err))
+            ok = false;
+    }
+    free(sql);
+    return ok;
+}
+
+/* Windows whose retirement stopped after their detach (a kill, a failed
+ * DROP): tables that are no partition any more and carry this parent's
+ * marker.  Dropped now, unless rows arrived during that detach. */
+static bool
+finish_retiring(Ctx *x, Err *err)
+{
+    char pat[64], lock_sql[96], timeout_sql[64];
+    const char *params[1] = {pat};
+    PGresult *res;
+    bool ok = true, locked = false;
+
+    (void) snprintf(pat, sizeof pat, RETIRING "%u;%%", x->t->oid);
+    if (!pg_query(x->conn,
+                  "SELECT n.nspname, c.relname, d.description, "
+                  "       pg_catalog.to_regclass('v7fill.window_activity') IS NOT NULL "
+                  "  FROM pg_catalog.pg_description d "
+                  "  JOIN pg_catalog.pg_class c ON c.oid = d.objoid "
+                  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                  " WHERE d.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+                  "   AND d.objsubid = 0 AND d.description LIKE $1 AND c.relkind = 'r' "
+                  "   AND NOT c.relispartition ORDER BY 1, 2",
+                  1, params, &res, err))
+        return false;
+    for (int i = 0; ok && i < PQntuples(res); i++)
+    {
+        Candidate cd = {PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), 0, 0, 0, false};
+        char last[32] = "", *qchild;
+        unsigned int parent;
+        Activity after;
+
+        x->have_activity = PQgetvalue(res, i, 3)[0] == 't';
+        if (sscanf(PQgetvalue(res, i, 2),
+                   RETIRING "%u; window %" SCNd64 " %" SCNd64 "; last insert before the detach: "
+                            "%31s",
+                   &parent, &cd.lower_us, &cd.upper_us, last) != 4)
+        {
+            log_warn("%s.%s: a retirement marker v7fill cannot read: %s", cd.schema, cd.name,
+                     PQgetvalue(res, i, 2));
+            continue;
+        }
+        if (x->o->detach_only)
+        {
+            emit(x, MAINTAIN_NOTE, cd.schema, cd.name, cd.lower_us, cd.upper_us,
+                 "%s.%s: an earlier run detached it to drop it and stopped before the drop; "
+                 "left as it is (--detach-only), a run without --detach-only drops it",
+                 cd.schema, cd.name);
+            continue;
+        }
+        if (x->o->dry_run)
+        {
+            x->r->dropped++;
+            emit(x, MAINTAIN_DROPPED, cd.schema, cd.name, cd.lower_us, cd.upper_us,
+                 "would drop %s.%s (its retirement stopped after the detach)", cd.schema,
+                 cd.name);
+            continue;
+        }
+        if (!locked)
+        {
+            (void) snprintf(lock_sql, sizeof lock_sql,
+                            "SELECT pg_catalog.pg_advisory_lock(%" PRId64 ")",
+                            partitions_lock_key(x->t->oid));
+            (void) snprintf(timeout_sql, sizeof timeout_sql, "SET lock_timeout = '%dms'",
+                            x->o->lock_timeout_ms);
+            if (!pg_exec(x->conn, lock_sql, err) || !pg_exec(x->conn, timeout_sql, err))
+            {
+                ok = false;
+                break;
+            }
+            locked = true;
+        }
+        qchild = pg_qualified(x->conn, cd.schema, cd.name);
+        if (!read_activity(x, cd.name, &after, err))
+            ok = false;
+        else if (after.found && (strcmp(last, "none") == 0 || after.last_us > strtoll(last, NULL, 10)))
+        {
+            Err e = {0};
+
+            arrived(x, &cd, &after);
+            if (!comment_on(x, qchild, NULL, &e))
+                log_warn("%s.%s: could not clear its comment: %s", cd.schema, cd.name, e.msg);
+        }
+        else
+            ok = drop_window(x, &cd, qchild, " (its retirement had stopped after the detach)",
+                             err);
+        free(qchild);
+    }
+    PQclear(res);
+    if (locked)
+    {
+        Err ignored;
+
+        if (!pg_exec(x->conn, "RESET lock_timeout", &ignored))
+            (void) 0;
+        unlock_parent(x);
+    }
+    return ok;
+}
+
 static bool
 retire_one(Ctx *x, const Candidate *cd, Err *err)
 {
@@ -582,7 +793,8 @@ retire_one(Ctx *x, const Candidate *cd, Err *err)
     char l[200];
     char *qchild;
     char lock_sql[96];
-    bool done = false;
+    char *orig = NULL;
+    bool done = false, marked = false, keep = false;
     bool ok = true;
 
     label(cd->name, cd->lower_us, cd->upper_us, l, sizeof l);
@@ -646,8 +858,10 @@ retire_one(Ctx *x, const Candidate *cd, Err *err)
     if (!pg_exec(x->conn, lock_sql, err))
         return window_failed(x, cd, "lock the partitions for retiring", err);
     qchild = pg_qualified(x->conn, cd->schema, cd->name);
-    if (!detach(x, cd, qchild, &done, err))
+    if (!detach(x, cd, qchild, &before, &done, &marked, &orig, err))
         ok = false;
+    else if (!done)
+        keep = marked; /* not detached: its comment back */
     else if (done)
     {
         /* See the top of the file: a batch that wrote into the window while
@@ -656,49 +870,23 @@ retire_one(Ctx *x, const Candidate *cd, Err *err)
             ok = false;
         else if (after.found && (!before.found || after.last_us > before.last_us))
         {
-            Err e;
-
-            emit(x, MAINTAIN_ISSUE, cd->schema, cd->name, cd->lower_us, cd->upper_us,
-                 "detached %s but did not drop it: rows arrived during the detach (at %s); the "
-                 "table is kept as %s.%s",
-                 l, after.last, cd->schema, cd->name);
-            memset(&e, 0, sizeof e);
-            err_set(&e, EC_CONFIG, "detached window %s of %s.%s but kept the table: rows "
-                                   "arrived in it during the detach",
-                    l, x->t->schema, x->t->name);
-            err_detail(&e, "v7fill.window_activity records an insert at %s, after the quiet "
-                           "period check.  The rows are in %s.%s, which is no longer a "
-                           "partition.",
-                       after.last, cd->schema, cd->name);
-            err_hint(&e, "Look at the rows, then re-attach the table or drop it yourself.");
-            issue(x, &e);
+            arrived(x, cd, &after);
+            keep = marked;
         }
         else if (x->o->detach_only)
             emit(x, MAINTAIN_KEPT, cd->schema, cd->name, cd->lower_us, cd->upper_us,
                  "kept %s.%s as a standalone table (--detach-only)", cd->schema, cd->name);
         else
-        {
-            char *sql = xasprintf("DROP TABLE %s", qchild);
-
-            if (!pg_exec(x->conn, sql, err))
-                ok = window_failed(x, cd, "drop the detached table of", err);
-            else
-            {
-                const char *params[3] = {x->t->schema, x->t->name, cd->name};
-
-                x->r->dropped++;
-                emit(x, MAINTAIN_DROPPED, cd->schema, cd->name, cd->lower_us, cd->upper_us,
-                     "dropped %s.%s", cd->schema, cd->name);
-                if (x->have_activity &&
-                    !pg_exec_params(x->conn,
-                                    "DELETE FROM v7fill.window_activity WHERE target_schema = $1 "
-                                    "AND target_table = $2 AND partition_name = $3",
-                                    3, params, err))
-                    ok = false;
-            }
-            free(sql);
-        }
+            ok = drop_window(x, cd, qchild, "", err);
     }
+    if (keep)
+    {
+        Err e = {0};
+
+        if (!comment_on(x, qchild, orig, &e))
+            log_warn("%s.%s: could not put its comment back: %s", cd->schema, cd->name, e.msg);
+    }
+    free(orig);
     free(qchild);
     unlock_parent(x);
     return ok;
@@ -895,6 +1083,8 @@ maintain_run(PgConn *c, TargetTable *t, const MaintainOptions *o, MaintainResult
     if (opts.retention_us > 0)
         x.cutoff_us = x.now_us - opts.retention_us;
     report_pending(&x);
+    if (!finish_retiring(&x, err))
+        return false;
     if (opts.retention_us <= 0)
         return true;
     return retire(&x, err);

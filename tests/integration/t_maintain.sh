@@ -149,6 +149,10 @@ assert_contains "$OUT" "detached $w" "detached after waiting for the batch"
 assert_contains "$OUT" "but did not drop it: rows arrived during the detach" "kept because rows arrived"
 assert_eq 1 "$(exists "$w")" "table kept"
 assert_eq 2 "$(q "SELECT count(*) FROM $w")" "with the late row"
+assert_eq "" "$(q "SELECT obj_description('$w'::regclass, 'pg_class')")" \
+    "the kept table carries no retirement marker (its comment as before: none)"
+run_expect 0 "$V7FILL" maintain events --retention 730d --ahead 0
+assert_eq 1 "$(exists "$w")" "the next run does not drop the kept table"
 q "DROP TABLE $w; DELETE FROM v7fill.window_activity" >/dev/null
 
 # --- a DEFAULT partition means plain DETACH (said) ----------------------------------------------
