@@ -88,10 +88,8 @@ e2e_kills() {
         wait "$pid" 2>/dev/null || true
         echo "kill $i: $(grep -v WARNING "run$i.log" | tail -n 1 | cut -c1-150)" | tee -a "${E2E_KILL_LOG:-/dev/null}"
     done
-    for _ in $(seq 1 50); do
-        [ "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'v7fill\_%' AND active")" = 0 ] && break
-        sleep 0.2
-    done
+    poll_until "SELECT count(*) = 0 FROM pg_replication_slots WHERE slot_name LIKE 'v7fill\_%'
+                  AND database = current_database() AND active" "the killed runs' walsenders to let their slots go" 30
 }
 
 # e2e_rerun_verify ARGS...: after the kills, `v7fill ARGS --verify` while the writer still writes

@@ -56,7 +56,7 @@ assert_contains "$OUT" "phase switched" "switched"
 assert_contains "$OUT" "way back: v7fill migrate --into public.$INTO --reverse" "the switch gives the way back"
 assert_contains "$OUT" "slot \"v7fill_${CINTO}_rev\"" "the switch names the child's way-back slot"
 assert_not_contains "$OUT" "no way back in this version" "no refusal any more"
-assert_eq "v7fill_${CINTO}_rev,v7fill_${INTO}_rev" "$(q "SELECT string_agg(slot_name, ',' ORDER BY slot_name) FROM pg_replication_slots WHERE slot_name LIKE '%_rev'")" \
+assert_eq "v7fill_${CINTO}_rev,v7fill_${INTO}_rev" "$(q "SELECT string_agg(slot_name, ',' ORDER BY slot_name) FROM pg_replication_slots WHERE slot_name LIKE '%_rev' AND database = current_database()")" \
     "a way-back slot for the parent and one for the child"
 assert_eq 0 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass")" \
     "the switch drops the map's trigger (the way back writes the map; it would touch live child rows)"
@@ -232,7 +232,7 @@ assert_eq 0 "$(q "SELECT count(*) FROM $CINTO c JOIN items_cr l ON l.id = c.lega
     "the UUIDv7 child's order_id is the legacy child's again (rows the application wrote or moved by order_id_uuid)"
 assert_contains "$OUT" "resume the capture to keep the UUIDv7 table current: v7fill migrate --from public.orders --key id --time-column created_at --into public.$INTO --child 'public.items_cr(order_id)' --child-mode migrate" \
     "the command resuming the capture"
-assert_eq "" "$(q "SELECT string_agg(slot_name, ',') FROM pg_replication_slots WHERE slot_name LIKE '%_rev'")" "both ways back's slots dropped"
+assert_eq "" "$(q "SELECT string_agg(slot_name, ',') FROM pg_replication_slots WHERE slot_name LIKE '%_rev' AND database = current_database()")" "both ways back's slots dropped"
 assert_eq 0 "$(q "SELECT count(*) FROM v7fill.migrate_reverse WHERE into_table IN ('public.$INTO', 'public.$CINTO')")" "both ways back's states deleted"
 assert_eq "follow|follow" "$(q "SELECT string_agg(phase, '|' ORDER BY into_table) FROM v7fill.migration WHERE into_table IN ('$INTO', '$CINTO')")" \
     "the parent's and the child's phases stored as follow"

@@ -43,10 +43,8 @@ kill "$writer" 2>/dev/null || true
 wait "$writer" 2>/dev/null || true
 writer=
 # The killed walsender may take a moment to let the slot go.
-for _ in $(seq 1 50); do
-    [ "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$SLOT' AND active")" = 0 ] && break
-    sleep 0.2
-done
+poll_until "SELECT count(*) = 0 FROM pg_replication_slots WHERE slot_name = '$SLOT' AND active" \
+    "the killed walsender to let the slot go" 30
 run_expect 0 "$V7FILL" "${args[@]}"
 echo "$OUT"
 assert_contains "$OUT" "phase follow" "the rerun finishes the copy"

@@ -209,7 +209,7 @@ wait "$fpid" 2>/dev/null || true
 grep -q 'ERROR' follow.log && { cat follow.log; fail "the killed --reverse --follow had failed before the kill"; }
 q "UPDATE $CINTO SET qty = qty + 1 WHERE legacy_id = 130" >/dev/null
 for _ in $(seq 1 50); do
-    [ "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%_rev' AND active")" = 0 ] && break
+    [ "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%_rev' AND database = current_database() AND active")" = 0 ] && break
     sleep 0.2
 done
 mig 0 --reverse
@@ -296,7 +296,7 @@ assert_eq "notes_2ct|" "$(qs "SELECT to_regclass('notes_2ct'), to_regclass('note
 assert_eq 0 "$(q "SELECT count(*) FROM $CINTO c JOIN ${INTO}_id_map m ON m.id = c.order_id_uuid WHERE c.order_id IS DISTINCT FROM m.legacy_id")" \
     "the child target's order_id follows its uuid again"
 assert_eq 2 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_map'::regclass")" "the map's triggers are back, one per child"
-assert_eq 0 "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%_rev'")" "both ways back's slots dropped"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%_rev' AND database = current_database()")" "both ways back's slots dropped"
 assert_eq "" "$(qs "SELECT string_agg(into_table, ',') FROM v7fill.migrate_reverse")" "no way-back state left on the source"
 qs "INSERT INTO orders (created_at, note) VALUES ('2024-08-01', 'after');
     INSERT INTO items_2ct (order_id, created_at, qty) VALUES (currval('orders_id_seq'), '2024-08-01', -99)" >/dev/null
