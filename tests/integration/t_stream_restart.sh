@@ -33,14 +33,30 @@ writer=$!
 "$V7FILL" stream orders_v7 --source "$SRC_CONN" --from public.orders --publication pub \
     --slot s_restart --map id=legacy_id --group-ms 50 >stream.log 2>&1 &
 streamer=$!
-sleep 3
+# streaming: the copy done and the slot read (each event below lands on a stream that runs)
+streaming() {
+    local i
+    for i in $(seq 1 600); do
+        [ "$(q "SELECT count(*) FROM v7fill.stream WHERE slot = 's_restart' AND phase = 'stream'" 2>/dev/null)" = 1 ] &&
+            [ "$(qs "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 's_restart' AND active" 2>/dev/null)" = 1 ] &&
+            return 0
+        sleep 0.1
+    done
+    fail "waited 60 s for the stream to stream ($1): $(tail -3 stream.log)"
+}
+streaming "at start"
+sleep 1
 qs "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 's_restart'" >/dev/null
-sleep 3
+sleep 1
+streaming "after its walsender was ended"
 src_ctl restart -m fast -w
-sleep 4
+sleep 1
+streaming "after the source's restart"
 pg_ctl_ restart -m fast -w
 wait_ready
-sleep 4
+sleep 1
+streaming "after the target's restart"
+sleep 2
 kill $writer; wait $writer 2>/dev/null || true
 writer=""
 kill -TERM $streamer
