@@ -51,7 +51,12 @@ t0=$(date +%s)
 pid=$!
 wait_committed_beyond 5000 "$pid" || fail "import did not get going: $(cat run1.out)"
 pg_ctl_ -m immediate -w -t 60 stop
-sleep 4
+# down until the import has announced its third attempt (backoff 1 s, 2 s, then 4 s)
+for _ in $(seq 1 300); do
+    grep -q "attempt 3 of 5" run1.out && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+done
 pg_ctl_ -w -t 60 start
 wait_ready
 # 2. long outage, while the same import is still running
