@@ -2573,6 +2573,8 @@ pipeline_batch_full(Pipeline *pl, Err *err)
     Batch *b = pl->batch;
     SourcePosition pos;
 
+    if (pl->hooks.between_batches)
+        pl->hooks.between_batches(pl->hooks.ctx);
     pl->src->ops->position(pl->src, &pos);
     if (pl->w.running)
         return writer_deal(pl, b, &pos, err);

@@ -507,13 +507,7 @@ observe_commit(Streamer *s)
     counts_sub(&run, &s->state.counts, &s->run_base);
     stream_observer_commit(s->ob, &run, s->streaming ? s->state.end_lsn : 0);
     if (!s->streaming)
-    {
         stream_observer_copy(s->ob, true, run.read);
-        /* The slot holds WAL during a long copy too: checked from here then
-         * (the writer's thread; the reader's tick takes over once streaming). */
-        if (time(NULL) - s->slot_at >= 60)
-            watch_slot(s, &s->mon);
-    }
 }
 
 /* What this target has (committed, or stored idle) reaches lsn. */
@@ -580,6 +574,8 @@ hook_target_connection(void *ctx, bool lost, const char *why)
     stream_observer_ready(s->ob, s->streaming, s->streaming ? NULL : "initial copy running");
 }
 
+static void hook_between_batches(void *ctx);
+
 static void
 stream_hooks(Streamer *s, PipelineHooks *h)
 {
@@ -597,6 +593,7 @@ stream_hooks(Streamer *s, PipelineHooks *h)
     h->row_delay = hook_row_delay;
     h->rows_rolled_back = hook_rows_rolled_back;
     h->target_connection = hook_target_connection;
+    h->between_batches = hook_between_batches;
     h->rejects_where = "v7fill.stream_quarantine";
     h->rejects_hint = "SELECT reason, row FROM v7fill.stream_quarantine ORDER BY id";
 }
@@ -767,6 +764,26 @@ record_end(Streamer *s, bool ok, const Err *err)
     else
         (void) snprintf(status, sizeof status, "%s", ok ? "done" : err->msg);
     record_segment(s, status, true);
+}
+
+/* The copy's reading thread between its batches (the reader's tick takes
+ * over once streaming): the slot's WAL every minute (it holds WAL during a
+ * long copy too), and the copy's rows as segments every --record-every
+ * seconds, so that a copy killed after hours loses at most that much of the
+ * report's figures (it finds those rows again as duplicates, which are not
+ * tracked). */
+static void
+hook_between_batches(void *ctx)
+{
+    Streamer *s = ctx;
+
+    if (s->streaming)
+        return;
+    if (time(NULL) - s->slot_at >= 60)
+        watch_slot(s, &s->mon);
+    if (s->o->record_every_s > 0 &&
+        pipeline_elapsed(s->pl) - s->seg_started >= (double) s->o->record_every_s)
+        record_segment(s, "copying", false);
 }
 
 /* Every second from the reader: the metrics it knows; every minute the slot

@@ -262,6 +262,10 @@ typedef struct PipelineHooks
      * then, once the pipeline's own retries got it back, found again (lost
      * false, why NULL): readiness while it retries.  From the writer's thread. */
     void (*target_connection)(void *ctx, bool lost, const char *why);
+    /* On the reading thread, before each full batch goes to its writer, no
+     * lock held: periodic work of the source's own connections (a stream's
+     * copy records its segments and checks its slot from here). */
+    void (*between_batches)(void *ctx);
     /* Where the rejects go and what to do, for the --max-rejects error. */
     const char *rejects_where;
     const char *rejects_hint;
