@@ -687,35 +687,74 @@ drop_window(Ctx *x, const Candidate *cd, const char *qchild, const char *why, Er
     return ok;
 }
 
+/* The parent's tables carrying its retirement marker: no partition any more
+ * (stray: 0), or still attached or detach pending (1). */
+static bool
+marked_tables(Ctx *x, bool partitions, PGresult **res, Err *err)
+{
+    char pat[64];
+    const char *params[2] = {pat, partitions ? "t" : "f"};
+
+    (void) snprintf(pat, sizeof pat, RETIRING "%u;%%", x->t->oid);
+    return pg_query(x->conn,
+                    "SELECT n.nspname, c.relname, d.description, "
+                    "       pg_catalog.to_regclass('v7fill.window_activity') IS NOT NULL "
+                    "  FROM pg_catalog.pg_description d "
+                    "  JOIN pg_catalog.pg_class c ON c.oid = d.objoid "
+                    "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                    " WHERE d.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+                    "   AND d.objsubid = 0 AND d.description LIKE $1 AND c.relkind = 'r' "
+                    "   AND c.relispartition = $2::bool ORDER BY 1, 2",
+                    2, params, res, err);
+}
+
 /* Windows whose retirement stopped after their detach (a kill, a failed
  * DROP): tables that are no partition any more and carry this parent's
- * marker.  Dropped now, unless rows arrived during that detach. */
+ * marker, dropped now if their window is past the cutoff and no rows arrived
+ * during that detach.  Under the parent's lock, first: a marker on a table
+ * that is still a partition was left by a run that stopped before or during
+ * its detach, and is cleared (retire marks again what it retires), so that
+ * a later detach by someone else, or by --detach-only, is never taken for
+ * ours.  Only with a retention (the stream's windows ahead never get here). */
 static bool
 finish_retiring(Ctx *x, Err *err)
 {
-    char pat[64], lock_sql[96], timeout_sql[64];
-    const char *params[1] = {pat};
-    PGresult *res;
+    char sql[96];
+    PGresult *res = NULL;
     bool ok = true, locked = false;
 
-    (void) snprintf(pat, sizeof pat, RETIRING "%u;%%", x->t->oid);
-    if (!pg_query(x->conn,
-                  "SELECT n.nspname, c.relname, d.description, "
-                  "       pg_catalog.to_regclass('v7fill.window_activity') IS NOT NULL "
-                  "  FROM pg_catalog.pg_description d "
-                  "  JOIN pg_catalog.pg_class c ON c.oid = d.objoid "
-                  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-                  " WHERE d.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass "
-                  "   AND d.objsubid = 0 AND d.description LIKE $1 AND c.relkind = 'r' "
-                  "   AND NOT c.relispartition ORDER BY 1, 2",
-                  1, params, &res, err))
-        return false;
+    if (!x->o->dry_run)
+    {
+        /* bounded by --lock-timeout, as retire's own */
+        (void) snprintf(sql, sizeof sql, "SET lock_timeout = '%dms'", x->o->lock_timeout_ms);
+        if (!pg_exec(x->conn, sql, err))
+            return false;
+        (void) snprintf(sql, sizeof sql, "SELECT pg_catalog.pg_advisory_lock(%" PRId64 ")",
+                        partitions_lock_key(x->t->oid));
+        ok = pg_exec(x->conn, sql, err);
+        locked = ok;
+        if (ok && (ok = marked_tables(x, true, &res, err)))
+        {
+            for (int i = 0; ok && i < PQntuples(res); i++)
+            {
+                char *q = pg_qualified(x->conn, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+
+                ok = comment_on(x, q, NULL, err);
+                free(q);
+            }
+            PQclear(res);
+            res = NULL;
+        }
+    }
+    if (ok)
+        ok = marked_tables(x, false, &res, err);
     for (int i = 0; ok && i < PQntuples(res); i++)
     {
         Candidate cd = {PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), 0, 0, 0, false};
         char last[32] = "", *qchild;
         unsigned int parent;
         Activity after;
+        bool came;
 
         x->have_activity = PQgetvalue(res, i, 3)[0] == 't';
         if (sscanf(PQgetvalue(res, i, 2),
@@ -735,6 +774,35 @@ finish_retiring(Ctx *x, Err *err)
                  cd.schema, cd.name);
             continue;
         }
+        if (!read_activity(x, cd.name, &after, err))
+        {
+            ok = false;
+            break;
+        }
+        came = after.found && (strcmp(last, "none") == 0 || after.last_us > strtoll(last, NULL, 10));
+        if (cd.upper_us >= x->cutoff_us || came)
+        {
+            /* not past the retention now, or rows came during that detach: kept */
+            if (came)
+                arrived(x, &cd, &after);
+            else
+                emit(x, MAINTAIN_NOTE, cd.schema, cd.name, cd.lower_us, cd.upper_us,
+                     "%s.%s: an earlier run detached it to drop it and stopped before the "
+                     "drop, but its window is not past the retention cutoff now: %s",
+                     cd.schema, cd.name,
+                     x->o->dry_run ? "would keep it" : "kept as a standalone table");
+            if (!x->o->dry_run)
+            {
+                Err e = {0};
+
+                qchild = pg_qualified(x->conn, cd.schema, cd.name);
+                if (!comment_on(x, qchild, NULL, &e))
+                    log_warn("%s.%s: could not clear its comment: %s", cd.schema, cd.name,
+                             e.msg);
+                free(qchild);
+            }
+            continue;
+        }
         if (x->o->dry_run)
         {
             x->r->dropped++;
@@ -743,44 +811,19 @@ finish_retiring(Ctx *x, Err *err)
                  cd.name);
             continue;
         }
-        if (!locked)
-        {
-            (void) snprintf(lock_sql, sizeof lock_sql,
-                            "SELECT pg_catalog.pg_advisory_lock(%" PRId64 ")",
-                            partitions_lock_key(x->t->oid));
-            (void) snprintf(timeout_sql, sizeof timeout_sql, "SET lock_timeout = '%dms'",
-                            x->o->lock_timeout_ms);
-            if (!pg_exec(x->conn, lock_sql, err) || !pg_exec(x->conn, timeout_sql, err))
-            {
-                ok = false;
-                break;
-            }
-            locked = true;
-        }
         qchild = pg_qualified(x->conn, cd.schema, cd.name);
-        if (!read_activity(x, cd.name, &after, err))
-            ok = false;
-        else if (after.found && (strcmp(last, "none") == 0 || after.last_us > strtoll(last, NULL, 10)))
-        {
-            Err e = {0};
-
-            arrived(x, &cd, &after);
-            if (!comment_on(x, qchild, NULL, &e))
-                log_warn("%s.%s: could not clear its comment: %s", cd.schema, cd.name, e.msg);
-        }
-        else
-            ok = drop_window(x, &cd, qchild, " (its retirement had stopped after the detach)",
-                             err);
+        ok = drop_window(x, &cd, qchild, " (its retirement had stopped after the detach)", err);
         free(qchild);
     }
     PQclear(res);
-    if (locked)
+    if (!x->o->dry_run)
     {
         Err ignored;
 
         if (!pg_exec(x->conn, "RESET lock_timeout", &ignored))
             (void) 0;
-        unlock_parent(x);
+        if (locked)
+            unlock_parent(x);
     }
     return ok;
 }
@@ -1083,9 +1126,9 @@ maintain_run(PgConn *c, TargetTable *t, const MaintainOptions *o, MaintainResult
     if (opts.retention_us > 0)
         x.cutoff_us = x.now_us - opts.retention_us;
     report_pending(&x);
-    if (!finish_retiring(&x, err))
-        return false;
     if (opts.retention_us <= 0)
         return true;
+    if (!finish_retiring(&x, err))
+        return false;
     return retire(&x, err);
 }

@@ -1354,7 +1354,7 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
         counts_less(&s->state.counts.expired, forgot_e);
         s->run_base = s->state.counts;
         if (forgot_r + forgot_e > 0)
-            log_info("%" PRIu64 " rows the interrupted copy of %s quarantined are forgotten (%"
+            log_info("%" PRIu64 " rows the earlier copy of %s quarantined are forgotten (%"
                      PRIu64 " refused, %" PRIu64 " expired) and taken off the stream's counts: "
                      "the copy reads them again and quarantines each once more if refused again",
                      forgot_r + forgot_e, s->relation, forgot_r, forgot_e);

@@ -306,7 +306,7 @@ stream_state_quarantine_forget_copy(PgConn *c, const char *slot, const char *tar
                   "SELECT r, e FROM n",
                   3, params, &res, err))
     {
-        err_prefix(err, "could not clear the quarantine of an interrupted copy");
+        err_prefix(err, "could not clear the quarantine of an earlier copy");
         return false;
     }
     *rejected = strtoull(PQgetvalue(res, 0, 0), NULL, 10);

@@ -60,7 +60,7 @@ V7FILL_MUST_CHECK bool stream_state_put(PgConn *c, const char *slot, const Strea
  * position sent to the source must not move to lsn). */
 V7FILL_MUST_CHECK bool stream_state_put_idle(PgConn *c, const char *slot, const char *target,
                                              uint64_t lsn, bool *stored, Err *err);
-/* Before an initial copy again: the rows an earlier, interrupted copy of
+/* Before an initial copy again: the rows an earlier copy (interrupted, or before --resnapshot) of
  * relation into target quarantined (source_lsn NULL; not those kept in the
  * target although expired) are forgotten, and the stored counts (read,
  * rejected, expired) made less by them, as that copy's rows are read again

@@ -2,7 +2,10 @@
 # its own): the window is no partition any more, and before, no later run saw it again, so its
 # expired rows stayed for good.  Now the window carries a marker from before its detach; a
 # --detach-only run leaves it (and marks nothing of its own), the next run drops it, saying so,
-# and leaves the tables --detach-only kept.
+# and leaves the tables --detach-only kept.  A marker left on a partition still attached (a run
+# stopped before or during its detach) is cleared by the next run, so that a later detach by
+# hand is never taken for v7fill's; a marked table whose window is not past the cutoff now is
+# kept.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 export PGTZ=UTC
@@ -54,11 +57,28 @@ assert_eq false "$(ispart "$W")" "--detach-only leaves $W"
 assert_eq "false|kept by the detach-only run" "$(ispart "$(name -7)")|$(marker "$(name -7)")" \
     "--detach-only detached $(name -7) and kept its comment (no marker)"
 
+# A marker of a run that stopped before or during a detach (by hand here): on a partition still
+# attached, and on a table detached by someone else whose window is not past the cutoff.
+oid=$(q "SELECT 'events'::regclass::oid")
+us() { q "SELECT (extract(epoch FROM '$1'::timestamptz) * 1000000)::int8"; }
+mark() { echo "v7fill maintain: retiring from parent $oid; window $(us "$(mon "$1")") $(us "$(mon $(($1 + 1)))"); last insert before the detach: none"; }
+A=$(name -2); D=$(name -1)
+q "COMMENT ON TABLE $A IS '$(mark -2)'; ALTER TABLE events DETACH PARTITION $D; COMMENT ON TABLE $D IS '$(mark -1)'" >/dev/null
+run_expect 0 "$V7FILL" maintain events --retention 150d --dry-run
+assert_contains "$OUT" "would drop public.$W (its retirement stopped after the detach)" "--dry-run says it would drop $W"
+assert_contains "$OUT" "$D: an earlier run detached it to drop it and stopped before the drop, but its window is not past the retention cutoff now: would keep it" \
+    "--dry-run: a marked table whose window is not past the cutoff would be kept"
+assert_eq false "$(ispart "$W")" "--dry-run dropped nothing"
+
 run_expect 0 "$V7FILL" maintain events --retention 150d
 echo "$OUT"
 assert_contains "$OUT" "dropped public.$W (its retirement had stopped after the detach)" "the next run drops $W, saying why"
+assert_eq "-" "$(marker "$A")" "a marker left on a partition still attached is cleared"
+assert_eq "false|-" "$(ispart "$D")|$(marker "$D")" "a marked table whose window is not past the cutoff is kept, its marker cleared"
+q "ALTER TABLE events DETACH PARTITION $A" >/dev/null
+run_expect 0 "$V7FILL" maintain events --retention 150d
+assert_eq false "$(ispart "$A")" "a partition detached by hand after its marker was cleared is left alone"
 assert_eq gone "$(ispart "$W")" "$W dropped"
 assert_eq false "$(ispart "$(name -7)")" "the table --detach-only kept stays"
-run_expect 0 "$V7FILL" maintain events --retention 150d
 assert_contains "$OUT" "detached=0 dropped=0 issues=0" "a run after that drops nothing more"
 echo "ok t_maintain_kill"

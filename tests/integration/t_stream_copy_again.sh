@@ -58,7 +58,7 @@ q "DELETE FROM hold;
 run_expect 0 "$V7FILL" "${args[@]}"
 echo "$OUT"
 assert_contains "$OUT" "copying again under a fresh view" "the rerun copies again"
-assert_contains "$OUT" "3 rows the interrupted copy of public.orders quarantined are forgotten (3 refused, 0 expired)" \
+assert_contains "$OUT" "3 rows the earlier copy of public.orders quarantined are forgotten (3 refused, 0 expired)" \
     "the rerun says what it forgot"
 assert_eq "5 missing event time|7 missing event time|9 time out of range" \
     "$(q "SELECT string_agg((row ->> 'id') || ' ' || split_part(reason, ':', 1), '|' ORDER BY (row ->> 'id')::int)
