@@ -49,6 +49,11 @@ typedef struct Importer
     bool checkpoints;    /* v7fill.checkpoint can be read (plan creates nothing) */
     size_t files_empty;       /* 0-byte files passed over (several files, with a header) */
     char first_empty[256];    /* the first of them, printable */
+    PgConn *side;             /* the run rows recorded while importing (reading thread) */
+    size_t recorded;          /* run rows written so far */
+    size_t record_failures;   /* periodic run rows that could not be written */
+    double record_retry_at;   /* then not before this (pipeline_elapsed) */
+    PipelineSegment resumed;  /* counts in st that earlier runs accounted for */
 } Importer;
 
 void
@@ -58,6 +63,7 @@ import_options_default(ImportOptions *o)
     pipeline_options_default(&o->common);
     csv_options_default(&o->csv);
     o->analyze = true;
+    o->record_every_s = 60;
 }
 
 /* Where the rejects and late-rows files stand, for the checkpoint: a resume
@@ -293,6 +299,18 @@ importer_resume_file(Importer *im, Err *err)
     im->st->duplicates += im->cp.duplicates;
     im->st->rejected += im->cp.rejected;
     im->st->expired += im->cp.expired;
+    {
+        /* Earlier runs recorded those rows in v7fill.run: this run's rows leave them out. */
+        PipelineSegment earlier = {.read = im->cp.read,
+                                   .inserted = im->cp.inserted,
+                                   .duplicates = im->cp.duplicates,
+                                   .rejected = im->cp.rejected};
+        pipeline_segment_exclude(im->pl, &earlier);
+        im->resumed.read += earlier.read;
+        im->resumed.inserted += earlier.inserted;
+        im->resumed.duplicates += earlier.duplicates;
+        im->resumed.rejected += earlier.rejected;
+    }
     /* From here on the checkpoint is this run's, with its options. */
     importer_note_options(im);
     return true;
@@ -381,8 +399,19 @@ importer_open_file(Importer *im, const char *path, bool *skipped, Err *err)
             return importer_resume_file(im, err);
     }
     /* Starting this file afresh: record where the rejects and late-rows files
-     * stand now, so that a crash before the first commit can cut them back. */
-    memset(&im->cp, 0, sizeof im->cp);
+     * stand now, so that a crash before the first commit can cut them back.
+     * A file an earlier run finished with the same options stays finished
+     * while it is read again (its rows are all in already): a kill during
+     * that reading leaves it to --skip-finished as before. */
+    {
+        bool was_finished = im->cp.found && im->cp.finished;
+        char changed[1024] = "";
+
+        if (was_finished && im->cp.has_options)
+            importer_option_changed(im->cp.options, im->options_text, changed, sizeof changed);
+        memset(&im->cp, 0, sizeof im->cp);
+        im->cp.finished = was_finished && !changed[0];
+    }
     im->cp.offset = pos.offset;
     im->cp.line = pos.line;
     im->cp.content_len = pos.content_len;
@@ -480,7 +509,7 @@ hook_save_position(void *ctx, PgConn *c, const SourcePosition *pos, const BatchC
     im->next.content_len = pos->content_len;
     im->next.content_hash = pos->content_hash;
     importer_note_outputs(im, &im->next);
-    im->next.finished = finished;
+    im->next.finished = finished || im->cp.finished;
     return !im->use_checkpoint ||
            state_checkpoint_put(c, im->target->schema, im->target->name, im->target->oid,
                                 im->identity, im->src_name, &im->next, err);
@@ -538,6 +567,95 @@ hook_after_commit(void *ctx, const SourcePosition *pos)
 
     (void) pos;
     im->cp = im->next;
+}
+
+/* The rows imported since the last run row as a run row of their own in
+ * v7fill.run (command "import"), so that `v7fill report` counts them as the
+ * import goes: a run killed after hours loses only the figures of the rows
+ * committed since its last row (its rerun resumes after them).  A run's rows
+ * add up to what this run did, never what a resumed file's earlier runs did.
+ * A periodic row ("importing") carries the tracker document; the last one
+ * (final) the run's report, whose delay member covers that row's rows only.
+ * A periodic row that cannot be written is carried by the next one.  False
+ * with err when it could not be written. */
+static bool
+importer_record(Importer *im, PgConn *c, const char *status, bool final, Err *err)
+{
+    PipelineSegment seg;
+    const TargetTable *t = im->target;
+    ImportStats *st = im->st;
+    char *json;
+    bool ok;
+
+    if (!pipeline_take_segment(im->pl, &seg))
+    {
+        if (!final)
+            return true;
+        /* Not expected outside a plan (no tracker): the run as a whole when
+         * no row recorded a part of it, else no figures rather than twice. */
+        seg.elapsed_s = st->elapsed_s;
+        seg.delay_json = NULL;
+        if (im->recorded == 0)
+        {
+            seg.read = st->read - im->resumed.read;
+            seg.inserted = st->inserted - im->resumed.inserted;
+            seg.duplicates = st->duplicates - im->resumed.duplicates;
+            seg.rejected = st->rejected - im->resumed.rejected;
+            seg.partitions_created = st->partitions_created;
+            seg.delay_json = st->delay_json ? xstrdup(st->delay_json) : NULL;
+        }
+    }
+    if (!final && seg.read == 0)
+    {
+        free(seg.delay_json);
+        return true;
+    }
+    if (final)
+    {
+        char *whole = st->delay_json;
+
+        st->delay_json = seg.delay_json;
+        json = import_report_json(st, false);
+        st->delay_json = whole;
+    }
+    else
+        json = xstrdup(seg.delay_json);
+    ok = state_run_record(c, t->schema, t->name, t->oid, "import", status, seg.elapsed_s, seg.read,
+                          seg.inserted, seg.duplicates, seg.rejected, seg.partitions_created, json,
+                          err);
+    free(json);
+    if (ok)
+        im->recorded++;
+    if (!ok && !final)
+        pipeline_return_segment(im->pl, &seg);
+    free(seg.delay_json);
+    return ok;
+}
+
+/* The reading thread between batches: a run row every --record-every seconds,
+ * on a connection of its own (the writers hold the others).  One that cannot
+ * be written is tried again a period later, the rows carried over. */
+static void
+hook_between_batches(void *ctx)
+{
+    Importer *im = ctx;
+    Err e = {0};
+
+    if (im->o->record_every_s <= 0 ||
+        pipeline_segment_age(im->pl) < (double) im->o->record_every_s ||
+        pipeline_elapsed(im->pl) < im->record_retry_at)
+        return;
+    if ((im->side == NULL && !pg_connect_again(im->conn, &im->side, &e)) ||
+        (pg_is_broken(im->side) && !pg_reconnect(im->side, &e)) ||
+        !importer_record(im, im->side, "importing", false, &e))
+    {
+        im->record_retry_at = pipeline_elapsed(im->pl) + im->o->record_every_s;
+        log_at(im->record_failures++ == 0 ? LOG_LEVEL_WARN : LOG_LEVEL_DEBUG,
+               "could not record the rows imported so far in v7fill.run (tried again every "
+               "%d s and when the import ends; a kill before then leaves them out of v7fill "
+               "report): %s",
+               im->o->record_every_s, e.msg);
+    }
 }
 
 static bool
@@ -688,6 +806,7 @@ importer_free(Importer *im)
     free(im->options_text);
     source_close(im->src);
     pipeline_free(im->pl);
+    pg_close(im->side);
 }
 
 /* The rejects file and, when there is a retention, the late-rows file (plan:
@@ -738,6 +857,8 @@ importer_hooks(Importer *im)
     h->save_position = hook_save_position;
     h->check_commit = hook_check_commit;
     h->after_commit = hook_after_commit;
+    if (!im->o->common.plan)
+        h->between_batches = hook_between_batches;
     h->rejects_where = rejects_path(im->rejects);
     h->rejects_hint = "Fix the input or the options, or raise --max-rejects, then run the command "
                       "again: it resumes, or reads the file from the start if its content or an "
@@ -790,18 +911,12 @@ out:
                  im.files_done, o->nfiles);
     if (!o->common.plan && im.target && !pg_is_broken(c))
     {
-        /* Run history: one row per run, also for failed runs (status = the error). */
+        /* Run history: the run's last row, also for failed runs (status = the error). */
         Err rerr = {0};
-        char *json = import_report_json(st, false);
         bool setup_done = ok || err->code != EC_PG_CONNECT;
 
-        if (setup_done && !state_run_record(c, im.target->schema, im.target->name,
-                                            im.target->oid, "import",
-                                            ok ? "done" : err->msg, st->elapsed_s, st->read,
-                                            st->inserted, st->duplicates, st->rejected,
-                                            st->partitions_created, json, &rerr))
+        if (setup_done && !importer_record(&im, c, ok ? "done" : err->msg, true, &rerr))
             log_debug("could not record the run in v7fill.run: %s", rerr.msg);
-        free(json);
     }
     if (ok && im.files_empty > 0)
     {

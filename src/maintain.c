@@ -531,9 +531,21 @@ unlock_parent(Ctx *x)
  * window, the last insert recorded before the detach): a run killed between
  * the two (DETACH CONCURRENTLY commits on its own) or whose DROP failed
  * leaves a table that is no partition any more, which the next run finds by
- * that comment and drops (finish_retiring).  Its earlier comment is put back
- * when the window is not dropped after all. */
+ * that comment and drops (finish_retiring).  The marker ends with the
+ * table's earlier comment, if it had one (RETIRING_BEFORE), which is put back
+ * when the window is not dropped after all, also by a later run that clears
+ * the marker of a stopped one. */
 #define RETIRING "v7fill maintain: retiring from parent "
+#define RETIRING_BEFORE "; comment before: "
+
+/* The comment a marker says the table had before (NULL: none). */
+static const char *
+marker_before(const char *marker)
+{
+    const char *p = strstr(marker, RETIRING_BEFORE);
+
+    return p ? p + strlen(RETIRING_BEFORE) : NULL;
+}
 
 static bool
 comment_on(Ctx *x, const char *qchild, const char *text, Err *err)
@@ -547,38 +559,49 @@ comment_on(Ctx *x, const char *qchild, const char *text, Err *err)
     return ok;
 }
 
-/* *orig: the comment before (NULL: none, or an earlier run's marker). */
+/* *orig: the comment before (NULL: none; an earlier run's marker gives the
+ * one it kept). */
 static bool
 mark_retiring(Ctx *x, const Candidate *cd, const char *qchild, const Activity *before,
               char **orig, Err *err)
 {
-    char oid[16], text[256], last[32];
+    char oid[16], last[32];
     const char *params[1] = {oid};
     PGresult *res;
+    char *text;
+    bool ok;
 
     *orig = NULL;
     (void) snprintf(oid, sizeof oid, "%u", cd->oid);
     if (!pg_query(x->conn, "SELECT pg_catalog.obj_description($1::oid, 'pg_class')", 1, params,
                   &res, err))
         return false;
-    if (!PQgetisnull(res, 0, 0) && strncmp(PQgetvalue(res, 0, 0), RETIRING, strlen(RETIRING)) != 0)
-        *orig = xstrdup(PQgetvalue(res, 0, 0));
+    if (!PQgetisnull(res, 0, 0))
+    {
+        const char *now = PQgetvalue(res, 0, 0);
+
+        if (strncmp(now, RETIRING, strlen(RETIRING)) != 0)
+            *orig = xstrdup(now);
+        else if (marker_before(now))
+            *orig = xstrdup(marker_before(now));
+    }
     PQclear(res);
     if (before->found)
         (void) snprintf(last, sizeof last, "%" PRId64, before->last_us);
     else
         (void) snprintf(last, sizeof last, "none");
-    (void) snprintf(text, sizeof text,
-                    RETIRING "%u; window %" PRId64 " %" PRId64 "; last insert before the detach: "
-                             "%s",
-                    x->t->oid, cd->lower_us, cd->upper_us, last);
-    if (!comment_on(x, qchild, text, err))
+    text = xasprintf(RETIRING "%u; window %" PRId64 " %" PRId64 "; last insert before the detach: "
+                              "%s%s%s",
+                     x->t->oid, cd->lower_us, cd->upper_us, last, *orig ? RETIRING_BEFORE : "",
+                     *orig ? *orig : "");
+    ok = comment_on(x, qchild, text, err);
+    free(text);
+    if (!ok)
     {
         free(*orig);
         *orig = NULL;
-        return false;
     }
-    return true;
+    return ok;
 }
 
 /* Detach (or finalize a pending detach of) one partition.  *done: it is no
@@ -739,7 +762,7 @@ finish_retiring(Ctx *x, Err *err)
             {
                 char *q = pg_qualified(x->conn, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
 
-                ok = comment_on(x, q, NULL, err);
+                ok = comment_on(x, q, marker_before(PQgetvalue(res, i, 2)), err);
                 free(q);
             }
             PQclear(res);
@@ -759,7 +782,7 @@ finish_retiring(Ctx *x, Err *err)
         x->have_activity = PQgetvalue(res, i, 3)[0] == 't';
         if (sscanf(PQgetvalue(res, i, 2),
                    RETIRING "%u; window %" SCNd64 " %" SCNd64 "; last insert before the detach: "
-                            "%31s",
+                            "%31[^;]",
                    &parent, &cd.lower_us, &cd.upper_us, last) != 4)
         {
             log_warn("%s.%s: a retirement marker v7fill cannot read: %s", cd.schema, cd.name,
@@ -796,8 +819,8 @@ finish_retiring(Ctx *x, Err *err)
                 Err e = {0};
 
                 qchild = pg_qualified(x->conn, cd.schema, cd.name);
-                if (!comment_on(x, qchild, NULL, &e))
-                    log_warn("%s.%s: could not clear its comment: %s", cd.schema, cd.name,
+                if (!comment_on(x, qchild, marker_before(PQgetvalue(res, i, 2)), &e))
+                    log_warn("%s.%s: could not put its comment back: %s", cd.schema, cd.name,
                              e.msg);
                 free(qchild);
             }

@@ -156,7 +156,12 @@ struct Pipeline
     TimeParser *tparser;
     Tracker *tracker;  /* the rows counted since the last segment taken */
     Tracker *taken;    /* the segments taken before (NULL: none): the run's, with tracker */
-    PipelineSegment seg_base; /* the run's counts when the last segment was taken */
+    PipelineSegment seg_base; /* the run's counts when the last segment was taken (with
+                                 those that earlier runs accounted for) */
+    double seg_at;            /* when it was taken (monotime_s; pipeline_open at first) */
+    PipelineSegment returned; /* taken but not recorded (pipeline_return_segment): the next
+                                 segment taken carries it; its delays in returned_delays */
+    Tracker *returned_delays;
     Granularity gran;  /* window size for rows whose partition does not exist yet */
     TimeParser *wzone; /* --window-tz of those windows (NULL: UTC) */
     Sink *sink;
@@ -2751,6 +2756,7 @@ pipeline_free(Pipeline *pl)
     time_parser_free(pl->wzone);
     tracker_free(pl->tracker);
     tracker_free(pl->taken);
+    tracker_free(pl->returned_delays);
     for (size_t i = 0; i < pl->nbufs; i++)
         batch_free(&pl->bufs[i]);
     free(pl->bufs);
@@ -2998,6 +3004,7 @@ pipeline_open(PgConn *c, const PipelineOptions *o, const PipelineInputs *inputs,
     pl->inputs = inputs;
     pl->st = st;
     pl->started = monotime_s();
+    pl->seg_at = pl->started;
     pl->now_us = o->now_us ? o->now_us : wall_now_us();
     pl->day_cache.day = INT64_MIN;
     pipeline_init_writers(pl);
@@ -3183,6 +3190,7 @@ pipeline_take_segment(Pipeline *pl, PipelineSegment *out)
     const ImportStats *st = pl->st;
     PipelineSegment now;
     Tracker *empty;
+    double taken_at;
     Err e = {0};
 
     memset(out, 0, sizeof *out);
@@ -3207,6 +3215,8 @@ pipeline_take_segment(Pipeline *pl, PipelineSegment *out)
     out->duplicates = now.duplicates - pl->seg_base.duplicates;
     out->rejected = now.rejected - pl->seg_base.rejected;
     out->partitions_created = now.partitions_created - pl->seg_base.partitions_created;
+    taken_at = monotime_s();
+    out->elapsed_s = taken_at - pl->seg_at;
     out->delay_json = tracker_to_json(pl->tracker);
     if (out->delay_json == NULL)
     {
@@ -3215,7 +3225,8 @@ pipeline_take_segment(Pipeline *pl, PipelineSegment *out)
     }
     if (pl->taken == NULL)
         pl->taken = tracker_new(tracker_retention(pl->tracker), tracker_near_cutoff(pl->tracker));
-    if (!tracker_merge_json(pl->taken, out->delay_json, &e))
+    if (!tracker_merge_json(pl->taken, out->delay_json, &e) ||
+        (pl->returned_delays && !tracker_merge_json(pl->returned_delays, out->delay_json, &e)))
     {
         /* not expected (the tracker's own document): the segment stays open */
         log_debug("could not take the segment's delays: %s", e.msg);
@@ -3224,13 +3235,68 @@ pipeline_take_segment(Pipeline *pl, PipelineSegment *out)
         memset(out, 0, sizeof *out);
         return false;
     }
+    if (pl->returned_delays)
+    {
+        /* a segment given back before: this one carries it (it is in taken already) */
+        free(out->delay_json);
+        out->delay_json = tracker_to_json(pl->returned_delays);
+        tracker_free(pl->returned_delays);
+        pl->returned_delays = NULL;
+        out->read += pl->returned.read;
+        out->inserted += pl->returned.inserted;
+        out->duplicates += pl->returned.duplicates;
+        out->rejected += pl->returned.rejected;
+        out->partitions_created += pl->returned.partitions_created;
+        out->elapsed_s += pl->returned.elapsed_s;
+        memset(&pl->returned, 0, sizeof pl->returned);
+    }
     empty = tracker_new(tracker_retention(pl->tracker), tracker_near_cutoff(pl->tracker));
     tracker_copy_into(pl->tracker, empty);
     tracker_free(empty);
     now.delay_json = NULL;
     pl->seg_base = now;
+    pl->seg_at = taken_at;
     pthread_mutex_unlock(&pl->w.mu);
     return true;
+}
+
+void
+pipeline_return_segment(Pipeline *pl, PipelineSegment *seg)
+{
+    Err e = {0};
+
+    pthread_mutex_lock(&pl->w.mu);
+    if (pl->returned_delays == NULL)
+        pl->returned_delays =
+            tracker_new(tracker_retention(pl->tracker), tracker_near_cutoff(pl->tracker));
+    if (seg->delay_json && !tracker_merge_json(pl->returned_delays, seg->delay_json, &e))
+        log_debug("could not keep the segment's delays: %s", e.msg);
+    pl->returned.read += seg->read;
+    pl->returned.inserted += seg->inserted;
+    pl->returned.duplicates += seg->duplicates;
+    pl->returned.rejected += seg->rejected;
+    pl->returned.partitions_created += seg->partitions_created;
+    pl->returned.elapsed_s += seg->elapsed_s;
+    pthread_mutex_unlock(&pl->w.mu);
+    free(seg->delay_json);
+    memset(seg, 0, sizeof *seg);
+}
+
+double
+pipeline_segment_age(const Pipeline *pl)
+{
+    return monotime_s() - pl->seg_at;
+}
+
+void
+pipeline_segment_exclude(Pipeline *pl, const PipelineSegment *earlier)
+{
+    pthread_mutex_lock(&pl->w.mu);
+    pl->seg_base.read += earlier->read;
+    pl->seg_base.inserted += earlier->inserted;
+    pl->seg_base.duplicates += earlier->duplicates;
+    pl->seg_base.rejected += earlier->rejected;
+    pthread_mutex_unlock(&pl->w.mu);
 }
 
 bool

@@ -102,9 +102,6 @@ typedef struct Streamer
     struct FrameQueue *queue;
     bool borrowed;
     _Atomic uint64_t flush_pos; /* committed in the target, or stored idle */
-    /* The run's rows in v7fill.run, a segment at a time (record_segment):
-     * when the segment being counted began (pipeline_elapsed). */
-    double seg_started;
 } Streamer;
 
 /* ---- several tables of one slot: the frames each table's source reads ----- */
@@ -726,7 +723,6 @@ record_segment(Streamer *s, const char *status, bool final)
 {
     PipelineSegment seg;
     const TargetTable *t;
-    double began = s->seg_started;
     Err e = {0};
 
     if (s->pl == NULL || s->side == NULL)
@@ -739,17 +735,24 @@ record_segment(Streamer *s, const char *status, bool final)
     }
     if (!pipeline_take_segment(s->pl, &seg))
         return;
-    s->seg_started = pipeline_elapsed(s->pl);
     t = pipeline_target(s->pl);
     if ((seg.read > 0 || final) &&
         !state_run_record(s->side, t->schema, t->name, t->oid, "stream", status,
-                          pipeline_elapsed(s->pl) - began, seg.read, seg.inserted,
+                          seg.elapsed_s, seg.read, seg.inserted,
                           seg.duplicates, seg.rejected, seg.partitions_created, seg.delay_json,
                           &e))
+    {
         log_at(seg.read > 0 ? LOG_LEVEL_WARN : LOG_LEVEL_DEBUG,
                "%s: could not record the rows applied in the last %.0f s in v7fill.run (the "
-               "rows are applied; v7fill report leaves them out): %s",
-               s->relation, pipeline_elapsed(s->pl) - began, e.msg);
+               "rows are applied; %s): %s",
+               s->relation, seg.elapsed_s,
+               final ? "v7fill report leaves them out" : "the next record counts them", e.msg);
+        if (!final)
+        {
+            pipeline_return_segment(s->pl, &seg);
+            return;
+        }
+    }
     free(seg.delay_json);
 }
 
@@ -782,7 +785,7 @@ hook_between_batches(void *ctx)
     if (time(NULL) - s->slot_at >= 60)
         watch_slot(s, &s->mon);
     if (s->o->record_every_s > 0 &&
-        pipeline_elapsed(s->pl) - s->seg_started >= (double) s->o->record_every_s)
+        pipeline_segment_age(s->pl) >= (double) s->o->record_every_s)
         record_segment(s, "copying", false);
 }
 
@@ -807,7 +810,7 @@ tick(void *ctx, uint64_t committed, uint64_t lag_bytes, bool idle)
     if (!s->borrowed && ts.tv_sec - s->slot_at >= 60)
         watch_slot(s, &s->mon);
     if (s->o->record_every_s > 0 &&
-        pipeline_elapsed(s->pl) - s->seg_started >= (double) s->o->record_every_s)
+        pipeline_segment_age(s->pl) >= (double) s->o->record_every_s)
         record_segment(s, "streaming", false);
 }
 

@@ -315,19 +315,28 @@ const char *pipeline_target_q(const Pipeline *p); /* quoted, schema-qualified */
 const char *pipeline_lookup_q(const Pipeline *p);
 /* Seconds since pipeline_open (monotonic clock). */
 double pipeline_elapsed(const Pipeline *p);
-/* A segment of the run, for a run row of its own (v7fill stream records one
- * every --record-every): the rows counted since the last segment taken (or
- * pipeline_open), and their delays (tracker_to_json; caller frees).  The
- * pipeline's tracker starts afresh; the run's delays (pipeline_close's
- * delay_json) still cover every segment.  False (nothing taken) while a
- * source transaction's pieces are counted but not committed, or without a
- * tracker: take it later. */
+/* A segment of the run, for a run row of its own (v7fill stream and import
+ * record one every --record-every): the rows counted since the last segment
+ * taken (or pipeline_open), the seconds it spans, and their delays
+ * (tracker_to_json; caller frees).  The pipeline's tracker starts afresh; the
+ * run's delays (pipeline_close's delay_json) still cover every segment.
+ * False (nothing taken) while a source transaction's pieces are counted but
+ * not committed, or without a tracker: take it later. */
 typedef struct PipelineSegment
 {
     uint64_t read, inserted, duplicates, rejected, partitions_created;
+    double elapsed_s;
     char *delay_json;
 } PipelineSegment;
 bool pipeline_take_segment(Pipeline *p, PipelineSegment *out);
+/* A segment taken that could not be recorded: the next one taken carries it
+ * (its counts, seconds and delays); frees seg->delay_json. */
+void pipeline_return_segment(Pipeline *p, PipelineSegment *seg);
+/* Seconds since the last segment was taken (or pipeline_open). */
+double pipeline_segment_age(const Pipeline *p);
+/* Counts added to the run's that earlier runs accounted for (a resumed
+ * import's checkpoint): no segment of this run counts them. */
+void pipeline_segment_exclude(Pipeline *p, const PipelineSegment *earlier);
 /* Final statistics (sink, delays, elapsed); false with EC_INTERNAL when the
  * accounting does not balance (only checked when ok). */
 V7FILL_MUST_CHECK bool pipeline_close(Pipeline *p, bool ok, Err *err);

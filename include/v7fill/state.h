@@ -5,7 +5,8 @@
  *                      reproducible per target, unpredictable without it)
  *   v7fill.checkpoint  per target and input file: position after the last
  *                      committed batch, running counts, rejects file length
- *   v7fill.run         one row per run: counts, elapsed time, statistics (JSON)
+ *   v7fill.run         rows per run (every --record-every, and at its end): counts,
+ *                      elapsed time, statistics (JSON) of the rows since the last
  *   <table>_source_ref the lookup of imported source references (in the
  *                      target's schema, name overridable)
  *   <table>_id_map     or, with --key-map, the typed key map legacy_id -> id

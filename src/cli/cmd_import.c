@@ -95,6 +95,10 @@ import_usage(FILE *out, const char *cmd)
             "                             then goes to stderr)\n"
             "      --json                 print the report as JSON instead of the table\n"
             "      --no-progress          no progress display\n"
+            "      --record-every=S       record the rows imported since the last record as a\n"
+            "                             run in v7fill.run every S seconds, for v7fill report\n"
+            "                             (default 60; 0: only when the import ends; plan\n"
+            "                             records nothing)\n"
             "  -h, --help                 this help\n"
             "\n"
             "Exit status: 0 done (rejected rows, if any, are in the rejects file); 1 a file\n"
@@ -149,6 +153,7 @@ enum
     OPT_KEEP_EXPIRED,
     OPT_LATE_ROWS,
     OPT_NEW_SOURCE_REF,
+    OPT_RECORD_EVERY,
 };
 
 static bool
@@ -282,6 +287,7 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
         {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
         {"no-analyze", no_argument, NULL, OPT_NO_ANALYZE},
         {"skip-finished", no_argument, NULL, OPT_SKIP_FINISHED},
+        {"record-every", required_argument, NULL, OPT_RECORD_EVERY},
         {"report-json", required_argument, NULL, OPT_REPORT_JSON},
         {"json", no_argument, NULL, OPT_JSON},
         {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
@@ -477,6 +483,14 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                 break;
             case OPT_NEW_SOURCE_REF:
                 o.new_source_ref = true;
+                break;
+            case OPT_RECORD_EVERY:
+                if (!cli_parse_long(cmd, "--record-every", optarg, 0, 86400, &n, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                o.record_every_s = (int) n;
                 break;
             case OPT_REPORT_JSON:
                 report_json = optarg;

@@ -195,6 +195,20 @@ hold_close() {
     touch "$T_TMP/$1.release"
     wait "$pid" || fail "hold_open $1: the holding transaction failed: $(cat "$T_TMP/$1.holdlog")"
 }
+# wait_held PID LOG WHAT: waits (30 s at most) until a session of this database has slept in
+# pg_sleep for over 2 s (a trigger holding a batch: a statement waiting 1.2 s does not count),
+# failing naming WHAT when the command PID (its output in LOG) ends first or it never happens.
+wait_held() {
+    local waiting=0 i
+    for i in $(seq 1 600); do
+        waiting=$(q "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+                       AND wait_event = 'PgSleep' AND now() - query_start > interval '2 seconds'")
+        [ "$waiting" = 1 ] && return 0
+        kill -0 "$1" 2>/dev/null || fail "the first run ended before $3: $(cat "$2")"
+        sleep 0.05
+    done
+    fail "$3 never waited: $(cat "$2")"
+}
 # poll_until SQL WHAT [SECONDS]: poll SQL (a boolean query) every 50 ms until it returns t;
 # fails naming WHAT after SECONDS (default 60).
 poll_until() {

@@ -22,7 +22,8 @@ done
 W=$(name -8)
 ispart() { q "SELECT coalesce((SELECT relispartition::text FROM pg_class WHERE oid = to_regclass('public.$1')), 'gone')"; }
 marker() { q "SELECT coalesce(obj_description('public.$1'::regclass, 'pg_class'), '-')"; }
-q "COMMENT ON TABLE $(name -7) IS 'kept by the detach-only run'" >/dev/null
+q "COMMENT ON TABLE $(name -7) IS 'kept by the detach-only run';
+   COMMENT ON TABLE $W IS 'the oldest; one; two'" >/dev/null
 pid=
 trap 'kill -9 ${pid:-} 2>/dev/null || true; rm -rf "$T_TMP"' EXIT
 
@@ -49,6 +50,7 @@ poll_until "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = cu
     "the killed run's session gone" 30
 assert_eq false "$(ispart "$W")" "after the kill $W is a standalone table"
 assert_contains "$(marker "$W")" "v7fill maintain: retiring from parent" "$W carries the retirement marker"
+assert_contains "$(marker "$W")" "; comment before: the oldest; one; two" "the marker keeps $W's own comment"
 
 run_expect 0 "$V7FILL" maintain events --retention 150d --detach-only
 echo "$OUT"
@@ -63,7 +65,8 @@ oid=$(q "SELECT 'events'::regclass::oid")
 us() { q "SELECT (extract(epoch FROM '$1'::timestamptz) * 1000000)::int8"; }
 mark() { echo "v7fill maintain: retiring from parent $oid; window $(us "$(mon "$1")") $(us "$(mon $(($1 + 1)))"); last insert before the detach: none"; }
 A=$(name -2); D=$(name -1)
-q "COMMENT ON TABLE $A IS '$(mark -2)'; ALTER TABLE events DETACH PARTITION $D; COMMENT ON TABLE $D IS '$(mark -1)'" >/dev/null
+q "COMMENT ON TABLE $A IS '$(mark -2); comment before: March''s orders; checked';
+   ALTER TABLE events DETACH PARTITION $D; COMMENT ON TABLE $D IS '$(mark -1)'" >/dev/null
 run_expect 0 "$V7FILL" maintain events --retention 150d --dry-run
 assert_contains "$OUT" "would drop public.$W (its retirement stopped after the detach)" "--dry-run says it would drop $W"
 assert_contains "$OUT" "$D: an earlier run detached it to drop it and stopped before the drop, but its window is not past the retention cutoff now: would keep it" \
@@ -73,7 +76,8 @@ assert_eq false "$(ispart "$W")" "--dry-run dropped nothing"
 run_expect 0 "$V7FILL" maintain events --retention 150d
 echo "$OUT"
 assert_contains "$OUT" "dropped public.$W (its retirement had stopped after the detach)" "the next run drops $W, saying why"
-assert_eq "-" "$(marker "$A")" "a marker left on a partition still attached is cleared"
+assert_eq "March's orders; checked" "$(marker "$A")" \
+    "a marker left on a partition still attached is cleared, the table's own comment put back"
 assert_eq "false|-" "$(ispart "$D")|$(marker "$D")" "a marked table whose window is not past the cutoff is kept, its marker cleared"
 q "ALTER TABLE events DETACH PARTITION $A" >/dev/null
 run_expect 0 "$V7FILL" maintain events --retention 150d

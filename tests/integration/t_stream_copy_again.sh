@@ -32,15 +32,7 @@ args=(stream orders_v7 --source "dbname=$SRC" --from public.orders --publication
 
 "$V7FILL" "${args[@]}" >run1.log 2>&1 &
 pid=$!
-waiting=0
-for i in $(seq 1 600); do
-    waiting=$(q "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'
-                   AND now() - query_start > interval '2 seconds'")
-    [ "$waiting" = 1 ] && break
-    kill -0 "$pid" 2>/dev/null || fail "the first run ended before the held batch: $(cat run1.log)"
-    sleep 0.05
-done
-[ "$waiting" = 1 ] || fail "the batch of row 20000 never waited: $(cat run1.log)"
+wait_held "$pid" run1.log "the batch of row 20000"
 assert_eq copy "$(q "SELECT phase FROM v7fill.stream WHERE slot = '$SLOT'")" "killed during the copy"
 committed=$(q "SELECT count(*) FROM orders_v7")
 [ "$committed" -gt 1000 ] || fail "batches before the held one committed: $committed rows"

@@ -1,0 +1,129 @@
+# An import records its rows for `v7fill report` as it goes (v7fill.run, status importing,
+# every --record-every seconds), so a kill -9 after hours loses at most that much of the
+# report's figures; the resumed run's records count its own rows only (not those the killed
+# run accounted for, which the checkpoint resumes after), and every run row adds up:
+# the report counts the killed run's recorded rows and the rerun's.  A run row that cannot be
+# written is carried by the next.  A finished file killed while read again stays finished.
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+trap 'kill -9 ${pid:-} 2>/dev/null || true; rm -rf "$T_TMP"' EXIT
+export PGTZ=UTC
+
+python3 - <<'PY'
+import datetime as dt
+now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+with open("ev.csv", "w") as f:
+    f.write("created_at,n\n")
+    for n in range(1, 30001):
+        t = "not a time" if n == 5 else (now - dt.timedelta(minutes=n)).isoformat()
+        f.write(f"{t},{n}\n")
+PY
+# The batch holding row 20000 waits while the table hold has a row (the one holding row 10000
+# waits 1.2 s: the import records a run row after it).
+q "CREATE TABLE ev (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, n int NOT NULL)
+       PARTITION BY RANGE (id);
+   CREATE TABLE hold (x int);
+   INSERT INTO hold VALUES (1);
+   CREATE FUNCTION wait_20000() RETURNS trigger LANGUAGE plpgsql AS \$\$
+   BEGIN
+       IF NEW.n = 20000 AND EXISTS (SELECT 1 FROM hold) THEN PERFORM pg_sleep(60); END IF;
+       IF NEW.n = 10000 AND EXISTS (SELECT 1 FROM hold) THEN PERFORM pg_sleep(1.2); END IF;
+       RETURN NEW;
+   END \$\$;
+   CREATE TRIGGER wait_20000 BEFORE INSERT ON ev FOR EACH ROW EXECUTE FUNCTION wait_20000()" >/dev/null
+args=(import ev ev.csv --batch-rows 1000 --record-every 1 --no-progress --retention 400d)
+
+"$V7FILL" "${args[@]}" >run1.log 2>&1 &
+pid=$!
+wait_held "$pid" run1.log "the batch of row 20000"
+committed=$(q "SELECT count(*) FROM ev")
+[ "$committed" -ge 10999 ] || fail "batches before the held one committed: $committed rows"
+recorded=$(q "SELECT coalesce(sum(inserted), 0) FROM v7fill.run WHERE command = 'import' AND status = 'importing'")
+[ "$recorded" -ge 9999 ] || fail "the import recorded its rows for the report as it went: $recorded rows"
+assert_eq "0|t" "$(q "SELECT count(*) FILTER (WHERE stats ->> 'format' NOT LIKE 'v7fill-tracker/%'),
+                            sum(inserted) = sum((stats ->> 'rows')::int8)
+                       FROM v7fill.run WHERE status = 'importing'")" \
+    "each run row carries the tracker document of its rows"
+kill -9 "$pid"
+wait "$pid" 2>/dev/null || true
+pid=
+q "DELETE FROM hold;
+   SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'" >/dev/null
+last=$(q "SELECT coalesce(max(run_id), 0) FROM v7fill.run")
+
+run_expect 0 "$V7FILL" "${args[@]}"
+echo "$OUT"
+resumed=$(printf '%s\n' "$OUT" | sed -n 's/.*resuming after line [0-9]* (\([0-9]*\) rows already accounted for).*/\1/p')
+[ -n "$resumed" ] && [ "$resumed" -ge "$committed" ] || fail "the rerun resumes after the committed rows: '$resumed'"
+assert_contains "$OUT" "read=30000 inserted=29999 duplicates=0 rejected=1" "the summary counts the whole file"
+assert_eq "29999|29999" "$(q "SELECT count(*), count(DISTINCT n) FROM ev")" "every row once"
+assert_eq "$((30000 - resumed))|$((29999 - committed))|0|done|$resumed" \
+    "$(q "SELECT sum(rows_read), sum(inserted), sum(rejected),
+                 (array_agg(status ORDER BY run_id DESC))[1],
+                 (array_agg(stats ->> 'read_resumed' ORDER BY run_id DESC))[1]
+            FROM v7fill.run WHERE run_id > $last")" \
+    "the rerun's run rows count the rows it read and inserted, not those the killed run accounted for"
+# The report: the killed run's recorded rows and the rerun's; lost are only the rows the killed
+# run committed after its last record (not tracked again: the rerun resumes after them).
+"$V7FILL" report ev --retention 400d --json >rep.json 2>rep.err || fail "report: $(cat rep.err)"
+assert_eq "$((recorded + 29999 - committed))" \
+    "$(python3 -c 'import json; print(json.load(open("rep.json"))["delay"]["rows"])')" \
+    "the report counts the killed run's recorded rows and the rerun's"
+assert_eq "$((recorded + 29999 - committed))" "$(q "SELECT sum(inserted) FROM v7fill.run")" \
+    "the run rows add up to the same"
+
+# A run row that cannot be written (its connection terminated after the first one) is carried
+# by the next: the rows of a run that ends add up to every row it inserted, none left out.
+q "CREATE TABLE ev2 (LIKE ev INCLUDING ALL) PARTITION BY RANGE (id);
+   CREATE FUNCTION slow_5000() RETURNS trigger LANGUAGE plpgsql AS \$\$
+   BEGIN
+       IF NEW.n % 5000 = 0 THEN PERFORM pg_sleep(1.2); END IF;
+       RETURN NEW;
+   END \$\$;
+   CREATE TRIGGER slow_5000 BEFORE INSERT ON ev2 FOR EACH ROW EXECUTE FUNCTION slow_5000()" >/dev/null
+last=$(q "SELECT coalesce(max(run_id), 0) FROM v7fill.run")
+"$V7FILL" import ev2 ev.csv --batch-rows 1000 --record-every 1 --no-progress --retention 400d >run3.log 2>&1 &
+pid=$!
+poll_until "SELECT EXISTS (SELECT 1 FROM v7fill.run WHERE run_id > $last AND status = 'importing')" "the first run row" 30
+assert_eq 1 "$(q "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                   WHERE datname = current_database() AND query LIKE 'INSERT INTO v7fill.run%'
+                     AND pid <> pg_backend_pid()")" "the run rows' connection terminated"
+wait "$pid" || fail "the import failed: $(cat run3.log)"
+pid=
+cat run3.log
+assert_contains "$(cat run3.log)" "could not record the rows imported so far in v7fill.run" "the failed row is said"
+assert_eq "29999|29999|1" \
+    "$(q "SELECT (SELECT count(*) FROM ev2), sum(inserted), count(*) FILTER (WHERE status = 'done')
+            FROM v7fill.run WHERE run_id > $last")" \
+    "the run rows add up to every row inserted: the failed one was carried"
+[ "$(q "SELECT count(*) FROM v7fill.run WHERE run_id > $last AND status = 'importing'")" -ge 2 ] ||
+    fail "rows recorded after the reconnect"
+
+# A finished file read again (without --skip-finished) stays finished while it is read: a kill
+# during that reading leaves it to --skip-finished, which skips it as before (the rows are all
+# in already); before, the new reading's checkpoint made it unfinished and it was read again.
+# The first batch's checkpoint (the second write of it: the reading again writes one at its
+# start) waits while the table hold has a row: v7fill is killed there.
+q "INSERT INTO hold VALUES (1);
+   CREATE TABLE cp_writes (n int);
+   INSERT INTO cp_writes VALUES (0);
+   CREATE FUNCTION cp_wait() RETURNS trigger LANGUAGE plpgsql AS \$\$
+   BEGIN
+       IF NEW.target_table = 'ev' AND EXISTS (SELECT 1 FROM hold) THEN
+           UPDATE cp_writes SET n = n + 1;
+           IF (SELECT n FROM cp_writes) >= 2 THEN PERFORM pg_sleep(60); END IF;
+       END IF;
+       RETURN NEW;
+   END \$\$;
+   CREATE TRIGGER cp_wait AFTER INSERT OR UPDATE ON v7fill.checkpoint FOR EACH ROW EXECUTE FUNCTION cp_wait()" >/dev/null
+"$V7FILL" import ev ev.csv --batch-rows 1000 --no-progress --retention 400d >run4.log 2>&1 &
+pid=$!
+wait_held "$pid" run4.log "the first batch of the reading again"
+kill -9 "$pid"
+wait "$pid" 2>/dev/null || true
+pid=
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep';
+   DELETE FROM hold; DROP TRIGGER cp_wait ON v7fill.checkpoint" >/dev/null
+run_expect 0 "$V7FILL" import ev ev.csv --batch-rows 1000 --no-progress --retention 400d --skip-finished
+assert_contains "$OUT" "ev.csv: skipped: an earlier run imported all of it (--skip-finished)" \
+    "a finished file whose reading again was killed is still skipped by --skip-finished"
