@@ -96,7 +96,10 @@ import_report_print(FILE *out, const ImportStats *st, bool plan)
     }
     if (st->nwindows)
     {
-        fprintf(out, "  rows per window:\n");
+        if (st->read_resumed)
+            fprintf(out, "  rows per window (this run's: the earlier runs' rows are not in it):\n");
+        else
+            fprintf(out, "  rows per window:\n");
         for (size_t i = 0; i < st->nwindows; i++)
         {
             char label[64];

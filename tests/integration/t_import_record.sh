@@ -56,6 +56,8 @@ echo "$OUT"
 resumed=$(printf '%s\n' "$OUT" | sed -n 's/.*resuming after line [0-9]* (\([0-9]*\) rows already accounted for).*/\1/p')
 [ -n "$resumed" ] && [ "$resumed" -ge "$committed" ] || fail "the rerun resumes after the committed rows: '$resumed'"
 assert_contains "$OUT" "read=30000 inserted=29999 duplicates=0 rejected=1" "the summary counts the whole file"
+assert_contains "$OUT" "rows per window (this run's: the earlier runs' rows are not in it):" \
+    "the summary's windows say they count this run's rows"
 assert_eq "29999|29999" "$(q "SELECT count(*), count(DISTINCT n) FROM ev")" "every row once"
 assert_eq "$((30000 - resumed))|$((29999 - committed))|0|done|$resumed" \
     "$(q "SELECT sum(rows_read), sum(inserted), sum(rejected),
