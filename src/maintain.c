@@ -514,6 +514,39 @@ attach_state(Ctx *x, const Candidate *cd, int *state, Err *err)
     return true;
 }
 
+/* One v7fill process changes a parent's partitions at a time; the same key
+ * partitions_ensure_* takes.  Session-level, because DETACH CONCURRENTLY runs
+ * outside a transaction. */
+static bool
+lock_parent(Ctx *x, Err *err)
+{
+    char sql[96];
+
+    (void) snprintf(sql, sizeof sql, "SELECT pg_catalog.pg_advisory_lock(%" PRId64 ")",
+                    partitions_lock_key(x->t->oid));
+    return pg_exec(x->conn, sql, err);
+}
+
+/* Every lock a run waits for is bounded by --lock-timeout (reset: the
+ * session's own again). */
+static bool
+bound_lock_waits(Ctx *x, Err *err)
+{
+    char sql[64];
+
+    (void) snprintf(sql, sizeof sql, "SET lock_timeout = '%dms'", x->o->lock_timeout_ms);
+    return pg_exec(x->conn, sql, err);
+}
+
+static void
+unbound_lock_waits(Ctx *x)
+{
+    Err ignored;
+
+    if (!pg_exec(x->conn, "RESET lock_timeout", &ignored))
+        (void) 0;
+}
+
 static void
 unlock_parent(Ctx *x)
 {
@@ -742,19 +775,15 @@ marked_tables(Ctx *x, bool partitions, PGresult **res, Err *err)
 static bool
 finish_retiring(Ctx *x, Err *err)
 {
-    char sql[96];
     PGresult *res = NULL;
     bool ok = true, locked = false;
 
     if (!x->o->dry_run)
     {
         /* bounded by --lock-timeout, as retire's own */
-        (void) snprintf(sql, sizeof sql, "SET lock_timeout = '%dms'", x->o->lock_timeout_ms);
-        if (!pg_exec(x->conn, sql, err))
+        if (!bound_lock_waits(x, err))
             return false;
-        (void) snprintf(sql, sizeof sql, "SELECT pg_catalog.pg_advisory_lock(%" PRId64 ")",
-                        partitions_lock_key(x->t->oid));
-        ok = pg_exec(x->conn, sql, err);
+        ok = lock_parent(x, err);
         locked = ok;
         if (ok && (ok = marked_tables(x, true, &res, err)))
         {
@@ -841,10 +870,7 @@ finish_retiring(Ctx *x, Err *err)
     PQclear(res);
     if (!x->o->dry_run)
     {
-        Err ignored;
-
-        if (!pg_exec(x->conn, "RESET lock_timeout", &ignored))
-            (void) 0;
+        unbound_lock_waits(x);
         if (locked)
             unlock_parent(x);
     }
@@ -858,7 +884,6 @@ retire_one(Ctx *x, const Candidate *cd, Err *err)
     Activity after;
     char l[200];
     char *qchild;
-    char lock_sql[96];
     char *orig = NULL;
     bool done = false, marked = false, keep = false;
     bool ok = true;
@@ -916,12 +941,7 @@ retire_one(Ctx *x, const Candidate *cd, Err *err)
         return true;
     }
 
-    /* One v7fill process changes a parent's partitions at a time; the same
-     * key partitions_ensure_* takes.  Session-level, because DETACH
-     * CONCURRENTLY runs outside a transaction. */
-    (void) snprintf(lock_sql, sizeof lock_sql, "SELECT pg_catalog.pg_advisory_lock(%" PRId64 ")",
-                    partitions_lock_key(x->t->oid));
-    if (!pg_exec(x->conn, lock_sql, err))
+    if (!lock_parent(x, err))
         return window_failed(x, cd, "lock the partitions for retiring", err);
     qchild = pg_qualified(x->conn, cd->schema, cd->name);
     if (!detach(x, cd, qchild, &before, &done, &marked, &orig, err))
@@ -1076,25 +1096,16 @@ retire(Ctx *x, Err *err)
              "parent for the detach",
              x->o->dry_run ? "would use" : "using", x->t->schema, x->t->name, why);
     }
-    if (!x->o->dry_run)
+    if (!x->o->dry_run && !bound_lock_waits(x, err))
     {
-        char sql[64];
-
-        (void) snprintf(sql, sizeof sql, "SET lock_timeout = '%dms'", x->o->lock_timeout_ms);
-        if (!pg_exec(x->conn, sql, err))
-        {
-            ok = false;
-            goto out;
-        }
+        ok = false;
+        goto out;
     }
     for (size_t i = 0; i < n && ok; i++)
         ok = retire_one(x, &cands[i], err);
     if (!x->o->dry_run)
     {
-        Err ignored;
-
-        if (!pg_exec(x->conn, "RESET lock_timeout", &ignored))
-            (void) 0;
+        unbound_lock_waits(x);
         if (ok)
             ok = catalog_refresh_partitions(x->conn, x->t, err);
     }

@@ -352,7 +352,6 @@ pg_conninfo_redacted(const char *conninfo)
     return b.data;
 }
 
-
 bool
 pg_err_from_result(Err *err, PgConn *c, const PGresult *res, const char *what)
 {
