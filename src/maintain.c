@@ -23,6 +23,7 @@
 #include "v7fill/civil.h"
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
+#include "v7fill/run_history.h"
 #include "v7fill/state.h"
 #include "v7fill/timeparse.h"
 
@@ -1122,6 +1123,30 @@ out:
     return ok;
 }
 
+/* The table's run history folded by the hour (run_history.h).  A problem is
+ * said, never a reason to stop: the history only grows. */
+static void
+fold_history(Ctx *x)
+{
+    RunFold f;
+    Err e = {0};
+
+    if (!run_history_fold(x->conn, x->t, x->o->dry_run, &f, &e))
+    {
+        log_warn("%s", e.msg);
+        return;
+    }
+    if (f.denied)
+        log_debug("%s.%s: the run history is not folded: this role lacks SELECT, INSERT or "
+                  "DELETE on v7fill.run (a role that has them folds it with v7fill maintain)",
+                  x->t->schema, x->t->name);
+    if (f.rows > 0)
+        log_info("%s.%s: run history: %s %" PRIu64 " periodic run rows into %" PRIu64
+                 " (one per hour; v7fill report reads the same figures)",
+                 x->t->schema, x->t->name, x->o->dry_run ? "would fold" : "folded", f.rows,
+                 f.into);
+}
+
 bool
 maintain_run(PgConn *c, TargetTable *t, const MaintainOptions *o, MaintainResult *r, Err *err)
 {
@@ -1157,6 +1182,7 @@ maintain_run(PgConn *c, TargetTable *t, const MaintainOptions *o, MaintainResult
 
     if (!ensure_ahead(&x, opts.dry_run ? x.now_us : real_now, err))
         return false;
+    fold_history(&x);
     if (opts.retention_us > 0)
         x.cutoff_us = x.now_us - opts.retention_us;
     report_pending(&x);

@@ -129,3 +129,33 @@ q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = curren
 run_expect 0 "$V7FILL" import ev ev.csv --batch-rows 1000 --no-progress --retention 400d --skip-finished
 assert_contains "$OUT" "ev.csv: skipped: an earlier run imported all of it (--skip-finished)" \
     "a finished file whose reading again was killed is still skipped by --skip-finished"
+
+# Folding (maintain): ev2's periodic run rows, moved two hours back into one hour, become one
+# row per hour; v7fill report reads the same figures from it; the row saying how the run
+# ended stays.  A dry run says what it would fold and folds nothing.
+q "UPDATE v7fill.run SET finished_at = date_trunc('hour', now()) - interval '2 hours' + run_id * interval '1 second'
+    WHERE target_table = 'ev2'" >/dev/null
+periodic=$(q "SELECT count(*) FROM v7fill.run WHERE target_table = 'ev2' AND status = 'importing'")
+[ "$periodic" -ge 2 ] || fail "ev2 has periodic run rows to fold: $periodic"
+"$V7FILL" report ev2 --retention 400d --json >before.json 2>rep.err || fail "report: $(cat rep.err)"
+run_expect 0 "$V7FILL" maintain ev2 --dry-run
+assert_contains "$OUT" "public.ev2: run history: would fold $periodic periodic run rows into 1" "the dry run says what it would fold"
+assert_eq "$periodic" "$(q "SELECT count(*) FROM v7fill.run WHERE target_table = 'ev2' AND status = 'importing'")" \
+    "the dry run folded nothing"
+run_expect 0 "$V7FILL" maintain ev2
+assert_contains "$OUT" "public.ev2: run history: folded $periodic periodic run rows into 1" "maintain folds them"
+assert_eq "folded|1|done|1" "$(q "SELECT string_agg(status || '|' || n, '|' ORDER BY status DESC)
+                                  FROM (SELECT status, count(*) n FROM v7fill.run WHERE target_table = 'ev2' GROUP BY 1) s")" \
+    "one folded row, and the run's last row kept"
+"$V7FILL" report ev2 --retention 400d --json >after.json 2>rep.err || fail "report: $(cat rep.err)"
+python3 - <<'PY' || fail "the report reads other figures after the folding"
+import json
+b, a = json.load(open("before.json")), json.load(open("after.json"))
+assert b["delay"] == a["delay"], (b["delay"], a["delay"])
+# per window, the rows written by class (maintain made windows ahead, and time goes on)
+w = lambda r: {x["name"]: [x[k] for k in ("written_on_time", "written_near_cutoff", "written_expired")]
+               for x in r["windows"] if any(x[k] for k in ("written_on_time", "written_near_cutoff", "written_expired"))}
+assert w(b) == w(a) and sum(sum(v) for v in w(a).values()) == 29999, (w(b), w(a))
+PY
+run_expect 0 "$V7FILL" maintain ev2
+assert_not_contains "$OUT" "run history" "nothing more to fold"

@@ -1,0 +1,37 @@
+/*
+ * run_history.h: keeping v7fill.run small for tables written for months.
+ *
+ * Imports and streams record a run row every --record-every seconds (60 by
+ * default): a stream running for a year leaves half a million rows per
+ * target, each with its tracker document, and `v7fill report` reads them
+ * all.  Folding merges the periodic rows of one table that finished in the
+ * same hour, more than an hour ago, under the same retention settings, into
+ * one row (status "folded") whose counts are their sums, whose tracker
+ * document is their merge (tracker_merge_json: exact, the report reads the
+ * same figures), and whose finished_at and elapsed_s bracket all of their
+ * inserts.  Rows saying how a run ended, and import runs' last rows (their
+ * report), are kept as they are.
+ */
+#ifndef V7FILL_RUN_HISTORY_H
+#define V7FILL_RUN_HISTORY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "v7fill/catalog.h"
+#include "v7fill/err.h"
+#include "v7fill/pg.h"
+
+typedef struct RunFold
+{
+    uint64_t rows;   /* run rows folded (dry run: that would be) */
+    uint64_t into;   /* the rows they became */
+    bool denied;     /* the role may not fold (SELECT, INSERT, DELETE on v7fill.run) */
+} RunFold;
+
+/* Fold t's run rows (no transaction open; each hour in a transaction of its
+ * own).  dry_run: count only. */
+V7FILL_MUST_CHECK bool run_history_fold(PgConn *c, const TargetTable *t, bool dry_run,
+                                        RunFold *out, Err *err);
+
+#endif /* V7FILL_RUN_HISTORY_H */

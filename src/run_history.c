@@ -1,0 +1,166 @@
+/*
+ * run_history.c: folding a table's periodic run rows, an hour at a time
+ * (run_history.h).
+ */
+#include "v7fill/run_history.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "v7fill/log.h"
+#include "v7fill/mem.h"
+#include "v7fill/tracker.h"
+
+/* The rows that may be folded ($1 schema, $2 table, $3 oid): periodic ones
+ * (or folded before) carrying a tracker document, finished in an hour that
+ * ended more than an hour ago.  Rows recorded before v7fill kept the table's
+ * oid are left alone (they may be an earlier table's). */
+#define FOLDABLE                                                                                 \
+    " FROM v7fill.run WHERE target_schema = $1 AND target_table = $2 AND target_oid = $3::oid " \
+    "  AND status IN ('importing', 'copying', 'streaming', 'folded') "                           \
+    "  AND stats ->> 'format' LIKE 'v7fill-tracker/%' "                                           \
+    "  AND finished_at < date_trunc('hour', now()) - interval '1 hour' "
+/* One group: the same hour, command and retention settings ($4..$7). */
+#define GROUP_KEYS                                                                               \
+    "date_trunc('hour', finished_at), command, coalesce(stats ->> 'retention_us', ''), "         \
+    "coalesce(stats ->> 'near_cutoff_us', '')"
+
+/* Folds one group in a transaction: its rows deleted, their merge inserted. */
+static bool
+fold_group(PgConn *c, const TargetTable *t, const char *const key[7], uint64_t *rows, Err *err)
+{
+    PGresult *res = NULL;
+    Tracker *merged = NULL;
+    uint64_t sum[5] = {0};
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    char nums[5][24], elapsed[32], finished[32], oid[16];
+    const char *ins[13];
+    char *json = NULL;
+    bool ok;
+    Err ignored;
+
+    if (!pg_exec(c, "BEGIN", err))
+        return false;
+    ok = pg_query(c,
+                  "DELETE" FOLDABLE
+                  "  AND date_trunc('hour', finished_at) = $4::timestamptz AND command = $5 "
+                  "  AND coalesce(stats ->> 'retention_us', '') = $6 "
+                  "  AND coalesce(stats ->> 'near_cutoff_us', '') = $7 "
+                  "RETURNING stats::text, (extract(epoch FROM finished_at) * 1000000)::int8, "
+                  "  (extract(epoch FROM finished_at) * 1000000 - elapsed_s * 1000000)::int8, "
+                  "  rows_read, inserted, duplicates, rejected, partitions_created",
+                  7, key, &res, err);
+    for (int i = 0; ok && i < PQntuples(res); i++)
+    {
+        int64_t fin = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+        int64_t began = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+
+        if (merged == NULL)
+        {
+            int64_t ret = key[5][0] ? strtoll(key[5], NULL, 10) : 0;
+            int64_t near = key[6][0] ? strtoll(key[6], NULL, 10) : 0;
+
+            merged = tracker_new(ret, near);
+        }
+        ok = tracker_merge_json(merged, PQgetvalue(res, i, 0), err);
+        for (int k = 0; k < 5; k++)
+            sum[k] += strtoull(PQgetvalue(res, i, 3 + k), NULL, 10);
+        if (fin > last)
+            last = fin;
+        if (began < first)
+            first = began;
+    }
+    if (ok && merged != NULL)
+    {
+        json = tracker_to_json(merged);
+        for (int k = 0; k < 5; k++)
+            (void) snprintf(nums[k], sizeof nums[k], "%" PRIu64, sum[k]);
+        (void) snprintf(elapsed, sizeof elapsed, "%.6f", (double) (last - first) / 1e6);
+        (void) snprintf(finished, sizeof finished, "%" PRId64, last);
+        (void) snprintf(oid, sizeof oid, "%u", t->oid);
+        ins[0] = t->schema;
+        ins[1] = t->name;
+        ins[2] = key[4];
+        ins[3] = elapsed;
+        for (int k = 0; k < 5; k++)
+            ins[4 + k] = nums[k];
+        ins[9] = json;
+        ins[10] = oid;
+        ins[11] = finished;
+        ok = json != NULL &&
+             pg_exec_params(c,
+                            "INSERT INTO v7fill.run (target_schema, target_table, command, status, "
+                            "elapsed_s, rows_read, inserted, duplicates, rejected, "
+                            "partitions_created, stats, target_oid, finished_at) "
+                            "VALUES ($1, $2, $3, 'folded', $4, $5, $6, $7, $8, $9, $10::jsonb, "
+                            "$11, to_timestamp($12::int8 / 1000000.0))",
+                            12, ins, err);
+        if (ok)
+            *rows += (uint64_t) PQntuples(res);
+    }
+    PQclear(res);
+    tracker_free(merged);
+    free(json);
+    if (ok)
+        return pg_exec(c, "COMMIT", err);
+    if (!pg_exec(c, "ROLLBACK", &ignored))
+        log_debug("rollback: %s", ignored.msg);
+    return false;
+}
+
+bool
+run_history_fold(PgConn *c, const TargetTable *t, bool dry_run, RunFold *out, Err *err)
+{
+    char oid[16];
+    const char *p[3];
+    PGresult *groups = NULL;
+    bool ok;
+
+    memset(out, 0, sizeof *out);
+    (void) snprintf(oid, sizeof oid, "%u", t->oid);
+    p[0] = t->schema;
+    p[1] = t->name;
+    p[2] = oid;
+    /* Nothing to fold, or not this role's to fold (a stream's role needs
+     * only INSERT): said by the caller. */
+    if (!pg_query(c,
+                  "SELECT CASE WHEN to_regclass('v7fill.run') IS NULL THEN 'none' "
+                  "WHEN has_table_privilege('v7fill.run', 'SELECT, INSERT') AND "
+                  "has_table_privilege('v7fill.run', 'DELETE') THEN 'ok' ELSE 'denied' END",
+                  0, NULL, &groups, err))
+        return false;
+    out->denied = strcmp(PQgetvalue(groups, 0, 0), "denied") == 0;
+    ok = strcmp(PQgetvalue(groups, 0, 0), "ok") == 0;
+    PQclear(groups);
+    if (!ok)
+        return true;
+    /* A bounded number of hours per call: the next call folds the rest. */
+    if (!pg_query(c,
+                  "SELECT " GROUP_KEYS ", count(*)" FOLDABLE " GROUP BY 1, 2, 3, 4 "
+                  "HAVING count(*) > 1 ORDER BY 1 LIMIT 1000",
+                  3, p, &groups, err))
+    {
+        err_prefix(err, "could not read the run history (v7fill.run)");
+        return false;
+    }
+    ok = true;
+    for (int i = 0; ok && i < PQntuples(groups); i++)
+    {
+        const char *key[7] = {p[0], p[1], p[2], PQgetvalue(groups, i, 0),
+                              PQgetvalue(groups, i, 1), PQgetvalue(groups, i, 2),
+                              PQgetvalue(groups, i, 3)};
+
+        out->into++;
+        if (dry_run)
+            out->rows += strtoull(PQgetvalue(groups, i, 4), NULL, 10);
+        else
+            ok = fold_group(c, t, key, &out->rows, err);
+    }
+    PQclear(groups);
+    if (!ok)
+        err_prefix(err, "could not fold the run history of %s.%s (v7fill.run)", t->schema,
+                   t->name);
+    return ok;
+}
