@@ -399,19 +399,8 @@ importer_open_file(Importer *im, const char *path, bool *skipped, Err *err)
             return importer_resume_file(im, err);
     }
     /* Starting this file afresh: record where the rejects and late-rows files
-     * stand now, so that a crash before the first commit can cut them back.
-     * A file an earlier run finished with the same options stays finished
-     * while it is read again (its rows are all in already): a kill during
-     * that reading leaves it to --skip-finished as before. */
-    {
-        bool was_finished = im->cp.found && im->cp.finished;
-        char changed[1024] = "";
-
-        if (was_finished && im->cp.has_options)
-            importer_option_changed(im->cp.options, im->options_text, changed, sizeof changed);
-        memset(&im->cp, 0, sizeof im->cp);
-        im->cp.finished = was_finished && !changed[0];
-    }
+     * stand now, so that a crash before the first commit can cut them back. */
+    memset(&im->cp, 0, sizeof im->cp);
     im->cp.offset = pos.offset;
     im->cp.line = pos.line;
     im->cp.content_len = pos.content_len;
@@ -509,7 +498,7 @@ hook_save_position(void *ctx, PgConn *c, const SourcePosition *pos, const BatchC
     im->next.content_len = pos->content_len;
     im->next.content_hash = pos->content_hash;
     importer_note_outputs(im, &im->next);
-    im->next.finished = finished || im->cp.finished;
+    im->next.finished = finished;
     return !im->use_checkpoint ||
            state_checkpoint_put(c, im->target->schema, im->target->name, im->target->oid,
                                 im->identity, im->src_name, &im->next, err);

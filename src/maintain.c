@@ -63,6 +63,7 @@ maintain_options_default(MaintainOptions *o)
     o->quiet_period_us = MAINTAIN_DEFAULT_QUIET;
     o->granularity = GRAN_AUTO;
     o->lock_timeout_ms = 5000;
+    o->fold_history = true;
 }
 
 void
@@ -1182,7 +1183,8 @@ maintain_run(PgConn *c, TargetTable *t, const MaintainOptions *o, MaintainResult
 
     if (!ensure_ahead(&x, opts.dry_run ? x.now_us : real_now, err))
         return false;
-    fold_history(&x);
+    if (opts.fold_history)
+        fold_history(&x);
     if (opts.retention_us > 0)
         x.cutoff_us = x.now_us - opts.retention_us;
     report_pending(&x);

@@ -303,9 +303,11 @@ gather_runs(PgConn *c, const ReportOptions *o, Report *r, Err *err)
                 }
                 continue;
             }
-            if (r->runs++ == 0)
+            /* by time: folded rows (run_history.h) come after later ones by run_id */
+            if (r->runs++ == 0 || finished < r->first_run_us)
                 r->first_run_us = finished;
-            r->last_run_us = finished;
+            if (finished > r->last_run_us)
+                r->last_run_us = finished;
         }
         if (n > 0)
             (void) snprintf(after, sizeof after, "%s", PQgetvalue(res, n - 1, 0));
@@ -317,6 +319,25 @@ gather_runs(PgConn *c, const ReportOptions *o, Report *r, Err *err)
         log_warn("statistics of %zu run%s skipped (first: %s: %s)", r->runs_skipped,
                  r->runs_skipped == 1 ? "" : "s", first.detail, first.msg);
     return true;
+}
+
+/* The pages of run rows in one snapshot: a fold (run_history.h) committing
+ * meanwhile replaces rows by one with a later run_id, which a page read after
+ * it would count again. */
+static bool
+gather_runs_once(PgConn *c, const ReportOptions *o, Report *r, Err *err)
+{
+    Err ignored;
+    bool ok;
+
+    if (!pg_exec(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err))
+        return false;
+    ok = gather_runs(c, o, r, err);
+    if (ok)
+        return pg_exec(c, "COMMIT", err);
+    if (!pg_exec(c, "ROLLBACK", &ignored))
+        log_debug("rollback: %s", ignored.msg);
+    return false;
 }
 
 /* Rows per window from the run statistics, onto the catalog's windows. */
@@ -416,7 +437,7 @@ report_build(PgConn *c, const ReportOptions *o, Report **out, Err *err)
         log_detail("pg_partman: %s", perr.msg);
     r->cutoff_us = r->retention.us > 0 ? r->now_us - r->retention.us : INT64_MIN;
     r->stats = tracker_new(r->retention.us, o->near_cutoff_us);
-    if (!gather_windows(c, t, r, o->exact, err) || !gather_runs(c, o, r, err))
+    if (!gather_windows(c, t, r, o->exact, err) || !gather_runs_once(c, o, r, err))
         goto fail;
     match_run_windows(r);
     judge(r);

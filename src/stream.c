@@ -971,6 +971,9 @@ ensure_ahead(Streamer *s, Err *err)
     mo.granularity = s->o->common.granularity;
     mo.window_tz = s->o->common.window_tz;
     mo.lock_timeout_ms = s->o->common.lock_timeout_ms;
+    /* not on the reader's thread: a long fold would hold back the replies to
+     * the source (v7fill maintain folds) */
+    mo.fold_history = false;
     ok = maintain_run(s->side, t, &mo, &r, err);
     s->ahead_at = time(NULL);
     catalog_target_free(t);

@@ -68,6 +68,8 @@ typedef struct MaintainOptions
     int lock_timeout_ms;      /* per statement (default 5000) */
     MaintainEventFn on_event; /* optional */
     void *on_event_arg;
+    bool fold_history;        /* fold the table's periodic run rows (run_history.h); default
+                                 true (a stream's windows ahead: false) */
 } MaintainOptions;
 
 typedef struct MaintainResult

@@ -7,10 +7,13 @@
  * all.  Folding merges the periodic rows of one table that finished in the
  * same hour, more than an hour ago, under the same retention settings, into
  * one row (status "folded") whose counts are their sums, whose tracker
- * document is their merge (tracker_merge_json: exact, the report reads the
- * same figures), and whose finished_at and elapsed_s bracket all of their
- * inserts.  Rows saying how a run ended, and import runs' last rows (their
- * report), are kept as they are.
+ * document is their merge (tracker_merge_json, as the report merges them:
+ * under the retention they were recorded with it reads the same figures),
+ * and whose finished_at and elapsed_s bracket all of their inserts.  What
+ * depends on a row's times becomes as coarse as the hour: a report under
+ * another retention re-judges the hour's rows together, and --since counts
+ * the hour by its last row.  Rows saying how a run ended, and import runs'
+ * last rows (their report), are kept as they are.
  */
 #ifndef V7FILL_RUN_HISTORY_H
 #define V7FILL_RUN_HISTORY_H
