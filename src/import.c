@@ -596,7 +596,8 @@ importer_record(Importer *im, PgConn *c, const char *status, bool final, Err *er
     }
     if (!final && seg.read == 0)
     {
-        free(seg.delay_json);
+        /* nothing to record yet: kept for the next row (partitions created, seconds) */
+        pipeline_return_segment(im->pl, &seg);
         return true;
     }
     if (final)

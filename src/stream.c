@@ -735,6 +735,12 @@ record_segment(Streamer *s, const char *status, bool final)
     }
     if (!pipeline_take_segment(s->pl, &seg))
         return;
+    if (seg.read == 0 && !final)
+    {
+        /* nothing to record: kept for the next segment (partitions created, seconds) */
+        pipeline_return_segment(s->pl, &seg);
+        return;
+    }
     t = pipeline_target(s->pl);
     if ((seg.read > 0 || final) &&
         !state_run_record(s->side, t->schema, t->name, t->oid, "stream", status,

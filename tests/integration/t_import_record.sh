@@ -133,3 +133,14 @@ assert a["runs"]["last"] == b["runs"]["last"] and b["runs"]["first"] <= a["runs"
 PY
 run_expect 0 "$V7FILL" maintain ev2
 assert_not_contains "$OUT" "run history" "nothing more to fold"
+
+# More than a day of one stream's periodic rows unfolded: the report says maintain folds them.
+q "INSERT INTO v7fill.run (target_schema, target_table, command, status, elapsed_s, rows_read, inserted,
+                          duplicates, rejected, partitions_created, stats, target_oid, finished_at)
+   SELECT target_schema, target_table, command, status, elapsed_s, 0, 0, 0, 0, 0, stats, target_oid,
+          finished_at - g * interval '1 minute'
+     FROM (SELECT * FROM v7fill.run WHERE target_table = 'ev' AND status = 'importing' LIMIT 1) r,
+          generate_series(1, 1500) g" >/dev/null
+"$V7FILL" report ev --retention 400d >rep.txt 2>&1 || fail "report: $(cat rep.txt)"
+assert_contains "$(cat rep.txt)" "periodic run rows read (every --record-every seconds); v7fill maintain public.ev folds" \
+    "the report points at maintain when it reads many unfolded rows"
