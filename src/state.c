@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "v7fill/mem.h"
+#include "v7fill/run_history.h"
 
 /* Advisory lock key for creating v7fill's own objects: "v7fS" "etup". */
 #define STATE_SETUP_LOCK "7665318803486371184"
@@ -50,6 +51,8 @@ static const char *const setup_sql =
     /* the run's table: the report leaves out runs into an earlier table of
      * the same name */
     "ALTER TABLE v7fill.run ADD COLUMN IF NOT EXISTS target_oid oid;"
+    /* folding reads each table's rows by time (run_history.c) */
+    RUN_INDEX_SQL ";"
     "REVOKE ALL ON v7fill.id_key FROM PUBLIC;";
 
 bool

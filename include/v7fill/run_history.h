@@ -25,6 +25,12 @@
 #include "v7fill/err.h"
 #include "v7fill/pg.h"
 
+/* The index of v7fill.run that folding reads by (each table's rows by time). */
+#define RUN_INDEX "run_target_finished"
+#define RUN_INDEX_SQL                                                                            \
+    "CREATE INDEX IF NOT EXISTS " RUN_INDEX " ON v7fill.run (target_schema, target_table, "      \
+    "finished_at)"
+
 typedef struct RunFold
 {
     uint64_t rows;   /* run rows folded (dry run: that would be) */

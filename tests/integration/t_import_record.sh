@@ -113,8 +113,37 @@ run_expect 0 "$V7FILL" maintain ev2 --dry-run
 assert_contains "$OUT" "public.ev2: run history: would fold $periodic periodic run rows into 1" "the dry run says what it would fold"
 assert_eq "$periodic" "$(q "SELECT count(*) FROM v7fill.run WHERE target_table = 'ev2' AND status = 'importing'")" \
     "the dry run folded nothing"
-run_expect 0 "$V7FILL" maintain ev2
+# Folding reads each hour through an index that v7fill's schema has from its creation.  A
+# schema made by an earlier version has none: a role that may fold (SELECT, INSERT, DELETE on
+# v7fill.run) but does not own it folds without it and says what to run; the owner's maintain
+# creates it.  A role without DELETE folds nothing.
+assert_eq "t" "$(q "SELECT to_regclass('v7fill.run_target_finished') IS NOT NULL")" \
+    "v7fill's schema is created with the run history's index"
+q "DROP INDEX v7fill.run_target_finished;
+   DO \$\$ BEGIN
+       IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'rec_folder') THEN
+           CREATE ROLE rec_folder LOGIN;
+       END IF;
+   END \$\$;
+   GRANT USAGE ON SCHEMA v7fill TO rec_folder;
+   GRANT SELECT, INSERT ON v7fill.run TO rec_folder;
+   GRANT USAGE ON SEQUENCE v7fill.run_run_id_seq TO rec_folder;
+   GRANT SELECT ON ev2 TO rec_folder" >/dev/null
+PGUSER=rec_folder run_expect 0 "$V7FILL" -v -v maintain ev2 --ahead 0
+assert_contains "$OUT" "the run history is not folded: this role lacks SELECT, INSERT or DELETE on v7fill.run" \
+    "a role without DELETE is told (at -v -v) why it does not fold"
+assert_eq "$periodic" "$(q "SELECT count(*) FROM v7fill.run WHERE target_table = 'ev2' AND status = 'importing'")" \
+    "a role without DELETE folded nothing"
+q "GRANT DELETE ON v7fill.run TO rec_folder" >/dev/null
+PGUSER=rec_folder run_expect 0 "$V7FILL" maintain ev2 --ahead 0
 assert_contains "$OUT" "public.ev2: run history: folded $periodic periodic run rows into 1" "maintain folds them"
+assert_contains "$OUT" "v7fill.run has no index for folding" "a role that does not own v7fill.run folds without its index"
+assert_contains "$OUT" "as the owner of v7fill.run: CREATE INDEX IF NOT EXISTS run_target_finished ON v7fill.run" \
+    "and says what the owner runs"
+assert_eq "f" "$(q "SELECT to_regclass('v7fill.run_target_finished') IS NOT NULL")" "no index made by a role that cannot"
+run_expect 0 "$V7FILL" maintain ev2
+assert_contains "$OUT" "created the index v7fill.run_target_finished on v7fill.run" "the owner's maintain creates it"
+assert_eq "t" "$(q "SELECT to_regclass('v7fill.run_target_finished') IS NOT NULL")" "the index is there"
 assert_eq "folded|1|done|1" "$(q "SELECT string_agg(status || '|' || n, '|' ORDER BY status DESC)
                                   FROM (SELECT status, count(*) n FROM v7fill.run WHERE target_table = 'ev2' GROUP BY 1) s")" \
     "one folded row, and the run's last row kept"
@@ -133,6 +162,7 @@ assert a["runs"]["last"] == b["runs"]["last"] and b["runs"]["first"] <= a["runs"
 PY
 run_expect 0 "$V7FILL" maintain ev2
 assert_not_contains "$OUT" "run history" "nothing more to fold"
+assert_not_contains "$OUT" "index" "the index is made once"
 
 # More than a day of one stream's periodic rows unfolded: the report says maintain folds them.
 q "INSERT INTO v7fill.run (target_schema, target_table, command, status, elapsed_s, rows_read, inserted,
