@@ -20,6 +20,7 @@
 #include "v7fill/log.h"
 #include "v7fill/monotime.h"
 #include "v7fill/rejects.h"
+#include "v7fill/run_history.h"
 #include "v7fill/state.h"
 
 typedef struct Importer
@@ -53,6 +54,7 @@ typedef struct Importer
     size_t recorded;          /* run rows written so far */
     size_t record_failures;   /* periodic run rows that could not be written */
     double record_retry_at;   /* then not before this (pipeline_elapsed) */
+    RunRowPending pending;    /* a run row whose answer was lost (run_history.h) */
     PipelineSegment resumed;  /* counts in st that earlier runs accounted for */
 } Importer;
 
@@ -574,8 +576,12 @@ importer_record(Importer *im, PgConn *c, const char *status, bool final, Err *er
     const TargetTable *t = im->target;
     ImportStats *st = im->st;
     char *json;
+    char key[33];
     bool ok;
 
+    /* an earlier row whose answer was lost: dropped if it landed, else carried */
+    if (!run_row_settle(&im->pending, im->pl, c, t, final, err) && !final)
+        return false;
     if (!pipeline_take_segment(im->pl, &seg))
     {
         if (!final)
@@ -612,12 +618,12 @@ importer_record(Importer *im, PgConn *c, const char *status, bool final, Err *er
         json = xstrdup(seg.delay_json);
     ok = state_run_record(c, t->schema, t->name, t->oid, "import", status, seg.elapsed_s, seg.read,
                           seg.inserted, seg.duplicates, seg.rejected, seg.partitions_created, json,
-                          err);
+                          run_row_key(key) ? key : NULL, err);
     free(json);
     if (ok)
         im->recorded++;
     if (!ok && !final)
-        pipeline_return_segment(im->pl, &seg);
+        run_row_failed(&im->pending, im->pl, c, key, &seg);
     free(seg.delay_json);
     return ok;
 }
@@ -795,6 +801,7 @@ importer_free(Importer *im)
     rejects_close(im->late);
     free(im->options_text);
     source_close(im->src);
+    run_row_pending_free(&im->pending);
     pipeline_free(im->pl);
     pg_close(im->side);
 }

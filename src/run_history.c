@@ -5,6 +5,7 @@
 #include "v7fill/run_history.h"
 
 #include <inttypes.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,6 +173,85 @@ ensure_run_index(PgConn *c, Err *why)
             "v7fill.run has no index for folding, so folding reads the whole run history once "
             "per hour it folds%s%s; as the owner of v7fill.run: %s",
             owner ? ": " : "", owner ? e.msg : "", RUN_INDEX_SQL);
+}
+
+bool
+run_row_key(char key[33])
+{
+    unsigned char raw[16];
+
+    key[0] = '\0';
+    if (RAND_bytes(raw, sizeof raw) != 1)
+        return false;
+    for (size_t i = 0; i < sizeof raw; i++)
+        (void) snprintf(key + 2 * i, 3, "%02x", raw[i]);
+    return true;
+}
+
+void
+run_row_failed(RunRowPending *p, Pipeline *pl, PgConn *c, const char *key, PipelineSegment *seg)
+{
+    if (!pg_is_broken(c) || p->set || key[0] == '\0')
+    {
+        /* refused: nothing landed (or one is kept already, or no key to look
+         * it up by: carried) */
+        pipeline_return_segment(pl, seg);
+        return;
+    }
+    p->set = true;
+    (void) snprintf(p->key, sizeof p->key, "%s", key);
+    p->seg = *seg;
+    memset(seg, 0, sizeof *seg);
+}
+
+bool
+run_row_settle(RunRowPending *p, Pipeline *pl, PgConn *c, const TargetTable *t, bool final,
+               Err *err)
+{
+    const char *params[3];
+    PGresult *res;
+    bool landed;
+
+    if (!p->set)
+        return true;
+    params[0] = t->schema;
+    params[1] = t->name;
+    params[2] = p->key;
+    /* Through the index; a row kept aside a day (the target down that long)
+     * is looked for no further back. */
+    if (!pg_query(c,
+                  "SELECT count(*) FROM v7fill.run WHERE target_schema = $1 AND target_table = $2 "
+                  "AND finished_at > now() - interval '1 day' AND stats ->> 'row_key' = $3",
+                  3, params, &res, err))
+    {
+        if (final)
+        {
+            p->set = false;
+            pipeline_return_segment(pl, &p->seg);
+        }
+        return false;
+    }
+    landed = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
+    PQclear(res);
+    p->set = false;
+    if (landed)
+    {
+        log_debug("%s.%s: the run row whose answer was lost had landed (%s)", t->schema, t->name,
+                  p->key);
+        free(p->seg.delay_json);
+        memset(&p->seg, 0, sizeof p->seg);
+    }
+    else
+        pipeline_return_segment(pl, &p->seg);
+    return true;
+}
+
+void
+run_row_pending_free(RunRowPending *p)
+{
+    if (p->set)
+        free(p->seg.delay_json);
+    memset(p, 0, sizeof *p);
 }
 
 bool

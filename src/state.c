@@ -457,11 +457,13 @@ bool
 state_run_record(PgConn *c, const char *schema, const char *table, unsigned int target_oid,
                  const char *command, const char *status, double elapsed_s, uint64_t read,
                  uint64_t inserted, uint64_t duplicates, uint64_t rejected,
-                 uint64_t partitions_created, const char *stats_json, Err *err)
+                 uint64_t partitions_created, const char *stats_json, const char *row_key,
+                 Err *err)
 {
     char nums[6][32];
     char oid[16];
-    const char *params[12];
+    const char *params[13];
+    Err ignored;
 
     (void) snprintf(nums[0], sizeof nums[0], "%.3f", elapsed_s);
     (void) snprintf(nums[1], sizeof nums[1], "%" PRIu64, read);
@@ -478,10 +480,21 @@ state_run_record(PgConn *c, const char *schema, const char *table, unsigned int 
     params[10] = stats_json;
     (void) snprintf(oid, sizeof oid, "%u", target_oid);
     params[11] = oid;
-    return pg_exec_params(c,
-                          "INSERT INTO v7fill.run (target_schema, target_table, command, status, "
-                          "elapsed_s, rows_read, inserted, duplicates, rejected, "
-                          "partitions_created, stats, target_oid) "
-                          "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12)",
-                          12, params, err);
+    params[12] = row_key;
+    /* In a transaction of its own: its COMMIT is the moment it lands (the
+     * fault tests cut the connection there). */
+    if (!pg_exec(c, "BEGIN", err))
+        return false;
+    if (pg_exec_params(c,
+                       "INSERT INTO v7fill.run (target_schema, target_table, command, status, "
+                       "elapsed_s, rows_read, inserted, duplicates, rejected, "
+                       "partitions_created, stats, target_oid) "
+                       "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+                       "  CASE WHEN $13::text IS NULL THEN $11::jsonb "
+                       "  ELSE $11::jsonb || jsonb_build_object('row_key', $13::text) END, $12)",
+                       13, params, err))
+        return pg_exec(c, "COMMIT", err);
+    if (!pg_is_broken(c) && !pg_exec(c, "ROLLBACK", &ignored))
+        (void) 0;
+    return false;
 }

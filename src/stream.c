@@ -36,6 +36,7 @@
 #include "v7fill/mem.h"
 #include "v7fill/pgoutput.h"
 #include "v7fill/replconn.h"
+#include "v7fill/run_history.h"
 #include "v7fill/source_pgoutput.h"
 #include "v7fill/source_snapshot.h"
 #include "v7fill/state.h"
@@ -102,6 +103,7 @@ typedef struct Streamer
     struct FrameQueue *queue;
     bool borrowed;
     _Atomic uint64_t flush_pos; /* committed in the target, or stored idle */
+    RunRowPending pending; /* a run row whose answer was lost (run_history.h) */
 } Streamer;
 
 /* ---- several tables of one slot: the frames each table's source reads ----- */
@@ -723,6 +725,7 @@ record_segment(Streamer *s, const char *status, bool final)
 {
     PipelineSegment seg;
     const TargetTable *t;
+    char key[33] = "";
     Err e = {0};
 
     if (s->pl == NULL || s->side == NULL)
@@ -730,6 +733,12 @@ record_segment(Streamer *s, const char *status, bool final)
     if (pg_is_broken(s->side) && !pg_reconnect(s->side, &e))
     {
         /* the segment stays open: the next one records its rows */
+        log_debug("%s: could not record the run in v7fill.run: %s", s->relation, e.msg);
+        return;
+    }
+    /* an earlier row whose answer was lost: dropped if it landed, else carried */
+    if (!run_row_settle(&s->pending, s->pl, s->side, pipeline_target(s->pl), final, &e) && !final)
+    {
         log_debug("%s: could not record the run in v7fill.run: %s", s->relation, e.msg);
         return;
     }
@@ -746,7 +755,7 @@ record_segment(Streamer *s, const char *status, bool final)
         !state_run_record(s->side, t->schema, t->name, t->oid, "stream", status,
                           seg.elapsed_s, seg.read, seg.inserted,
                           seg.duplicates, seg.rejected, seg.partitions_created, seg.delay_json,
-                          &e))
+                          run_row_key(key) ? key : NULL, &e))
     {
         log_at(seg.read > 0 ? LOG_LEVEL_WARN : LOG_LEVEL_DEBUG,
                "%s: could not record the rows applied in the last %.0f s in v7fill.run (the "
@@ -755,7 +764,7 @@ record_segment(Streamer *s, const char *status, bool final)
                final ? "v7fill report leaves them out" : "the next record counts them", e.msg);
         if (!final)
         {
-            pipeline_return_segment(s->pl, &seg);
+            run_row_failed(&s->pending, s->pl, s->side, key, &seg);
             return;
         }
     }
@@ -1676,6 +1685,7 @@ streamer_free(Streamer *s)
 {
     quarantine_clear(s);
     free(s->quar);
+    run_row_pending_free(&s->pending);
     if (s->src)
         source_close(s->src);
     pg_close(s->side);

@@ -24,6 +24,7 @@
 #include "v7fill/catalog.h"
 #include "v7fill/err.h"
 #include "v7fill/pg.h"
+#include "v7fill/pipeline.h"
 
 /* The index of v7fill.run that folding reads by (each table's rows by time). */
 #define RUN_INDEX "run_target_finished"
@@ -37,6 +38,35 @@ typedef struct RunFold
     uint64_t into;   /* the rows they became */
     bool denied;     /* the role may not fold (SELECT, INSERT, DELETE on v7fill.run) */
 } RunFold;
+
+/*
+ * A periodic run row that could not be written is carried by the next one
+ * (pipeline_return_segment).  When the connection was lost while writing it,
+ * it may have landed all the same (its COMMIT done, the answer lost): carried,
+ * its rows would count twice.  Such a row is kept aside with the key it was
+ * written with, and looked up before the next row is written: found, it is
+ * dropped; not found, carried.
+ */
+typedef struct RunRowPending
+{
+    bool set;
+    char key[33];         /* hex of 16 random bytes */
+    PipelineSegment seg;
+} RunRowPending;
+
+/* A fresh key for a run row (false, key "": no randomness to make one). */
+bool run_row_key(char key[33]);
+/* The row written with `key` (seg: its segment) failed on c: kept aside when
+ * c is broken (it may have landed), else carried at once. */
+void run_row_failed(RunRowPending *p, Pipeline *pl, PgConn *c, const char *key,
+                    PipelineSegment *seg);
+/* Before writing the next row on c (connected): a row kept aside is looked up,
+ * dropped if it landed, else carried.  False (still kept) when the lookup
+ * failed.  final: carried rather than kept when it fails (the last row). */
+V7FILL_MUST_CHECK bool run_row_settle(RunRowPending *p, Pipeline *pl, PgConn *c,
+                                      const TargetTable *t, bool final, Err *err);
+/* Frees a row still kept (at exit). */
+void run_row_pending_free(RunRowPending *p);
 
 /* Fold t's run rows (no transaction open; each hour in a transaction of its
  * own).  dry_run: count only. */

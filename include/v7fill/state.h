@@ -115,14 +115,16 @@ V7FILL_MUST_CHECK bool state_checkpoint_put(PgConn *c, const char *schema, const
                                             const char *source_name, const Checkpoint *cp,
                                             Err *err);
 
-/* Record a finished (or failed) run; `stats_json` may be NULL. */
+/* Record a finished (or failed) run; `stats_json` may be NULL.  row_key (or
+ * NULL): stored in the document as "row_key", so that a row whose COMMIT's
+ * answer was lost can be looked up (run_history.h). */
 V7FILL_MUST_CHECK bool state_run_record(PgConn *c, const char *schema, const char *table,
                                         unsigned int target_oid, const char *command,
                                         const char *status,
                                         double elapsed_s, uint64_t read, uint64_t inserted,
                                         uint64_t duplicates, uint64_t rejected,
                                         uint64_t partitions_created, const char *stats_json,
-                                        Err *err);
+                                        const char *row_key, Err *err);
 
 /* Create objects of the v7fill schema once: exists_sql answers whether they
  * are all there already (no lock, no DDL then); otherwise create_sql runs
