@@ -88,7 +88,8 @@ typedef struct Lane
     Sink *sink;     /* lane 0: pl->sink */
     SortWork sort;  /* in-batch dedup: sorting by hash */
     RefSet *keys;   /* jobs > 1: references and given ids of its batch (reader's) */
-    bool barrier;   /* jobs > 1: its batch truncates: no batch goes beside it (reader's) */
+    bool barrier;   /* jobs > 1: its batch truncates, or goes on a source transaction begun by
+                     * an earlier piece: no batch goes beside it (reader's) */
     int pid;        /* its server process (under mu) */
     bool busy;      /* a batch was handed over and is not written yet (under mu) */
     Batch *b;
@@ -2445,7 +2446,13 @@ writer_deal(Pipeline *pl, Batch *b, const SourcePosition *pos, Err *err)
 
             lane->keys = w->spare;
             w->spare = keys;
-            lane->barrier = w->spare_barrier;
+            /* A piece after the first of a source transaction (its last one
+             * too): the lane's key set holds this batch's references only,
+             * while the target transaction holds the earlier pieces' rows,
+             * uncommitted.  A batch after it on another lane would not see
+             * them (a delete or update of one of those rows found missing):
+             * every later batch waits for this one, as for a truncate. */
+            lane->barrier = w->spare_barrier || w->pin == lane;
         }
         /* The next piece of a source transaction goes on in its target
          * transaction, on this lane. */
