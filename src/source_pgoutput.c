@@ -406,7 +406,9 @@ update_fields(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, Err 
             !(nf->len == of->len && !nf->is_null && memcmp(nf->data, of->data, nf->len) == 0))
             key_moved = true;
     }
-    if (key_moved)
+    /* FULL: the old row is whole, and the reference may be built from any
+     * column; the pipeline finds whether it moved (it compares the two). */
+    if (key_moved || m->old_kind == 'O')
         rec->old_fields = s->old_fields;
     return true;
 }

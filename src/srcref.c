@@ -22,6 +22,15 @@ struct SrcrefTemplate
     char *lit; /* the literal pieces, braces unescaped */
 };
 
+bool
+srcref_template_uses(const SrcrefTemplate *t, size_t column)
+{
+    for (size_t i = 0; i < t->nparts; i++)
+        if (t->parts[i].len == 0 && t->parts[i].column == column)
+            return true;
+    return false;
+}
+
 static void
 tmpl_add(SrcrefTemplate *t, size_t *cap, size_t off, size_t len, size_t column)
 {

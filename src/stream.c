@@ -39,6 +39,7 @@
 #include "v7fill/run_history.h"
 #include "v7fill/source_pgoutput.h"
 #include "v7fill/source_snapshot.h"
+#include "v7fill/srcref.h"
 #include "v7fill/state.h"
 #include "v7fill/stream_admin.h"
 #include "v7fill/stream_columns.h"
@@ -967,6 +968,42 @@ key_map_type(Streamer *s, const char **type, Err *err)
     return err_set(err, EC_USAGE, "--key-map %s: %s has no such column", col, s->relation);
 }
 
+/* --source-ref: deletes carry the replica identity's columns only (the others
+ * NULL), and an update that changes another column carries no old key: a
+ * template over such a column would build another reference than the row's,
+ * and the row would not be found (a delete lost, an update inserted anew). */
+static bool
+template_in_identity(Streamer *s, const char *tmpl, Err *err)
+{
+    SrcrefTemplate *t = NULL;
+    bool ok = true, any = false;
+
+    /* FULL: any column; no identity (NOTHING, or no primary key): the source
+     * refuses updates and deletes of a table published with them */
+    for (size_t i = 0; i < s->info.ncols; i++)
+        any = any || s->info.key[i];
+    if (s->info.replident == 'f' || !any)
+        return true;
+    if (!srcref_template_compile(tmpl, (const char *const *) s->info.cols, s->info.ncols, &t,
+                                 err))
+        return false;
+    for (size_t i = 0; ok && i < s->info.ncols; i++)
+        if (!s->info.key[i] && srcref_template_uses(t, i))
+        {
+            ok = false;
+            err_set(err, EC_CONFIG,
+                    "--source-ref %s: column %s is not in the replica identity of %s, so its "
+                    "deletes, and its updates that change %s, do not carry it: those rows would "
+                    "not be found in the target",
+                    tmpl, s->info.cols[i], s->relation, s->info.cols[i]);
+            err_hint(err, "Build the reference from the primary key's columns (the default "
+                          "does), or ALTER TABLE %s REPLICA IDENTITY FULL on the source.",
+                     s->relation);
+        }
+    srcref_template_free(t);
+    return ok;
+}
+
 /* Now's window and the next --ahead ones exist before the first row needs them. */
 static bool
 ensure_ahead(Streamer *s, Err *err)
@@ -1670,6 +1707,8 @@ target_open(Streamer *s, PipelineOptions *po, PipelineInputs *inputs, Err *err)
             return false;
         po->source_ref = s->ref_template;
     }
+    else if (!template_in_identity(s, po->source_ref, err))
+        return false;
     /* The copy shows the pipeline's progress; the changes their status line. */
     po->progress = s->o->common.progress;
     inputs->noun = "source";

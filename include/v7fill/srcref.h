@@ -45,6 +45,9 @@ typedef struct SrcrefTemplate SrcrefTemplate;
 V7FILL_MUST_CHECK bool srcref_template_compile(const char *tmpl, const char *const *columns,
                                                size_t ncolumns, SrcrefTemplate **out, Err *err);
 
+/* Does the template read column `column` (an index into the compile's columns)? */
+bool srcref_template_uses(const SrcrefTemplate *t, size_t column);
+
 /* Render the template for one record into `out` (reset first).  A column
  * past nfields renders as NULL. */
 void srcref_build(const SrcrefTemplate *t, const Field *fields, size_t nfields, Buf *out);
