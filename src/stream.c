@@ -1633,11 +1633,25 @@ constraint_race(const Streamer *s, const Err *why, uint64_t *race_at, int *races
     return *races <= 10;
 }
 
+/* why is a deadlock or a serialization failure that rolled back what the
+ * pipeline could not write again itself (a large source transaction's
+ * pieces, or a batch after its own retries), met fewer than 5 times in a row
+ * (*n counts them; progress resets it). */
+static bool
+rolled_back(const Streamer *s, const Err *why, uint64_t *at, int *n)
+{
+    if (strcmp(why->sqlstate, "40P01") != 0 && strcmp(why->sqlstate, "40001") != 0)
+        return false;
+    *n = s->st->applied_lsn == *at ? *n + 1 : 1;
+    *at = s->st->applied_lsn;
+    return *n <= 5;
+}
+
 static bool
 stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
 {
-    int attempt = 0, races = 0;
-    uint64_t race_at = 0;
+    int attempt = 0, races = 0, rollbacks = 0;
+    uint64_t race_at = 0, rollback_at = 0;
     bool stop;
 
     for (;;)
@@ -1666,6 +1680,17 @@ stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
             log_warn("%s: %s (a row another capture deleted at the same moment); applying it "
                      "again from the stored position",
                      s->o->common.table, why.msg);
+            if (!open_source(s, err))
+                return false;
+            continue;
+        }
+        if (rolled_back(s, &why, &rollback_at, &rollbacks))
+        {
+            /* Nothing of it is in the target: applied again from the stored
+             * position, as after a reconnect. */
+            log_warn("%s: %s (SQLSTATE %s); applying it again from the stored position "
+                     "(attempt %d of 5)",
+                     s->o->common.table, why.msg, why.sqlstate, rollbacks);
             if (!open_source(s, err))
                 return false;
             continue;

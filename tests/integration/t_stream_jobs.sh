@@ -102,6 +102,34 @@ assert_contains "$OUT" "missing=0" "no change after the large transaction missed
 assert_eq "$(digest_src)" "$(digest_dst)" "after a slow large transaction the target equals the source"
 slot_agrees "slow large transaction"
 
+# ---- a large transaction whose third piece is rolled back by a deadlock (a trigger raises
+# 40P01 the first time each): its target transaction is lost, and the stream applies it again whole from the
+# stored position instead of stopping (one writer and two).
+q "CREATE SEQUENCE boom_once;
+   CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS \$\$
+   BEGIN
+       IF NEW.note = 'boom' AND nextval('boom_once') % 2 = 1 THEN
+           RAISE EXCEPTION 'deadlock detected (test)' USING ERRCODE = '40P01';
+       END IF;
+       RETURN NEW;
+   END \$\$;
+   CREATE TRIGGER boom BEFORE INSERT ON orders_v7 FOR EACH ROW EXECUTE FUNCTION boom()"
+for jobs in 1 2; do
+    qs "BEGIN;
+        INSERT INTO orders SELECT g, now() - interval '3 hours', g, 'big3' FROM generate_series(320001 + $jobs * 10000, 321200 + $jobs * 10000) g;
+        INSERT INTO orders VALUES (329000 + $jobs, now() - interval '3 hours', 0, 'boom');
+        INSERT INTO orders SELECT g, now() - interval '3 hours', g, 'big3' FROM generate_series(321201 + $jobs * 10000, 322000 + $jobs * 10000) g;
+        COMMIT;"
+    run_expect 0 stream --jobs "$jobs" --batch-rows 500
+    echo "$OUT"
+    assert_contains "$OUT" "applying it again from the stored position (attempt 1 of 5)" \
+        "--jobs $jobs: the rolled-back large transaction is applied again"
+    assert_eq "$(digest_src)" "$(digest_dst)" "--jobs $jobs: after the deadlock the target equals the source"
+    assert_contains "$OUT" "duplicates=0" "--jobs $jobs: nothing of the lost target transaction was there"
+    slot_agrees "deadlock in a large transaction ($jobs)"
+done
+q "DROP TRIGGER boom ON orders_v7"
+
 qs "DO \$\$ BEGIN
       FOR i IN 1..50 LOOP
         UPDATE orders SET amount = amount + 1 WHERE id = 300000 + i;
