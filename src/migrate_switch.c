@@ -152,27 +152,51 @@ backoff(int attempt)
     (void) usleep((useconds_t) ms * 1000);
 }
 
-/* BEGIN; SET LOCAL lock_timeout; LOCK <main> and the children IN mode. */
+/* LOCK the children IN mode (in the transaction begin_locked opened). */
 static bool
-begin_locked(PgConn *c, const MigrateSpec *sp, const char *main_q, const char *mode,
-             int lock_timeout_ms, Err *err)
+lock_children(PgConn *c, const MigrateSpec *sp, const char *mode, Err *err)
 {
     Buf b;
     bool ok;
 
+    if (sp->nchildren == 0)
+        return true;
     buf_init(&b);
-    buf_printf(&b, "BEGIN; SET LOCAL lock_timeout = '%d ms'; LOCK TABLE %s", lock_timeout_ms,
-               main_q);
+    buf_printf(&b, "LOCK TABLE ");
     for (size_t i = 0; i < sp->nchildren; i++)
     {
         char *q = pg_qualified(c, sp->children[i].schema, sp->children[i].table);
 
-        buf_printf(&b, ", %s", q);
+        buf_printf(&b, "%s%s", i ? ", " : "", q);
         free(q);
     }
     buf_printf(&b, " IN %s MODE", mode);
     ok = pg_exec(c, b.data, err);
     buf_free(&b);
+    return ok;
+}
+
+/* BEGIN; SET LOCAL lock_timeout; LOCK <main> (and the children, unless
+ * children_later) IN mode.
+ *
+ * Expand-mode children in one database are locked only after the last
+ * changes are applied (children_later): a delete the capture (or the way
+ * back) applies to the parent under the lock runs the children's foreign
+ * keys' ON DELETE actions, which write the child and wait for its lock; held
+ * by this idle session, that wait is no deadlock the server can see, and it
+ * would last for ever, every writer of the table queued behind it.  Nothing
+ * of the child is applied from the slot there (its column is kept by
+ * triggers), so the later lock misses nothing.  Migrate-mode children are
+ * locked at once: their captures stop at the same final position. */
+static bool
+begin_locked(PgConn *c, const MigrateSpec *sp, const char *main_q, const char *mode,
+             int lock_timeout_ms, bool children_later, Err *err)
+{
+    char *sql = xasprintf("BEGIN; SET LOCAL lock_timeout = '%d ms'; LOCK TABLE %s IN %s MODE",
+                          lock_timeout_ms, main_q, mode);
+    bool ok = pg_exec(c, sql, err) && (children_later || lock_children(c, sp, mode, err));
+
+    free(sql);
     return ok;
 }
 
@@ -576,6 +600,7 @@ typedef struct SwitchLock
     int lock_timeout_ms;
     int64_t t0;          /* when the lock was granted (0: not yet) */
     SwitchStats *st;
+    bool children_later; /* the children locked after the capture's last change */
 } SwitchLock;
 
 /* The WAL up to the final position on disk, at once: the walsender sends only
@@ -601,7 +626,7 @@ take_switch_lock(void *ctx, uint64_t *final_lsn, Err *err)
     char at[PGO_LSN_TEXT_SIZE];
 
     if (!begin_locked(l->s, l->sp, l->n->from_q, "SHARE ROW EXCLUSIVE", l->lock_timeout_ms,
-                      err))
+                      l->children_later, err))
         return false;
     l->t0 = monotime_ms();
     if (!current_lsn(l->s, &l->st->final_lsn, err) || !flush_wal(l->flush, err))
@@ -1145,7 +1170,7 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
     int old_pid;
     char seqoid[16] = "";
     const char *p[2] = {n->from_q, sp->key};
-    SwitchLock lk = {s, NULL, sp, n, lock_timeout_ms, 0, st};
+    SwitchLock lk = {s, NULL, sp, n, lock_timeout_ms, 0, st, same && !has_childtables(sp)};
 
     *retry = false;
     if (!pg_connect_again(s, &lk.flush, err))
@@ -1165,7 +1190,8 @@ switch_once(PgConn *s, const MigrateSpec *sp, const Names *n, bool same, int loc
         goto fail;
     }
     t0 = lk.t0;
-    if ((same && !late_children(s, sp, st, err)) ||
+    if ((lk.children_later && !lock_children(s, sp, "SHARE ROW EXCLUSIVE", err)) ||
+        (same && !late_children(s, sp, st, err)) ||
         !query_text(s, "SELECT pg_catalog.pg_get_serial_sequence($1, $2)", 2, p, seq, seqsize,
                     err) ||
         (seq[0] && !query_text(s, "SELECT pg_catalog.pg_get_serial_sequence($1, $2)::regclass::oid",
@@ -1410,10 +1436,12 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
     bool ok = false;
 
     *retry = false;
-    if (!begin_locked(t, sp, n->from_q, "SHARE ROW EXCLUSIVE", lock_timeout_ms, err))
+    if (!begin_locked(t, sp, n->from_q, "SHARE ROW EXCLUSIVE", lock_timeout_ms,
+                      !has_childtables(sp), err))
         goto out;
     t0 = monotime_ms();
-    if (!back_catch_up(t, apply, NULL, sp, st, err))
+    if (!back_catch_up(t, apply, NULL, sp, st, err) ||
+        (!has_childtables(sp) && !lock_children(t, sp, "SHARE ROW EXCLUSIVE", err)))
         goto out;
     if (st->applied_at_switch > 0)
         st->children_fill_clean = false; /* also for a later attempt (this one may fail) */
