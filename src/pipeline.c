@@ -2746,6 +2746,33 @@ pipeline_plan_ddl(Pipeline *pl, Err *err)
     return ok;
 }
 
+bool
+pipeline_reload_columns(Pipeline *pl, PgConn *c, Err *err)
+{
+    TargetTable *now = NULL;
+    size_t n;
+    Column *cols;
+
+    if (!catalog_load_target(c, pl->o->table, &now, err))
+        return false;
+    if (now->oid != pl->target->oid)
+    {
+        err_set(err, EC_CONFIG, "%s.%s is another table now (dropped and made again)",
+                pl->target->schema, pl->target->name);
+        catalog_target_free(now);
+        return false;
+    }
+    /* the columns only: the partitions stay as this run knows them */
+    n = pl->target->ncolumns;
+    cols = pl->target->columns;
+    pl->target->ncolumns = now->ncolumns;
+    pl->target->columns = now->columns;
+    now->ncolumns = n;
+    now->columns = cols;
+    catalog_target_free(now);
+    return true;
+}
+
 void
 pipeline_free(Pipeline *pl)
 {

@@ -46,6 +46,7 @@ typedef struct PgoSource
     int *relcol_field;       /* relation column → field index, or -1 (a new column) */
     int *field_relcol;       /* field → relation column */
     uint32_t *field_type;    /* field → type OID first seen (0: not yet) */
+    uint32_t *start_type;    /* field → type OID at the start (cfg.column_types' copy) */
     char **warned_new;       /* added columns already warned about */
     size_t nwarned;
     uint32_t *other_relids;  /* relations of the publication that are not the table */
@@ -215,14 +216,14 @@ relation_is_other(const PgoSource *s, uint32_t relid)
 }
 
 static void
-warn_new_column(PgoSource *s, const char *name)
+warn_new_column(PgoSource *s, const char *name, bool tolerated)
 {
     for (size_t i = 0; i < s->nwarned; i++)
         if (strcmp(s->warned_new[i], name) == 0)
             return;
     s->warned_new = xrealloc(s->warned_new, (s->nwarned + 1) * sizeof *s->warned_new);
     s->warned_new[s->nwarned++] = xstrdup(name);
-    if (s->cfg.tolerate_new_columns)
+    if (tolerated)
         log_warn("column \"%s\" of %s.%s on the source is not in its catalog any more: its "
                  "values are not streamed",
                  name, s->cfg.schema, s->cfg.table);
@@ -260,7 +261,11 @@ on_relation(PgoSource *s, const PgoMessage *m, uint64_t lsn, Err *err)
             {
                 s->relcol_field[i] = (int) f;
                 s->field_relcol[f] = (int) i;
-                if (s->field_type[f] != 0 && s->field_type[f] != m->cols[i].type_oid)
+                /* A change to the type the stream started with: the target was
+                 * checked against it then (an earlier type's values came first,
+                 * replayed from before the change). */
+                if (s->field_type[f] != 0 && s->field_type[f] != m->cols[i].type_oid &&
+                    s->start_type[f] != m->cols[i].type_oid)
                 {
                     err_set(err, EC_CONFIG,
                             "column \"%s\" of %s.%s changed its type on the source (relation "
@@ -278,8 +283,12 @@ on_relation(PgoSource *s, const PgoMessage *m, uint64_t lsn, Err *err)
             /* A column the stream did not start with: the owner restarts
              * the stream from its stored position with the table's columns
              * read anew (mapped if the target has the column). */
-            warn_new_column(s, m->cols[i].name);
-            if (s->cfg.tolerate_new_columns)
+            /* (a relation message's frame carries 0/0: its transaction's
+             * commit position says when it was made) */
+            bool tolerated = (s->in_txn ? s->final_lsn : lsn) < s->cfg.tolerate_columns_until;
+
+            warn_new_column(s, m->cols[i].name, tolerated);
+            if (tolerated)
                 continue;
             s->st.relation_changed = true;
             return err_set(err, EC_CONFIG,
@@ -816,6 +825,7 @@ pgo_close(Source *src)
     free(s->relcol_field);
     free(s->field_relcol);
     free(s->field_type);
+    free(s->start_type);
     for (size_t i = 0; i < s->nwarned; i++)
         free(s->warned_new[i]);
     free(s->warned_new);
@@ -856,6 +866,10 @@ source_pgoutput_open(const PgoSourceConfig *cfg, Source **out, Err *err)
     s->dec = pgo_decoder_new();
     s->field_relcol = xmalloc(n * sizeof(int));
     s->field_type = xcalloc(n, sizeof(uint32_t));
+    s->start_type = xcalloc(n, sizeof(uint32_t));
+    if (cfg->column_types)
+        memcpy(s->start_type, cfg->column_types, cfg->ncolumns * sizeof(uint32_t));
+    s->cfg.column_types = s->start_type;
     s->fields = xcalloc(n, sizeof(Field));
     s->old_fields = xcalloc(n, sizeof(Field));
     buf_init(&s->raw);

@@ -85,6 +85,8 @@ typedef struct Streamer
     const char **ignore; /* --ignore-column, and source columns the target lacks */
     bool relation_changed;
     int relation_restarts; /* in a row, without progress */
+    uint64_t tolerate_until; /* columns not in the catalog passed over below here (source LSN) */
+    uint32_t *col_types;   /* per info.cols: its type OID when the columns were checked */
     uint64_t relation_at;
     StreamObserver *ob;  /* metrics, readiness, the slot's WAL */
     PgConn *mon;         /* the source again, for the slot's checks (reader thread) */
@@ -1112,6 +1114,14 @@ check_columns(Streamer *s, Err *err)
          stream_columns_check(&stored, &now, column_target, s, s->relation, s->o->common.table,
                               err) &&
          stream_columns_put(s->conn, s->o->slot, s->row_target, &now, err);
+    /* The types the target was checked against, for the relation messages
+     * (source_pgoutput.h: column_types). */
+    free(s->col_types);
+    s->col_types = xcalloc(s->info.ncols ? s->info.ncols : 1, sizeof *s->col_types);
+    for (size_t i = 0; ok && i < s->info.ncols; i++)
+        for (size_t j = 0; j < now.n; j++)
+            if (strcmp(s->info.cols[i], now.cols[j].name) == 0)
+                s->col_types[i] = now.cols[j].type_oid;
     stream_columns_free(&stored);
     stream_columns_free(&now);
     return ok;
@@ -1518,8 +1528,10 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     cfg.group_ms = s->o->group_ms;
     cfg.ignore_deletes = s->o->on_delete == STREAM_DELETE_IGNORE;
     /* Restarted for a new column twice with no progress: the column is gone
-     * from the catalog again; pass over it. */
-    cfg.tolerate_new_columns = s->relation_restarts >= 2;
+     * from the catalog again; pass over it, in the changes made before the
+     * restart (a column added later is read anew, as always). */
+    cfg.tolerate_columns_until = s->relation_restarts >= 2 ? s->tolerate_until : 0;
+    cfg.column_types = s->col_types;
     cfg.on_truncate = (PgoTruncatePolicy) s->o->on_truncate;
     cfg.persist_idle = persist_idle;
     cfg.status = status_line;
@@ -1633,6 +1645,26 @@ constraint_race(const Streamer *s, const Err *why, uint64_t *race_at, int *races
     return *races <= 10;
 }
 
+/* A relation message named a column the stream did not start with: its
+ * columns read anew.  The second time in a row without progress, the column
+ * is gone from the catalog again (dropped since those changes were made):
+ * the relation messages of changes made before now pass over it. */
+static bool
+relation_restart(Streamer *s, Err *err)
+{
+    uint64_t at = s->st->applied_lsn;
+
+    s->relation_restarts = at == s->relation_at ? s->relation_restarts + 1 : 1;
+    s->relation_at = at;
+    if (s->relation_restarts == 2 && !source_flushed_lsn(s, &s->tolerate_until, err))
+        return false;
+    /* the target's too: the column may have been added there meanwhile */
+    if (pg_is_broken(s->side) && !pg_reconnect(s->side, err))
+        return false;
+    return pipeline_reload_columns(s->pl, s->side, err) && read_columns(s, err) &&
+           check_columns(s, err);
+}
+
 /* why is a deadlock or a serialization failure that rolled back what the
  * pipeline could not write again itself (a large source transaction's
  * pieces, or a batch after its own retries), met fewer than 5 times in a row
@@ -1662,13 +1694,9 @@ stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
             return true;
         if (s->relation_changed)
         {
-            uint64_t at = s->st->applied_lsn;
-
-            s->relation_restarts = at == s->relation_at ? s->relation_restarts + 1 : 1;
-            s->relation_at = at;
             /* Not a failure: the table has a new column; again from the
              * stored position with its columns read anew. */
-            if (!read_columns(s, err) || !check_columns(s, err) || !open_source(s, err))
+            if (!relation_restart(s, err) || !open_source(s, err))
                 return false;
             continue;
         }
@@ -1750,6 +1778,7 @@ streamer_free(Streamer *s)
     quarantine_clear(s);
     free(s->quar);
     run_row_pending_free(&s->pending);
+    free(s->col_types);
     if (s->src)
         source_close(s->src);
     pg_close(s->side);
@@ -2172,15 +2201,9 @@ multi_changes(MultiTarget *ts, size_t n, uint64_t stop_lsn, Err *err)
             for (size_t i = 0; i < n; i++)
             {
                 Streamer *s = &ts[i].s;
-                uint64_t at = s->st->applied_lsn;
 
-                if (!s->relation_changed)
-                    continue;
-                /* As for one table: restarted twice with no progress, the
-                 * new column is passed over (gone from the catalog again). */
-                s->relation_restarts = at == s->relation_at ? s->relation_restarts + 1 : 1;
-                s->relation_at = at;
-                if (!read_columns(s, err) || !check_columns(s, err))
+                /* as for one table */
+                if (s->relation_changed && !relation_restart(s, err))
                     return false;
             }
             if (!open_source(first, err))

@@ -311,6 +311,10 @@ V7FILL_MUST_CHECK bool pipeline_finish(Pipeline *p, Err *err);
 /* After a lost connection: reconnect with backoff (interruptible). */
 V7FILL_MUST_CHECK bool pipeline_reconnect(Pipeline *p, Err *err);
 const TargetTable *pipeline_target(const Pipeline *p);
+/* The target's columns read again on c (a column added since the open), for
+ * the next pipeline_attach; between attaches only.  An error when the table
+ * is another one now (dropped and made again). */
+V7FILL_MUST_CHECK bool pipeline_reload_columns(Pipeline *p, PgConn *c, Err *err);
 const char *pipeline_target_q(const Pipeline *p); /* quoted, schema-qualified */
 const char *pipeline_lookup_q(const Pipeline *p);
 /* Seconds since pipeline_open (monotonic clock). */

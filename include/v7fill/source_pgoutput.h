@@ -63,8 +63,14 @@ typedef struct PgoSourceConfig
     size_t group_rows;
     int group_ms;
     bool ignore_deletes;
-    bool tolerate_new_columns;   /* a column the stream did not start with is passed over
-                                    (else the source stops: relation_changed) */
+    uint64_t tolerate_columns_until; /* a column the stream did not start with, in a
+                                    relation message of a transaction committed below this
+                                    LSN, is passed over (the
+                                    catalog dropped it since); elsewhere the source stops:
+                                    relation_changed (0: nowhere) */
+    const uint32_t *column_types; /* per column: the type OID the catalog had at the start,
+                                    which the target was checked against (0 or NULL: not
+                                    known); a change to it within the session goes on */
     PgoTruncatePolicy on_truncate;
     /* Store an idle position (no transaction pending) as the stream's
      * position before it is acknowledged (*stored false: the owner's row

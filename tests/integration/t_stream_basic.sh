@@ -192,6 +192,9 @@ q "ALTER TABLE orders_v7 RENAME COLUMN region TO region_was"
 run_expect 0 stream
 assert_eq 1 "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 8")" "after the target follows, the stream goes on"
 assert_eq "eu" "$(q "SELECT region_was FROM orders_v7 WHERE legacy_id = 4")" "the renamed column keeps its values"
+# (row 10 before the change, not applied yet: replayed after the target follows, its relation
+# message still shows the old type; the stream went back to the stop for good before)
+qs "INSERT INTO orders VALUES (10, now(), 10, 1)"
 qs "ALTER TABLE orders ALTER COLUMN amount TYPE text; INSERT INTO orders VALUES (9, now(), 'n/a', 1)"
 run_expect 3 stream
 assert_contains "$OUT" 'column "amount" of public.orders changed its type on the source' "a type changed while stopped is named"
@@ -200,6 +203,7 @@ assert_eq 0 "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 9")" "nothing
 q "ALTER TABLE orders_v7 ALTER COLUMN amount TYPE text"
 run_expect 0 stream
 assert_eq "n/a" "$(q "SELECT amount FROM orders_v7 WHERE legacy_id = 9")" "after the target follows, the stream goes on"
+assert_eq "10.00" "$(q "SELECT amount FROM orders_v7 WHERE legacy_id = 10")" "the row made before the type change too"
 
 # ---- a slot someone else advanced: the stream refuses to skip silently
 qs "INSERT INTO orders VALUES (6, now(), 1, 1)"
