@@ -1689,6 +1689,7 @@ stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     for (;;)
     {
         Err why = {0};
+        uint64_t at_start = s->st->applied_lsn;
 
         if (run_changes(s, stop_lsn, &why))
             return true;
@@ -1736,7 +1737,9 @@ stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
             return false;
         if (stop)
             return true;
-        if (s->st->applied_lsn > 0)
+        /* A run that applied something: the attempts count from zero (one
+         * that failed at its start again and again gives up). */
+        if (s->st->applied_lsn != at_start)
             attempt = 0;
     }
 }
