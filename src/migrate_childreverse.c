@@ -28,10 +28,14 @@ stats_add(ReverseStats *sum, const ReverseStats *one)
     sum->missing += one->missing;
 }
 
-/* Each child's own migration, switched with its parent. */
+/* Each child's own migration, switched with its parent; and the table
+ * keeping the parent's deleted map rows for them (made by the switch, or
+ * here for a migration switched by an earlier version). */
 static bool
 load_children(PgConn *db, const MigrateSpec *spec, MigrateSpec *kids, Err *err)
 {
+    if (!migrate_reverse_kept_setup(db, err))
+        return false;
     for (size_t i = 0; i < spec->nchildren; i++)
     {
         bool found = false;
@@ -50,7 +54,12 @@ load_children(PgConn *db, const MigrateSpec *spec, MigrateSpec *kids, Err *err)
 }
 
 /* One round: the parent up to stop, then each child up to stop.  *all: every
- * table reached stop (not interrupted). */
+ * table reached stop (not interrupted).  The parent's whole round comes
+ * first, so a parent row inserted and deleted within it is gone from its map
+ * before a child row naming it arrives: the parent's way back keeps those map
+ * rows (v7fill.migrate_reverse_kept), and they go once every child reached
+ * stop.  An interrupted round keeps them for the next one, which starts each
+ * child where it stopped. */
 static bool
 round_once(PgConn *db, PgConn *legacy, const MigrateSpec *spec, const MigrateSpec *kids,
            uint64_t stop, ReverseStats *st, bool *all, Err *err)
@@ -87,6 +96,8 @@ round_once(PgConn *db, PgConn *legacy, const MigrateSpec *spec, const MigrateSpe
         if (!one.caught_up)
             return true;
     }
+    if (!migrate_reverse_kept_clear(db, spec, err))
+        return false;
     *all = true;
     return true;
 }

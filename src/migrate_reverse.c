@@ -14,6 +14,13 @@
  * writes (v7fill.migrate_reverse_gone, read again by the next run when a
  * kill came between): a replay still finds the row to delete, and no map row
  * outlives its rows.
+ *
+ * A parent with migrate-mode children moves the map rows it deletes into
+ * v7fill.migrate_reverse_kept (on the maps' database, in the statement that
+ * deletes them) instead of dropping them: its children's way back of the
+ * same round still translates the <fk>_uuid of a child row whose parent was
+ * inserted and deleted within the round (the parent's whole round is applied
+ * first).  The round clears them once every child reached its stop.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -49,6 +56,12 @@ typedef struct Rev
     bool fk_required;            /* the legacy <fk> is NOT NULL: a cleared <fk>_uuid keeps
                                     the key given (the legacy row cannot say "no parent") */
     char *pmap_q;                /* the parent's map */
+    char pmap_key[160];          /* its rows' key in v7fill.migrate_reverse_kept */
+    char *pmap_key_q;            /* one database: pmap_key as a literal */
+    char *pmap_type;             /* one database: the type of its legacy_id (a kept key's cast) */
+    bool keep;                   /* a parent with migrate-mode children: its deleted map rows
+                                    kept for them (the top of this file) */
+    char map_key[160];           /* the map's key in v7fill.migrate_reverse_kept */
     size_t ncommon;
     int *common_field;           /* per common column: its field in the record */
     char **common_q;             /* its quoted name */
@@ -87,6 +100,57 @@ migrate_reverse_setup(PgConn *db, Err *err)
     return true;
 }
 
+/* A map's key in v7fill.migrate_reverse_kept: "<schema>.<map table>". */
+static void
+map_key_of(const char *schema, const char *table, char *out, size_t size)
+{
+    (void) snprintf(out, size, "%s.%s", schema, table);
+}
+
+bool
+migrate_reverse_kept_setup(PgConn *db, Err *err)
+{
+    PGresult *res;
+    bool exists;
+
+    /* Looked up first: the role running the way back may write the table the
+     * switch made without the right to create one. */
+    if (!pg_query(db, "SELECT pg_catalog.to_regclass('v7fill.migrate_reverse_kept') IS NOT NULL",
+                  0, NULL, &res, err))
+        return false;
+    exists = PQgetvalue(res, 0, 0)[0] == 't';
+    PQclear(res);
+    if (exists)
+        return true;
+    if (!pg_exec(db,
+                 "CREATE SCHEMA IF NOT EXISTS v7fill; "
+                 "CREATE TABLE IF NOT EXISTS v7fill.migrate_reverse_kept ("
+                 " map_table text NOT NULL, id uuid NOT NULL, legacy_id text NOT NULL,"
+                 " PRIMARY KEY (map_table, id))",
+                 err))
+    {
+        err_prefix(err, "could not create v7fill.migrate_reverse_kept");
+        return false;
+    }
+    return true;
+}
+
+bool
+migrate_reverse_kept_clear(PgConn *db, const MigrateSpec *spec, Err *err)
+{
+    char key[160];
+    const char *p[1] = {key};
+
+    map_key_of(spec->into_schema, spec->map_table, key, sizeof key);
+    if (!pg_exec_params(db, "DELETE FROM v7fill.migrate_reverse_kept WHERE map_table = $1", 1, p,
+                        err))
+    {
+        err_prefix(err, "clearing the map rows kept for the children's way back");
+        return false;
+    }
+    return true;
+}
+
 /* A conninfo for the replication connection: the ordinary connection's own
  * parameters (its session options are set again by replconn_open). */
 static char *
@@ -114,6 +178,31 @@ column_index(const ReplTableInfo *t, const char *name)
         if (strcmp(t->cols[i], name) == 0)
             return (int) i;
     return -1;
+}
+
+/* One database, a child: its parent map's legacy_id type, which a key kept
+ * as text is cast back to in put_value's expression. */
+static bool
+parent_map_type(Rev *r, Err *err)
+{
+    PGresult *res;
+    const char *p[1] = {r->pmap_q};
+
+    if (!pg_query(r->m,
+                  "SELECT pg_catalog.format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute "
+                  "WHERE attrelid = $1::regclass AND attname = 'legacy_id' AND NOT attisdropped",
+                  1, p, &res, err))
+        return false;
+    if (PQntuples(res) != 1)
+    {
+        PQclear(res);
+        return err_set(err, EC_CONFIG, "the parent's map %s has no legacy_id column", r->pmap_q);
+    }
+    r->pmap_type = xstrdup(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    r->pmap_key_q = pg_literal(r->m, r->pmap_key);
+    return r->pmap_key_q != NULL ||
+           err_set(err, EC_CONFIG, "the parent's map name %s cannot be quoted", r->pmap_key);
 }
 
 static bool
@@ -175,6 +264,9 @@ rev_columns(Rev *r, const ReverseParentRef *ref, Err *err)
                            sp->from_schema, sp->from_table, sp->from_schema, sp->legacy_table,
                            ref->fk_column, uuidcol);
         r->pmap_q = pg_qualified(r->c, ref->map_schema, ref->map_table);
+        map_key_of(ref->map_schema, ref->map_table, r->pmap_key, sizeof r->pmap_key);
+        if (!r->split && !parent_map_type(r, err))
+            return false;
     }
     r->vals = xcalloc(r->newt.ncols + 1, sizeof *r->vals);
     r->legacy_q = pg_qualified(r->c, sp->from_schema, sp->legacy_table);
@@ -213,6 +305,8 @@ rev_free(Rev *r)
     free(r->new_q);
     free(r->key_q);
     free(r->pmap_q);
+    free(r->pmap_key_q);
+    free(r->pmap_type);
     replconn_table_free(&r->newt);
     replconn_table_free(&r->oldt);
     buf_free(&r->sql);
@@ -249,61 +343,96 @@ map_lookup(Rev *r, const char *id, char *out, size_t size, bool *found, Err *err
     return true;
 }
 
+/* A child's <fk> from the parent map's legacy key of <fk>_uuid ($uuid_n):
+ * the map's, else the one kept for this round (the parent's row was deleted
+ * earlier in the round: the child's rows up to the same stop may still name
+ * it), else the <fk> given ($n). */
+static void
+put_parent_key(Rev *r, int n, int uuid_n)
+{
+    buf_printf(&r->sql,
+               "COALESCE((SELECT legacy_id FROM %s WHERE id = $%d::uuid), (SELECT "
+               "CAST(k.legacy_id AS %s) FROM v7fill.migrate_reverse_kept k WHERE k.map_table = %s "
+               "AND k.id = $%d::uuid), $%d)",
+               r->pmap_q, uuid_n, r->pmap_type, r->pmap_key_q, uuid_n, n);
+}
+
 /* The value of common column i, its parameter $n: a child's <fk> is the
- * parent map's legacy key of <fk>_uuid ($uuid_n), else the <fk> given; with
- * no <fk>_uuid, NULL when the <fk> given names a mapped parent (the
- * application cleared the link, or the parent's delete set it NULL), else
- * the <fk> given (a NULL key, an orphan or a rejected parent kept as it was).
- * A legacy <fk> that is NOT NULL keeps the <fk> given when <fk>_uuid is
- * cleared: NULL there would stop the way back on every run (23502). */
+ * parent map's legacy key of <fk>_uuid ($uuid_n, put_parent_key), else the
+ * <fk> given; with no <fk>_uuid, NULL when the <fk> given names a mapped
+ * parent (the application cleared the link, or the parent's delete set it
+ * NULL), else the <fk> given (a NULL key, an orphan or a rejected parent kept
+ * as it was).  A legacy <fk> that is NOT NULL keeps the <fk> given when
+ * <fk>_uuid is cleared: NULL there would stop the way back on every run
+ * (23502). */
 static void
 put_value(Rev *r, size_t i, int n, int uuid_n)
 {
-    if ((int) i == r->fk_common && !r->split && r->fk_required)
-        buf_printf(&r->sql,
-                   "CASE WHEN $%d::uuid IS NOT NULL THEN COALESCE((SELECT legacy_id FROM %s "
-                   "WHERE id = $%d::uuid), $%d) ELSE $%d END",
-                   uuid_n, r->pmap_q, uuid_n, n, n);
-    else if ((int) i == r->fk_common && !r->split)
-        buf_printf(&r->sql,
-                   "CASE WHEN $%d::uuid IS NOT NULL THEN COALESCE((SELECT legacy_id FROM %s "
-                   "WHERE id = $%d::uuid), $%d) WHEN EXISTS (SELECT 1 FROM %s WHERE legacy_id "
-                   "= $%d) THEN NULL ELSE $%d END",
-                   uuid_n, r->pmap_q, uuid_n, n, r->pmap_q, n, n);
-    else
+    if ((int) i != r->fk_common || r->split)
+    {
         buf_printf(&r->sql, "$%d", n);
+        return;
+    }
+    buf_printf(&r->sql, "CASE WHEN $%d::uuid IS NOT NULL THEN ", uuid_n);
+    put_parent_key(r, n, uuid_n);
+    if (r->fk_required)
+        buf_printf(&r->sql, " ELSE $%d END", n);
+    else
+        buf_printf(&r->sql, " WHEN EXISTS (SELECT 1 FROM %s WHERE legacy_id = $%d) THEN NULL ELSE $%d END",
+                   r->pmap_q, n, n);
 }
 
 /* Two databases, a migrate-mode child: the value put_value's CASE gives
  * <fk> in one database, from the parent's map on the target: the legacy key
- * of uuid when the map has it, else given; with no uuid, NULL when given
- * names a mapped parent (unless the legacy <fk> is NOT NULL), else given.
- * *out points at buf, given or NULL. */
+ * of uuid when the map has it, or the round kept it (put_parent_key), else
+ * given; with no uuid, NULL when given names a mapped parent (unless the
+ * legacy <fk> is NOT NULL), else given.  *out points at buf, given or NULL. */
 static bool
 fk_resolve(Rev *r, const char *uuid, const char *given, char *buf, size_t size,
            const char **out, Err *err)
 {
     PGresult *res;
-    const char *p[1] = {uuid ? uuid : given};
+    const char *p[2] = {uuid ? uuid : given, r->pmap_key};
     char *sql;
     bool ok;
 
     *out = given;
     if (uuid == NULL && (given == NULL || r->fk_required))
         return true;
-    sql = uuid ? xasprintf("SELECT legacy_id::text FROM %s WHERE id = $1::uuid", r->pmap_q)
+    sql = uuid ? xasprintf("SELECT COALESCE((SELECT legacy_id::text FROM %s WHERE id = $1::uuid), "
+                           "(SELECT legacy_id FROM v7fill.migrate_reverse_kept WHERE map_table = "
+                           "$2 AND id = $1::uuid))",
+                           r->pmap_q)
                : xasprintf("SELECT legacy_id::text FROM %s WHERE legacy_id = $1", r->pmap_q);
-    ok = pg_query(r->m, sql, 1, p, &res, err);
+    ok = pg_query(r->m, sql, uuid ? 2 : 1, p, &res, err);
     free(sql);
     if (!ok)
         return false;
-    if (PQntuples(res) == 1)
+    if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
     {
         (void) snprintf(buf, size, "%s", PQgetvalue(res, 0, 0));
         *out = uuid ? buf : NULL;
     }
     PQclear(res);
     return true;
+}
+
+/* The map row of legacy key lk goes; a parent with migrate-mode children
+ * keeps it for the round (the top of this file), in the same statement. */
+static bool
+map_delete(Rev *r, const char *lk, Err *err)
+{
+    const char *p[2] = {lk, r->map_key};
+    char *sql = r->keep ? xasprintf("WITH d AS (DELETE FROM %s WHERE legacy_id = $1 RETURNING id, "
+                                    "legacy_id) INSERT INTO v7fill.migrate_reverse_kept "
+                                    "(map_table, id, legacy_id) SELECT $2, id, legacy_id::text "
+                                    "FROM d ON CONFLICT DO NOTHING",
+                                    r->map_q)
+                        : xasprintf("DELETE FROM %s WHERE legacy_id = $1", r->map_q);
+    bool ok = pg_exec_params(r->m, sql, r->keep ? 2 : 1, p, err);
+
+    free(sql);
+    return ok;
 }
 
 static bool
@@ -615,13 +744,8 @@ apply_delete(Rev *r, const Record *rec, Err *err)
                                 2, g, err))
                 return false;
         }
-        else
-        {
-            buf_reset(&r->sql);
-            buf_printf(&r->sql, "DELETE FROM %s WHERE legacy_id = $1", r->map_q);
-            if (!pg_exec_params(r->c, r->sql.data, 1, p, err))
-                return false;
-        }
+        else if (!map_delete(r, lk, err))
+            return false;
     }
     if (rows == 0)
     {
@@ -669,7 +793,6 @@ static bool
 flush_gone(Rev *r, Err *err)
 {
     const char *p[1] = {r->into_key};
-    char *sql = xasprintf("DELETE FROM %s WHERE legacy_id = $1", r->map_q);
     PGresult *res;
     bool ok = pg_query(r->c,
                        "SELECT legacy_id FROM v7fill.migrate_reverse_gone WHERE into_table = $1",
@@ -678,18 +801,13 @@ flush_gone(Rev *r, Err *err)
     if (ok)
     {
         for (int i = 0; ok && i < PQntuples(res); i++)
-        {
-            const char *k[1] = {PQgetvalue(res, i, 0)};
-
-            ok = pg_exec_params(r->m, sql, 1, k, err);
-        }
+            ok = map_delete(r, PQgetvalue(res, i, 0), err);
         if (ok && PQntuples(res) > 0)
             ok = pg_exec_params(r->c, "DELETE FROM v7fill.migrate_reverse_gone WHERE "
                                       "into_table = $1",
                                 1, p, err);
         PQclear(res);
     }
-    free(sql);
     if (!ok)
         err_prefix(err, "removing the map rows of legacy rows deleted");
     return ok;
@@ -905,6 +1023,8 @@ migrate_reverse_apply(PgConn *c, PgConn *legacy, const MigrateSpec *spec,
     r.st = st;
     r.fk_common = -1;
     r.f_fku = -1;
+    r.keep = ref == NULL && spec->child_mode == MIGRATE_CHILD_MIGRATE && spec->nchildren > 0;
+    map_key_of(spec->into_schema, spec->map_table, r.map_key, sizeof r.map_key);
     (void) snprintf(r.into_key, sizeof r.into_key, "%s.%s", spec->into_schema, spec->into_table);
     if (!read_state(&r, slot, pub, &start, err) || !rev_columns(&r, ref, err) ||
         (r.split && !flush_gone(&r, err)))

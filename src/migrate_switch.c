@@ -295,7 +295,7 @@ prepare_reverse(PgConn *t, const char *rev, const char *into_q, Err *err)
     char v[8];
     const char *p[1] = {rev};
     char *pub = pg_ident(t, rev);
-    bool ok = migrate_reverse_setup(t, err) &&
+    bool ok = migrate_reverse_setup(t, err) && migrate_reverse_kept_setup(t, err) &&
               query_text(t, "SELECT count(*) FROM pg_catalog.pg_publication WHERE pubname = $1",
                          1, p, v, sizeof v, err);
 

@@ -173,4 +173,16 @@ V7FILL_MUST_CHECK bool migrate_reverse_status(PgConn *db, const char *into_key,
  * publication, switch_lsn, end_lsn, applied).  Created when missing. */
 V7FILL_MUST_CHECK bool migrate_reverse_setup(PgConn *db, Err *err);
 
+/* v7fill.migrate_reverse_kept on db (the maps' database), created when
+ * missing: the map rows a parent's way back deletes in a round, kept for
+ * its migrate-mode children's way back of the same round (a child row
+ * inserted and deleted with its parent within the round still finds its
+ * parent's legacy key), cleared once every child reached the round's stop. */
+V7FILL_MUST_CHECK bool migrate_reverse_kept_setup(PgConn *db, Err *err);
+
+/* Every child of spec reached the round's stop: the parent's kept map rows
+ * go (none is needed by a later change: a child row committed after the stop
+ * names a parent not deleted before it). */
+V7FILL_MUST_CHECK bool migrate_reverse_kept_clear(PgConn *db, const MigrateSpec *spec, Err *err);
+
 #endif /* V7FILL_MIGRATE_SWITCH_H */

@@ -208,6 +208,14 @@ kill -9 "$fpid" 2>/dev/null || true
 wait "$fpid" 2>/dev/null || true
 grep -q 'ERROR' follow.log && { cat follow.log; fail "the killed --reverse --follow had failed before the kill"; }
 q "UPDATE $CINTO SET qty = qty + 1 WHERE legacy_id = 130" >/dev/null
+# A parent and a note by its uuid alone (order_id NULL, NOT NULL in the legacy notes), the note
+# and the parent deleted again, all in the next --reverse's round: the parent's way back inserts
+# and deletes that parent (its map row removed after the source's commit) before the notes' way
+# back inserts the note, which must still get that parent's legacy key (before, the NULL order_id:
+# SQLSTATE 23502 on every run).
+q "WITH p AS (INSERT INTO $INTO (id, created_at, note) VALUES (t_uuid7('2024-03-04'), '2024-03-04', 'gone') RETURNING id)
+     INSERT INTO notes_2ct_v7 (id, order_id_uuid, created_at, body) SELECT t_uuid7('2024-03-04'), id, '2024-03-04', 'gone note' FROM p" >/dev/null
+q "DELETE FROM notes_2ct_v7 WHERE body = 'gone note'; DELETE FROM $INTO WHERE note = 'gone'" >/dev/null
 for _ in $(seq 1 50); do
     [ "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%_rev' AND database = current_database() AND active")" = 0 ] && break
     sleep 0.2
@@ -255,6 +263,9 @@ assert_eq 9 "$(qs "SELECT order_id FROM items_2ct_legacy WHERE id = 2")" "a chil
 assert_eq "" "$(qs "SELECT order_id FROM items_2ct_legacy WHERE id = 3")" "a child unlinked by its uuid: order_id NULL"
 assert_eq 0 "$(qs "SELECT count(*) FROM items_2ct_legacy WHERE id = 4 OR order_id = 20")" "the deleted children are gone"
 assert_eq 0 "$(qs "SELECT count(*) FROM orders_legacy WHERE id = 20")" "the deleted parent is gone"
+assert_eq "0|0" "$(qs "SELECT count(*) FROM notes_2ct_legacy WHERE body = 'gone note'")|$(qs "SELECT count(*) FROM orders_legacy WHERE note = 'gone'")" \
+    "a note and its parent inserted and deleted in one round: applied, and gone"
+assert_eq 0 "$(q "SELECT count(*) FROM v7fill.migrate_reverse_kept")" "the parent's map rows kept for the round are cleared after it"
 mig 0 --reverse
 assert_contains "$OUT" "0 inserted, 0 updated, 0 deleted" "a rerun applies nothing"
 mig 0 --status

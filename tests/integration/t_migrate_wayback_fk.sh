@@ -11,7 +11,13 @@
 # nothing; --status --json shows each table's way back as v7fill.migrate_reverse holds it.  More
 # writes of the same kind, then the switch back (its catch-up on its own connection): the legacy
 # tables hold every write, their foreign keys still validated, no legacy child names a missing
-# parent.
+# parent.  A fourth child, payments with a NOT NULL order_id: after the switch the application
+# inserts a parent and payments by order_id_uuid alone (order_id NULL), then deletes a payment
+# and its parent, and another parent alone (the payments' new CASCADE key deletes its payment),
+# all in one round: the parent's way back inserts and deletes that parent (and its map row)
+# before the payments' way back inserts their rows, whose legacy order_id must still be that
+# parent's key (before, it was the NULL order_id: SQLSTATE 23502 on every --reverse, exit 5 from
+# the switch back).
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 INTO=wb_orders_v7
@@ -43,6 +49,9 @@ q "CREATE TABLE wb_orders (id bigserial PRIMARY KEY, created_at timestamptz NOT 
      SELECT g % 200 + 1, now() - g * interval '41 minutes' + (g % 91) * interval '1.003 ms', g FROM generate_series(1, 600) g;
    INSERT INTO wb_items_rs (order_id, created_at, qty) SELECT order_id, created_at, qty + 1 FROM wb_items_na ORDER BY id;
    INSERT INTO wb_items_cc (order_id, created_at, qty) SELECT order_id, created_at, qty + 2 FROM wb_items_na ORDER BY id;
+   CREATE TABLE wb_items_nn (id bigserial PRIMARY KEY, order_id bigint NOT NULL REFERENCES wb_orders (id),
+                             created_at timestamptz NOT NULL, qty int);
+   INSERT INTO wb_items_nn (order_id, created_at, qty) SELECT order_id, created_at, qty + 3 FROM wb_items_na ORDER BY id;
    CREATE TABLE wb_audit (tbl text, op text);
    CREATE FUNCTION wb_audit() RETURNS trigger LANGUAGE plpgsql AS \$\$
      BEGIN INSERT INTO wb_audit VALUES (TG_TABLE_NAME, TG_OP); RETURN NULL; END \$\$;
@@ -53,20 +62,22 @@ q "CREATE TABLE wb_orders (id bigserial PRIMARY KEY, created_at timestamptz NOT 
 
 run_expect 0 "$V7FILL" migrate --from public.wb_orders --key id --time-column created_at --into "$INTO" \
     --child 'public.wb_items_na(order_id)' --child 'public.wb_items_rs(order_id)' \
-    --child 'public.wb_items_cc(order_id)' --child-mode migrate
+    --child 'public.wb_items_cc(order_id)' --child 'public.wb_items_nn(order_id)' --child-mode migrate
 assert_contains "$OUT" "phase follow" "the migration is caught up"
 run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
 assert_contains "$OUT" "phase switched" "switched"
-for c in na rs cc; do
+for c in na rs cc nn; do
     assert_eq 1 "$(q "SELECT count(*) FROM pg_constraint WHERE conrelid = 'wb_items_${c}_legacy'::regclass AND contype = 'f'
                       AND confrelid = 'wb_orders_legacy'::regclass AND convalidated")" "the legacy child wb_items_$c keeps its key"
 done
-# The application's rule for the CASCADE child's new key, as the switch advises.
-q "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'wb_items_cc'::regclass AND contype = 'f'"
-for fk in $(q "SELECT conname FROM pg_constraint WHERE conrelid = 'wb_items_cc'::regclass AND contype = 'f' AND confrelid = 'wb_orders'::regclass"); do
-    q "ALTER TABLE wb_items_cc DROP CONSTRAINT $fk" >/dev/null
+# The application's rule for the CASCADE child's and the payments' new keys, as the switch advises.
+for c in cc nn; do
+    q "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'wb_items_$c'::regclass AND contype = 'f'"
+    for fk in $(q "SELECT conname FROM pg_constraint WHERE conrelid = 'wb_items_$c'::regclass AND contype = 'f' AND confrelid = 'wb_orders'::regclass"); do
+        q "ALTER TABLE wb_items_$c DROP CONSTRAINT $fk" >/dev/null
+    done
+    q "ALTER TABLE wb_items_$c ADD FOREIGN KEY (order_id_uuid) REFERENCES wb_orders (id) ON DELETE CASCADE" >/dev/null
 done
-q "ALTER TABLE wb_items_cc ADD FOREIGN KEY (order_id_uuid) REFERENCES wb_orders (id) ON DELETE CASCADE" >/dev/null
 
 # app_writes LO: the application after the switch, on the new tables, parents LO..LO+9 deleted.
 app_writes() {
@@ -89,7 +100,19 @@ INSERT INTO wb_orders (id, created_at, amount, note) SELECT id, now(), g, 'new' 
 INSERT INTO wb_items_na (id, order_id_uuid, created_at, qty) SELECT t_uuid7(), id, now(), 1000 + g FROM p;
 INSERT INTO wb_items_rs (id, order_id_uuid, created_at, qty) SELECT t_uuid7(), id, now(), 2000 + g FROM p;
 INSERT INTO wb_items_cc (id, order_id_uuid, created_at, qty) SELECT t_uuid7(), id, now(), 3000 + g FROM p;
+INSERT INTO wb_items_nn (id, order_id_uuid, created_at, qty) SELECT t_uuid7(), id, now(), 4000 + g FROM p;
 COMMIT;
+-- parents with payments by order_id_uuid alone (order_id NULL, NOT NULL in the legacy payments),
+-- deleted again in the same round: a payment, then its parent; another parent alone (its payment
+-- by the CASCADE key)
+BEGIN;
+CREATE TEMP TABLE g ON COMMIT DROP AS SELECT t_uuid7() AS id, g FROM generate_series(1, 3) g;
+INSERT INTO wb_orders (id, created_at, amount, note) SELECT id, now(), g, 'gone' FROM g;
+INSERT INTO wb_items_nn (id, order_id_uuid, created_at, qty) SELECT t_uuid7(), id, now(), 5000 + g FROM g;
+COMMIT;
+DELETE FROM wb_items_nn WHERE order_id_uuid = (SELECT id FROM wb_orders WHERE note = 'gone' AND amount = 1);
+DELETE FROM wb_orders WHERE note = 'gone' AND amount = 1;
+DELETE FROM wb_orders WHERE note = 'gone' AND amount = 2;
 -- updates: parents, a child moved to another parent by its uuid alone, a new child
 UPDATE wb_orders SET amount = amount + 100, note = note || 'u' WHERE legacy_id BETWEEN $lo + 20 AND $lo + 40;
 UPDATE wb_items_na SET qty = qty + 5, order_id_uuid = (SELECT id FROM wb_orders WHERE legacy_id = $lo + 50)
@@ -145,7 +168,7 @@ echo "$OUT"
 assert_contains "$OUT" "session_replication_role = replica" "the way back says it writes as a replica"
 assert_contains "$OUT" "phase reverse" "--reverse until caught up"
 assert_eq 0 "$(pdiff wb_orders wb_orders_legacy)" "the legacy parent equals the new one row by row"
-for c in na rs cc; do
+for c in na rs cc nn; do
     assert_eq 0 "$(cdiff wb_items_$c wb_items_${c}_legacy)" "the legacy child wb_items_$c equals the new one (order_id through the parent's map)"
 done
 assert_eq 0 "$(q "SELECT count(*) FROM wb_orders_legacy WHERE id BETWEEN 5 AND 14")" "the deleted parents are gone from the legacy parent"
@@ -154,6 +177,8 @@ assert_eq 0 "$(q "SELECT count(*) FROM wb_items_cc_legacy WHERE order_id BETWEEN
 assert_eq 0 "$(q "SELECT count(*) FROM wb_items_cc_v7_id_map m WHERE NOT EXISTS (SELECT 1 FROM wb_items_cc c WHERE c.id = m.id)")" \
     "with their child-map rows"
 assert_eq 4 "$(q "SELECT count(*) FROM wb_orders_legacy WHERE note = 'new' AND id > 200")" "the new parents reached the legacy parent under the old sequence's keys"
+assert_eq "1|1" "$(q "SELECT count(*) || '|' || count(*) FILTER (WHERE n.order_id = o.id) FROM wb_items_nn_legacy n JOIN wb_orders_legacy o ON o.note = 'gone' AND o.amount = 3 WHERE n.qty > 5000")" \
+    "of the payments of parents inserted and deleted in one round, the one whose parent stays names it"
 assert_eq 0 "$(q "SELECT count(*) FROM wb_audit WHERE tbl = 'wb_orders_legacy'")" "no trigger of the legacy parent fired for the way back's writes"
 run_expect 0 "$V7FILL" migrate --into "$INTO" --reverse
 assert_contains "$OUT" "inserted=0 updated=0 deleted=0" "a rerun applies nothing"
@@ -161,8 +186,8 @@ assert_contains "$OUT" "inserted=0 updated=0 deleted=0" "a rerun applies nothing
 # ---- --status --json: the parent's way back and each child's (as v7fill.migrate_reverse holds them)
 json=$("$V7FILL" migrate --into "$INTO" --status --json 2>status.err) || { cat status.err; fail "--status --json"; }
 echo "$json" | head -n 40
-assert_eq 3 "$(jq '.children | length' <<<"$json")" "--status --json lists the three children"
-for t in wb_orders wb_items_na wb_items_rs wb_items_cc; do
+assert_eq 4 "$(jq '.children | length' <<<"$json")" "--status --json lists the four children"
+for t in wb_orders wb_items_na wb_items_rs wb_items_cc wb_items_nn; do
     k=public.${t}_v7
     want=$(q "SELECT 'public.${t}_legacy|' || slot || '|' || end_lsn || '|' || applied || '|true|number'
               FROM v7fill.migrate_reverse WHERE into_table = '$k'")
@@ -179,7 +204,7 @@ run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
 echo "$OUT"
 assert_contains "$OUT" "switched back: public.wb_orders is the legacy table again" "switched back"
 assert_eq 0 "$(pdiff "$INTO" wb_orders)" "the legacy parent holds every write made to the new one"
-for c in na rs cc; do
+for c in na rs cc nn; do
     assert_eq 0 "$(cdiff wb_items_${c}_v7 wb_items_$c)" "the legacy child wb_items_$c holds every write made to the new one"
     assert_eq 1 "$(q "SELECT count(*) FROM pg_constraint WHERE conrelid = 'wb_items_$c'::regclass AND contype = 'f'
                       AND confrelid = 'wb_orders'::regclass AND convalidated")" "wb_items_$c's key to its parent is back with its table"
