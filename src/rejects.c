@@ -236,6 +236,7 @@ typedef struct TailScan
     bool any;         /* the field has had a byte */
     Buf text;         /* field 0's text */
     uint64_t line;    /* field 1's value */
+    bool digits;      /* field 1 has had a digit */
     bool own;         /* every complete row so far is the source's, after the line */
     bool row_checked; /* the row in progress has passed both checks */
 } TailScan;
@@ -248,12 +249,30 @@ tail_end_field(TailScan *t)
                  memcmp(t->text.data, t->source, t->text.len) == 0;
     else if (t->field == 1)
     {
-        t->own = t->own && t->any && t->line > t->after_line;
+        t->own = t->own && t->digits && t->line > t->after_line;
         t->row_checked = t->own;
     }
     t->field++;
     t->any = false;
+    t->line = 0;
+    t->digits = false;
     buf_reset(&t->text);
+}
+
+/* A byte of field 0 or 1's content, quoted or not: the rejects file writes
+ * the line bare, the late-rows file (rejects_write_row) quotes it. */
+static void
+tail_content(TailScan *t, char c)
+{
+    if (t->field == 0)
+        buf_putc(&t->text, c);
+    else if (c >= '0' && c <= '9' && t->line < UINT64_MAX / 10)
+    {
+        t->line = t->line * 10 + (uint64_t) (c - '0');
+        t->digits = true;
+    }
+    else
+        t->own = false; /* not a row this module wrote */
 }
 
 static void
@@ -264,8 +283,8 @@ tail_byte(TailScan *t, char c)
         t->quote_seen = false;
         if (c == '"')
         {
-            if (t->field == 0)
-                buf_putc(&t->text, c);
+            if (t->field < 2)
+                tail_content(t, c);
             return;
         }
         t->quoted = false; /* the closing quote: c follows the field */
@@ -274,8 +293,8 @@ tail_byte(TailScan *t, char c)
     {
         if (c == '"')
             t->quote_seen = true;
-        else if (t->field == 0)
-            buf_putc(&t->text, c);
+        else if (t->field < 2)
+            tail_content(t, c);
         return;
     }
     if (c == ',' || c == '\n')
@@ -291,12 +310,12 @@ tail_byte(TailScan *t, char c)
         }
         return;
     }
-    if (c == '"' && !t->any && t->field != 1)
+    if (c == '"' && !t->any)
         t->quoted = true;
-    else if (t->field == 1 && c >= '0' && c <= '9' && t->line < UINT64_MAX / 10)
-        t->line = (t->any ? t->line * 10 : 0) + (uint64_t) (c - '0');
-    else if (t->field < 2)
-        t->own = false; /* not a row this module wrote */
+    else if (t->field == 1)
+        tail_content(t, c);
+    else if (t->field == 0)
+        t->own = false; /* this module quotes the source */
     t->any = true;
 }
 

@@ -7,7 +7,9 @@
 #  3. the rejects file moved away after a stop: the resume goes on in a new file, says
 #     so, exit 0, and the two files together hold every reject once;
 #  4. the resumed import's own uncommitted rejects are still cut (no reject twice);
-#  5. a checkpoint written by the earlier version (no file identity) still resumes.
+#  5. a checkpoint written by the earlier version (no file identity) still resumes;
+#  6. a batch whose late rows were written and whose COMMIT failed: the resume cuts them
+#     from the late-rows file (which quotes the line field) as from the rejects file.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 export PGTZ=UTC
@@ -93,4 +95,21 @@ run_expect 0 "$V7FILL" import r5 A.csv --no-progress
 assert_contains "$OUT" "resuming after line" "old checkpoint resumed"
 assert_eq "A.csv:300" "$(per_source r5.rejects.csv)" "rejects after the resume"
 assert_eq 29700 "$(q 'SELECT count(*) FROM r5')" "rows in r5"
+
+# 6. the late rows of a batch whose COMMIT failed are cut by the resume
+mk r6
+q "CREATE FUNCTION r6_boom() RETURNS trigger LANGUAGE plpgsql AS \$\$BEGIN
+     IF NEW.target_table = 'r6' AND NEW.line > 12000 THEN RAISE EXCEPTION 'boom at commit'; END IF;
+     RETURN NEW; END\$\$;
+   CREATE CONSTRAINT TRIGGER r6_boom AFTER INSERT OR UPDATE ON v7fill.checkpoint
+     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION r6_boom();" >/dev/null
+run_expect 5 "$V7FILL" -q import r6 R.csv --retention 30d --batch-rows 5000
+assert_eq "R.csv:14850" "$(per_source r6.late.csv)" "late rows written before the failed COMMIT"
+q "DROP TRIGGER r6_boom ON v7fill.checkpoint" >/dev/null
+run_expect 0 "$V7FILL" -q import r6 R.csv --retention 30d --batch-rows 5000
+assert_eq "R.csv:29700" "$(per_source r6.late.csv)" "late rows after the resume"
+assert_eq 0 "$(twice r6.late.csv)" "late rows written twice"
+assert_eq "R.csv:300" "$(per_source r6.rejects.csv)" "rejects after the resume"
+assert_eq 0 "$(twice r6.rejects.csv)" "rejects written twice"
+assert_not_contains "$OUT" "another import appended" "the late rows taken for another import's"
 echo "ok"

@@ -251,6 +251,41 @@ test_resume_cuts_only_its_own_rows(void **state)
     free(path);
 }
 
+/* The late-rows file quotes every field, the line too: its own rows past the
+ * checkpoint are cut all the same, another input's kept. */
+static void
+test_resume_reads_a_quoted_line(void **state)
+{
+    const char *own[] = {"a.csv", "11", "expired", "x,\"y\""};
+    const char *other[] = {"b.csv", "11", "expired", "z"};
+    char *path = temp_path();
+    Rejects *r = NULL;
+    RejectsResume how;
+    const char *id;
+    uint64_t committed;
+    Err err;
+
+    (void) state;
+    assert_true(rejects_open_csv(path, "source,line,class,id\n", "late-rows file", &r, &err));
+    committed = rejects_size(r);
+    id = rejects_file_id(r);
+    assert_true(rejects_write_row(r, own, 4, &err));
+    assert_true(rejects_sync(r, &err));
+    assert_true(rejects_resume(r, path, id, committed, "a.csv", 10, &how, &err));
+    assert_int_equal(how, REJECTS_CUT);
+    assert_int_equal(rejects_size(r), committed);
+    assert_true(rejects_write_row(r, other, 4, &err));
+    assert_true(rejects_sync(r, &err));
+    assert_true(rejects_resume(r, path, id, committed, "a.csv", 10, &how, &err));
+    assert_int_equal(how, REJECTS_FOREIGN);
+    /* at or before the checkpoint's line: not cut */
+    assert_true(rejects_resume(r, path, id, committed, "b.csv", 11, &how, &err));
+    assert_int_equal(how, REJECTS_FOREIGN);
+    rejects_close(r);
+    unlink(path);
+    free(path);
+}
+
 int
 main(void)
 {
@@ -260,6 +295,7 @@ main(void)
         cmocka_unit_test(test_large_flush_still_synced),
         cmocka_unit_test(test_truncate_resume),
         cmocka_unit_test(test_resume_cuts_only_its_own_rows),
+        cmocka_unit_test(test_resume_reads_a_quoted_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
