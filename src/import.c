@@ -201,8 +201,16 @@ importer_resume_output(Importer *im, Rejects *r, const char *path, const char *f
                        uint64_t size, const char *what, Err *err)
 {
     RejectsResume how;
+    uint64_t others = 0;
 
-    if (!rejects_resume(r, path, file_id, size, im->src_name, im->cp.line, &how, err))
+    /* The source column names the input by its basename, which two inputs can
+     * share (d1/events.csv, d2/events.csv): whether another input committed
+     * rows past this checkpoint is told by the checkpoints, kept per input. */
+    if (file_id && file_id[0] &&
+        !state_checkpoint_others_size(im->conn, im->target->schema, im->target->name,
+                                      im->identity, file_id, &others, err))
+        return false;
+    if (!rejects_resume(r, path, file_id, size, others, im->src_name, im->cp.line, &how, err))
         return false;
     if (how == REJECTS_OTHER_FILE && path && path[0] && strcmp(path, rejects_path(r)) != 0)
         log_warn("%s: the earlier run of this file wrote to the %s \"%s\", this one goes on in "

@@ -364,7 +364,8 @@ rejects_tail_is_own(Rejects *r, uint64_t size, const char *source, uint64_t afte
 
 bool
 rejects_resume(Rejects *r, const char *path, const char *file_id, uint64_t size,
-               const char *source, uint64_t after_line, RejectsResume *out, Err *err)
+               uint64_t others_upto, const char *source, uint64_t after_line,
+               RejectsResume *out, Err *err)
 {
     bool own = false;
 
@@ -384,7 +385,7 @@ rejects_resume(Rejects *r, const char *path, const char *file_id, uint64_t size,
         *out = REJECTS_SHORTER;
     else if (r->size > size)
     {
-        if (!rejects_tail_is_own(r, size, source, after_line, &own, err))
+        if (others_upto <= size && !rejects_tail_is_own(r, size, source, after_line, &own, err))
             return false;
         *out = own ? REJECTS_CUT : REJECTS_FOREIGN;
         if (own && !rejects_truncate(r, size, err))

@@ -454,6 +454,26 @@ state_checkpoint_put(PgConn *c, const char *schema, const char *table, unsigned 
 }
 
 bool
+state_checkpoint_others_size(PgConn *c, const char *schema, const char *table,
+                             const char *identity, const char *file_id, uint64_t *size, Err *err)
+{
+    const char *params[4] = {schema, table, identity, file_id};
+    PGresult *res;
+
+    *size = 0;
+    if (!pg_query(c,
+                  "SELECT coalesce(max(greatest(CASE WHEN rejects_file = $4 THEN rejects_size END, "
+                  "CASE WHEN late_file = $4 THEN late_size END)), 0) "
+                  "FROM v7fill.checkpoint WHERE (rejects_file = $4 OR late_file = $4) "
+                  "AND NOT (target_schema = $1 AND target_table = $2 AND file_identity = $3)",
+                  4, params, &res, err))
+        return false;
+    *size = state_u64(res, 0, 0); /* an aggregate: one row */
+    PQclear(res);
+    return true;
+}
+
+bool
 state_run_record(PgConn *c, const char *schema, const char *table, unsigned int target_oid,
                  const char *command, const char *status, double elapsed_s, uint64_t read,
                  uint64_t inserted, uint64_t duplicates, uint64_t rejected,

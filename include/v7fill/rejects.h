@@ -65,10 +65,13 @@ typedef enum RejectsResume
 /* Resume the output a checkpoint recorded as `path` ("dev:ino" `file_id`;
  * either "" or NULL when it did not) at `size` bytes, for input `source`
  * committed up to line `after_line`: cut back only what rejects_tail_is_own
- * says is the input's own; *out says what was found. */
+ * says is the input's own; *out says what was found.  `others_upto`: how long
+ * another input's checkpoint records the file (0: none does).  Beyond `size`,
+ * those bytes hold that input's committed rows, whatever their source name
+ * (two inputs can share a basename): nothing is cut. */
 V7FILL_MUST_CHECK bool rejects_resume(Rejects *r, const char *path, const char *file_id,
-                                      uint64_t size, const char *source, uint64_t after_line,
-                                      RejectsResume *out, Err *err);
+                                      uint64_t size, uint64_t others_upto, const char *source,
+                                      uint64_t after_line, RejectsResume *out, Err *err);
 void rejects_close(Rejects *r);
 
 #endif /* V7FILL_REJECTS_H */

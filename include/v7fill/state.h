@@ -114,6 +114,13 @@ V7FILL_MUST_CHECK bool state_checkpoint_put(PgConn *c, const char *schema, const
                                             unsigned int target_oid, const char *identity,
                                             const char *source_name, const Checkpoint *cp,
                                             Err *err);
+/* The longest the checkpoints of other inputs (any target) record the rejects
+ * or late-rows file "dev:ino" `file_id` (0: none names it): up to there that
+ * file holds rows they committed, which a resume of `identity` must not cut. */
+V7FILL_MUST_CHECK bool state_checkpoint_others_size(PgConn *c, const char *schema,
+                                                    const char *table, const char *identity,
+                                                    const char *file_id, uint64_t *size,
+                                                    Err *err);
 
 /* Record a finished (or failed) run; `stats_json` may be NULL.  row_key (or
  * NULL): stored in the document as "row_key", so that a row whose COMMIT's

@@ -9,7 +9,9 @@
 #  4. the resumed import's own uncommitted rejects are still cut (no reject twice);
 #  5. a checkpoint written by the earlier version (no file identity) still resumes;
 #  6. a batch whose late rows were written and whose COMMIT failed: the resume cuts them
-#     from the late-rows file (which quotes the line field) as from the rejects file.
+#     from the late-rows file (which quotes the line field) as from the rejects file;
+#  7. two inputs of the same basename (d1/events.csv, d2/events.csv): the rejects d2 committed
+#     after d1 stopped survive d1's resume, though their source and lines look like d1's.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 export PGTZ=UTC
@@ -112,4 +114,24 @@ assert_eq 0 "$(twice r6.late.csv)" "late rows written twice"
 assert_eq "R.csv:300" "$(per_source r6.rejects.csv)" "rejects after the resume"
 assert_eq 0 "$(twice r6.rejects.csv)" "rejects written twice"
 assert_not_contains "$OUT" "another import appended" "the late rows taken for another import's"
+
+# 7. another input of the same basename: its committed rejects survive the resume
+mkdir d1 d2
+cp A.csv d1/events.csv
+awk 'BEGIN{print "created_at,a,b,c"; for(i=0;i<21000;i++) printf "%s,%d,d2,y\n", (i>=20500 && i%100==7?"bad":sprintf("2024-03-01T00:00:00.%06dZ",i)), i}' >d2/events.csv
+# rejects per input (told apart by the record) and distinct rows, e.g. "d1:300 d2:5 distinct:305"
+per_input() {
+    python3 -c "import csv,sys
+r=list(csv.reader(open(sys.argv[1], newline='')))[1:]
+d2=sum(1 for x in r if x[4].endswith(',d2,y'))
+print('d1:%d d2:%d distinct:%d' % (len(r) - d2, d2, len(set(map(tuple, r)))))" "$1"
+}
+mk r7
+run_expect 6 "$V7FILL" -q import r7 d1/events.csv --max-rejects 150
+run_expect 0 "$V7FILL" -q import r7 d2/events.csv
+assert_eq "d1:200 d2:5 distinct:205" "$(per_input r7.rejects.csv)" "rejects after d2"
+run_expect 0 "$V7FILL" -q import r7 d1/events.csv
+assert_eq "d1:300 d2:5 distinct:305" "$(per_input r7.rejects.csv)" "d2's rejects after d1's resume"
+assert_contains "$OUT" "another import appended" "the resume says why it cut nothing"
+assert_eq 50695 "$(q 'SELECT count(*) FROM r7')" "rows in r7"
 echo "ok"

@@ -206,21 +206,25 @@ test_resume_cuts_only_its_own_rows(void **state)
     rejects_close(r);
 
     assert_true(rejects_open(path, &r, &err));
-    assert_true(rejects_resume(r, path, id, committed, "a.csv", 10, &how, &err));
+    /* another input's checkpoint records the file longer: rows it committed
+     * under the same name (another directory's a.csv), not cut */
+    assert_true(rejects_resume(r, path, id, committed, committed + 1, "a.csv", 10, &how, &err));
+    assert_int_equal(how, REJECTS_FOREIGN);
+    assert_true(rejects_resume(r, path, id, committed, 0, "a.csv", 10, &how, &err));
     assert_int_equal(how, REJECTS_CUT);
     assert_int_equal(rejects_size(r), committed);
     /* another input's row follows: kept */
     assert_true(rejects_write(r, "b.csv", 40, "other", NULL, "f", 1, &err));
     assert_true(rejects_sync(r, &err));
-    assert_true(rejects_resume(r, path, id, committed, "a.csv", 10, &how, &err));
+    assert_true(rejects_resume(r, path, id, committed, 0, "a.csv", 10, &how, &err));
     assert_int_equal(how, REJECTS_FOREIGN);
     /* a row of the same input at or before the checkpoint's line: not its own */
-    assert_true(rejects_resume(r, path, id, committed, "b.csv", 40, &how, &err));
+    assert_true(rejects_resume(r, path, id, committed, 0, "b.csv", 40, &how, &err));
     assert_int_equal(how, REJECTS_FOREIGN);
     /* another file, by identity; by path when none was recorded */
-    assert_true(rejects_resume(r, path, "1:2", committed, "b.csv", 1, &how, &err));
+    assert_true(rejects_resume(r, path, "1:2", committed, 0, "b.csv", 1, &how, &err));
     assert_int_equal(how, REJECTS_OTHER_FILE);
-    assert_true(rejects_resume(r, "elsewhere.csv", "", committed, "b.csv", 1, &how, &err));
+    assert_true(rejects_resume(r, "elsewhere.csv", "", committed, 0, "b.csv", 1, &how, &err));
     assert_int_equal(how, REJECTS_OTHER_FILE);
     /* a last row of the input cut short (killed mid-write): cut with the rest */
     {
@@ -235,12 +239,12 @@ test_resume_cuts_only_its_own_rows(void **state)
         close(fd);
         rejects_close(r);
         assert_true(rejects_open(path, &r, &err));
-        assert_true(rejects_resume(r, path, id, before, "a.csv", 40, &how, &err));
+        assert_true(rejects_resume(r, path, id, before, 0, "a.csv", 40, &how, &err));
         assert_int_equal(how, REJECTS_CUT);
         assert_int_equal(rejects_size(r), before);
     }
     /* shorter than recorded: nothing cut */
-    assert_true(rejects_resume(r, path, id, rejects_size(r) + 100, "b.csv", 1, &how, &err));
+    assert_true(rejects_resume(r, path, id, rejects_size(r) + 100, 0, "b.csv", 1, &how, &err));
     assert_int_equal(how, REJECTS_SHORTER);
     rejects_close(r);
     text = slurp(path);
@@ -271,15 +275,15 @@ test_resume_reads_a_quoted_line(void **state)
     id = rejects_file_id(r);
     assert_true(rejects_write_row(r, own, 4, &err));
     assert_true(rejects_sync(r, &err));
-    assert_true(rejects_resume(r, path, id, committed, "a.csv", 10, &how, &err));
+    assert_true(rejects_resume(r, path, id, committed, 0, "a.csv", 10, &how, &err));
     assert_int_equal(how, REJECTS_CUT);
     assert_int_equal(rejects_size(r), committed);
     assert_true(rejects_write_row(r, other, 4, &err));
     assert_true(rejects_sync(r, &err));
-    assert_true(rejects_resume(r, path, id, committed, "a.csv", 10, &how, &err));
+    assert_true(rejects_resume(r, path, id, committed, 0, "a.csv", 10, &how, &err));
     assert_int_equal(how, REJECTS_FOREIGN);
     /* at or before the checkpoint's line: not cut */
-    assert_true(rejects_resume(r, path, id, committed, "b.csv", 11, &how, &err));
+    assert_true(rejects_resume(r, path, id, committed, 0, "b.csv", 11, &how, &err));
     assert_int_equal(how, REJECTS_FOREIGN);
     rejects_close(r);
     unlink(path);
