@@ -537,6 +537,13 @@ hook_check_commit(void *ctx, PgConn *c, const SourcePosition *pos, CommitCheck *
         *out = COMMIT_DONE;
         return true;
     }
+    /* Nothing of this run committed, and no checkpoint written before its
+     * first batch (standard input writes none): the batch did not land. */
+    if (!now.found && !im->cp.found && im->cp.records == 0 && im->cp.offset == 0)
+    {
+        *out = COMMIT_NOT_DONE;
+        return true;
+    }
     if (!now.found || now.records != im->cp.records || now.offset != im->cp.offset)
     {
         /* Neither this batch nor the last one the server acknowledged: it

@@ -77,6 +77,19 @@ import_case imp_ack ack 1
 import_case imp_ack_jobs ack 2
 import_case imp_send send 1
 
+# Standard input: the first batch's COMMIT never reaches the server.  No checkpoint was written
+# before it (standard input writes none), so the reconnect finds none: the batch is written
+# again, not taken for commits the server lost (exit 5 before, 0 rows).
+q "CREATE TABLE imp_stdin (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, n integer NOT NULL)
+   PARTITION BY RANGE (id)"
+proxy_start p_stdin send 1
+run_expect 0 "$V7FILL" -d "$PROXY dbname=$PGDATABASE" import imp_stdin - --batch-rows 500 \
+    --source-ref 'imp_stdin:{n}' --retention 400d --no-progress <r.csv
+proxy_stop
+[ -s p_stdin/fired ] || fail "stdin: the proxy never cut a COMMIT: $(cat p_stdin/proxy.log)"
+assert_not_contains "$OUT" "lost transactions" "stdin: a COMMIT that never reached the server is not a lost commit"
+assert_eq "3000 3000" "$(q "SELECT count(*) || ' ' || count(DISTINCT n) FROM imp_stdin")" "stdin: every row once"
+
 # ---- stream: the slot made (nothing to copy), then changes in small source transactions
 qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, amount int);
     CREATE PUBLICATION pub FOR TABLE orders;"
