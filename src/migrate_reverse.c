@@ -57,7 +57,6 @@ typedef struct Rev
                                     the key given (the legacy row cannot say "no parent") */
     char *pmap_q;                /* the parent's map */
     char pmap_key[160];          /* its rows' key in v7fill.migrate_reverse_kept */
-    char *pmap_key_q;            /* one database: pmap_key as a literal */
     char *pmap_type;             /* one database: the type of its legacy_id (a kept key's cast) */
     bool keep;                   /* a parent with migrate-mode children: its deleted map rows
                                     kept for them (the top of this file) */
@@ -200,9 +199,7 @@ parent_map_type(Rev *r, Err *err)
     }
     r->pmap_type = xstrdup(PQgetvalue(res, 0, 0));
     PQclear(res);
-    r->pmap_key_q = pg_literal(r->m, r->pmap_key);
-    return r->pmap_key_q != NULL ||
-           err_set(err, EC_CONFIG, "the parent's map name %s cannot be quoted", r->pmap_key);
+    return true;
 }
 
 static bool
@@ -305,7 +302,6 @@ rev_free(Rev *r)
     free(r->new_q);
     free(r->key_q);
     free(r->pmap_q);
-    free(r->pmap_key_q);
     free(r->pmap_type);
     replconn_table_free(&r->newt);
     replconn_table_free(&r->oldt);
@@ -346,15 +342,16 @@ map_lookup(Rev *r, const char *id, char *out, size_t size, bool *found, Err *err
 /* A child's <fk> from the parent map's legacy key of <fk>_uuid ($uuid_n):
  * the map's, else the one kept for this round (the parent's row was deleted
  * earlier in the round: the child's rows up to the same stop may still name
- * it), else the <fk> given ($n). */
+ * it), else the <fk> given ($n).  The kept rows' map name is the parameter
+ * after <fk>_uuid ($uuid_n + 1, r->pmap_key): its callers put it there. */
 static void
 put_parent_key(Rev *r, int n, int uuid_n)
 {
     buf_printf(&r->sql,
                "COALESCE((SELECT legacy_id FROM %s WHERE id = $%d::uuid), (SELECT "
-               "CAST(k.legacy_id AS %s) FROM v7fill.migrate_reverse_kept k WHERE k.map_table = %s "
-               "AND k.id = $%d::uuid), $%d)",
-               r->pmap_q, uuid_n, r->pmap_type, r->pmap_key_q, uuid_n, n);
+               "CAST(k.legacy_id AS %s) FROM v7fill.migrate_reverse_kept k WHERE k.map_table = "
+               "$%d::text AND k.id = $%d::uuid), $%d)",
+               r->pmap_q, uuid_n, r->pmap_type, uuid_n + 1, uuid_n, n);
 }
 
 /* The value of common column i, its parameter $n: a child's <fk> is the
@@ -542,11 +539,14 @@ apply_insert(Rev *r, Err *err)
     buf_puts(&r->sql, ") VALUES ($1");
     params[0] = lk;
     if (r->fk_common >= 0 && !r->split)
+    {
         params[np++] = r->vals[r->f_fku];
+        params[np++] = r->pmap_key; /* put_parent_key's $uuid_n + 1 */
+    }
     for (size_t i = 0; i < r->ncommon; i++)
     {
         buf_puts(&r->sql, ", ");
-        put_value(r, i, (int) i + 2, np);
+        put_value(r, i, (int) i + 2, r->fk_common >= 0 && !r->split ? np - 1 : np);
         params[i + 1] = r->vals[r->common_field[i]];
     }
     if (r->fk_common >= 0 && r->split &&
@@ -691,6 +691,7 @@ apply_update(Rev *r, const Record *rec, Err *err)
             {
                 params[n++] = r->vals[r->f_fku];
                 uuid_n = n;
+                params[n++] = r->pmap_key; /* put_parent_key's $uuid_n + 1 */
             }
             params[n++] = r->vals[r->common_field[i]];
         }
