@@ -516,8 +516,8 @@ hook_save_position(void *ctx, PgConn *c, const SourcePosition *pos, const BatchC
 
 /* After a reconnect: the checkpoint says whether the batch committed. */
 static bool
-hook_check_commit(void *ctx, PgConn *c, const SourcePosition *pos, CommitCheck *out,
-                  BatchCounts *counts, Err *err)
+hook_check_commit(void *ctx, PgConn *c, const SourcePosition *pos, bool finished,
+                  CommitCheck *out, BatchCounts *counts, Err *err)
 {
     Importer *im = ctx;
     Checkpoint now;
@@ -525,7 +525,11 @@ hook_check_commit(void *ctx, PgConn *c, const SourcePosition *pos, CommitCheck *
     if (!state_checkpoint_get(c, im->target->schema, im->target->name, im->target->oid,
                               im->identity, &now, err))
         return false;
-    if (now.found && now.records == pos->records && now.offset == pos->offset)
+    /* The file's last batch may be empty (its end found after a full
+     * batch): at the same position as the one before, only finished tells
+     * whether it landed. */
+    if (now.found && now.records == pos->records && now.offset == pos->offset &&
+        now.finished == finished)
     {
         counts->read = now.read - im->cp.read;
         counts->inserted = now.inserted - im->cp.inserted;

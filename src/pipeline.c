@@ -1867,7 +1867,7 @@ pipeline_flush(Pipeline *pl, Lane *lane, uint64_t seq, Batch *b, const SourcePos
             if (!lane_await_turn(lane, seq, err))
                 return pipeline_flush_failed(lane, b, err);
             if (h->check_commit &&
-                !h->check_commit(h->ctx, lane->conn, &cc.pos, &done, &got, err))
+                !h->check_commit(h->ctx, lane->conn, &cc.pos, cc.finished, &done, &got, err))
             {
                 /* Lost again before we could tell: reconnect and ask again. */
                 if (!pg_err_is_connection(err) || ++attempts > 5 ||

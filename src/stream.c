@@ -466,10 +466,12 @@ hook_save_position(void *ctx, PgConn *c, const SourcePosition *pos, const BatchC
 }
 
 static bool
-hook_check_commit(void *ctx, PgConn *c, const SourcePosition *pos, CommitCheck *out,
-                  BatchCounts *counts, Err *err)
+hook_check_commit(void *ctx, PgConn *c, const SourcePosition *pos, bool finished,
+                  CommitCheck *out, BatchCounts *counts, Err *err)
 {
     Streamer *s = ctx;
+
+    (void) finished; /* a stream's position alone says */
     StreamState now;
 
     (void) pos;

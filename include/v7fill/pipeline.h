@@ -239,14 +239,14 @@ typedef struct PipelineHooks
     bool (*save_position)(void *ctx, PgConn *c, const SourcePosition *pos,
                           const BatchCounts *counts, bool finished, Err *err);
     /* After a lost connection and a reconnect: did the batch ending at pos
-     * commit?  COMMIT_DONE fills *counts with what it added (with the
+     * (finished: the input's last, as save_position was told) commit?  COMMIT_DONE fills *counts with what it added (with the
      * earlier pieces of its source transaction); when the COMMIT itself lost
      * its answer and the rows' outcomes add up to it, the batch is counted
      * from them as after an answered COMMIT (delays, per-window rows,
      * row_delay), then after_commit.  false: it could not be asked (a
      * connection error is retried after a reconnect). */
-    bool (*check_commit)(void *ctx, PgConn *c, const SourcePosition *pos, CommitCheck *out,
-                         BatchCounts *counts, Err *err);
+    bool (*check_commit)(void *ctx, PgConn *c, const SourcePosition *pos, bool finished,
+                         CommitCheck *out, BatchCounts *counts, Err *err);
     /* After the batch committed and was counted (a stream confirms its flush
      * position to its server from here). */
     void (*after_commit)(void *ctx, const SourcePosition *pos);

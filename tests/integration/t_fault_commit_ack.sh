@@ -90,6 +90,26 @@ proxy_stop
 assert_not_contains "$OUT" "lost transactions" "stdin: a COMMIT that never reached the server is not a lost commit"
 assert_eq "3000 3000" "$(q "SELECT count(*) || ' ' || count(DISTINCT n) FROM imp_stdin")" "stdin: every row once"
 
+# A file of exactly six batches ends in a seventh, empty one: it only marks the checkpoint
+# finished.  Its COMMIT never reaches the server (the proxy cuts the eighth transaction that
+# writes the checkpoint, the first being the starting one): at the same position as the
+# sixth, the checkpoint is not finished, so the batch is written again; --skip-finished then
+# skips the file (before, the lost COMMIT was taken as landed and the file stayed "not
+# finished").
+q "CREATE TABLE imp_last (id uuid NOT NULL PRIMARY KEY, created_at timestamptz NOT NULL, n integer NOT NULL)
+   PARTITION BY RANGE (id)"
+proxy_start p_last send 8 "INSERT INTO v7fill.checkpoint"
+run_expect 0 "$V7FILL" -d "$PROXY dbname=$PGDATABASE" import imp_last r.csv --batch-rows 500 \
+    --source-ref 'imp_last:{n}' --retention 400d --no-progress
+proxy_stop
+grep -q "number 8" p_last/proxy.log && [ -s p_last/fired ] || fail "last: the proxy never cut the eighth checkpoint COMMIT: $(cat p_last/proxy.log)"
+assert_eq "3000 3000" "$(q "SELECT count(*) || ' ' || count(DISTINCT n) FROM imp_last")" "last: every row once"
+assert_eq "true 3000" "$(q "SELECT finished || ' ' || inserted FROM v7fill.checkpoint WHERE target_table = 'imp_last'")" \
+    "last: the checkpoint is finished, with the file's rows"
+run_expect 0 "$V7FILL" import imp_last r.csv --batch-rows 500 --source-ref 'imp_last:{n}' \
+    --retention 400d --no-progress --skip-finished
+assert_contains "$OUT" "skipped" "last: --skip-finished skips the file"
+
 # ---- stream: the slot made (nothing to copy), then changes in small source transactions
 qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, amount int);
     CREATE PUBLICATION pub FOR TABLE orders;"
