@@ -724,6 +724,17 @@ importer_file(Importer *im, const char *path, Err *err)
         if (ok)
             im->files_done++;
     }
+    if (ok && im->use_checkpoint && strncmp(im->identity, "stdin:", 6) == 0)
+    {
+        /* Standard input cannot be resumed: its checkpoint served only to
+         * tell whether a batch committed after a lost connection. */
+        Err e = {0};
+
+        if (!state_checkpoint_delete(im->conn, im->target->schema, im->target->name,
+                                     im->identity, &e))
+            log_warn("%s: its checkpoint %s stays in v7fill.checkpoint: %s", im->src_name,
+                     im->identity, e.msg);
+    }
     source_close(im->src);
     im->src = NULL;
     return ok;

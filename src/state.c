@@ -454,6 +454,18 @@ state_checkpoint_put(PgConn *c, const char *schema, const char *table, unsigned 
 }
 
 bool
+state_checkpoint_delete(PgConn *c, const char *schema, const char *table, const char *identity,
+                        Err *err)
+{
+    const char *params[3] = {schema, table, identity};
+
+    return pg_exec_params(c,
+                          "DELETE FROM v7fill.checkpoint WHERE target_schema = $1 AND "
+                          "target_table = $2 AND file_identity = $3",
+                          3, params, err);
+}
+
+bool
 state_checkpoint_others_size(PgConn *c, const char *schema, const char *table,
                              const char *identity, const char *file_id, uint64_t *size, Err *err)
 {

@@ -114,6 +114,10 @@ V7FILL_MUST_CHECK bool state_checkpoint_put(PgConn *c, const char *schema, const
                                             unsigned int target_oid, const char *identity,
                                             const char *source_name, const Checkpoint *cp,
                                             Err *err);
+/* Forget the checkpoint of `identity` (standard input's, once read to its
+ * end: it cannot be resumed). */
+V7FILL_MUST_CHECK bool state_checkpoint_delete(PgConn *c, const char *schema, const char *table,
+                                               const char *identity, Err *err);
 /* The longest the checkpoints of other inputs (any target) record the rejects
  * or late-rows file "dev:ino" `file_id` (0: none names it): up to there that
  * file holds rows they committed, which a resume of `identity` must not cut. */

@@ -57,6 +57,8 @@ sqlf -c "TRUNCATE zc, zc_source_ref"
 set +e; OUT=$("$V7FILL" import zc - --no-progress --rejects zc.rej <z.csv.zst 2>&1); rc=$?; set -e
 assert_eq 0 "$rc" "a good .zst on stdin: exit 0 ($OUT)"
 assert_eq 50000 "$(q "SELECT count(*) FROM zc")" "a good .zst on stdin imports"
+assert_eq 0 "$(q "SELECT count(*) FROM v7fill.checkpoint WHERE target_table = 'zc' AND file_identity LIKE 'stdin:%' AND finished")" \
+    "standard input read to its end leaves no checkpoint (it cannot be resumed)"
 
 # #12: a lone CR inside a quoted field is data, not a line: line numbers in
 # the rejects file match grep -n
