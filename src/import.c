@@ -23,6 +23,16 @@
 #include "v7fill/run_history.h"
 #include "v7fill/state.h"
 
+/* What the start of the run found in the rejects and late-rows files past the
+ * checkpoint of an input it may resume, and cut (importer_cut_outputs); the
+ * resume of that input says so. */
+typedef struct OutputsCut
+{
+    char identity[256]; /* the input's ("": its resume has taken it) */
+    RejectsResume rejects;
+    RejectsResume late;
+} OutputsCut;
+
 typedef struct Importer
 {
     PgConn *conn;
@@ -56,6 +66,8 @@ typedef struct Importer
     double record_retry_at;   /* then not before this (pipeline_elapsed) */
     RunRowPending pending;    /* a run row whose answer was lost (run_history.h) */
     PipelineSegment resumed;  /* counts in st that earlier runs accounted for */
+    OutputsCut *cuts;         /* decided before any input was read */
+    size_t ncuts;
 } Importer;
 
 void
@@ -194,25 +206,40 @@ importer_option_changed(const char *was, const char *now, char *out, size_t size
     }
 }
 
-/* Resume an output file where the checkpoint left it: cut back only what the
- * earlier run of this file wrote and did not commit; say what else is found. */
+/* The rows input `identity` (named `source`) wrote past its checkpoint `cp`
+ * in the rejects file, or the late-rows file when `late`, and did not commit:
+ * cut back only those (rejects_resume); *how says what was found. */
 static bool
-importer_resume_output(Importer *im, Rejects *r, const char *path, const char *file_id,
-                       uint64_t size, const char *what, Err *err)
+importer_output_cut(Importer *im, Rejects *r, const char *identity, const char *source,
+                    const Checkpoint *cp, bool late, RejectsResume *how, Err *err)
 {
-    RejectsResume how;
+    const char *path = late ? cp->late_path : cp->rejects_path;
+    const char *file_id = late ? cp->late_file : cp->rejects_file;
+    uint64_t size = late ? cp->late_size : cp->rejects_size;
     uint64_t others = 0;
 
+    *how = REJECTS_KEPT;
+    /* The late-rows file the checkpoint names; earlier versions named none but
+     * recorded a length when there was one. */
+    if (late && !cp->late_path[0] && (cp->has_options || cp->late_size == 0))
+        return true;
     /* The source column names the input by its basename, which two inputs can
      * share (d1/events.csv, d2/events.csv): whether another input committed
      * rows past this checkpoint is told by the checkpoints, kept per input. */
-    if (file_id && file_id[0] &&
-        !state_checkpoint_others_size(im->conn, im->target->schema, im->target->name,
-                                      im->identity, file_id, &others, err))
+    if (file_id[0] && !state_checkpoint_others_size(im->conn, im->target->schema,
+                                                    im->target->name, identity, file_id,
+                                                    &others, err))
         return false;
-    if (!rejects_resume(r, path, file_id, size, others, im->src_name, im->cp.line, &how, err))
-        return false;
-    if (how == REJECTS_OTHER_FILE && path && path[0] && strcmp(path, rejects_path(r)) != 0)
+    return rejects_resume(r, path, file_id, size, others, source, cp->line, how, err);
+}
+
+/* The resume of the current file: what importer_output_cut found in an output
+ * the checkpoint recorded as `path`, when it is more than that file's own rows. */
+static void
+importer_output_warn(const Importer *im, const Rejects *r, RejectsResume how, const char *path,
+                     const char *what)
+{
+    if (how == REJECTS_OTHER_FILE && path[0] && strcmp(path, rejects_path(r)) != 0)
         log_warn("%s: the earlier run of this file wrote to the %s \"%s\", this one goes on in "
                  "\"%s\": nothing cut",
                  im->src_name, what, path, rejects_path(r));
@@ -230,6 +257,63 @@ importer_resume_output(Importer *im, Rejects *r, const char *path, const char *f
                  "commit: kept, nothing cut (rows for lines after %" PRIu64
                  " may be in it twice)",
                  im->src_name, what, rejects_path(r), im->cp.line);
+}
+
+/* Before any input is read, the rows every input this run may resume wrote
+ * past its checkpoint and did not commit are cut from the rejects and
+ * late-rows files, each decided against the files as they are now.  Once this
+ * run appends (a finished file read again, an earlier input of the command),
+ * the rows past a later input's checkpoint are no longer its own alone: they
+ * would stay, and be written again when it resumes.  Inputs that resume are
+ * regular files; a file that cannot be opened here says why at its turn. */
+static bool
+importer_cut_outputs(Importer *im, Err *err)
+{
+    bool any = false;
+    Checkpoint cp;
+
+    if (!im->checkpoints || im->o->common.plan)
+        return true;
+    if (!state_checkpoint_any_unfinished(im->conn, im->target->schema, im->target->name,
+                                         im->target->oid, &any, err))
+        return false;
+    if (!any)
+        return true;
+    im->cuts = xcalloc(im->o->nfiles, sizeof *im->cuts);
+    for (size_t f = 0; f < im->o->nfiles; f++)
+    {
+        const char *path = im->o->files[f];
+        OutputsCut *cut = &im->cuts[im->ncuts];
+        struct stat sb;
+        Source *src = NULL;
+        SourcePosition pos;
+        Err ignored = {0};
+        bool known = false;
+        bool ok;
+
+        if (strcmp(path, "-") == 0 || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+            !source_csv_open(path, &im->o->csv, &src, &ignored))
+            continue;
+        src->ops->position(src, &pos);
+        for (size_t i = 0; i < im->ncuts && !known; i++)
+            known = strcmp(im->cuts[i].identity, pos.identity) == 0;
+        ok = known || state_checkpoint_get(im->conn, im->target->schema, im->target->name,
+                                           im->target->oid, pos.identity, &cp, err);
+        if (ok && !known && cp.found && !cp.finished)
+        {
+            const char *name = src->ops->name(src);
+
+            ok = importer_output_cut(im, im->rejects, pos.identity, name, &cp, false,
+                                     &cut->rejects, err) &&
+                 importer_output_cut(im, im->late, pos.identity, name, &cp, true, &cut->late,
+                                     err);
+            (void) snprintf(cut->identity, sizeof cut->identity, "%s", pos.identity);
+            im->ncuts++;
+        }
+        source_close(src);
+        if (!ok)
+            return false;
+    }
     return true;
 }
 
@@ -288,15 +372,27 @@ importer_check_source_ref(Importer *im, const SourcePosition *start, Err *err)
 static bool
 importer_resume_file(Importer *im, Err *err)
 {
-    if (!importer_resume_output(im, im->rejects, im->cp.rejects_path, im->cp.rejects_file,
-                                im->cp.rejects_size, "rejects file", err))
+    RejectsResume rejects = REJECTS_KEPT;
+    RejectsResume late = REJECTS_KEPT;
+    OutputsCut *cut = NULL;
+
+    for (size_t i = 0; i < im->ncuts && cut == NULL; i++)
+        if (strcmp(im->cuts[i].identity, im->identity) == 0)
+            cut = &im->cuts[i];
+    if (cut)
+    {
+        rejects = cut->rejects;
+        late = cut->late;
+        cut->identity[0] = '\0';
+    }
+    /* A checkpoint the start of the run did not see (another process's). */
+    else if (!importer_output_cut(im, im->rejects, im->identity, im->src_name, &im->cp, false,
+                                  &rejects, err) ||
+             !importer_output_cut(im, im->late, im->identity, im->src_name, &im->cp, true, &late,
+                                  err))
         return false;
-    /* The late-rows file the checkpoint names; earlier versions named none but
-     * recorded a length when there was one. */
-    if ((im->cp.late_path[0] || (!im->cp.has_options && im->cp.late_size > 0)) &&
-        !importer_resume_output(im, im->late, im->cp.late_path, im->cp.late_file,
-                                im->cp.late_size, "late-rows file", err))
-        return false;
+    importer_output_warn(im, im->rejects, rejects, im->cp.rejects_path, "rejects file");
+    importer_output_warn(im, im->late, late, im->cp.late_path, "late-rows file");
     if (im->cp.records > 0)
     {
         log_info("%s: resuming after line %" PRIu64 " (%" PRIu64 " rows already accounted for)",
@@ -830,6 +926,7 @@ importer_free(Importer *im)
     rejects_close(im->rejects);
     rejects_close(im->late);
     free(im->options_text);
+    free(im->cuts);
     source_close(im->src);
     run_row_pending_free(&im->pending);
     pipeline_free(im->pl);
@@ -915,6 +1012,8 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
     im.checkpoints = !o->common.plan;
     im.options_text = importer_options_text(o);
     if (o->common.plan && o->skip_finished && !importer_checkpoints_exist(&im, &im.checkpoints, err))
+        goto out;
+    if (!importer_cut_outputs(&im, err))
         goto out;
     importer_size_files(&im);
     for (size_t f = 0; f < o->nfiles; f++)

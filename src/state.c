@@ -466,6 +466,27 @@ state_checkpoint_delete(PgConn *c, const char *schema, const char *table, const 
 }
 
 bool
+state_checkpoint_any_unfinished(PgConn *c, const char *schema, const char *table,
+                                unsigned int target_oid, bool *any, Err *err)
+{
+    char oid[16];
+    const char *params[3] = {schema, table, oid};
+    PGresult *res;
+
+    (void) snprintf(oid, sizeof oid, "%u", target_oid);
+    *any = false;
+    if (!pg_query(c,
+                  "SELECT EXISTS (SELECT FROM v7fill.checkpoint WHERE target_schema = $1 "
+                  "AND target_table = $2 AND NOT finished AND file_identity NOT LIKE 'stdin:%' "
+                  "AND (target_oid IS NULL OR target_oid = $3::oid))",
+                  3, params, &res, err))
+        return false;
+    *any = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    return true;
+}
+
+bool
 state_checkpoint_others_size(PgConn *c, const char *schema, const char *table,
                              const char *identity, const char *file_id, uint64_t *size, Err *err)
 {

@@ -11,7 +11,13 @@
 #  6. a batch whose late rows were written and whose COMMIT failed: the resume cuts them
 #     from the late-rows file (which quotes the line field) as from the rejects file;
 #  7. two inputs of the same basename (d1/events.csv, d2/events.csv): the rejects d2 committed
-#     after d1 stopped survive d1's resume, though their source and lines look like d1's.
+#     after d1 stopped survive d1's resume, though their source and lines look like d1's;
+#  8. one command of two files, killed (kill -9) in the second after a batch of it wrote its
+#     rejects and late rows and before that batch committed: the same command again reads the
+#     first (finished) file again, which appends its rows first, then resumes the second; the
+#     second's uncommitted rows are cut before any file is read: each of its rows once;
+#  9. the same with the second file's rejects all committed (its COMMIT fails in a batch
+#     without rejects): nothing to cut, each reject once, and no warning about another import.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 export PGTZ=UTC
@@ -134,4 +140,78 @@ run_expect 0 "$V7FILL" -q import r7 d1/events.csv
 assert_eq "d1:300 d2:5 distinct:305" "$(per_input r7.rejects.csv)" "d2's rejects after d1's resume"
 assert_contains "$OUT" "another import appended" "the resume says why it cut nothing"
 assert_eq 50695 "$(q 'SELECT count(*) FROM r7')" "rows in r7"
+
+# rows of FILE's SOURCE that appear more than once (by source and line)
+twice_of() {
+    python3 -c "import csv,sys,collections
+r=list(csv.reader(open(sys.argv[1], newline='')))[1:]
+print(sum(1 for v in collections.Counter(x[1] for x in r if x[0] == sys.argv[2]).values() if v > 1))" "$1" "$2"
+}
+# the report's counts: read, inserted + duplicates + rejected + expired, rejected
+balance() {
+    python3 -c "import json,sys
+r=json.load(open(sys.argv[1]))
+print(r['read'], r['inserted'] + r['duplicates'] + r['rejected'] + r['expired'], r['rejected'])" "$1"
+}
+
+# 8. kill -9 in the second file of a command, its last batch's rejects and late rows written
+gen X.csv 12000 01
+gen Y.csv 15000 02
+mk r8
+# The batch ending past line 11000 of Y.csv (its third) waits in its checkpoint's statement,
+# after its rejects and late rows were written and fsynced.
+q "CREATE FUNCTION r8_stall() RETURNS trigger LANGUAGE plpgsql AS \$\$BEGIN
+     IF NEW.target_table = 'r8' AND NEW.source_name = 'Y.csv' AND NEW.line > 11000 THEN
+       PERFORM pg_sleep(600); END IF;
+     RETURN NEW; END\$\$;
+   CREATE TRIGGER r8_stall BEFORE INSERT OR UPDATE ON v7fill.checkpoint
+     FOR EACH ROW EXECUTE FUNCTION r8_stall();" >/dev/null
+stalled() { q "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'"; }
+"$V7FILL" -q import r8 X.csv Y.csv --retention 30d --batch-rows 5000 >r8.out 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+    [ "$(stalled)" = 1 ] && break
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" || true; fail "import r8 ended before the stall: $(cat r8.out)"; }
+    sleep 0.1
+done
+[ "$(stalled)" = 1 ] || fail "import r8 did not reach Y.csv's third batch"
+kill -9 "$pid"
+wait "$pid" 2>/dev/null || true
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+   WHERE datname = current_database() AND wait_event = 'PgSleep'" >/dev/null
+q "DROP TRIGGER r8_stall ON v7fill.checkpoint" >/dev/null
+assert_eq "X.csv:120 Y.csv:150" "$(per_source r8.rejects.csv)" "rejects when killed (Y's last 50 uncommitted)"
+assert_eq "X.csv:11880 Y.csv:14850" "$(per_source r8.late.csv)" "late rows when killed"
+assert_eq "10001|100" "$(q "SELECT line, rejected FROM v7fill.checkpoint WHERE target_table = 'r8' AND source_name = 'Y.csv'")" \
+    "Y.csv's checkpoint (two batches committed)"
+run_expect 0 "$V7FILL" -q import r8 X.csv Y.csv --retention 30d --batch-rows 5000 --report-json r8.json
+# X.csv was finished: read again from the start, its rejects and late rows are listed again.
+assert_eq "X.csv:240 Y.csv:150" "$(per_source r8.rejects.csv)" "rejects after the rerun"
+assert_eq 0 "$(twice_of r8.rejects.csv Y.csv)" "Y.csv's rejects written twice"
+assert_eq "X.csv:23760 Y.csv:14850" "$(per_source r8.late.csv)" "late rows after the rerun"
+assert_eq 0 "$(twice_of r8.late.csv Y.csv)" "Y.csv's late rows written twice"
+assert_not_contains "$OUT" "another import appended" "the rerun's own rows taken for another import's"
+assert_eq "27000 27000 270" "$(balance r8.json)" "read = inserted + duplicates + rejected + expired"
+assert_eq "150" "$(q "SELECT rejected FROM v7fill.checkpoint WHERE target_table = 'r8' AND source_name = 'Y.csv'")" \
+    "Y.csv's rejected count (its rows in the rejects file)"
+
+# 9. the second file's rejects all committed when its import stops
+gen X9.csv 12000 01
+awk 'BEGIN{print "created_at,a,b,c"; for(i=0;i<15000;i++) printf "%s,%d,x,y\n", (i<10000 && i%100==7?"bad":sprintf("2024-02-01T00:00:00.%06dZ",i)), i}' >Z.csv
+mk r9
+q "CREATE FUNCTION r9_boom() RETURNS trigger LANGUAGE plpgsql AS \$\$BEGIN
+     IF NEW.target_table = 'r9' AND NEW.source_name = 'Z.csv' AND NEW.line > 11000 THEN
+       RAISE EXCEPTION 'boom at commit'; END IF;
+     RETURN NEW; END\$\$;
+   CREATE CONSTRAINT TRIGGER r9_boom AFTER INSERT OR UPDATE ON v7fill.checkpoint
+     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION r9_boom();" >/dev/null
+run_expect 5 "$V7FILL" -q import r9 X9.csv Z.csv --batch-rows 5000
+q "DROP TRIGGER r9_boom ON v7fill.checkpoint" >/dev/null
+assert_eq "X9.csv:120 Z.csv:100" "$(per_source r9.rejects.csv)" "rejects when stopped"
+run_expect 0 "$V7FILL" -q import r9 X9.csv Z.csv --batch-rows 5000 --report-json r9.json
+assert_eq "X9.csv:240 Z.csv:100" "$(per_source r9.rejects.csv)" "rejects after the rerun"
+assert_eq 0 "$(twice_of r9.rejects.csv Z.csv)" "Z.csv's rejects written twice"
+assert_not_contains "$OUT" "WARNING" "nothing to warn about"
+assert_eq "27000 27000 220" "$(balance r9.json)" "read = inserted + duplicates + rejected"
+assert_eq 26780 "$(q 'SELECT count(*) FROM r9')" "rows in r9"
 echo "ok"
