@@ -733,7 +733,7 @@ importer_record(Importer *im, PgConn *c, const char *status, bool final, Err *er
         json = xstrdup(seg.delay_json);
     ok = state_run_record(c, t->schema, t->name, t->oid, "import", status, seg.elapsed_s, seg.read,
                           seg.inserted, seg.duplicates, seg.rejected, seg.partitions_created, json,
-                          run_row_key(key) ? key : NULL, err);
+                          run_row_key(key) ? key : NULL, true, err);
     free(json);
     if (ok)
         im->recorded++;

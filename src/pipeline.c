@@ -163,6 +163,9 @@ struct Pipeline
     PipelineSegment returned; /* taken but not recorded (pipeline_return_segment): the next
                                  segment taken carries it; its delays in returned_delays */
     Tracker *returned_delays;
+    Tracker *held;   /* pipeline_hold_expired: the expired rows (not inserted) counted since,
+                        out of every segment until pipeline_release_held (NULL: none held) */
+    double held_at;  /* when holding began (monotime_s) */
     Granularity gran;  /* window size for rows whose partition does not exist yet */
     TimeParser *wzone; /* --window-tz of those windows (NULL: UTC) */
     Sink *sink;
@@ -1506,7 +1509,8 @@ pipeline_count_committed(Pipeline *pl, const Batch *b)
         st->keys_ordered += r->key_ordered;
         if (r->outcome == ROW_INSERTED || r->outcome == ROW_EXPIRED)
         {
-            tracker_add_pending(pl->tracker, r->time_us, now, (DelayClass) r->delay_class,
+            tracker_add_pending(r->outcome == ROW_EXPIRED && pl->held ? pl->held : pl->tracker,
+                                r->time_us, now, (DelayClass) r->delay_class,
                                 r->window_lower_us, r->window_upper_us, i);
             if (pl->hooks.row_delay)
                 pl->hooks.row_delay(pl->hooks.ctx, now - r->time_us, r->delay_class);
@@ -1563,6 +1567,8 @@ pipeline_count_committed(Pipeline *pl, const Batch *b)
         stats_add_ops(st, &ops);
     }
     tracker_name_pending(pl->tracker, pipeline_name_row, &rn);
+    if (pl->held)
+        tracker_name_pending(pl->held, pipeline_name_row, &rn);
     pthread_rwlock_unlock(&pl->catalog_lock);
 }
 
@@ -2791,6 +2797,7 @@ pipeline_free(Pipeline *pl)
     tracker_free(pl->tracker);
     tracker_free(pl->taken);
     tracker_free(pl->returned_delays);
+    tracker_free(pl->held);
     for (size_t i = 0; i < pl->nbufs; i++)
         batch_free(&pl->bufs[i]);
     free(pl->bufs);
@@ -3314,6 +3321,68 @@ pipeline_return_segment(Pipeline *pl, PipelineSegment *seg)
     pthread_mutex_unlock(&pl->w.mu);
     free(seg->delay_json);
     memset(seg, 0, sizeof *seg);
+}
+
+void
+pipeline_hold_expired(Pipeline *pl)
+{
+    if (pl->tracker == NULL)
+        return;
+    pthread_mutex_lock(&pl->w.mu);
+    tracker_free(pl->held);
+    pl->held = tracker_new(tracker_retention(pl->tracker), tracker_near_cutoff(pl->tracker));
+    pl->held_at = monotime_s();
+    pthread_mutex_unlock(&pl->w.mu);
+}
+
+bool
+pipeline_segment_with_held(Pipeline *pl, const PipelineSegment *seg, PipelineSegment *with,
+                           uint64_t *rows)
+{
+    Tracker *all;
+    char *json;
+    Err e = {0};
+    bool ok;
+
+    *rows = 0;
+    memset(with, 0, sizeof *with);
+    pthread_mutex_lock(&pl->w.mu);
+    if (pl->held == NULL || tracker_total(pl->held) == 0)
+    {
+        pthread_mutex_unlock(&pl->w.mu);
+        return false;
+    }
+    all = tracker_new(tracker_retention(pl->held), tracker_near_cutoff(pl->held));
+    tracker_copy_into(all, pl->held);
+    *rows = tracker_total(pl->held);
+    /* Its span covers their inserts too (a run row's finished_at and
+     * elapsed_s bracket the insert times of its rows). */
+    *with = *seg;
+    if (monotime_s() - pl->held_at > with->elapsed_s)
+        with->elapsed_s = monotime_s() - pl->held_at;
+    pthread_mutex_unlock(&pl->w.mu);
+    ok = seg->delay_json == NULL || tracker_merge_json(all, seg->delay_json, &e);
+    json = ok ? tracker_to_json(all) : NULL;
+    tracker_free(all);
+    if (json == NULL)
+    {
+        log_warn("the delays of %" PRIu64 " expired rows could not be counted: %s", *rows,
+                 ok ? "out of memory" : e.msg);
+        memset(with, 0, sizeof *with);
+        *rows = 0;
+        return false;
+    }
+    with->delay_json = json;
+    return true;
+}
+
+void
+pipeline_drop_held(Pipeline *pl)
+{
+    pthread_mutex_lock(&pl->w.mu);
+    tracker_free(pl->held);
+    pl->held = NULL;
+    pthread_mutex_unlock(&pl->w.mu);
 }
 
 double

@@ -511,7 +511,7 @@ state_run_record(PgConn *c, const char *schema, const char *table, unsigned int 
                  const char *command, const char *status, double elapsed_s, uint64_t read,
                  uint64_t inserted, uint64_t duplicates, uint64_t rejected,
                  uint64_t partitions_created, const char *stats_json, const char *row_key,
-                 Err *err)
+                 bool own_txn, Err *err)
 {
     char nums[6][32];
     char oid[16];
@@ -534,9 +534,9 @@ state_run_record(PgConn *c, const char *schema, const char *table, unsigned int 
     (void) snprintf(oid, sizeof oid, "%u", target_oid);
     params[11] = oid;
     params[12] = row_key;
-    /* In a transaction of its own: its COMMIT is the moment it lands (the
-     * fault tests cut the connection there). */
-    if (!pg_exec(c, "BEGIN", err))
+    /* own_txn: in a transaction of its own, whose COMMIT is the moment it
+     * lands (the fault tests cut the connection there). */
+    if (own_txn && !pg_exec(c, "BEGIN", err))
         return false;
     if (pg_exec_params(c,
                        "INSERT INTO v7fill.run (target_schema, target_table, command, status, "
@@ -546,8 +546,8 @@ state_run_record(PgConn *c, const char *schema, const char *table, unsigned int 
                        "  CASE WHEN $13::text IS NULL THEN $11::jsonb "
                        "  ELSE $11::jsonb || jsonb_build_object('row_key', $13::text) END, $12)",
                        13, params, err))
-        return pg_exec(c, "COMMIT", err);
-    if (!pg_is_broken(c) && !pg_exec(c, "ROLLBACK", &ignored))
+        return !own_txn || pg_exec(c, "COMMIT", err);
+    if (own_txn && !pg_is_broken(c) && !pg_exec(c, "ROLLBACK", &ignored))
         (void) 0;
     return false;
 }

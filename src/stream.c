@@ -760,7 +760,7 @@ record_segment(Streamer *s, const char *status, bool final)
         !state_run_record(s->side, t->schema, t->name, t->oid, "stream", status,
                           seg.elapsed_s, seg.read, seg.inserted,
                           seg.duplicates, seg.rejected, seg.partitions_created, seg.delay_json,
-                          run_row_key(key) ? key : NULL, &e))
+                          run_row_key(key) ? key : NULL, true, &e))
     {
         log_at(seg.read > 0 ? LOG_LEVEL_WARN : LOG_LEVEL_DEBUG,
                "%s: could not record the rows applied in the last %.0f s in v7fill.run (the "
@@ -1398,6 +1398,85 @@ counts_less(uint64_t *v, uint64_t n)
     *v = *v > n ? *v - n : 0;
 }
 
+/* The copy done: phase "stream".  When the copy found expired rows, whose
+ * delays were held out of its records so far (pipeline_hold_expired), in one
+ * transaction with a run row (status "copying") holding them and the copy's
+ * rows since its last record.  A copy that does not get here is read again
+ * whole by the next run: the rows it inserted are duplicates then (not
+ * counted again), the expired ones are counted then, once.  A run row refused
+ * (no INSERT on v7fill.run) is carried as record_segment carries one; the
+ * phase is stored all the same. */
+static bool
+copy_done(Streamer *s, Err *err)
+{
+    const TargetTable *t = pipeline_target(s->pl);
+    PipelineSegment seg, with;
+    char key[33] = "";
+    uint64_t expired = 0;
+    bool held;
+    Err e = {0};
+    Err put = {0};
+    Err ignored;
+
+    if (!run_row_settle(&s->pending, s->pl, s->conn, t, false, &e))
+        log_debug("%s: could not look up the run row whose answer was lost: %s", s->relation,
+                  e.msg);
+    if (!pipeline_take_segment(s->pl, &seg))
+    {
+        pipeline_drop_held(s->pl);
+        return stream_state_put(s->conn, s->o->slot, &s->state, err);
+    }
+    held = pipeline_segment_with_held(s->pl, &seg, &with, &expired);
+    pipeline_drop_held(s->pl);
+    if (!held)
+    {
+        /* nothing held: the next record carries the copy's last rows, as before */
+        pipeline_return_segment(s->pl, &seg);
+        return stream_state_put(s->conn, s->o->slot, &s->state, err);
+    }
+    e = (Err) {0};
+    if (pg_exec(s->conn, "BEGIN", &put) &&
+        state_run_record(s->conn, t->schema, t->name, t->oid, "stream", "copying",
+                         with.elapsed_s, with.read, with.inserted, with.duplicates, with.rejected,
+                         with.partitions_created, with.delay_json,
+                         run_row_key(key) ? key : NULL, false, &e) &&
+        stream_state_put(s->conn, s->o->slot, &s->state, &put) && pg_exec(s->conn, "COMMIT", &put))
+    {
+        log_debug("%s: the initial copy's %" PRIu64 " expired rows recorded with its end",
+                  s->relation, expired);
+        free(seg.delay_json);
+        free(with.delay_json);
+        return true;
+    }
+    if (pg_is_broken(s->conn))
+    {
+        /* Landed or not, the next run tells (phase "copy": the copy again,
+         * which counts the expired rows then).  Not carried, so that no row
+         * is counted twice (the inserted rows' delays may be lost, as with a
+         * kill). */
+        *err = put.msg[0] ? put : e;
+        free(seg.delay_json);
+        free(with.delay_json);
+        return false;
+    }
+    if (!pg_exec(s->conn, "ROLLBACK", &ignored))
+        log_debug("rollback: %s", ignored.msg);
+    if (put.msg[0])
+    {
+        /* the phase is not stored: the next run copies again, expired rows too */
+        *err = put;
+        free(with.delay_json);
+        pipeline_return_segment(s->pl, &seg);
+        return false;
+    }
+    log_warn("%s: could not record the initial copy's last rows in v7fill.run (the rows are "
+             "applied; the next record counts them): %s",
+             s->relation, e.msg);
+    free(seg.delay_json);
+    pipeline_return_segment(s->pl, &with);
+    return stream_state_put(s->conn, s->o->slot, &s->state, err);
+}
+
 static bool
 run_copy(Streamer *s, const char *snapshot, Err *err)
 {
@@ -1433,6 +1512,7 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
                               (const char *const *) s->info.cols, s->info.ncols, &src, err))
         return false;
     stream_hooks(s, &h);
+    pipeline_hold_expired(s->pl); /* recorded with the copy's end (copy_done) */
     ok = pipeline_attach(s->pl, src, false, &h, err) && pipeline_run(s->pl, err);
     source_close(src);
     if (!ok)
@@ -1440,7 +1520,7 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
     s->st->copied = s->state.counts.read - s->run_base.read;
     stream_observer_copy(s->ob, false, s->st->copied);
     (void) snprintf(s->state.phase, sizeof s->state.phase, "stream");
-    if (!stream_state_put(s->conn, s->o->slot, &s->state, err))
+    if (!copy_done(s, err))
         return false;
     log_info("initial copy of %s done: %" PRIu64 " rows on %d writer connection%s; streaming "
              "changes from the slot",

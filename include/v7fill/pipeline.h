@@ -336,6 +336,20 @@ bool pipeline_take_segment(Pipeline *p, PipelineSegment *out);
 /* A segment taken that could not be recorded: the next one taken carries it
  * (its counts, seconds and delays); frees seg->delay_json. */
 void pipeline_return_segment(Pipeline *p, PipelineSegment *seg);
+/* From now on the rows found expired and not inserted are counted (the run's
+ * counts) but their delays are held out of every segment taken, until
+ * pipeline_drop_held: a stream's initial copy records its expired rows only
+ * with its end, since a copy that does not finish is read again whole by the
+ * next run, expired rows included (the rows it inserted are duplicates then,
+ * not counted again). */
+void pipeline_hold_expired(Pipeline *p);
+/* *with = seg with the rows held added (their delays, and a span reaching
+ * back to pipeline_hold_expired); with->delay_json is the caller's to free,
+ * seg is left as it is.  *rows: how many.  False (*with empty): none held. */
+bool pipeline_segment_with_held(Pipeline *p, const PipelineSegment *seg, PipelineSegment *with,
+                                uint64_t *rows);
+/* The rows held are forgotten; expired rows are counted as before. */
+void pipeline_drop_held(Pipeline *p);
 /* Seconds since the last segment was taken (or pipeline_open). */
 double pipeline_segment_age(const Pipeline *p);
 /* Counts added to the run's that earlier runs accounted for (a resumed

@@ -134,14 +134,16 @@ V7FILL_MUST_CHECK bool state_checkpoint_others_size(PgConn *c, const char *schem
 
 /* Record a finished (or failed) run; `stats_json` may be NULL.  row_key (or
  * NULL): stored in the document as "row_key", so that a row whose COMMIT's
- * answer was lost can be looked up (run_history.h). */
+ * answer was lost can be looked up (run_history.h).  own_txn: in a
+ * transaction of its own; else inside the caller's (a stream's copy records
+ * its last rows with its phase switch). */
 V7FILL_MUST_CHECK bool state_run_record(PgConn *c, const char *schema, const char *table,
                                         unsigned int target_oid, const char *command,
                                         const char *status,
                                         double elapsed_s, uint64_t read, uint64_t inserted,
                                         uint64_t duplicates, uint64_t rejected,
                                         uint64_t partitions_created, const char *stats_json,
-                                        const char *row_key, Err *err);
+                                        const char *row_key, bool own_txn, Err *err);
 
 /* Create objects of the v7fill schema once: exists_sql answers whether they
  * are all there already (no lock, no DDL then); otherwise create_sql runs

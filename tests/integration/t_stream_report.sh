@@ -63,8 +63,11 @@ add 2 '40 days'
 run_expect 0 stream --until-caught-up
 echo "$OUT"
 assert_eq "8" "$(q "SELECT count(*) FROM events_v7")" "the copy inserted the rows within the retention"
-assert_eq "1 10 8" "$(q "SELECT concat_ws(' ', count(*), sum(rows_read), sum(inserted)) FROM v7fill.run WHERE command = 'stream'")" \
-    "the run is recorded: one row, every row read once"
+# The copy found expired rows: their delays are recorded with the copy's end, in a row of its
+# own (status copying, with the copy's rows, committed with the phase switch), then the end.
+assert_eq "2 10 8|copying 10 8 2" "$(q "SELECT concat_ws(' ', count(*), sum(rows_read), sum(inserted)) FROM v7fill.run WHERE command = 'stream'")|$(
+    q "SELECT concat_ws(' ', status, rows_read, inserted, stats -> 'counts' ->> 'expired') FROM v7fill.run WHERE command = 'stream' AND status = 'copying'")" \
+    "the run is recorded: the copy's end and the run's, every row read once"
 expect 5 3 2 "after a stream --until-caught-up"
 
 # ---- run 2: a long-lived stream; a periodic segment shows up while it runs
@@ -136,9 +139,12 @@ for t in a_v7 b_v7; do
 done
 run_expect 0 "$V7FILL" stream --source "dbname=$SRC" --from public.a=a_v7 --from public.b=b_v7 \
     --publication pub2 --slot "${SLOT}_m" --map id=legacy_id --retention 30d --until-caught-up
-assert_eq "a_v7 4 4|b_v7 3 2" "$(q "SELECT string_agg(concat_ws(' ', target_table, rows_read, inserted), '|' ORDER BY target_table)
-                                   FROM v7fill.run WHERE command = 'stream' AND target_table IN ('a_v7', 'b_v7')")" \
-    "one run row per target"
+# (b's copy found an expired row: its end is recorded in a row of its own, status copying)
+assert_eq "a_v7 4 4 done|b_v7 3 2 copying,done" "$(q "SELECT string_agg(concat_ws(' ', target_table, r, i, s), '|' ORDER BY target_table)
+                                   FROM (SELECT target_table, sum(rows_read) r, sum(inserted) i, string_agg(status, ',' ORDER BY run_id) s
+                                           FROM v7fill.run WHERE command = 'stream' AND target_table IN ('a_v7', 'b_v7')
+                                          GROUP BY target_table) x")" \
+    "the run rows of each target"
 "$V7FILL" report a_v7 --retention 30d --json >a.json || fail "report a_v7"
 "$V7FILL" report b_v7 --retention 30d --json >b.json || fail "report b_v7"
 assert_eq "3 1 0|2 0 1" "$(python3 -c '
