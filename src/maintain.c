@@ -1132,7 +1132,7 @@ fold_history(Ctx *x)
     RunFold f;
     Err e = {0};
 
-    if (!run_history_fold(x->conn, x->t, x->o->dry_run, &f, &e))
+    if (!run_history_fold(x->conn, x->t, x->o->dry_run, 0, &f, &e))
     {
         log_warn("%s", e.msg);
         return;

@@ -255,10 +255,11 @@ run_row_pending_free(RunRowPending *p)
 }
 
 bool
-run_history_fold(PgConn *c, const TargetTable *t, bool dry_run, RunFold *out, Err *err)
+run_history_fold(PgConn *c, const TargetTable *t, bool dry_run, int max_hours, RunFold *out,
+                 Err *err)
 {
-    char oid[16];
-    const char *p[3];
+    char oid[16], limit[16];
+    const char *p[4];
     PGresult *groups = NULL;
     Err noindex = {0};
     bool ok;
@@ -268,6 +269,8 @@ run_history_fold(PgConn *c, const TargetTable *t, bool dry_run, RunFold *out, Er
     p[0] = t->schema;
     p[1] = t->name;
     p[2] = oid;
+    (void) snprintf(limit, sizeof limit, "%d", max_hours > 0 ? max_hours : 1000);
+    p[3] = limit;
     /* Nothing to fold, or not this role's to fold (a stream's role needs
      * only INSERT): said by the caller. */
     if (!pg_query(c,
@@ -276,15 +279,16 @@ run_history_fold(PgConn *c, const TargetTable *t, bool dry_run, RunFold *out, Er
                   "has_table_privilege('v7fill.run', 'INSERT') AND "
                   "has_table_privilege('v7fill.run', 'DELETE') AND "
                   "has_sequence_privilege('v7fill.run_run_id_seq', 'USAGE') THEN 'ok' "
-                  "ELSE 'denied' END",
+                  "ELSE 'denied' END, to_regclass('v7fill." RUN_INDEX "') IS NOT NULL",
                   0, NULL, &groups, err))
         return false;
     out->denied = strcmp(PQgetvalue(groups, 0, 0), "denied") == 0;
     ok = strcmp(PQgetvalue(groups, 0, 0), "ok") == 0;
+    out->no_index = ok && max_hours > 0 && strcmp(PQgetvalue(groups, 0, 1), "t") != 0;
     PQclear(groups);
-    if (!ok)
+    if (!ok || out->no_index)
         return true;
-    if (!dry_run)
+    if (!dry_run && max_hours == 0)
         ensure_run_index(c, &noindex);
     /* A bounded number of hours per call: the next call folds the rest.
      * Read from the first hour that has a row not folded yet (through the
@@ -296,8 +300,8 @@ run_history_fold(PgConn *c, const TargetTable *t, bool dry_run, RunFold *out, Er
                   "    FROM v7fill.run WHERE target_schema = $1 AND target_table = $2 "
                   "    AND target_oid = $3::oid "
                   "    AND status IN ('importing', 'copying', 'streaming')) "
-                  "GROUP BY 1, 2, 3, 4 HAVING count(*) > 1 ORDER BY 1 LIMIT 1000",
-                  3, p, &groups, err))
+                  "GROUP BY 1, 2, 3, 4 HAVING count(*) > 1 ORDER BY 1 LIMIT $4::int",
+                  4, p, &groups, err))
     {
         err_prefix(err, "could not read the run history (v7fill.run)");
         return false;

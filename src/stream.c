@@ -81,6 +81,8 @@ typedef struct Streamer
     _Atomic uint64_t applied_rows[4]; /* inserted, updated, deleted, quarantined */
     _Atomic int64_t applied_commit_us; /* source commit time of the last applied transaction */
     time_t ahead_at;     /* when the windows ahead were last ensured */
+    double fold_at;      /* when its run history was last folded (monotime_s; 0: not yet) */
+    bool fold_off;       /* not this role's to fold, or no index to fold by */
     PipelineOptions *po; /* the pipeline's options (it keeps the pointer) */
     const char **ignore; /* --ignore-column, and source columns the target lacks */
     bool relation_changed;
@@ -809,6 +811,45 @@ hook_between_batches(void *ctx)
         record_segment(s, "copying", false);
 }
 
+/* A stream folds its own run history (run_history.h), a few hours at a time
+ * every ten minutes: a year's stream needs no cron `maintain` for its run rows
+ * to stay one per hour.  On the reader's thread, so only through the fold's
+ * index and in slices (each hour ~50 ms for 60 rows): the replies to the
+ * source are not held back.  A role that may not fold, or a schema without the
+ * index, is told once (v7fill maintain folds, and makes the index). */
+static void
+fold_own_history(Streamer *s)
+{
+    const TargetTable *t = pipeline_target(s->pl);
+    RunFold f;
+    Err e = {0};
+    double now = monotime_s();
+
+    if (s->fold_off || t == NULL || pg_is_broken(s->side) ||
+        (s->fold_at > 0 && now - s->fold_at < 600))
+        return;
+    s->fold_at = now;
+    if (!run_history_fold(s->side, t, false, 3, &f, &e))
+    {
+        log_debug("%s", e.msg);
+        return;
+    }
+    if (f.denied || f.no_index)
+    {
+        s->fold_off = true;
+        log_info("%s.%s: the stream does not fold its run history (%s); v7fill maintain %s.%s "
+                 "does",
+                 t->schema, t->name,
+                 f.denied ? "this role lacks SELECT, INSERT or DELETE on v7fill.run"
+                          : "v7fill.run has no index " RUN_INDEX " to fold by",
+                 t->schema, t->name);
+        return;
+    }
+    if (f.rows > 0)
+        log_debug("%s.%s: run history: folded %" PRIu64 " periodic run rows into %" PRIu64,
+                  t->schema, t->name, f.rows, f.into);
+}
+
 /* Every second from the reader: the metrics it knows; every minute the slot
  * (its WAL, the clocks, the bytes received: the first target's, with several;
  * the others read the clocks it measures). */
@@ -831,7 +872,10 @@ tick(void *ctx, uint64_t committed, uint64_t lag_bytes, bool idle)
         watch_slot(s, &s->mon);
     if (s->o->record_every_s > 0 &&
         pipeline_segment_age(s->pl) >= (double) s->o->record_every_s)
+    {
         record_segment(s, "streaming", false);
+        fold_own_history(s);
+    }
 }
 
 static void

@@ -37,6 +37,7 @@ typedef struct RunFold
     uint64_t rows;   /* run rows folded (dry run: that would be) */
     uint64_t into;   /* the rows they became */
     bool denied;     /* the role may not fold (SELECT, INSERT, DELETE on v7fill.run) */
+    bool no_index;   /* a slice (max_hours > 0) found no RUN_INDEX: nothing done */
 } RunFold;
 
 /*
@@ -69,8 +70,12 @@ V7FILL_MUST_CHECK bool run_row_settle(RunRowPending *p, Pipeline *pl, PgConn *c,
 void run_row_pending_free(RunRowPending *p);
 
 /* Fold t's run rows (no transaction open; each hour in a transaction of its
- * own).  dry_run: count only. */
+ * own).  dry_run: count only.  max_hours 0: up to 1000 hours, and the owner
+ * of v7fill.run creates RUN_INDEX when it is missing (v7fill maintain);
+ * max_hours > 0: a slice of that many hours at most, only through the index
+ * (out->no_index without it), never building it: short enough for a stream's
+ * reader thread. */
 V7FILL_MUST_CHECK bool run_history_fold(PgConn *c, const TargetTable *t, bool dry_run,
-                                        RunFold *out, Err *err);
+                                        int max_hours, RunFold *out, Err *err);
 
 #endif /* V7FILL_RUN_HISTORY_H */

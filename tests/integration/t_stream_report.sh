@@ -123,6 +123,30 @@ assert_contains "$OUT" "on time 14, near cutoff 5, expired 5" "terminal report: 
 run_expect 0 stream --until-caught-up
 expect 14 5 5 "a rerun with nothing new"
 
+# ---- a running stream folds its own run history (no cron maintain): the periodic rows of an
+# hour that ended more than an hour ago (here moved back there) become one row, status folded,
+# soon after its first record; the report reads the same figures.
+q "UPDATE v7fill.run SET finished_at = date_trunc('hour', now()) - interval '150 minutes' + run_id * interval '1 second'
+   WHERE command = 'stream' AND target_table = 'events_v7'"
+periodic=$(q "SELECT count(*) FROM v7fill.run WHERE command = 'stream' AND status IN ('copying', 'streaming')")
+[ "$periodic" -ge 2 ] || fail "periodic rows to fold: $periodic"
+before=$(counts)
+"$V7FILL" -v -v stream events_v7 --source "dbname=$SRC" --from public.events --publication pub \
+    --slot "$SLOT" --map id=legacy_id --retention 30d --record-every 1 >run4.log 2>&1 &
+pid=$!
+add 1 '10 minutes'
+for i in $(seq 1 600); do
+    [ "$(q "SELECT count(*) FROM v7fill.run WHERE status = 'folded'")" = 1 ] && break
+    kill -0 $pid 2>/dev/null || { cat run4.log; fail "the stream ended"; }
+    sleep 0.1
+done
+kill -INT $pid
+wait $pid || { cat run4.log; fail "the stream did not exit 0 on SIGINT"; }
+assert_eq "1 0" "$(q "SELECT count(*) FILTER (WHERE status = 'folded') || ' ' || count(*) FILTER (WHERE status IN ('copying', 'streaming') AND finished_at < now() - interval '1 hour') FROM v7fill.run WHERE command = 'stream'")" \
+    "the stream folded its $periodic periodic rows of that hour into one: $(grep -i 'fold' run4.log)"
+assert_contains "$(cat run4.log)" "folded $periodic periodic run rows into 1" "it says so at -v -v"
+expect 15 5 5 "after the stream folded its history (one more row on time)"
+
 # ---- several --from on one slot: a run row per target, each report counts its own rows
 qs "CREATE TABLE a (id bigint PRIMARY KEY, created_at timestamptz NOT NULL);
     CREATE TABLE b (id bigint PRIMARY KEY, created_at timestamptz NOT NULL);
