@@ -40,12 +40,14 @@ app_delete() {
 # A first --switch fails on a lock the application holds (no transaction id: the way back's
 # slot, made first, does not wait for it), so the slot exists when the next one runs, and
 # that one's catch-up before the lock does not wait for the delete below either.
-hold_lock "$PGDATABASE" sc_orders "ROW EXCLUSIVE" 4
+# (The holder sleeps long enough for a slow machine and is ended once the switch gave up.)
+hold_lock "$PGDATABASE" sc_orders "ROW EXCLUSIVE" 60
 "$V7FILL" migrate --into "$INTO" --switch --lock-timeout 300 --switch-attempts 2 >first.log 2>&1 &&
     fail "the switch took a lock the application held: $(cat first.log)"
 assert_contains "$(cat first.log)" "could not take its lock" "the first switch could not take its lock"
 assert_eq 1 "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'v7fill_sc_orders_v7_rev'")" \
     "the way back's slot was made"
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 't_holder'" >/dev/null
 wait "$HOLDER" || true
 
 app_delete sc_orders 5

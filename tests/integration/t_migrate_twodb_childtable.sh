@@ -285,11 +285,23 @@ assert_eq 0 "$(q "SELECT count(*) FROM pg_trigger WHERE tgrelid = '${INTO}_id_ma
 # again outside it.
 q "CREATE FUNCTION t_refuse() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN RAISE EXCEPTION 'refused by the test'; END \$\$;
    CREATE TRIGGER t_refuse BEFORE DELETE ON v7fill.migrate_reverse FOR EACH ROW EXECUTE FUNCTION t_refuse()" >/dev/null
-# ... and a reader holds the source's legacy parent for 1.5 s: the source's lock is retried
-# (before, the first attempt's aborted transaction failed the next with SQLSTATE 25P02).
-hold_lock "$SRC_DB" orders_legacy "ACCESS SHARE" 1.5
+# ... and a reader holds the source's legacy parent until the switch back has waited for it
+# once: the source's lock is retried (before, the first attempt's aborted transaction failed
+# the next with SQLSTATE 25P02).  The reader is ended once a lock request on it was seen
+# waiting (however slow the machine is to get there).
+hold_lock "$SRC_DB" orders_legacy "ACCESS SHARE" 120
+(
+    for _ in $(seq 1 1200); do
+        [ "$(psql -X -At -d "$SRC_DB" -c "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'orders_legacy'::regclass")" -ge 1 ] && break
+        sleep 0.05
+    done
+    sleep 0.5
+    psql -X -At -d "$SRC_DB" -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 't_holder'" >/dev/null
+) &
+ender=$!
 mig 0 --switch --lock-timeout 300
 echo "$OUT"
+wait "$ender" || true
 wait "$HOLDER" || true
 assert_contains "$OUT" "switch attempt 1 of 10" "the switch back waited for the reader's lock on the source"
 q "DROP TRIGGER t_refuse ON v7fill.migrate_reverse" >/dev/null
