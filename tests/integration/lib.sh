@@ -80,6 +80,21 @@ proxy_start() {
 }
 proxy_stop() { kill "$proxy" 2>/dev/null || true; wait "$proxy" 2>/dev/null || true; proxy=; }
 
+# hold_inserts TABLE KEY [SLOW_KEY]: while the table hold has a row, the insert into TABLE of the
+# row whose legacy_id is KEY waits 60 s (a copy stopped there, to be killed), and the one of
+# SLOW_KEY takes 1.2 s (a segment recorded after it); DELETE FROM hold lets them through.
+hold_inserts() {
+    q "CREATE TABLE hold (x int);
+       INSERT INTO hold VALUES (1);
+       CREATE FUNCTION t_hold_inserts() RETURNS trigger LANGUAGE plpgsql AS \$\$
+       BEGIN
+           IF NEW.legacy_id = $2 AND EXISTS (SELECT 1 FROM hold) THEN PERFORM pg_sleep(60); END IF;
+           IF NEW.legacy_id = ${3:-0} AND EXISTS (SELECT 1 FROM hold) THEN PERFORM pg_sleep(1.2); END IF;
+           RETURN NEW;
+       END \$\$;
+       CREATE TRIGGER t_hold_inserts BEFORE INSERT ON $1 FOR EACH ROW EXECUTE FUNCTION t_hold_inserts()" >/dev/null
+}
+
 # hold_lock DB TABLE MODE SECONDS: a session of DB (application_name t_holder) holds TABLE in
 # MODE for SECONDS in the background, its pid in $HOLDER; returns once the lock is granted.
 hold_lock() {

@@ -17,16 +17,8 @@ qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz, amount i
 # The target: the batch holding row 20000 waits while the table hold has a row (the one holding
 # row 10000 for 1.2 s: the copy records a segment after it).
 q "CREATE TABLE orders_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
-                           created_at timestamptz NOT NULL, amount int) PARTITION BY RANGE (id);
-   CREATE TABLE hold (x int);
-   INSERT INTO hold VALUES (1);
-   CREATE FUNCTION wait_20000() RETURNS trigger LANGUAGE plpgsql AS \$\$
-   BEGIN
-       IF NEW.legacy_id = 20000 AND EXISTS (SELECT 1 FROM hold) THEN PERFORM pg_sleep(60); END IF;
-       IF NEW.legacy_id = 10000 AND EXISTS (SELECT 1 FROM hold) THEN PERFORM pg_sleep(1.2); END IF;
-       RETURN NEW;
-   END \$\$;
-   CREATE TRIGGER wait_20000 BEFORE INSERT ON orders_v7 FOR EACH ROW EXECUTE FUNCTION wait_20000()" >/dev/null
+                           created_at timestamptz NOT NULL, amount int) PARTITION BY RANGE (id);"
+hold_inserts orders_v7 20000 10000
 args=(stream orders_v7 --source "dbname=$SRC" --from public.orders --publication pub
       --slot "$SLOT" --map id=legacy_id --batch-rows 1000 --until-caught-up --record-every 1)
 

@@ -21,16 +21,8 @@ assert_eq 300 "$expired" "the source's expired rows"
 # The target (day windows): the batch holding row 20000 waits while the table hold has a row;
 # the one holding row 10000 takes 1.2 s, so that the copy records a segment after it.
 q "CREATE TABLE events_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
-                           created_at timestamptz NOT NULL, amount int) PARTITION BY RANGE (id);
-   CREATE TABLE hold (x int);
-   INSERT INTO hold VALUES (1);
-   CREATE FUNCTION wait_20000() RETURNS trigger LANGUAGE plpgsql AS \$\$
-   BEGIN
-       IF NEW.legacy_id = 20001 AND EXISTS (SELECT 1 FROM hold) THEN PERFORM pg_sleep(60); END IF;
-       IF NEW.legacy_id = 10001 AND EXISTS (SELECT 1 FROM hold) THEN PERFORM pg_sleep(1.2); END IF;
-       RETURN NEW;
-   END \$\$;
-   CREATE TRIGGER wait_20000 BEFORE INSERT ON events_v7 FOR EACH ROW EXECUTE FUNCTION wait_20000()" >/dev/null
+                           created_at timestamptz NOT NULL, amount int) PARTITION BY RANGE (id);"
+hold_inserts events_v7 20001 10001
 run_expect 0 "$V7FILL" partitions events_v7 -g day --from "$(date -u -d '-2 days' +%Y-%m-%d)" \
     --to "$(date -u -d '+3 days' +%Y-%m-%d)"
 args=(stream events_v7 --source "dbname=$SRC" --from public.events --publication pub

@@ -13,15 +13,8 @@ qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL,
     INSERT INTO orders SELECT g, now() - (g || ' minutes')::interval, g FROM generate_series(1, 30000) g;
     CREATE PUBLICATION pub FOR TABLE orders;"
 q "CREATE TABLE orders_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
-                           created_at timestamptz NOT NULL, amount int) PARTITION BY RANGE (id);
-   CREATE TABLE hold (x int);
-   INSERT INTO hold VALUES (1);
-   CREATE FUNCTION wait_20000() RETURNS trigger LANGUAGE plpgsql AS \$\$
-   BEGIN
-       IF NEW.legacy_id = 20000 AND EXISTS (SELECT 1 FROM hold) THEN PERFORM pg_sleep(60); END IF;
-       RETURN NEW;
-   END \$\$;
-   CREATE TRIGGER wait_20000 BEFORE INSERT ON orders_v7 FOR EACH ROW EXECUTE FUNCTION wait_20000()" >/dev/null
+                           created_at timestamptz NOT NULL, amount int) PARTITION BY RANGE (id);"
+hold_inserts orders_v7 20000
 args=(stream orders_v7 --source "dbname=$SRC" --from public.orders --publication pub
       --slot "$SLOT" --map id=legacy_id --batch-rows 1000 --until-caught-up)
 
