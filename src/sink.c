@@ -44,7 +44,6 @@ struct Sink
     char *ref_drop_sql;   /* delete a reference, returning its id */
     char *ref_move_sql;   /* a reference's lookup row to another reference */
     char *row_delete_sql; /* a reference's lookup row and target row */
-    char *ref_has_sql;    /* is a reference in the lookup? (one bool) */
     char *truncate_sql;   /* the target and its lookup */
     Buf update_sql;       /* the UPDATE of the row at hand */
     Buf values;           /* its decoded values, NUL-terminated one after the other */
@@ -345,8 +344,6 @@ sink_new(PgConn *c, const SinkConfig *cfg)
 
         s->ref_find_sql = xasprintf("(SELECT id FROM %s WHERE %s = $1::%s)", cfg->lookup_q,
                                     key_col, kt);
-        s->ref_has_sql = xasprintf("SELECT EXISTS (SELECT FROM %s WHERE %s = $1::%s)",
-                                   cfg->lookup_q, key_col, kt);
         s->ref_drop_sql = xasprintf("DELETE FROM %s WHERE %s = $1::%s RETURNING id",
                                     cfg->lookup_q, key_col, kt);
         s->ref_move_sql =
@@ -384,7 +381,6 @@ sink_free(Sink *s)
     free(s->ref_drop_sql);
     free(s->ref_move_sql);
     free(s->row_delete_sql);
-    free(s->ref_has_sql);
     free(s->truncate_sql);
     free(s->set_resolve_sql);
     free(s->set_delete_sql);
@@ -1192,9 +1188,13 @@ sink_ref_has(Sink *s, const uint8_t key[REF_HASH_LEN], bool *has, Err *err)
     const char *values[1];
     int lengths[1];
     PGresult *res;
+    char *sql = xasprintf("SELECT %s IS NOT NULL", s->ref_find_sql);
+    bool ok;
 
     values[0] = sink_key_param(s, key, k8, &lengths[0]);
-    if (!sink_query_bin(s, s->ref_has_sql, 1, values, lengths, &res, err))
+    ok = sink_query_bin(s, sql, 1, values, lengths, &res, err);
+    free(sql);
+    if (!ok)
         return false;
     /* a binary result: bool is one byte */
     *has = PQntuples(res) == 1 && PQgetlength(res, 0, 0) == 1 && PQgetvalue(res, 0, 0)[0] == 1;
