@@ -1162,55 +1162,20 @@ sink_ref_drop(Sink *s, const uint8_t key[REF_HASH_LEN], bool *found, Uuid *id, E
     return true;
 }
 
-/* The lookup row and the target row of reference key, in one statement;
- * *deleted: there was one. */
-static bool
-sink_delete_key(Sink *s, const uint8_t key[REF_HASH_LEN], bool *deleted, Err *err)
-{
-    uint8_t k8[REF_HASH_LEN];
-    const char *values[1];
-    int lengths[1];
-    PGresult *res;
-
-    values[0] = sink_key_param(s, key, k8, &lengths[0]);
-    if (!sink_query_bin(s, s->row_delete_sql, 1, values, lengths, &res, err))
-        return false;
-    *deleted = strtoull(PQcmdTuples(res), NULL, 10) > 0;
-    PQclear(res);
-    return true;
-}
-
-/* Is reference key in the lookup? */
-static bool
-sink_ref_has(Sink *s, const uint8_t key[REF_HASH_LEN], bool *has, Err *err)
-{
-    uint8_t k8[REF_HASH_LEN];
-    const char *values[1];
-    int lengths[1];
-    PGresult *res;
-    char *sql = xasprintf("SELECT %s IS NOT NULL", s->ref_find_sql);
-    bool ok;
-
-    values[0] = sink_key_param(s, key, k8, &lengths[0]);
-    ok = sink_query_bin(s, sql, 1, values, lengths, &res, err);
-    free(sql);
-    if (!ok)
-        return false;
-    /* a binary result: bool is one byte */
-    *has = PQntuples(res) == 1 && PQgetlength(res, 0, 0) == 1 && PQgetvalue(res, 0, 0)[0] == 1;
-    PQclear(res);
-    return true;
-}
-
 /* The lookup row and the target row of a reference, in one statement. */
 static bool
 sink_delete_row(Sink *s, BatchRow *r, Err *err)
 {
-    bool deleted;
+    uint8_t k8[REF_HASH_LEN];
+    const char *values[1];
+    int lengths[1];
+    PGresult *res;
 
-    if (!sink_delete_key(s, r->hash, &deleted, err))
+    values[0] = sink_key_param(s, r->hash, k8, &lengths[0]);
+    if (!sink_query_bin(s, s->row_delete_sql, 1, values, lengths, &res, err))
         return false;
-    r->outcome = deleted ? ROW_DELETED : ROW_MISSING;
+    r->outcome = strtoull(PQcmdTuples(res), NULL, 10) > 0 ? ROW_DELETED : ROW_MISSING;
+    PQclear(res);
     return true;
 }
 
@@ -1310,25 +1275,6 @@ sink_update_row(Sink *s, Batch *b, BatchRow *r, Err *err)
     bool touched;
     size_t ndup;
 
-    if (r->has_old)
-    {
-        bool there, gone;
-
-        /* The new reference is in the lookup already: the same source row,
-         * written under it by an initial copy redone after the key changed
-         * (its view was later than this change).  The row under the old
-         * reference is a stale copy of it: deleted; the update goes to the
-         * row under the new one (the changes after it bring it up to date). */
-        if (!sink_ref_has(s, r->hash, &there, err))
-            return false;
-        if (there)
-        {
-            if (!sink_delete_key(s, r->old_hash, &gone, err))
-                return false;
-            r->has_old = false;
-            key = r->hash;
-        }
-    }
     if (!sink_set_row(s, b, r, key, &id, &touched, err))
         return false;
     if (touched)
