@@ -293,14 +293,18 @@ run_history_fold(PgConn *c, const TargetTable *t, bool dry_run, int max_hours, R
     /* A bounded number of hours per call: the next call folds the rest.
      * Read from the first hour that has a row not folded yet (through the
      * index, without opening documents): the folded hours before it, a year
-     * of them for a stream, are not read again each time. */
+     * of them for a stream, are not read again each time.  An hour with a
+     * single periodic row is folded too (into a folded row of one): left as
+     * it was, it would stay the first hour not folded, and every later call
+     * would read all the history after it again. */
     if (!pg_query(c,
                   "SELECT " GROUP_KEYS ", count(*)" FOLDABLE
                   "  AND finished_at >= (SELECT date_trunc('hour', min(finished_at)) "
                   "    FROM v7fill.run WHERE target_schema = $1 AND target_table = $2 "
                   "    AND target_oid = $3::oid "
                   "    AND status IN ('importing', 'copying', 'streaming')) "
-                  "GROUP BY 1, 2, 3, 4 HAVING count(*) > 1 ORDER BY 1 LIMIT $4::int",
+                  "GROUP BY 1, 2, 3, 4 HAVING count(*) > 1 OR bool_or(status <> 'folded') "
+                  "ORDER BY 1 LIMIT $4::int",
                   4, p, &groups, err))
     {
         err_prefix(err, "could not read the run history (v7fill.run)");
