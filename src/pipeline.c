@@ -1652,6 +1652,11 @@ pipeline_plan_batch(Pipeline *pl, Batch *b, Err *err)
     for (size_t i = 0; i < b->nrows; i++)
     {
         BatchRow *r = &b->rows[i];
+        /* Expired, but its reference in the lookup (sink_probe_expired) or
+         * counted as inserted before it: a duplicate, as import makes it. */
+        if (r->outcome == ROW_EXPIRED && r->op == REC_INSERT &&
+            (r->expired_found || refset_has(pl->plan_seen, r->hash)))
+            r->outcome = ROW_DUPLICATE;
         if (r->outcome != ROW_PENDING)
             continue;
         if (r->op == REC_INSERT) /* would be inserted, unless counted already */

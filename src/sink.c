@@ -35,6 +35,9 @@ struct Sink
     size_t scratch_cap;
     BatchRow **rest;    /* rows a probe of the target left undecided */
     size_t rest_cap;
+    BatchRow **expired; /* the batch's expired inserts, by hash (sink_probe_expired) */
+    bool *expired_there; /* for each: its reference in the target at that point of the batch */
+    size_t expired_cap;
     SortWork sort;
     char *unref_sql;  /* delete the lookup rows of rows that did not land */
     Err refused;      /* the error the last row refused alone had */
@@ -376,6 +379,8 @@ sink_free(Sink *s)
     free(s->target_copy_sql);
     free(s->probe_sql);
     free(s->target_probe_sql);
+    free(s->expired);
+    free(s->expired_there);
     free(s->unref_sql);
     free(s->ref_find_sql);
     free(s->ref_drop_sql);
@@ -521,6 +526,35 @@ sink_copy_map_row(Sink *s, const BatchRow *r)
     buf_append(&s->copy, r->id.b, sizeof r->id.b);
 }
 
+/* Row i of a lookup probe's answer: the position (1..n) of a reference the
+ * lookup holds in the probe's array of n; 0 if none. */
+static size_t
+probe_position(PGresult *res, int i, size_t n)
+{
+    uint64_t pos;
+
+    if (PQgetlength(res, i, 0) != 8)
+        return 0;
+    memcpy(&pos, PQgetvalue(res, i, 0), 8);
+    pos = be64toh(pos);
+    return pos >= 1 && pos <= n ? (size_t) pos : 0;
+}
+
+/* The lookup probe of rows[0..n) (sorted by hash on return). */
+static bool
+sink_lookup_probe(Sink *s, BatchRow **rows, size_t n, PGresult **res, Err *err)
+{
+    const char *values[1];
+    int lengths[1];
+
+    sink_probe_param(s, rows, n);
+    values[0] = s->param.data;
+    lengths[0] = (int) s->param.len;
+    s->stats.probes++;
+    return pg_query_ex(s->conn, s->probe_sql, 1, NULL, values, lengths, probe_formats, 1, res,
+                       err);
+}
+
 /* Mark the rows whose positions in the probe's array came back as DUPLICATE. */
 static size_t
 sink_probe_mark(PGresult *res, BatchRow **rows, size_t n)
@@ -529,13 +563,9 @@ sink_probe_mark(PGresult *res, BatchRow **rows, size_t n)
 
     for (int i = 0; i < PQntuples(res); i++)
     {
-        uint64_t pos;
+        size_t pos = probe_position(res, i, n);
 
-        if (PQgetlength(res, i, 0) != 8)
-            continue;
-        memcpy(&pos, PQgetvalue(res, i, 0), 8);
-        pos = be64toh(pos);
-        if (pos >= 1 && pos <= n && rows[pos - 1]->outcome == ROW_PENDING)
+        if (pos > 0 && rows[pos - 1]->outcome == ROW_PENDING)
         {
             rows[pos - 1]->outcome = ROW_DUPLICATE;
             ndup++;
@@ -617,8 +647,6 @@ static bool
 sink_probe(Sink *s, BatchRow **rows, size_t n, size_t *ndup, Err *err)
 {
     PGresult *res;
-    const char *values[1];
-    int lengths[1];
     size_t found = 0;
 
     *ndup = 0;
@@ -650,16 +678,126 @@ sink_probe(Sink *s, BatchRow **rows, size_t n, size_t *ndup, Err *err)
                 return true;
         }
     }
-    sink_probe_param(s, rows, n);
-    values[0] = s->param.data;
-    lengths[0] = (int) s->param.len;
-    s->stats.probes++;
-    if (!pg_query_ex(s->conn, s->probe_sql, 1, NULL, values, lengths, probe_formats, 1, &res,
-                     err))
+    if (!sink_lookup_probe(s, rows, n, &res, err))
         return false;
     *ndup += sink_probe_mark(res, rows, n);
     PQclear(res);
     return true;
+}
+
+/*
+ * Rows past the retention (ROW_EXPIRED: not written) whose row is in the
+ * target already, written when its window had not retired yet (by an earlier
+ * run, or by an earlier row of this batch), are duplicates, as any row found
+ * again is: not expired a second time, nor a late row, nor quarantined, again.
+ * Decided as the batch's rows come, in reading order, as with --batch-rows 1:
+ * sink_probe_expired asks the lookup, before the batch's writes, which of their
+ * references it holds (expired_found); sink_settle_expired, after the writes,
+ * follows the batch's own rows of those references.  One probe, made only for
+ * a batch that has expired rows: the others pay nothing.
+ */
+static size_t
+sink_probe_expired(Sink *s, Batch *b, Err *err)
+{
+    PGresult *res;
+    size_t n = 0;
+
+    for (size_t i = 0; i < b->nrows; i++)
+        if (b->rows[i].outcome == ROW_EXPIRED && b->rows[i].op == REC_INSERT)
+        {
+            if (n == s->expired_cap)
+            {
+                s->expired_cap = s->expired_cap ? 2 * s->expired_cap : 64;
+                s->expired = xrealloc(s->expired, s->expired_cap * sizeof *s->expired);
+                s->expired_there =
+                    xrealloc(s->expired_there, s->expired_cap * sizeof *s->expired_there);
+            }
+            b->rows[i].expired_found = false;
+            s->expired[n++] = &b->rows[i];
+        }
+    if (n == 0)
+        return 0;
+    if (!sink_lookup_probe(s, s->expired, n, &res, err)) /* sorts them by hash */
+        return SIZE_MAX;
+    for (int i = 0; i < PQntuples(res); i++)
+    {
+        size_t pos = probe_position(res, i, n);
+
+        if (pos > 0)
+            s->expired[pos - 1]->expired_found = true;
+    }
+    PQclear(res);
+    return n;
+}
+
+/* The first of s->expired[0..n) (by hash) with r's reference, or n. */
+static size_t
+sink_expired_find(const Sink *s, size_t n, const BatchRow *r)
+{
+    size_t lo = 0;
+    size_t hi = n;
+
+    while (lo < hi)
+    {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (memcmp(s->expired[mid]->hash, r->hash, REF_HASH_LEN) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && memcmp(s->expired[lo]->hash, r->hash, REF_HASH_LEN) == 0 ? lo : n;
+}
+
+/*
+ * sink_settle_expired: the batch written, its n expired rows (s->expired, by
+ * hash, probed) in reading order: one whose reference the target holds at that
+ * point (there before the batch, or inserted by a row of the batch read before
+ * it, and not deleted or truncated since) becomes a DUPLICATE (expired_found
+ * stays set: sink_reset_outcomes makes it EXPIRED again).  A reference that a
+ * key change moved is followed by the lookup probe only.
+ */
+static void
+sink_settle_expired(Sink *s, Batch *b, size_t n)
+{
+    if (n == 0)
+        return;
+    for (size_t k = 0; k < n;)
+    {
+        /* a reference's state: the probe's, for the first of its rows */
+        size_t j = k + 1;
+
+        while (j < n && memcmp(s->expired[j]->hash, s->expired[k]->hash, REF_HASH_LEN) == 0)
+            j++;
+        s->expired_there[k] = s->expired[k]->expired_found;
+        k = j;
+    }
+    for (size_t i = 0; i < b->nrows; i++)
+    {
+        BatchRow *r = &b->rows[i];
+        size_t k;
+
+        if (r->op == REC_TRUNCATE && r->outcome == ROW_APPLIED)
+        {
+            for (size_t m = 0; m < n; m++)
+                s->expired_there[m] = false;
+            continue;
+        }
+        if (r->outcome != ROW_EXPIRED && r->outcome != ROW_INSERTED &&
+            r->outcome != ROW_DELETED)
+            continue;
+        k = sink_expired_find(s, n, r);
+        if (k == n)
+            continue;
+        if (r->outcome == ROW_EXPIRED)
+        {
+            r->expired_found = r->op == REC_INSERT && s->expired_there[k];
+            if (r->expired_found)
+                r->outcome = ROW_DUPLICATE;
+        }
+        else
+            s->expired_there[k] = r->outcome == ROW_INSERTED;
+    }
 }
 
 /* The lookup rows in binary COPY format: the hash and the id as 16 raw bytes
@@ -1055,7 +1193,12 @@ sink_reset_outcomes(Batch *b, size_t from, size_t to)
         r->in_lookup = false;
         r->missing = false;
         r->time_changed = false;
-        if (r->repeat)
+        if (r->expired_found)
+        {
+            r->outcome = ROW_EXPIRED; /* the probe is made again with the batch */
+            r->expired_found = false;
+        }
+        else if (r->repeat)
         {
             /* Back to waiting behind the row read before it. */
             r->outcome = ROW_DUPLICATE;
@@ -2172,6 +2315,7 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
 {
     uint64_t conflicts_before = s->stats.conflicts;
     size_t ndup = 0;
+    size_t nexpired = 0;
     bool ok;
     bool committing = false;
 
@@ -2181,6 +2325,12 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
     if (b->nchanges > 0)
         b->by_hash_n = 0; /* runs sort their own rows */
     ok = b->txn_continues || sink_exec(s, "BEGIN", err);
+    if (ok)
+    {
+        /* before the writes: the lookup as the batch found it */
+        nexpired = sink_probe_expired(s, b, err);
+        ok = nexpired != SIZE_MAX;
+    }
     if (ok && b->nchanges == 0)
         ok = sink_write_runs(s, b, 0, b->nrows, &ndup, err); /* one run of inserts */
     /* With row operations: waves between truncates, each truncate alone. */
@@ -2194,6 +2344,8 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
              (t == b->nrows || sink_apply_change(s, b, &b->rows[t], err));
         from = t + 1;
     }
+    if (ok)
+        sink_settle_expired(s, b, nexpired);
     if (ok && before_commit)
         ok = before_commit(ctx, b, err);
     if (ok && !b->txn_piece)
@@ -2238,5 +2390,6 @@ sink_probe_only(Sink *s, Batch *b, Err *err)
     sink_reserve_scratch(s, b->nrows);
     n = sink_collect_pending(s, b, 0, b->nrows);
     size_t ndup;
-    return sink_probe(s, s->scratch, n, &ndup, err);
+    /* expired rows: expired_found when the lookup holds their references */
+    return sink_probe(s, s->scratch, n, &ndup, err) && sink_probe_expired(s, b, err) != SIZE_MAX;
 }

@@ -116,6 +116,8 @@ typedef struct BatchRow
     bool repeat;          /* a later row of the batch with the reference of an earlier one:
                            * a duplicate unless every row before it fails to land */
     bool in_lookup;       /* sink: its reference and id were COPYed into the lookup */
+    bool expired_found;   /* sink: expired, but its reference is in the lookup: a
+                           * DUPLICATE (EXPIRED again when the batch is redone) */
     char sqlstate[6];
     uint32_t repeat_next; /* 1 + index of the next row with the same reference; 0: none */
     /* Row operations (source.h RecordOp; 0 = insert).  The sink writes a batch in

@@ -65,4 +65,31 @@ print(" ".join(sorted(k for k, n in refs.items() if n > 1)))')" "no row named tw
 run_expect 0 "$V7FILL" report events_v7 --retention 30d
 echo "$OUT"
 assert_contains "$OUT" "expired $expired (" "the terminal report says the same"
+
+# A row in the target whose window retired since is a duplicate when read again, not expired:
+# 10 rows 25 days old, streamed in under 30d; the slot gone, --resnapshot under 20d copies the
+# table anew, where their windows are past the retention.  They are in the target (the lookup
+# holds them): duplicates, not quarantined, not counted expired (before: 310 expired, 10 of
+# them in the target and in the quarantine).
+qs "INSERT INTO events SELECT g, now() - interval '25 days', g FROM generate_series(30001, 30010) g"
+run_expect 0 "$V7FILL" "${args[@]}"
+assert_eq 10 "$(q "SELECT count(*) FROM events_v7 WHERE legacy_id > 30000")" "the 25-day rows streamed in"
+qs "SELECT pg_drop_replication_slot('$SLOT')" >/dev/null
+last_run=$(q "SELECT max(run_id) FROM v7fill.run")
+args=("${args[@]/30d/20d}")
+run_expect 0 "$V7FILL" "${args[@]}" --resnapshot
+echo "$OUT"
+assert_eq "29710|29710" "$(q "SELECT count(*), count(DISTINCT legacy_id) FROM events_v7")" \
+    "the target unchanged"
+assert_eq "$expired|0" "$(q "SELECT count(*), count(*) FILTER (WHERE split_part(row ->> 'source_ref', ':', 2)::bigint > 30000) FROM v7fill.stream_quarantine
+                             WHERE slot = '$SLOT' AND reason LIKE 'expired%'")" \
+    "the rows in the target are not quarantined: only the rows never inserted"
+assert_eq "$expired|t" "$(q "SELECT expired, read = inserted + duplicates + rejected + expired FROM v7fill.stream WHERE slot = '$SLOT'")" \
+    "the stream's stored counts: the rows in the target are not expired"
+assert_eq "30010|0|29710" "$(q "SELECT sum(rows_read), sum(inserted), sum(duplicates) FROM v7fill.run
+                                 WHERE command = 'stream' AND run_id > $last_run" | tr -d ' ')" \
+    "the copy again: the rows in the target are duplicates"
+assert_eq "$expired" "$(q "SELECT sum((stats -> 'counts' ->> 'expired')::bigint) FROM v7fill.run
+                          WHERE command = 'stream' AND run_id > $last_run")" \
+    "the copy again counts the rows never inserted only as expired"
 drop_slots
