@@ -39,9 +39,10 @@ src_env=$(cd / && PGTMP_PORT=54349 PGTMP_ENV="$FT_ENV FAKETIME_TIMESTAMP_FILE=$T
 SRC_DIR=$(printf '%s\n' "$src_env" | sed -n "s/^export PGTMP_DIR='\(.*\)'$/\1/p")
 SRC_CONN="host=$SRC_DIR/sock port=54349 user=postgres dbname=postgres"
 pid=""
+bpid=""
 locker=""
 BEHIND_DIR=""
-trap '[ -z "$pid" ] || kill $pid 2>/dev/null; [ -z "$locker" ] || kill $locker 2>/dev/null
+trap '[ -z "$pid" ] || kill $pid 2>/dev/null; [ -z "$bpid" ] || kill $bpid 2>/dev/null; [ -z "$locker" ] || kill $locker 2>/dev/null
       "$V7FILL_ROOT/tests/pgtmp.sh" stop "$SRC_DIR"
       [ -z "$BEHIND_DIR" ] || "$V7FILL_ROOT/tests/pgtmp.sh" stop "$BEHIND_DIR"; rm -rf "$T_TMP"' EXIT
 qs() { psql -X -q -At -v ON_ERROR_STOP=1 "$SRC_CONN" -c "$1"; }
@@ -209,6 +210,55 @@ once one_v7 orders
 id_time_ok one_v7
 status_lag one_v7 s_clocks_one
 
+# ---- a source whose clock is 10 minutes behind: the skew would add 600 s that never clear ---
+# (behind_source runs while the stream of several targets below waits for its slot's check, a
+# minute after its start, and is idle: its own cluster, slot, target and metrics port, its
+# files in $T_TMP/behind.)
+behind_source() {
+    local SRC_CONN PORT
+    PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    mkdir -p "$T_TMP/behind"
+    cd "$T_TMP/behind"
+    src_env=$(cd / && PGTMP_PORT=54350 PGTMP_ENV="$FT_ENV FAKETIME=-10m" "$V7FILL_ROOT/tests/pgtmp.sh" start) \
+        || fail "PostgreSQL does not start under libfaketime (-10m): $src_env"
+    BEHIND_DIR=$(printf '%s\n' "$src_env" | sed -n "s/^export PGTMP_DIR='\(.*\)'$/\1/p")
+    SRC_CONN="host=$BEHIND_DIR/sock port=54350 user=postgres dbname=postgres"
+    skew=$(( $(qs "SELECT extract(epoch FROM clock_timestamp())::int8") - $(q "SELECT extract(epoch FROM clock_timestamp())::int8") ))
+    [ "$skew" -ge -610 ] && [ "$skew" -le -590 ] || fail "source's clock - target's: $skew s, not about -600"
+    qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, n int);
+        CREATE TABLE tick (x int);
+        INSERT INTO orders SELECT g, $(past), g FROM generate_series(1, 100) g;
+        CREATE PUBLICATION pub FOR TABLE orders;"
+    q "CREATE TABLE behind_v7 (LIKE one_v7 INCLUDING ALL) PARTITION BY RANGE (id)"
+    "$V7FILL" stream behind_v7 --source "$SRC_CONN" --publication pub --map id=legacy_id --from public.orders \
+        --slot s_clocks_behind --metrics-listen "127.0.0.1:$PORT" >run.log 2>&1 &
+    bpid=$!
+    wait_ready
+    qs "INSERT INTO orders SELECT g, $(past), g FROM generate_series(101, 150) g"
+    landed behind_v7 orders
+    scrape_until no_lag
+    within "source behind: clock_offset_seconds" "$(metric v7fill_stream_clock_offset_seconds)" -605 -595
+    assert_eq 0 "$(metric v7fill_stream_apply_lag_seconds)" "source behind, caught up: no lag in seconds"
+    assert_contains "$(cat run.log)" "the source's clock is 600" "the skew is logged at start"
+    assert_contains "$(cat run.log)" "behind the target's" "the skew's direction is logged"
+    assert_not_contains "$(cat run.log)" "more than --max-future" "a source behind is not ahead"
+    hold behind_v7
+    qs "INSERT INTO orders VALUES (151, $(past), 1)"
+    blocked behind_v7
+    scrape_until lag_within v7fill_stream_apply_lag_seconds 2 300
+    echo "source behind, held back: $(grep -e '^v7fill_stream_clock' -e '^v7fill_stream_apply_lag_seconds' scrape.txt | tr '\n' ' ')"
+    within "source behind, held back: apply_lag_seconds" "$(metric v7fill_stream_apply_lag_seconds)" 2 300
+    release
+    landed behind_v7 orders
+    kill -TERM $bpid
+    wait $bpid || fail "the stream did not stop with status 0: $(tail -n 5 run.log)"
+    bpid=""
+    once behind_v7 orders
+    id_time_ok behind_v7
+    status_lag behind_v7 s_clocks_behind
+    cd "$T_TMP"
+}
+
 # ---- several targets: the first measures, the second reads the same pair ---------------------
 "$V7FILL" stream "${common[@]}" --from public.orders=orders_v7 --from public.items=items_v7 \
     --slot s_clocks_multi --metrics-listen "127.0.0.1:$PORT" >run.log 2>&1 &
@@ -240,6 +290,7 @@ echo "+50m" >skew.rc
 sleep 2
 skew=$(( $(qs "SELECT extract(epoch FROM clock_timestamp())::int8") - $(date +%s) ))
 [ "$skew" -ge 2990 ] && [ "$skew" -le 3010 ] || fail "the source's clock did not move to +50 min: $skew s"
+behind_source # (while the slot's check is not due yet)
 for _ in $(seq 1 150); do
     scrape
     inside "$(metric v7fill_stream_clock_offset_seconds)" 2990 3010 && break
@@ -274,43 +325,3 @@ once items_v7 items
 id_time_ok orders_v7
 id_time_ok items_v7
 status_lag items_v7 s_clocks_multi
-
-# ---- a source whose clock is 10 minutes behind: the skew would add 600 s that never clear ---
-src_env=$(cd / && PGTMP_PORT=54350 PGTMP_ENV="$FT_ENV FAKETIME=-10m" "$V7FILL_ROOT/tests/pgtmp.sh" start) \
-    || fail "PostgreSQL does not start under libfaketime (-10m): $src_env"
-BEHIND_DIR=$(printf '%s\n' "$src_env" | sed -n "s/^export PGTMP_DIR='\(.*\)'$/\1/p")
-SRC_CONN="host=$BEHIND_DIR/sock port=54350 user=postgres dbname=postgres"
-skew=$(( $(qs "SELECT extract(epoch FROM clock_timestamp())::int8") - $(q "SELECT extract(epoch FROM clock_timestamp())::int8") ))
-[ "$skew" -ge -610 ] && [ "$skew" -le -590 ] || fail "source's clock - target's: $skew s, not about -600"
-qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, n int);
-    CREATE TABLE tick (x int);
-    INSERT INTO orders SELECT g, $(past), g FROM generate_series(1, 100) g;
-    CREATE PUBLICATION pub FOR TABLE orders;"
-q "CREATE TABLE behind_v7 (LIKE one_v7 INCLUDING ALL) PARTITION BY RANGE (id)"
-common=(--source "$SRC_CONN" --publication pub --map id=legacy_id)
-"$V7FILL" stream behind_v7 "${common[@]}" --from public.orders --slot s_clocks_behind \
-    --metrics-listen "127.0.0.1:$PORT" >run.log 2>&1 &
-pid=$!
-wait_ready
-qs "INSERT INTO orders SELECT g, $(past), g FROM generate_series(101, 150) g"
-landed behind_v7 orders
-scrape_until no_lag
-within "source behind: clock_offset_seconds" "$(metric v7fill_stream_clock_offset_seconds)" -605 -595
-assert_eq 0 "$(metric v7fill_stream_apply_lag_seconds)" "source behind, caught up: no lag in seconds"
-assert_contains "$(cat run.log)" "the source's clock is 600" "the skew is logged at start"
-assert_contains "$(cat run.log)" "behind the target's" "the skew's direction is logged"
-assert_not_contains "$(cat run.log)" "more than --max-future" "a source behind is not ahead"
-hold behind_v7
-qs "INSERT INTO orders VALUES (151, $(past), 1)"
-blocked behind_v7
-scrape_until lag_within v7fill_stream_apply_lag_seconds 2 300
-echo "source behind, held back: $(grep -e '^v7fill_stream_clock' -e '^v7fill_stream_apply_lag_seconds' scrape.txt | tr '\n' ' ')"
-within "source behind, held back: apply_lag_seconds" "$(metric v7fill_stream_apply_lag_seconds)" 2 300
-release
-landed behind_v7 orders
-kill -TERM $pid
-wait $pid || fail "the stream did not stop with status 0: $(tail -n 5 run.log)"
-pid=""
-once behind_v7 orders
-id_time_ok behind_v7
-status_lag behind_v7 s_clocks_behind
