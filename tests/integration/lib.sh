@@ -30,6 +30,19 @@ run_expect() {
     [ "$got" = "$want" ] || fail "exit status of [$*]: expected $want, got $got; output: $OUT"
 }
 
+# rand_secs LO HI: a random number of seconds from LO to HI (decimals, to the hundredth), e.g.
+# `sleep "$(rand_secs 0.3 2.5)"`: uniform as python's round(random.uniform(LO, HI), 2), without
+# starting a process (python3 takes up to seconds to start on a loaded machine).
+rand_secs() {
+    local x f c=()
+    for x in "$1" "$2"; do
+        f=00; [[ $x == *.* ]] && f=${x#*.}00
+        c+=($(( 10#${x%%.*} * 100 + 10#${f:0:2} )))
+    done
+    x=$(( c[0] + (RANDOM * 32768 + RANDOM) % (c[1] - c[0] + 1) ))
+    printf '%d.%02d\n' $((x / 100)) $((x % 100))
+}
+
 # Controlling the throwaway cluster itself (fault-injection tests).  PGBIN as in pgtmp.sh;
 # pg_ctl runs as the cluster's owner (the server refuses root).
 PGBIN=${PGBIN:-}

@@ -83,7 +83,7 @@ e2e_kills() {
     for i in $(seq 1 "$n"); do
         "$V7FILL" "$@" --follow >"run$i.log" 2>&1 &
         pid=$!   # v7fill itself: kill -9 must reach it
-        sleep "$(python3 -c "import random; print(round(random.uniform(0.3, $max), 2))")"
+        sleep "$(rand_secs 0.3 "$max")"
         kill -9 "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
         echo "kill $i: $(grep -v WARNING "run$i.log" | tail -n 1 | cut -c1-150)" | tee -a "${E2E_KILL_LOG:-/dev/null}"

@@ -59,7 +59,7 @@ for i in $(seq 1 20); do
     jobs=$((1 + i % 2))
     "$V7FILL" "${args[@]}" --jobs "$jobs" >"run$i.log" 2>&1 &
     pid=$!   # v7fill itself, not a subshell: kill -9 must reach it
-    sleep "$(python3 -c 'import random; print(round(random.uniform(0.3, 2.5), 2))')"
+    sleep "$(rand_secs 0.3 2.5)"
     kill -9 "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
 done

@@ -98,7 +98,7 @@ dups0=$(q "SELECT target || '=' || duplicates FROM v7fill.stream WHERE slot = '$
 for i in $(seq 1 8); do
     "$V7FILL" "${args[@]}" >"run$i.log" 2>&1 &
     pid=$!
-    sleep "$(python3 -c 'import random; print(round(random.uniform(0.5, 3.0), 2))')"
+    sleep "$(rand_secs 0.5 3.0)"
     kill -9 "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
 done
