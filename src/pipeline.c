@@ -171,6 +171,7 @@ struct Pipeline
     Sink *sink;
     PgConn *ddl_conn;    /* partitions while a piece's transaction is open (lazily) */
     SinkConfig sink_cfg; /* the attached source's, for the other lanes' sinks */
+    uint64_t merge_key_moves_upto; /* pipeline_merge_key_moves (SinkConfig) */
     Batch *bufs;        /* jobs + 1: one filling, one with each lane */
     size_t nbufs;
     Batch *batch;       /* the batch being filled */
@@ -3185,6 +3186,7 @@ pipeline_attach(Pipeline *pl, Source *src, bool unnamed_last, const PipelineHook
                          pl->target->distributed, pl->map_bits};
         if (!pipeline_may_read_keys(pl, &sc.probe_target, err))
             return false;
+        sc.merge_key_moves_upto = pl->merge_key_moves_upto;
         pl->sink = sink_new(pl->conn, &sc);
         pl->sink_cfg = sc;
         pl->w.lanes[0].sink = pl->sink;
@@ -3326,6 +3328,12 @@ pipeline_return_segment(Pipeline *pl, PipelineSegment *seg)
     pthread_mutex_unlock(&pl->w.mu);
     free(seg->delay_json);
     memset(seg, 0, sizeof *seg);
+}
+
+void
+pipeline_merge_key_moves(Pipeline *pl, uint64_t upto)
+{
+    pl->merge_key_moves_upto = upto;
 }
 
 void

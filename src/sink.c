@@ -1305,20 +1305,32 @@ sink_ref_drop(Sink *s, const uint8_t key[REF_HASH_LEN], bool *found, Uuid *id, E
     return true;
 }
 
-/* The lookup row and the target row of a reference, in one statement. */
+/* The lookup row and the target row of reference key, in one statement;
+ * *deleted: there was one. */
 static bool
-sink_delete_row(Sink *s, BatchRow *r, Err *err)
+sink_delete_key(Sink *s, const uint8_t key[REF_HASH_LEN], bool *deleted, Err *err)
 {
     uint8_t k8[REF_HASH_LEN];
     const char *values[1];
     int lengths[1];
     PGresult *res;
 
-    values[0] = sink_key_param(s, r->hash, k8, &lengths[0]);
+    values[0] = sink_key_param(s, key, k8, &lengths[0]);
     if (!sink_query_bin(s, s->row_delete_sql, 1, values, lengths, &res, err))
         return false;
-    r->outcome = strtoull(PQcmdTuples(res), NULL, 10) > 0 ? ROW_DELETED : ROW_MISSING;
+    *deleted = strtoull(PQcmdTuples(res), NULL, 10) > 0;
     PQclear(res);
+    return true;
+}
+
+static bool
+sink_delete_row(Sink *s, BatchRow *r, Err *err)
+{
+    bool deleted;
+
+    if (!sink_delete_key(s, r->hash, &deleted, err))
+        return false;
+    r->outcome = deleted ? ROW_DELETED : ROW_MISSING;
     return true;
 }
 
@@ -1418,6 +1430,29 @@ sink_update_row(Sink *s, Batch *b, BatchRow *r, Err *err)
     bool touched;
     size_t ndup;
 
+    if (r->has_old && r->src_line <= s->cfg.merge_key_moves_upto)
+    {
+        /* Decided here on every write of the batch (a batch written again
+         * after a rollback decides again), never kept in the row. */
+        if (!sink_set_row(s, b, r, r->hash, &id, &touched, err))
+            return false;
+        if (touched)
+        {
+            bool deleted;
+
+            if (!sink_delete_key(s, r->old_hash, &deleted, err))
+                return false;
+            r->outcome = ROW_UPDATED;
+            r->time_changed = r->time_sent && civil_floor_div(r->time_us, US_PER_MS) !=
+                                                  civil_floor_div(uuid7_us(&id), US_PER_MS);
+            log_info("%s: a key change to %.*s, replayed after the initial copy was redone, "
+                     "went to the row that copy wrote under the new key; the row an earlier "
+                     "copy wrote under the old key was %s",
+                     s->cfg.target_q, (int) r->ref_len, b->aux.data + r->ref_off,
+                     deleted ? "deleted" : "not there");
+            return true;
+        }
+    }
     if (!sink_set_row(s, b, r, key, &id, &touched, err))
         return false;
     if (touched)

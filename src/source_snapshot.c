@@ -14,6 +14,7 @@
 #include "v7fill/log.h"
 #include "v7fill/mem.h"
 #include "v7fill/pg.h"
+#include "v7fill/pgoutput.h"
 #include "v7fill/source_csv.h"
 
 typedef struct SnapSource
@@ -121,10 +122,32 @@ copy_sql(PgConn *c, const ReplTable *t, const char *const *cols, size_t ncols)
     return b.data;
 }
 
-/* BEGIN, the snapshot, the COPY: the connection is left in COPY OUT. */
+/* A fresh view's first statement, which takes it: the WAL insert position
+ * read under it.  A transaction the view sees had its commit record
+ * inserted before the view was taken, so before this position. */
+static bool
+snap_view_lsn(SnapSource *s, uint64_t *view_lsn, Err *err)
+{
+    PGresult *res;
+    bool ok;
+
+    if (!pg_query(s->conn, "SELECT pg_current_wal_insert_lsn()::text", 0, NULL, &res, err))
+    {
+        err_prefix(err, "%s: could not read the source's WAL position", s->name);
+        return false;
+    }
+    ok = PQntuples(res) == 1 && pgo_lsn_parse(PQgetvalue(res, 0, 0), view_lsn);
+    PQclear(res);
+    if (!ok)
+        err_set(err, EC_PG_QUERY, "%s: the source's WAL position is not an LSN", s->name);
+    return ok;
+}
+
+/* BEGIN, the snapshot (or a fresh view and its position), the COPY: the
+ * connection is left in COPY OUT. */
 static bool
 snap_start(SnapSource *s, const char *snapshot, const ReplTable *t, const char *const *cols,
-           size_t ncols, Err *err)
+           size_t ncols, uint64_t *view_lsn, Err *err)
 {
     PGconn *conn = pg_raw(s->conn);
     char *sql;
@@ -153,6 +176,8 @@ snap_start(SnapSource *s, const char *snapshot, const ReplTable *t, const char *
             return false;
         }
     }
+    else if (!snap_view_lsn(s, view_lsn, err))
+        return false;
     sql = copy_sql(s->conn, t, cols, ncols);
     if (sql == NULL)
         return pg_err_from_result(err, s->conn, NULL, "could not quote an identifier");
@@ -172,7 +197,8 @@ snap_start(SnapSource *s, const char *snapshot, const ReplTable *t, const char *
 
 bool
 source_snapshot_open(const char *conninfo, const char *snapshot, const ReplTable *t,
-                     const char *const *cols, size_t ncols, Source **out, Err *err)
+                     const char *const *cols, size_t ncols, uint64_t *view_lsn, Source **out,
+                     Err *err)
 {
     SnapSource *s = xcalloc(1, sizeof *s);
     CsvOptions opts;
@@ -183,7 +209,9 @@ source_snapshot_open(const char *conninfo, const char *snapshot, const ReplTable
     s->base.ops = &snap_ops;
     s->name = xasprintf("%s.%s (snapshot)", err_printable(t->schema, schema, sizeof schema),
                         err_printable(t->name, name, sizeof name));
-    if (!pg_connect(conninfo, &s->conn, err) || !snap_start(s, snapshot, t, cols, ncols, err))
+    *view_lsn = 0;
+    if (!pg_connect(conninfo, &s->conn, err) ||
+        !snap_start(s, snapshot, t, cols, ncols, view_lsn, err))
     {
         snap_ops.close(&s->base);
         return false;

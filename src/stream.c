@@ -1553,7 +1553,8 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
                      forgot_r + forgot_e, s->relation, forgot_r, forgot_e);
     }
     if (!source_snapshot_open(s->o->source_conninfo, snapshot[0] ? snapshot : NULL, &s->from,
-                              (const char *const *) s->info.cols, s->info.ncols, &src, err))
+                              (const char *const *) s->info.cols, s->info.ncols,
+                              &s->state.copy_view_lsn, &src, err))
         return false;
     stream_hooks(s, &h);
     pipeline_hold_expired(s->pl); /* recorded with the copy's end (copy_done) */
@@ -1672,6 +1673,13 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     stream_observer_ready(s->ob, true, NULL);
     stream_hooks(s, &h);
     s->st->start_lsn = s->state.end_lsn;
+    /* After a copy redone under a fresh view, the changes replayed up to it
+     * may be in it already: a key change finds the row under its new key
+     * (sink.h).  Not with --on-delete ignore: a row kept there although
+     * deleted may hold the new key. */
+    pipeline_merge_key_moves(s->pl, s->o->on_delete == STREAM_DELETE_IGNORE
+                                        ? 0
+                                        : s->state.copy_view_lsn);
     ok = pipeline_attach(s->pl, s->src, false, &h, err) && pipeline_run(s->pl, err);
     if (!ok && err->code == EC_INTERRUPTED)
     {

@@ -63,7 +63,15 @@ stream_state_setup(PgConn *c, Err *err)
                              "ALTER TABLE v7fill.stream DROP CONSTRAINT IF EXISTS stream_pkey;"
                              "ALTER TABLE v7fill.stream ADD CONSTRAINT stream_pkey "
                              "PRIMARY KEY (slot, target)",
-                             "one stream row per target (v7fill.stream primary key)", err);
+                             "one stream row per target (v7fill.stream primary key)", err) &&
+           /* Added later: the view of an initial copy redone (StreamState). */
+           state_create_once(c,
+                             "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
+                             "'v7fill.stream'::regclass AND attname = 'copy_view_lsn' AND NOT "
+                             "attisdropped)",
+                             "ALTER TABLE v7fill.stream ADD COLUMN IF NOT EXISTS copy_view_lsn "
+                             "pg_lsn NOT NULL DEFAULT '0/0'",
+                             "the redone copy's view (v7fill.stream.copy_view_lsn)", err);
 }
 
 static uint64_t
@@ -91,7 +99,8 @@ static const char *const select_sql =
     "SELECT target, source_table, publication, system_id, phase, end_lsn::text, "
     "txn_lsn::text, txn_changes, batches, read, inserted, duplicates, rejected, "
     "expired, updated, deleted, missing, missing_deletes, time_changed, truncates, "
-    "(extract(epoch FROM (to_jsonb(s) ->> 'commit_time')::timestamptz) * 1e6)::int8 "
+    "(extract(epoch FROM (to_jsonb(s) ->> 'commit_time')::timestamptz) * 1e6)::int8, "
+    "coalesce(to_jsonb(s) ->> 'copy_view_lsn', '0/0') "
     "FROM v7fill.stream s WHERE slot = $1 AND ($2::text IS NULL OR target = $2) "
     "ORDER BY target";
 
@@ -121,6 +130,7 @@ row_read(const PGresult *res, int r, StreamState *out)
     out->counts.time_changed = u64(res, r, 18);
     out->counts.truncates = u64(res, r, 19);
     out->commit_time_us = PQgetisnull(res, r, 20) ? 0 : strtoll(PQgetvalue(res, r, 20), NULL, 10);
+    out->copy_view_lsn = lsn_at(res, r, 21);
 }
 
 bool
@@ -188,10 +198,10 @@ stream_state_create(PgConn *c, const char *slot, const StreamState *s, Err *err)
 bool
 stream_state_put(PgConn *c, const char *slot, const StreamState *s, Err *err)
 {
-    char lsn[PGO_LSN_TEXT_SIZE], txn[PGO_LSN_TEXT_SIZE];
+    char lsn[PGO_LSN_TEXT_SIZE], txn[PGO_LSN_TEXT_SIZE], view[PGO_LSN_TEXT_SIZE];
     char nums[14][24];
     char commit[24];
-    const char *params[19];
+    const char *params[20];
     const uint64_t v[14] = {
         s->txn_changes,          s->batches,          s->counts.read,
         s->counts.inserted,      s->counts.duplicates, s->counts.rejected,
@@ -214,15 +224,18 @@ stream_state_put(PgConn *c, const char *slot, const StreamState *s, Err *err)
     (void) snprintf(commit, sizeof commit, "%" PRId64, s->commit_time_us);
     params[17] = s->commit_time_us > 0 ? commit : NULL;
     params[18] = s->target;
+    pgo_lsn_format(s->copy_view_lsn, view);
+    params[19] = view;
     return pg_exec_params(c,
                           "UPDATE v7fill.stream SET phase = $2, end_lsn = $3::pg_lsn, "
                           "txn_lsn = $4::pg_lsn, txn_changes = $5, batches = $6, read = $7, "
                           "inserted = $8, duplicates = $9, rejected = $10, expired = $11, "
                           "updated = $12, deleted = $13, missing = $14, missing_deletes = $15, "
                           "time_changed = $16, truncates = $17, updated_at = now(), "
-                          "commit_time = coalesce(to_timestamp($18::float8 / 1e6), commit_time) "
+                          "commit_time = coalesce(to_timestamp($18::float8 / 1e6), commit_time), "
+                          "copy_view_lsn = $20::pg_lsn "
                           "WHERE slot = $1 AND target = $19",
-                          19, params, err);
+                          20, params, err);
 }
 
 bool

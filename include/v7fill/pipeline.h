@@ -287,6 +287,11 @@ typedef struct PipelineInputs
 
 typedef struct Pipeline Pipeline;
 
+/* Sources attached from now on: key changes at source positions up to upto
+ * (0: none) may merge into a redone initial copy's row
+ * (SinkConfig.merge_key_moves_upto). */
+void pipeline_merge_key_moves(Pipeline *p, uint64_t upto);
+
 /* Load and check the target, its lookup and id key, the retention; plan:
  * nothing is created.  *st is reset and filled from here on. */
 V7FILL_MUST_CHECK bool pipeline_open(PgConn *c, const PipelineOptions *o,

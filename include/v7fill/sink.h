@@ -241,6 +241,14 @@ typedef struct SinkConfig
     size_t ncols;
     bool distributed;       /* a Citus target: the lookup probe in a form Citus plans */
     int map_bits;           /* LOOKUP_LEGACY_ID: legacy_id's width (16, 32, 64) */
+    /* A stream's changes replayed over an initial copy redone under a fresh
+     * view (0: none): a key change at a source position (BatchRow.src_line)
+     * at most this one whose new reference's row is in the target already
+     * (written by that copy, whose view was later than the change) goes to
+     * that row, and the row under the old reference (a stale copy of the same
+     * source row, from an earlier copy) is deleted.  Never with
+     * --on-delete ignore (a new reference's row may be a deleted row kept). */
+    uint64_t merge_key_moves_upto;
 } SinkConfig;
 
 typedef bool (*SinkHook)(void *ctx, Batch *b, Err *err);

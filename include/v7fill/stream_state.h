@@ -29,6 +29,12 @@ typedef struct StreamState
     int64_t commit_time_us;   /* the source commit time of the last transaction applied
                                  (0: unknown; kept when a batch does not say) */
     BatchCounts counts;       /* cumulative, both phases */
+    /* The last initial copy's view when it was redone under a fresh one (the
+     * source's WAL insert position read under it: every transaction it saw
+     * committed before), 0: a copy under the slot's exported snapshot.  The
+     * changes replayed from the slot's start up to it may be in that copy
+     * already (SinkConfig.merge_key_moves_upto). */
+    uint64_t copy_view_lsn;
 } StreamState;
 
 typedef struct QuarantineRow

@@ -1,0 +1,62 @@
+# An initial copy killed while its batch of row 20000 waits, then redone under a fresh view
+# after the source moved a copied row's key: the redone copy writes the row under its new key,
+# and the key change, replayed from the slot's start, finds that row there already.
+#  a. Default --on-delete: the change goes to the row under the new key and the row the first
+#     copy wrote under the old key is deleted (before: the change was quarantined and the old
+#     row stayed, 30,001 rows for 30,000).
+#  b. --on-delete ignore, the new key freed by a delete: the target keeps the deleted row under
+#     that key, so the change is quarantined and both rows stay as they are (merging would
+#     overwrite the kept row).
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+stream_source_db
+trap 'kill -9 ${pid:-} 2>/dev/null || true; drop_slots; rm -rf "$T_TMP"' EXIT
+
+qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, amount int);
+    INSERT INTO orders SELECT g, now() - (g || ' minutes')::interval, g FROM generate_series(1, 30000) g;
+    CREATE PUBLICATION pub FOR TABLE orders;"
+q "CREATE TABLE hold (x int);
+   CREATE FUNCTION wait_20000() RETURNS trigger LANGUAGE plpgsql AS \$\$
+   BEGIN
+       IF NEW.legacy_id = 20000 AND EXISTS (SELECT 1 FROM hold) THEN PERFORM pg_sleep(60); END IF;
+       RETURN NEW;
+   END \$\$;" >/dev/null
+
+# redo TARGET SLOT SOURCE_SQL [ARGS...]: the first copy into TARGET killed while row 20000's
+# batch waits, SOURCE_SQL run on the source, the stream run again to caught up.
+redo() {
+    local target=$1 slot=$2 change=$3
+    shift 3
+    q "CREATE TABLE $target (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
+                             created_at timestamptz NOT NULL, amount int) PARTITION BY RANGE (id);
+       CREATE TRIGGER wait_20000 BEFORE INSERT ON $target FOR EACH ROW EXECUTE FUNCTION wait_20000();
+       INSERT INTO hold VALUES (1)" >/dev/null
+    args=(stream "$target" --source "dbname=$SRC" --from public.orders --publication pub
+          --slot "$slot" --map id=legacy_id --batch-rows 1000 --until-caught-up "$@")
+    "$V7FILL" "${args[@]}" >"$target.log" 2>&1 &
+    pid=$!
+    wait_held "$pid" "$target.log" "the batch of row 20000"
+    kill -9 "$pid"; wait "$pid" 2>/dev/null || true; pid=
+    q "DELETE FROM hold;
+       SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'" >/dev/null
+    # between the slot's consistent point and the second copy's view
+    qs "$change"
+    run_expect 0 "$V7FILL" "${args[@]}"
+}
+
+redo orders_v7 "$SLOT" "UPDATE orders SET id = 100001, amount = -1 WHERE id = 5000"
+assert_eq 0 "$(q "SELECT count(*) FROM v7fill.stream_quarantine WHERE slot = '$SLOT'")" "a: nothing quarantined"
+assert_eq "-1" "$(q "SELECT amount FROM orders_v7 WHERE legacy_id = 100001")" "a: the moved row has the update's values"
+assert_eq "30000|30000" "$(q "SELECT count(*), count(DISTINCT legacy_id) FROM orders_v7")" "a: one row per source row"
+assert_eq 0 "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 5000")" "a: the old key is gone (the source has no row 5000)"
+assert_contains "$OUT" "the row an earlier copy wrote under the old key was deleted"
+assert_eq 1 "$(q "SELECT count(*) FROM v7fill.stream WHERE slot = '$SLOT' AND copy_view_lsn > '0/0'")" \
+    "the redone copy's view stored"
+
+redo orders_arch "${SLOT}_b" "DELETE FROM orders WHERE id = 100;
+                              UPDATE orders SET id = 100, amount = -2 WHERE id = 6000" --on-delete ignore
+assert_eq 1 "$(q "SELECT count(*) FROM v7fill.stream_quarantine WHERE slot = '${SLOT}_b' AND source_lsn IS NOT NULL")" \
+    "b: the key change quarantined"
+assert_eq 100 "$(q "SELECT amount FROM orders_arch WHERE legacy_id = 100")" "b: the deleted row kept as it was"
+assert_eq 6000 "$(q "SELECT amount FROM orders_arch WHERE legacy_id = 6000")" "b: the row under the old key stays"
+assert_eq "30000|30000" "$(q "SELECT count(*), count(DISTINCT legacy_id) FROM orders_arch")" "b: no row lost"
