@@ -167,8 +167,10 @@ assert_eq "t" "$(q "SELECT to_regclass('v7fill.run_target_finished') IS NOT NULL
 assert_eq "folded|1|done|1" "$(q "SELECT string_agg(status || '|' || n, '|' ORDER BY status DESC)
                                   FROM (SELECT status, count(*) n FROM v7fill.run WHERE target_table = 'ev2' GROUP BY 1) s")" \
     "one folded row, and the run's last row kept"
-"$V7FILL" report ev2 --retention 400d --json >after.json 2>rep.err || fail "report: $(cat rep.err)"
-python3 - <<'PY' || fail "the report reads other figures after the folding"
+# same_report TABLE: v7fill report TABLE reads the same figures as in before.json.
+same_report() {
+    "$V7FILL" report "$1" --retention 400d --json >after.json 2>rep.err || fail "report: $(cat rep.err)"
+    python3 - <<'PY' || fail "the report of $1 reads other figures after the folding"
 import json
 b, a = json.load(open("before.json")), json.load(open("after.json"))
 assert b["delay"] == a["delay"], (b["delay"], a["delay"])
@@ -180,9 +182,29 @@ assert w(b) == w(a) and sum(sum(v) for v in w(a).values()) == 29999, (w(b), w(a)
 # it finished when the hour's last row did)
 assert a["runs"]["last"] == b["runs"]["last"] and b["runs"]["first"] <= a["runs"]["first"] <= a["runs"]["last"], (b["runs"], a["runs"])
 PY
+}
+same_report ev2
 run_expect 0 "$V7FILL" maintain ev2
 assert_not_contains "$OUT" "run history" "nothing more to fold"
 assert_not_contains "$OUT" "index" "the index is made once"
+
+# An hour holding a single periodic run row is folded too, into a folded row of one (left as
+# it was, it stayed the first hour not folded, and every later fold read all the history after
+# it again); folded once, it is not folded again.  ev3's first periodic row alone in an hour:
+hour1="status, rows_read, inserted, finished_at FROM v7fill.run WHERE target_table = 'ev3'
+       AND finished_at < date_trunc('hour', now()) - interval '1 hour'"
+q "UPDATE v7fill.run SET finished_at = date_trunc('hour', now()) - interval '150 minutes'
+    WHERE run_id = (SELECT min(run_id) FROM v7fill.run WHERE target_table = 'ev3' AND status = 'importing')" >/dev/null
+alone=$(q "SELECT $hour1")
+assert_eq importing "${alone%%|*}" "one periodic row of ev3 alone in an hour that ended over an hour ago"
+"$V7FILL" report ev3 --retention 400d --json >before.json 2>rep.err || fail "report: $(cat rep.err)"
+run_expect 0 "$V7FILL" maintain ev3 --ahead 0
+assert_eq "folded|${alone#*|}" "$(q "SELECT $hour1")" \
+    "the hour's single periodic row is folded, its figures and time kept (maintain said: $OUT)"
+assert_contains "$OUT" "public.ev3: run history: folded 1 periodic run rows into 1" "maintain says so"
+same_report ev3
+run_expect 0 "$V7FILL" maintain ev3 --ahead 0
+assert_not_contains "$OUT" "run history" "a folded row of one is not folded again"
 
 # More than a day of one stream's periodic rows unfolded: the report says maintain folds them.
 q "INSERT INTO v7fill.run (target_schema, target_table, command, status, elapsed_s, rows_read, inserted,
