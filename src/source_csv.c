@@ -1734,6 +1734,41 @@ zstd_verify_setup(CsvSource *s, Err *err)
     return true;
 }
 
+char *
+source_csv_identity_path(const char *path)
+{
+    /* The canonical path, so a resume from another working directory still
+     * matches. */
+    char *real = realpath(path, NULL);
+
+    return real ? real : xstrdup(path);
+}
+
+bool
+source_csv_identity_split(const char *identity, size_t *path_len, uint64_t *size)
+{
+    const char *hash = strrchr(identity, '|');
+    const char *digits;
+    uint64_t n = 0;
+
+    if (hash == NULL || strspn(hash + 1, "0123456789abcdef") != strlen(hash + 1))
+        return false;
+    digits = hash;
+    while (digits > identity && digits[-1] >= '0' && digits[-1] <= '9')
+        digits--;
+    if (digits == hash || digits == identity || digits[-1] != '|' || hash - digits > 20)
+        return false;
+    for (const char *d = digits; d < hash; d++)
+    {
+        if (n > (UINT64_MAX - (uint64_t) (*d - '0')) / 10)
+            return false;
+        n = n * 10 + (uint64_t) (*d - '0');
+    }
+    *path_len = (size_t) (digits - 1 - identity);
+    *size = n;
+    return true;
+}
+
 static void
 make_identity(CsvSource *s)
 {
@@ -1779,10 +1814,9 @@ make_identity(CsvSource *s)
         snprintf(hex + 2 * i, 3, "%02x", md[i]);
     hex[2 * mdlen] = '\0';
 
-    /* The canonical path, so a resume from another working directory still
-     * matches; a path too long for the field keeps its tail. */
-    real = realpath(s->path, NULL);
-    p = real ? real : s->path;
+    /* A path too long for the field keeps its tail. */
+    real = source_csv_identity_path(s->path);
+    p = real;
     room = sizeof s->identity - 1 - strlen(hex) - 2 - 20;
     if (strlen(p) > room)
         p += strlen(p) - room;

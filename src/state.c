@@ -466,22 +466,29 @@ state_checkpoint_delete(PgConn *c, const char *schema, const char *table, const 
 }
 
 bool
-state_checkpoint_any_unfinished(PgConn *c, const char *schema, const char *table,
-                                unsigned int target_oid, bool *any, Err *err)
+state_checkpoint_unfinished(PgConn *c, const char *schema, const char *table,
+                            unsigned int target_oid, char ***identities, size_t *n, Err *err)
 {
     char oid[16];
     const char *params[3] = {schema, table, oid};
     PGresult *res;
+    int rows;
 
     (void) snprintf(oid, sizeof oid, "%u", target_oid);
-    *any = false;
+    *identities = NULL;
+    *n = 0;
     if (!pg_query(c,
-                  "SELECT EXISTS (SELECT FROM v7fill.checkpoint WHERE target_schema = $1 "
+                  "SELECT file_identity FROM v7fill.checkpoint WHERE target_schema = $1 "
                   "AND target_table = $2 AND NOT finished AND file_identity NOT LIKE 'stdin:%' "
-                  "AND (target_oid IS NULL OR target_oid = $3::oid))",
+                  "AND (target_oid IS NULL OR target_oid = $3::oid)",
                   3, params, &res, err))
         return false;
-    *any = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    rows = PQntuples(res);
+    if (rows > 0)
+        *identities = xcalloc((size_t) rows, sizeof **identities);
+    for (int r = 0; r < rows; r++)
+        (*identities)[r] = xstrdup(PQgetvalue(res, r, 0));
+    *n = (size_t) rows;
     PQclear(res);
     return true;
 }

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "v7fill/source.h"
 
@@ -40,6 +41,17 @@ bool source_csv_unnamed_last(const Source *src);
  * after the first record.  A UTF-8 BOM at the start is skipped. */
 V7FILL_MUST_CHECK bool source_csv_open(const char *path, const CsvOptions *opts, Source **out,
                                        Err *err);
+
+/* The identity (SourcePosition.identity) of a regular file is
+ * "PATH|SIZE|HASH": PATH its canonical path (only its tail when too long for
+ * the field), SIZE its size in bytes (of a zstd file: compressed), HASH a
+ * digest of its first bytes.  source_csv_identity_path gives the canonical
+ * path of `path` (realpath, or `path` itself when that fails; free() it);
+ * source_csv_identity_split finds PATH's length and SIZE in an identity of
+ * that form, false for any other (standard input's, an earlier version's). */
+char *source_csv_identity_path(const char *path);
+V7FILL_MUST_CHECK bool source_csv_identity_split(const char *identity, size_t *path_len,
+                                                 uint64_t *size);
 
 /* Reads up to cap bytes into dst; *got = 0 at the end of the input.  False
  * with err filled on failure (the source fails with that error). */

@@ -118,12 +118,13 @@ V7FILL_MUST_CHECK bool state_checkpoint_put(PgConn *c, const char *schema, const
  * end: it cannot be resumed). */
 V7FILL_MUST_CHECK bool state_checkpoint_delete(PgConn *c, const char *schema, const char *table,
                                                const char *identity, Err *err);
-/* Has table `target_oid` (named schema.table) a checkpoint of an input whose
- * import did not finish, which a run may resume? */
-V7FILL_MUST_CHECK bool state_checkpoint_any_unfinished(PgConn *c, const char *schema,
-                                                       const char *table,
-                                                       unsigned int target_oid, bool *any,
-                                                       Err *err);
+/* The identities of the checkpoints table `target_oid` (named schema.table)
+ * has of inputs whose import did not finish, which a run may resume
+ * (standard input's left out): *identities, *n of them (NULL, 0: none); the
+ * caller frees each and the array. */
+V7FILL_MUST_CHECK bool state_checkpoint_unfinished(PgConn *c, const char *schema,
+                                                   const char *table, unsigned int target_oid,
+                                                   char ***identities, size_t *n, Err *err);
 /* The longest the checkpoints of other inputs (any target) record the rejects
  * or late-rows file "dev:ino" `file_id` (0: none names it): up to there that
  * file holds rows they committed, which a resume of `identity` must not cut. */

@@ -18,6 +18,9 @@
 #     second's uncommitted rows are cut before any file is read: each of its rows once;
 #  9. the same with the second file's rejects all committed (its COMMIT fails in a batch
 #     without rejects): nothing to cut, each reject once, and no warning about another import.
+# 10. before any input is read, only an input whose size and path an unfinished checkpoint names
+#     is opened: a run resuming A10.csv that stops there (--max-rejects) has not read B10.csv
+#     (another size) nor sub/A10.csv (A10.csv's bytes under another path), by their access time.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 export PGTZ=UTC
@@ -214,4 +217,30 @@ assert_eq 0 "$(twice_of r9.rejects.csv Z.csv)" "Z.csv's rejects written twice"
 assert_not_contains "$OUT" "WARNING" "nothing to warn about"
 assert_eq "27000 27000 220" "$(balance r9.json)" "read = inserted + duplicates + rejected"
 assert_eq 26780 "$(q 'SELECT count(*) FROM r9')" "rows in r9"
+
+# 10. inputs no unfinished checkpoint names are not read before their turn
+# (told by the access time: reading a file whose atime is years old updates it under relatime,
+# strictatime and lazytime; not under noatime, where this case cannot tell and is passed over)
+echo x >atime.probe
+touch -a -d '2001-01-01 00:00:00' atime.probe
+old_atime=$(stat -c %X atime.probe)
+cat atime.probe >/dev/null
+if [ "$(stat -c %X atime.probe)" = "$old_atime" ]; then
+    echo "case 10 passed over: reading a file does not update its access time here" >&2
+else
+    gen A10.csv 30000 01
+    gen B10.csv 3000 02
+    mkdir sub
+    cp A10.csv sub/A10.csv
+    mk r10
+    run_expect 6 "$V7FILL" -q import r10 A10.csv --max-rejects 150
+    assert_eq "f" "$(q "SELECT finished FROM v7fill.checkpoint WHERE target_table = 'r10'")" \
+        "A10.csv's checkpoint unfinished"
+    touch -a -d '2001-01-01 00:00:00' B10.csv sub/A10.csv
+    # A10.csv's resume stops at once (its 200 rejects are over 150): no other input's turn comes.
+    run_expect 6 "$V7FILL" -q import r10 A10.csv B10.csv sub/A10.csv --max-rejects 150
+    assert_contains "$OUT" "too many rejected rows" "the rerun stops in A10.csv"
+    assert_eq "$old_atime $old_atime" "$(stat -c %X B10.csv sub/A10.csv | tr '\n' ' ' | sed 's/ $//')" \
+        "access times of B10.csv and sub/A10.csv (read before their turn?)"
+fi
 echo "ok"
