@@ -172,6 +172,7 @@ struct Pipeline
     PgConn *ddl_conn;    /* partitions while a piece's transaction is open (lazily) */
     SinkConfig sink_cfg; /* the attached source's, for the other lanes' sinks */
     uint64_t merge_key_moves_upto; /* pipeline_merge_key_moves (SinkConfig) */
+    uint64_t merge_before_xid;
     Batch *bufs;        /* jobs + 1: one filling, one with each lane */
     size_t nbufs;
     Batch *batch;       /* the batch being filled */
@@ -3186,7 +3187,11 @@ pipeline_attach(Pipeline *pl, Source *src, bool unnamed_last, const PipelineHook
                          pl->target->distributed, pl->map_bits};
         if (!pipeline_may_read_keys(pl, &sc.probe_target, err))
             return false;
-        sc.merge_key_moves_upto = pl->merge_key_moves_upto;
+        if (!pl->target->distributed)
+        {
+            sc.merge_key_moves_upto = pl->merge_key_moves_upto;
+            sc.merge_before_xid = pl->merge_before_xid;
+        }
         pl->sink = sink_new(pl->conn, &sc);
         pl->sink_cfg = sc;
         pl->w.lanes[0].sink = pl->sink;
@@ -3331,9 +3336,10 @@ pipeline_return_segment(Pipeline *pl, PipelineSegment *seg)
 }
 
 void
-pipeline_merge_key_moves(Pipeline *pl, uint64_t upto)
+pipeline_merge_key_moves(Pipeline *pl, uint64_t upto, uint64_t before_xid)
 {
     pl->merge_key_moves_upto = upto;
+    pl->merge_before_xid = before_xid;
 }
 
 void

@@ -5,6 +5,7 @@
 #include "v7fill/sink.h"
 
 #include <endian.h>
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@ struct Sink
     char *ref_drop_sql;   /* delete a reference, returning its id */
     char *ref_move_sql;   /* a reference's lookup row to another reference */
     char *row_delete_sql; /* a reference's lookup row and target row */
+    char *ref_stale_sql;  /* is a reference's lookup row older than $2 (a full xid)? */
     char *truncate_sql;   /* the target and its lookup */
     Buf update_sql;       /* the UPDATE of the row at hand */
     Buf values;           /* its decoded values, NUL-terminated one after the other */
@@ -361,6 +363,14 @@ sink_new(PgConn *c, const SinkConfig *cfg)
                                       "DELETE FROM %s WHERE %s = (SELECT id FROM l)",
                                       cfg->lookup_q, key_col, kt, cfg->target_q, cfg->key_q);
         s->truncate_sql = xasprintf("TRUNCATE %s, %s", cfg->target_q, cfg->lookup_q);
+        /* xmin as a full transaction id: this transaction's, less its 32-bit
+         * distance back (a row 2^32 transactions old looks younger: it is not
+         * merged, the safe way). */
+        s->ref_stale_sql = xasprintf(
+            "SELECT FROM %s AS l, (SELECT pg_current_xact_id()::text::int8 AS c) AS x "
+            "WHERE l.%s = $1::%s AND x.c - ((x.c %% 4294967296 - l.xmin::text::int8 + "
+            "4294967296) %% 4294967296) < $2::int8",
+            cfg->lookup_q, key_col, kt);
         sink_new_set(s, kt);
     }
     buf_init(&s->copy);
@@ -386,6 +396,7 @@ sink_free(Sink *s)
     free(s->ref_drop_sql);
     free(s->ref_move_sql);
     free(s->row_delete_sql);
+    free(s->ref_stale_sql);
     free(s->truncate_sql);
     free(s->set_resolve_sql);
     free(s->set_delete_sql);
@@ -1323,6 +1334,28 @@ sink_delete_key(Sink *s, const uint8_t key[REF_HASH_LEN], bool *deleted, Err *er
     return true;
 }
 
+/* Is key's lookup row there, written before SinkConfig.merge_before_xid and
+ * not since? */
+static bool
+sink_ref_stale(Sink *s, const uint8_t key[REF_HASH_LEN], bool *stale, Err *err)
+{
+    uint8_t k8[REF_HASH_LEN];
+    char before[24];
+    const char *values[2];
+    int lengths[2] = {0, 0};
+    static const int formats[2] = {1, 0};
+    PGresult *res;
+
+    values[0] = sink_key_param(s, key, k8, &lengths[0]);
+    (void) snprintf(before, sizeof before, "%" PRIu64, s->cfg.merge_before_xid);
+    values[1] = before;
+    if (!pg_query_ex(s->conn, s->ref_stale_sql, 2, NULL, values, lengths, formats, 1, &res, err))
+        return false;
+    *stale = PQntuples(res) > 0;
+    PQclear(res);
+    return true;
+}
+
 static bool
 sink_delete_row(Sink *s, BatchRow *r, Err *err)
 {
@@ -1432,9 +1465,14 @@ sink_update_row(Sink *s, Batch *b, BatchRow *r, Err *err)
 
     if (r->has_old && r->src_line <= s->cfg.merge_key_moves_upto)
     {
+        bool stale;
+
         /* Decided here on every write of the batch (a batch written again
          * after a rollback decides again), never kept in the row. */
-        if (!sink_set_row(s, b, r, r->hash, &id, &touched, err))
+        if (!sink_ref_stale(s, r->old_hash, &stale, err))
+            return false;
+        touched = false;
+        if (stale && !sink_set_row(s, b, r, r->hash, &id, &touched, err))
             return false;
         if (touched)
         {
@@ -1449,7 +1487,7 @@ sink_update_row(Sink *s, Batch *b, BatchRow *r, Err *err)
                      "went to the row that copy wrote under the new key; the row an earlier "
                      "copy wrote under the old key was %s",
                      s->cfg.target_q, (int) r->ref_len, b->aux.data + r->ref_off,
-                     deleted ? "deleted" : "not there");
+                     deleted ? "deleted" : "gone already");
             return true;
         }
     }

@@ -1556,6 +1556,12 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
                               (const char *const *) s->info.cols, s->info.ncols,
                               &s->state.copy_view_lsn, &src, err))
         return false;
+    s->state.copy_view_xid = 0;
+    if (s->state.copy_view_lsn != 0 && !stream_state_next_xid(s->conn, &s->state.copy_view_xid, err))
+    {
+        source_close(src);
+        return false;
+    }
     stream_hooks(s, &h);
     pipeline_hold_expired(s->pl); /* recorded with the copy's end (copy_done) */
     ok = pipeline_attach(s->pl, src, false, &h, err) && pipeline_run(s->pl, err);
@@ -1677,9 +1683,9 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
      * may be in it already: a key change finds the row under its new key
      * (sink.h).  Not with --on-delete ignore: a row kept there although
      * deleted may hold the new key. */
-    pipeline_merge_key_moves(s->pl, s->o->on_delete == STREAM_DELETE_IGNORE
-                                        ? 0
-                                        : s->state.copy_view_lsn);
+    pipeline_merge_key_moves(s->pl,
+                             s->o->on_delete == STREAM_DELETE_IGNORE ? 0 : s->state.copy_view_lsn,
+                             s->state.copy_view_xid);
     ok = pipeline_attach(s->pl, s->src, false, &h, err) && pipeline_run(s->pl, err);
     if (!ok && err->code == EC_INTERRUPTED)
     {

@@ -67,10 +67,11 @@ stream_state_setup(PgConn *c, Err *err)
            /* Added later: the view of an initial copy redone (StreamState). */
            state_create_once(c,
                              "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
-                             "'v7fill.stream'::regclass AND attname = 'copy_view_lsn' AND NOT "
+                             "'v7fill.stream'::regclass AND attname = 'copy_view_xid' AND NOT "
                              "attisdropped)",
                              "ALTER TABLE v7fill.stream ADD COLUMN IF NOT EXISTS copy_view_lsn "
-                             "pg_lsn NOT NULL DEFAULT '0/0'",
+                             "pg_lsn NOT NULL DEFAULT '0/0', ADD COLUMN IF NOT EXISTS "
+                             "copy_view_xid bigint NOT NULL DEFAULT 0",
                              "the redone copy's view (v7fill.stream.copy_view_lsn)", err);
 }
 
@@ -100,7 +101,8 @@ static const char *const select_sql =
     "txn_lsn::text, txn_changes, batches, read, inserted, duplicates, rejected, "
     "expired, updated, deleted, missing, missing_deletes, time_changed, truncates, "
     "(extract(epoch FROM (to_jsonb(s) ->> 'commit_time')::timestamptz) * 1e6)::int8, "
-    "coalesce(to_jsonb(s) ->> 'copy_view_lsn', '0/0') "
+    "coalesce(to_jsonb(s) ->> 'copy_view_lsn', '0/0'), "
+    "coalesce(to_jsonb(s) ->> 'copy_view_xid', '0') "
     "FROM v7fill.stream s WHERE slot = $1 AND ($2::text IS NULL OR target = $2) "
     "ORDER BY target";
 
@@ -131,6 +133,7 @@ row_read(const PGresult *res, int r, StreamState *out)
     out->counts.truncates = u64(res, r, 19);
     out->commit_time_us = PQgetisnull(res, r, 20) ? 0 : strtoll(PQgetvalue(res, r, 20), NULL, 10);
     out->copy_view_lsn = lsn_at(res, r, 21);
+    out->copy_view_xid = u64(res, r, 22);
 }
 
 bool
@@ -191,7 +194,8 @@ stream_state_create(PgConn *c, const char *slot, const StreamState *s, Err *err)
                           "source_table = EXCLUDED.source_table, publication = "
                           "EXCLUDED.publication, system_id = EXCLUDED.system_id, phase = "
                           "EXCLUDED.phase, end_lsn = EXCLUDED.end_lsn, txn_lsn = '0/0', "
-                          "txn_changes = 0, updated_at = now()",
+                          "txn_changes = 0, copy_view_lsn = '0/0', copy_view_xid = 0, "
+                          "updated_at = now()",
                           7, params, err);
 }
 
@@ -200,8 +204,8 @@ stream_state_put(PgConn *c, const char *slot, const StreamState *s, Err *err)
 {
     char lsn[PGO_LSN_TEXT_SIZE], txn[PGO_LSN_TEXT_SIZE], view[PGO_LSN_TEXT_SIZE];
     char nums[14][24];
-    char commit[24];
-    const char *params[20];
+    char commit[24], xid[24];
+    const char *params[21];
     const uint64_t v[14] = {
         s->txn_changes,          s->batches,          s->counts.read,
         s->counts.inserted,      s->counts.duplicates, s->counts.rejected,
@@ -226,6 +230,8 @@ stream_state_put(PgConn *c, const char *slot, const StreamState *s, Err *err)
     params[18] = s->target;
     pgo_lsn_format(s->copy_view_lsn, view);
     params[19] = view;
+    (void) snprintf(xid, sizeof xid, "%" PRIu64, s->copy_view_xid);
+    params[20] = xid;
     return pg_exec_params(c,
                           "UPDATE v7fill.stream SET phase = $2, end_lsn = $3::pg_lsn, "
                           "txn_lsn = $4::pg_lsn, txn_changes = $5, batches = $6, read = $7, "
@@ -233,9 +239,24 @@ stream_state_put(PgConn *c, const char *slot, const StreamState *s, Err *err)
                           "updated = $12, deleted = $13, missing = $14, missing_deletes = $15, "
                           "time_changed = $16, truncates = $17, updated_at = now(), "
                           "commit_time = coalesce(to_timestamp($18::float8 / 1e6), commit_time), "
-                          "copy_view_lsn = $20::pg_lsn "
+                          "copy_view_lsn = $20::pg_lsn, copy_view_xid = $21 "
                           "WHERE slot = $1 AND target = $19",
-                          20, params, err);
+                          21, params, err);
+}
+
+bool
+stream_state_next_xid(PgConn *c, uint64_t *xid, Err *err)
+{
+    PGresult *res;
+
+    if (!pg_query(c, "SELECT pg_snapshot_xmax(pg_current_snapshot())::text", 0, NULL, &res, err))
+    {
+        err_prefix(err, "could not read the target's next transaction id");
+        return false;
+    }
+    *xid = u64(res, 0, 0);
+    PQclear(res);
+    return true;
 }
 
 bool

@@ -288,9 +288,10 @@ typedef struct PipelineInputs
 typedef struct Pipeline Pipeline;
 
 /* Sources attached from now on: key changes at source positions up to upto
- * (0: none) may merge into a redone initial copy's row
- * (SinkConfig.merge_key_moves_upto). */
-void pipeline_merge_key_moves(Pipeline *p, uint64_t upto);
+ * (0: none) may merge into a redone initial copy's row, the copy having begun
+ * at the target's transaction id before_xid (SinkConfig.merge_key_moves_upto;
+ * not on a distributed target). */
+void pipeline_merge_key_moves(Pipeline *p, uint64_t upto, uint64_t before_xid);
 
 /* Load and check the target, its lookup and id key, the retention; plan:
  * nothing is created.  *st is reset and filled from here on. */

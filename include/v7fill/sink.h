@@ -243,12 +243,17 @@ typedef struct SinkConfig
     int map_bits;           /* LOOKUP_LEGACY_ID: legacy_id's width (16, 32, 64) */
     /* A stream's changes replayed over an initial copy redone under a fresh
      * view (0: none): a key change at a source position (BatchRow.src_line)
-     * at most this one whose new reference's row is in the target already
-     * (written by that copy, whose view was later than the change) goes to
-     * that row, and the row under the old reference (a stale copy of the same
-     * source row, from an earlier copy) is deleted.  Never with
-     * --on-delete ignore (a new reference's row may be a deleted row kept). */
+     * at most merge_key_moves_upto, whose old reference's lookup row was
+     * written before that copy began (its xmin, as a full transaction id,
+     * below merge_before_xid) and not touched since, and whose new
+     * reference's row is in the target already, goes to that row (the copy
+     * wrote it, its view later than the change), and the row under the old
+     * reference (an earlier copy's, of the same source row: a change replayed
+     * before would have touched its lookup row otherwise) is deleted.  Never
+     * with --on-delete ignore (the new reference's row may be a deleted row
+     * kept) nor on a distributed target (xmin is a shard's). */
     uint64_t merge_key_moves_upto;
+    uint64_t merge_before_xid;
 } SinkConfig;
 
 typedef bool (*SinkHook)(void *ctx, Batch *b, Err *err);

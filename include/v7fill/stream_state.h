@@ -35,6 +35,9 @@ typedef struct StreamState
      * changes replayed from the slot's start up to it may be in that copy
      * already (SinkConfig.merge_key_moves_upto). */
     uint64_t copy_view_lsn;
+    /* ... and the target's next transaction id when it began: every lookup
+     * row an earlier copy wrote has an older one (0 with copy_view_lsn 0). */
+    uint64_t copy_view_xid;
 } StreamState;
 
 typedef struct QuarantineRow
@@ -64,6 +67,9 @@ V7FILL_MUST_CHECK bool stream_state_put(PgConn *c, const char *slot, const Strea
  * moves the position back.  *stored: the row stands at lsn or past it with
  * no transaction pending (false: a row mid-transaction, or none: the flush
  * position sent to the source must not move to lsn). */
+/* The target's next transaction id (pg_current_snapshot()'s xmax): every
+ * transaction begun from now on has this one or a later one. */
+V7FILL_MUST_CHECK bool stream_state_next_xid(PgConn *c, uint64_t *xid, Err *err);
 V7FILL_MUST_CHECK bool stream_state_put_idle(PgConn *c, const char *slot, const char *target,
                                              uint64_t lsn, bool *stored, Err *err);
 /* Before an initial copy again: the rows an earlier copy (interrupted, or before --resnapshot) of

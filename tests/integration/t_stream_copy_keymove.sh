@@ -3,7 +3,9 @@
 # and the key change, replayed from the slot's start, finds that row there already.
 #  a. Default --on-delete: the change goes to the row under the new key and the row the first
 #     copy wrote under the old key is deleted (before: the change was quarantined and the old
-#     row stayed, 30,001 rows for 30,000).
+#     row stayed, 30,001 rows for 30,000).  A key the first copy never wrote, taken by another
+#     row before the second view (25000 -> 100002, then 26000 -> 25000, its TOASTed note
+#     unchanged): the row under it is the second copy's, of that other row, and stays.
 #  b. --on-delete ignore, the new key freed by a delete: the target keeps the deleted row under
 #     that key, so the change is quarantined and both rows stay as they are (merging would
 #     overwrite the kept row).
@@ -12,8 +14,9 @@ cd "$T_TMP"
 stream_source_db
 trap 'kill -9 ${pid:-} 2>/dev/null || true; drop_slots; rm -rf "$T_TMP"' EXIT
 
-qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, amount int);
+qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, amount int, note text);
     INSERT INTO orders SELECT g, now() - (g || ' minutes')::interval, g FROM generate_series(1, 30000) g;
+    UPDATE orders SET note = (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 2000) g) WHERE id = 26000;
     CREATE PUBLICATION pub FOR TABLE orders;"
 q "CREATE TABLE hold (x int);
    CREATE FUNCTION wait_20000() RETURNS trigger LANGUAGE plpgsql AS \$\$
@@ -28,7 +31,8 @@ redo() {
     local target=$1 slot=$2 change=$3
     shift 3
     q "CREATE TABLE $target (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
-                             created_at timestamptz NOT NULL, amount int) PARTITION BY RANGE (id);
+                             created_at timestamptz NOT NULL, amount int, note text)
+           PARTITION BY RANGE (id);
        CREATE TRIGGER wait_20000 BEFORE INSERT ON $target FOR EACH ROW EXECUTE FUNCTION wait_20000();
        INSERT INTO hold VALUES (1)" >/dev/null
     args=(stream "$target" --source "dbname=$SRC" --from public.orders --publication pub
@@ -44,11 +48,17 @@ redo() {
     run_expect 0 "$V7FILL" "${args[@]}"
 }
 
-redo orders_v7 "$SLOT" "UPDATE orders SET id = 100001, amount = -1 WHERE id = 5000"
-assert_eq 0 "$(q "SELECT count(*) FROM v7fill.stream_quarantine WHERE slot = '$SLOT'")" "a: nothing quarantined"
+redo orders_v7 "$SLOT" "UPDATE orders SET id = 100001, amount = -1 WHERE id = 5000;
+                        UPDATE orders SET id = 100002 WHERE id = 25000;
+                        UPDATE orders SET id = 25000, amount = -2 WHERE id = 26000"
+assert_eq 0 "$(q "SELECT count(*) FROM v7fill.stream_quarantine WHERE slot = '$SLOT' AND row::text LIKE '%100001%'")" \
+    "a: the change of row 5000 not quarantined"
 assert_eq "-1" "$(q "SELECT amount FROM orders_v7 WHERE legacy_id = 100001")" "a: the moved row has the update's values"
-assert_eq "30000|30000" "$(q "SELECT count(*), count(DISTINCT legacy_id) FROM orders_v7")" "a: one row per source row"
 assert_eq 0 "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id = 5000")" "a: the old key is gone (the source has no row 5000)"
+assert_eq "-2|64000" "$(q "SELECT amount, length(note) FROM orders_v7 WHERE legacy_id = 25000")" \
+    "a: the row the second copy wrote under a key taken again stays, its note too"
+assert_eq 25000 "$(q "SELECT amount FROM orders_v7 WHERE legacy_id = 100002")" "a: the row that left that key"
+assert_eq "30000|30000" "$(q "SELECT count(*), count(DISTINCT legacy_id) FROM orders_v7")" "a: one row per source row"
 assert_contains "$OUT" "the row an earlier copy wrote under the old key was deleted"
 assert_eq 1 "$(q "SELECT count(*) FROM v7fill.stream WHERE slot = '$SLOT' AND copy_view_lsn > '0/0'")" \
     "the redone copy's view stored"
