@@ -363,13 +363,14 @@ sink_new(PgConn *c, const SinkConfig *cfg)
                                       "DELETE FROM %s WHERE %s = (SELECT id FROM l)",
                                       cfg->lookup_q, key_col, kt, cfg->target_q, cfg->key_q);
         s->truncate_sql = xasprintf("TRUNCATE %s, %s", cfg->target_q, cfg->lookup_q);
-        /* xmin as a full transaction id: this transaction's, less its 32-bit
-         * distance back (a row 2^32 transactions old looks younger: it is not
-         * merged, the safe way). */
+        /* xmin precedes $2 as the server orders transaction ids: the 32-bit
+         * distance from $2 to xmin, as a signed number, is negative.  A row
+         * written in this transaction or a later one (a savepoint's
+         * subtransaction, another writer) is not; one 2^31 transactions or
+         * more older looks younger and is not merged, the safe way. */
         s->ref_stale_sql = xasprintf(
-            "SELECT FROM %s AS l, (SELECT pg_current_xact_id()::text::int8 AS c) AS x "
-            "WHERE l.%s = $1::%s AND x.c - ((x.c %% 4294967296 - l.xmin::text::int8 + "
-            "4294967296) %% 4294967296) < $2::int8",
+            "SELECT FROM %s AS l WHERE l.%s = $1::%s AND (l.xmin::text::int8 - $2::int8 %% "
+            "4294967296 + 4294967296) %% 4294967296 >= 2147483648",
             cfg->lookup_q, key_col, kt);
         sink_new_set(s, kt);
     }

@@ -1556,8 +1556,16 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
                               (const char *const *) s->info.cols, s->info.ncols,
                               &s->state.copy_view_lsn, &src, err))
         return false;
-    s->state.copy_view_xid = 0;
-    if (s->state.copy_view_lsn != 0 && !stream_state_next_xid(s->conn, &s->state.copy_view_xid, err))
+    /* The rows a key change may merge over are those of a copy under the
+     * slot's snapshot, whose view is where the changes replayed begin.  An
+     * earlier copy under a fresh view (it committed batches: its start is
+     * stored) wrote rows as of a view later than that: a key it wrote may
+     * have been left and taken again before it, by changes replayed after
+     * those rows were there.  So the start of the first fresh copy is kept. */
+    if (s->state.copy_view_lsn == 0)
+        s->state.copy_view_xid = 0;
+    else if (s->state.copy_view_xid == 0 &&
+             !stream_state_next_xid(s->conn, &s->state.copy_view_xid, err))
     {
         source_close(src);
         return false;

@@ -146,11 +146,4 @@ V7FILL_MUST_CHECK bool state_run_record(PgConn *c, const char *schema, const cha
                                         uint64_t partitions_created, const char *stats_json,
                                         const char *row_key, bool own_txn, Err *err);
 
-/* Create objects of the v7fill schema once: exists_sql answers whether they
- * are all there already (no lock, no DDL then); otherwise create_sql runs
- * under the setup advisory lock in its own transaction.  `what` names them
- * in the error. */
-V7FILL_MUST_CHECK bool state_create_once(PgConn *c, const char *exists_sql,
-                                         const char *create_sql, const char *what, Err *err);
-
 #endif /* V7FILL_STATE_H */

@@ -16,15 +16,25 @@ trap 'kill -9 ${pid:-} 2>/dev/null || true; drop_slots; rm -rf "$T_TMP"' EXIT
 
 qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, amount int, note text);
     INSERT INTO orders SELECT g, now() - (g || ' minutes')::interval, g FROM generate_series(1, 30000) g;
-    UPDATE orders SET note = (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 2000) g) WHERE id = 26000;
+    UPDATE orders SET note = (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 2000) g) WHERE id IN (26000, 28000);
     CREATE PUBLICATION pub FOR TABLE orders;"
-q "CREATE TABLE hold (x int);
-   CREATE FUNCTION wait_20000() RETURNS trigger LANGUAGE plpgsql AS \$\$
+q "CREATE TABLE hold (id bigint);
+   CREATE FUNCTION wait_held_row() RETURNS trigger LANGUAGE plpgsql AS \$\$
    BEGIN
-       IF NEW.legacy_id = 20000 AND EXISTS (SELECT 1 FROM hold) THEN PERFORM pg_sleep(60); END IF;
+       IF EXISTS (SELECT 1 FROM hold WHERE id = NEW.legacy_id) THEN PERFORM pg_sleep(60); END IF;
        RETURN NEW;
    END \$\$;" >/dev/null
 
+# killed_copy ROW: the stream (args) killed while the batch of ROW waits.
+killed_copy() {
+    q "INSERT INTO hold VALUES ($1)" >/dev/null
+    "$V7FILL" "${args[@]}" >"copy.log" 2>&1 &
+    pid=$!
+    wait_held "$pid" copy.log "the batch of row $1"
+    kill -9 "$pid"; wait "$pid" 2>/dev/null || true; pid=
+    q "DELETE FROM hold;
+       SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'" >/dev/null
+}
 # redo TARGET SLOT SOURCE_SQL [ARGS...]: the first copy into TARGET killed while row 20000's
 # batch waits, SOURCE_SQL run on the source, the stream run again to caught up.
 redo() {
@@ -33,18 +43,17 @@ redo() {
     q "CREATE TABLE $target (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
                              created_at timestamptz NOT NULL, amount int, note text)
            PARTITION BY RANGE (id);
-       CREATE TRIGGER wait_20000 BEFORE INSERT ON $target FOR EACH ROW EXECUTE FUNCTION wait_20000();
-       INSERT INTO hold VALUES (1)" >/dev/null
+       CREATE TRIGGER wait_held_row BEFORE INSERT ON $target FOR EACH ROW EXECUTE FUNCTION wait_held_row()" >/dev/null
     args=(stream "$target" --source "dbname=$SRC" --from public.orders --publication pub
           --slot "$slot" --map id=legacy_id --batch-rows 1000 --until-caught-up "$@")
-    "$V7FILL" "${args[@]}" >"$target.log" 2>&1 &
-    pid=$!
-    wait_held "$pid" "$target.log" "the batch of row 20000"
-    kill -9 "$pid"; wait "$pid" 2>/dev/null || true; pid=
-    q "DELETE FROM hold;
-       SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'" >/dev/null
+    killed_copy 20000
     # between the slot's consistent point and the second copy's view
     qs "$change"
+    if [ -n "${second:-}" ]; then
+        killed_copy "$second"
+        second=
+        assert_eq "$after_second" "$(q "$after_second_sql")" "the second copy wrote it"
+    fi
     run_expect 0 "$V7FILL" "${args[@]}"
 }
 
@@ -70,3 +79,18 @@ assert_eq 1 "$(q "SELECT count(*) FROM v7fill.stream_quarantine WHERE slot = '${
 assert_eq 100 "$(q "SELECT amount FROM orders_arch WHERE legacy_id = 100")" "b: the deleted row kept as it was"
 assert_eq 6000 "$(q "SELECT amount FROM orders_arch WHERE legacy_id = 6000")" "b: the row under the old key stays"
 assert_eq "30000|30000" "$(q "SELECT count(*), count(DISTINCT legacy_id) FROM orders_arch")" "b: no row lost"
+
+# c. A copy redone twice: the second copy (under a fresh view) is killed after it wrote the
+#    row that took a key again (28000 -> 27000, after 27000 -> 100003) and before the new rows
+#    at the table's end; the third copy finds it a duplicate.  That row is not an earlier
+#    copy's row of the row leaving 27000 (whose change is replayed after it): it stays.
+second=301999 after_second="-3" after_second_sql="SELECT amount FROM orders_c WHERE legacy_id = 27000"
+redo orders_c "${SLOT}_c" "UPDATE orders SET id = 100003 WHERE id = 27000;
+                           UPDATE orders SET id = 27000, amount = -3 WHERE id = 28000;
+                           INSERT INTO orders SELECT g, now(), g FROM generate_series(300000, 301999) g"
+assert_eq "-3|64000" "$(q "SELECT amount, length(note) FROM orders_c WHERE legacy_id = 27000")" \
+    "c: the row that took the key again stays, its note too"
+assert_eq 27000 "$(q "SELECT amount FROM orders_c WHERE legacy_id = 100003")" "c: the row that left that key"
+assert_eq "$(qs "SELECT count(*) FROM orders")|$(qs "SELECT count(*) FROM orders")" \
+    "$(q "SELECT count(*), count(DISTINCT legacy_id) FROM orders_c")" "c: one row per source row"
+
