@@ -48,7 +48,7 @@ struct Sink
     char *ref_drop_sql;   /* delete a reference, returning its id */
     char *ref_move_sql;   /* a reference's lookup row to another reference */
     char *row_delete_sql; /* a reference's lookup row and target row */
-    char *ref_stale_sql;  /* is a reference's lookup row older than $2 (a full xid)? */
+    char *ref_stale_sql;  /* was a reference's lookup row written before xid $2? */
     char *truncate_sql;   /* the target and its lookup */
     Buf update_sql;       /* the UPDATE of the row at hand */
     Buf values;           /* its decoded values, NUL-terminated one after the other */
@@ -1485,7 +1485,7 @@ sink_update_row(Sink *s, Batch *b, BatchRow *r, Err *err)
             r->time_changed = r->time_sent && civil_floor_div(r->time_us, US_PER_MS) !=
                                                   civil_floor_div(uuid7_us(&id), US_PER_MS);
             log_info("%s: a key change to %.*s, replayed after the initial copy was redone, "
-                     "went to the row that copy wrote under the new key; the row an earlier "
+                     "went to the row that copy wrote under the new key; the row the first "
                      "copy wrote under the old key was %s",
                      s->cfg.target_q, (int) r->ref_len, b->aux.data + r->ref_off,
                      deleted ? "deleted" : "gone already");

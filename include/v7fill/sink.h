@@ -244,11 +244,12 @@ typedef struct SinkConfig
     /* A stream's changes replayed over an initial copy redone under a fresh
      * view (0: none): a key change at a source position (BatchRow.src_line)
      * at most merge_key_moves_upto, whose old reference's lookup row was
-     * written before that copy began (its xmin, as a full transaction id,
-     * below merge_before_xid) and not touched since, and whose new
+     * written before the first fresh copy began (its xmin precedes
+     * merge_before_xid, as the server orders transaction ids: so by the copy
+     * under the slot's snapshot) and not touched since, and whose new
      * reference's row is in the target already, goes to that row (the copy
      * wrote it, its view later than the change), and the row under the old
-     * reference (an earlier copy's, of the same source row: a change replayed
+     * reference (that first copy's, of the same source row: a change replayed
      * before would have touched its lookup row otherwise) is deleted.  Never
      * with --on-delete ignore (the new reference's row may be a deleted row
      * kept) nor on a distributed target (xmin is a shard's). */

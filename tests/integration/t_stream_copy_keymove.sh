@@ -68,7 +68,7 @@ assert_eq "-2|64000" "$(q "SELECT amount, length(note) FROM orders_v7 WHERE lega
     "a: the row the second copy wrote under a key taken again stays, its note too"
 assert_eq 25000 "$(q "SELECT amount FROM orders_v7 WHERE legacy_id = 100002")" "a: the row that left that key"
 assert_eq "30000|30000" "$(q "SELECT count(*), count(DISTINCT legacy_id) FROM orders_v7")" "a: one row per source row"
-assert_contains "$OUT" "the row an earlier copy wrote under the old key was deleted"
+assert_contains "$OUT" "the row the first copy wrote under the old key was deleted"
 assert_eq 1 "$(q "SELECT count(*) FROM v7fill.stream WHERE slot = '$SLOT' AND copy_view_lsn > '0/0'")" \
     "the redone copy's view stored"
 
