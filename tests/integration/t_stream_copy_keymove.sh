@@ -6,6 +6,8 @@
 #     row stayed, 30,001 rows for 30,000).  A key the first copy never wrote, taken by another
 #     row before the second view (25000 -> 100002, then 26000 -> 25000, its TOASTed note
 #     unchanged): the row under it is the second copy's, of that other row, and stays.
+#     The run that copies again is killed while the change's UPDATE waits, after the copy
+#     ended: the next run merges it, from the view it reads back from v7fill.stream.
 #  b. --on-delete ignore, the new key freed by a delete: the target keeps the deleted row under
 #     that key, so the change is quarantined and both rows stay as they are (merging would
 #     overwrite the kept row).
@@ -18,16 +20,19 @@ qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL,
     INSERT INTO orders SELECT g, now() - (g || ' minutes')::interval, g FROM generate_series(1, 30000) g;
     UPDATE orders SET note = (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 2000) g) WHERE id IN (26000, 28000);
     CREATE PUBLICATION pub FOR TABLE orders;"
-q "CREATE TABLE hold (id bigint);
+q "CREATE TABLE hold (id bigint, op text);
    CREATE FUNCTION wait_held_row() RETURNS trigger LANGUAGE plpgsql AS \$\$
    BEGIN
-       IF EXISTS (SELECT 1 FROM hold WHERE id = NEW.legacy_id) THEN PERFORM pg_sleep(60); END IF;
+       IF EXISTS (SELECT 1 FROM hold WHERE id = NEW.legacy_id AND coalesce(op, TG_OP) = TG_OP) THEN
+           PERFORM pg_sleep(60);
+       END IF;
        RETURN NEW;
    END \$\$;" >/dev/null
 
-# killed_copy ROW: the stream (args) killed while the batch of ROW waits.
-killed_copy() {
-    q "INSERT INTO hold VALUES ($1)" >/dev/null
+# killed_run ROW [OP]: the stream (args) killed while the batch of ROW waits (writing it, or
+# only by OP: INSERT or UPDATE).
+killed_run() {
+    q "INSERT INTO hold VALUES ($1, nullif('${2:-}', ''))" >/dev/null
     "$V7FILL" "${args[@]}" >"copy.log" 2>&1 &
     pid=$!
     wait_held "$pid" copy.log "the batch of row $1"
@@ -43,20 +48,26 @@ redo() {
     q "CREATE TABLE $target (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
                              created_at timestamptz NOT NULL, amount int, note text)
            PARTITION BY RANGE (id);
-       CREATE TRIGGER wait_held_row BEFORE INSERT ON $target FOR EACH ROW EXECUTE FUNCTION wait_held_row()" >/dev/null
+       CREATE TRIGGER wait_held_row BEFORE INSERT OR UPDATE ON $target FOR EACH ROW EXECUTE FUNCTION wait_held_row()" >/dev/null
     args=(stream "$target" --source "dbname=$SRC" --from public.orders --publication pub
           --slot "$slot" --map id=legacy_id --batch-rows 1000 --until-caught-up "$@")
-    killed_copy 20000
+    killed_run 20000
     # between the slot's consistent point and the second copy's view
     qs "$change"
     if [ -n "${second:-}" ]; then
-        killed_copy "$second"
+        killed_run "$second"
         second=
         assert_eq "$after_second" "$(q "$after_second_sql")" "the second copy wrote it"
+    fi
+    if [ -n "${replay_held:-}" ]; then
+        killed_run "$replay_held" UPDATE
+        replay_held=
+        assert_eq stream "$(q "SELECT phase FROM v7fill.stream WHERE slot = '$slot'")" "the copy ended before the kill"
     fi
     run_expect 0 "$V7FILL" "${args[@]}"
 }
 
+replay_held=100001
 redo orders_v7 "$SLOT" "UPDATE orders SET id = 100001, amount = -1 WHERE id = 5000;
                         UPDATE orders SET id = 100002 WHERE id = 25000;
                         UPDATE orders SET id = 25000, amount = -2 WHERE id = 26000"
