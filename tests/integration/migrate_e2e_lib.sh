@@ -121,25 +121,42 @@ e2e_time_off() {
                                     <> floor(extract(epoch FROM created_at) * 1000)::bigint"
 }
 
-# fails_naming WHAT NAMED: --verify exits 1 with MISMATCH and NAMED in its table
+# fails_naming WHAT TABLE NAMED...: --verify exits 1 with MISMATCH, and a line of TABLE's (each
+# TABLE NAMED pair) names NAMED
 fails_naming() {
+    local what=$1
+    shift
     run_expect 1 "$V7FILL" migrate --into "$INTO" --verify
-    assert_contains "$OUT" "MISMATCH" "$1 fails --verify"
-    assert_contains "$OUT" "$2" "$1: the row named ($2)"
+    assert_contains "$OUT" "MISMATCH" "$what fails --verify"
+    while [ $# -gt 0 ]; do
+        grep -E "^public\.$1 " <<<"$OUT" | grep -qF "$2" || fail "$what: $1's row named ($2) in: $OUT"
+        shift 2
+    done
 }
-# e2e_verify_names_rows TABLE: --verify fails naming the row on a changed column of TABLE and
-# on a deleted row of TABLE's map (each restored after; verify passes again)
+# e2e_verify_names_rows TABLE COL [TABLE COL ...]: --verify fails naming the row on a changed
+# COL of each TABLE, then on a deleted row of each TABLE's map (each restored after; verify
+# passes again).  The tables are broken together, each named on its own line: one --verify
+# per kind of damage, not one per table.
 e2e_verify_names_rows() {
-    local t=$1 col=$2 k m mid
-    k=$(q "SELECT min(legacy_id) FROM $t WHERE legacy_id > 5000")
-    q "UPDATE $t SET $col = $col + 100 WHERE legacy_id = $k" >/dev/null
-    fails_naming "$t: a changed column" "changed 1 (legacy keys $k)"
-    q "UPDATE $t SET $col = $col - 100 WHERE legacy_id = $k" >/dev/null
-    m=$(q "SELECT min(legacy_id) FROM ${t}_id_map WHERE legacy_id > 7000")
-    mid=$(q "SELECT id FROM ${t}_id_map WHERE legacy_id = $m")
-    q "DELETE FROM ${t}_id_map WHERE legacy_id = $m" >/dev/null
-    fails_naming "$t: a deleted map row" "legacy keys $m"
-    q "INSERT INTO ${t}_id_map VALUES ($m, '$mid')" >/dev/null
+    local t k m mid changed=() unmapped=() change=() unchange=() unmap=() remap=()
+    while [ $# -gt 0 ]; do
+        t=$1
+        k=$(q "SELECT min(legacy_id) FROM $t WHERE legacy_id > 5000")
+        m=$(q "SELECT min(legacy_id) FROM ${t}_id_map WHERE legacy_id > 7000")
+        mid=$(q "SELECT id FROM ${t}_id_map WHERE legacy_id = $m")
+        changed+=("$t" "changed 1 (legacy keys $k)")
+        unmapped+=("$t" "legacy keys $m")
+        change+=("UPDATE $t SET $2 = $2 + 100 WHERE legacy_id = $k")
+        unchange+=("UPDATE $t SET $2 = $2 - 100 WHERE legacy_id = $k")
+        unmap+=("DELETE FROM ${t}_id_map WHERE legacy_id = $m")
+        remap+=("INSERT INTO ${t}_id_map VALUES ($m, '$mid')")
+        shift 2
+    done
+    for k in "${change[@]}"; do q "$k" >/dev/null; done
+    fails_naming "a changed column" "${changed[@]}"
+    for k in "${unchange[@]}" "${unmap[@]}"; do q "$k" >/dev/null; done
+    fails_naming "a deleted map row" "${unmapped[@]}"
+    for k in "${remap[@]}"; do q "$k" >/dev/null; done
     run_expect 0 "$V7FILL" migrate --into "$INTO" --verify
-    assert_contains "$OUT" "verdict: OK" "$t restored: verify passes again"
+    assert_contains "$OUT" "verdict: OK" "restored: verify passes again"
 }
