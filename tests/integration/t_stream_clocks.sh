@@ -26,6 +26,10 @@ shift_s=$(( $(LD_PRELOAD=$FT_LIB FAKETIME=+1h date +%s) - $(date +%s) ))
 [ "$shift_s" -ge 3595 ] && [ "$shift_s" -le 3605 ] \
     || fail "libfaketime loads but FAKETIME=+1h does not shift date: $shift_s s"
 
+# the metrics format checker, compiled while the source cluster starts
+cc -std=c11 -D_GNU_SOURCE -o expo_check "$V7FILL_ROOT/tests/integration/expo_check_main.c" -lm 2>cc.log &
+ccpid=$!
+
 # ---- the source cluster, its clock an hour ahead ------------------------------------------
 # Its skew in a file libfaketime reads again every second, to move it while a stream runs;
 # the monotonic clocks (PostgreSQL's timeouts) stay real.
@@ -39,10 +43,11 @@ src_env=$(cd / && PGTMP_PORT=54349 PGTMP_ENV="$FT_ENV FAKETIME_TIMESTAMP_FILE=$T
 SRC_DIR=$(printf '%s\n' "$src_env" | sed -n "s/^export PGTMP_DIR='\(.*\)'$/\1/p")
 SRC_CONN="host=$SRC_DIR/sock port=54349 user=postgres dbname=postgres"
 pid=""
+opid=""
 bpid=""
 locker=""
 BEHIND_DIR=""
-trap '[ -z "$pid" ] || kill $pid 2>/dev/null; [ -z "$bpid" ] || kill $bpid 2>/dev/null; [ -z "$locker" ] || kill $locker 2>/dev/null
+trap '[ -z "$pid" ] || kill $pid 2>/dev/null; [ -z "$opid" ] || kill $opid 2>/dev/null; [ -z "$bpid" ] || kill $bpid 2>/dev/null; [ -z "$locker" ] || kill $locker 2>/dev/null
       "$V7FILL_ROOT/tests/pgtmp.sh" stop "$SRC_DIR"
       [ -z "$BEHIND_DIR" ] || "$V7FILL_ROOT/tests/pgtmp.sh" stop "$BEHIND_DIR"; rm -rf "$T_TMP"' EXIT
 qs() { psql -X -q -At -v ON_ERROR_STOP=1 "$SRC_CONN" -c "$1"; }
@@ -67,8 +72,7 @@ for t in one_v7 orders_v7 items_v7; do
 done
 common=(--source "$SRC_CONN" --publication pub --map id=legacy_id)
 
-cc -std=c11 -D_GNU_SOURCE -o expo_check "$V7FILL_ROOT/tests/integration/expo_check_main.c" -lm 2>cc.log \
-    || fail "could not compile the format checker: $(head -n 5 cc.log)"
+wait "$ccpid" || fail "could not compile the format checker: $(head -n 5 cc.log)"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 metric() { awk -v k="$1" '$1 == k { print $2 }' scrape.txt; }
 # within NAME VALUE LO HI: LO <= VALUE <= HI
@@ -161,54 +165,64 @@ print("--status lag_seconds", d["lag_seconds"])
 }
 
 # ---- one target ------------------------------------------------------------------------------
-"$V7FILL" stream one_v7 "${common[@]}" --from public.orders --slot s_clocks_one \
-    --metrics-listen "127.0.0.1:$PORT" >run.log 2>&1 &
-pid=$!
-wait_ready
-qs "INSERT INTO orders SELECT g, $(past), g FROM generate_series(1001, 1100) g"
-landed one_v7 orders
-scrape_until no_lag # a tick after the last commit
-./expo_check <scrape.txt 2>check.err || fail "the scrape breaks the format: $(cat check.err)"
-echo "one target, caught up: $(grep -e '^v7fill_stream_clock' -e '^v7fill_stream_apply_lag_seconds' scrape.txt | tr '\n' ' ')"
-within "one target: clock_offset_seconds (source − target)" "$(metric v7fill_stream_clock_offset_seconds)" 3595 3605
-assert_eq 0 "$(metric v7fill_stream_apply_lag_seconds)" "one target, caught up: no lag in seconds"
-assert_contains "$(cat run.log)" "the source's clock is 3600" "the skew is logged at start"
-assert_contains "$(cat run.log)" "ahead of the target's" "the skew's direction is logged"
-assert_contains "$(cat run.log)" "more than --max-future (5m" "the start says the skew is beyond --max-future"
-assert_contains "$(cat run.log)" "the source's now() are quarantined as \"clock ahead\"" "and what that does to rows stamped with the source's now()"
-# The target held back: a commit handed out, not applied; the gauge (once a tick has it) is the
-# real time since the last applied commit (the 100 rows, >= 2 s ago), not that minus an hour.
-hold one_v7
-qs "INSERT INTO orders VALUES (1101, $(past), 1)"
-blocked one_v7
-scrape_until lag_within v7fill_stream_apply_lag_seconds 2 300
-echo "one target, held back: $(grep -e '^v7fill_stream_clock' -e '^v7fill_stream_apply_lag_seconds' scrape.txt | tr '\n' ' ')"
-within "one target held back: apply_lag_seconds" "$(metric v7fill_stream_apply_lag_seconds)" 2 300
-release
-landed one_v7 orders
-one_counted() { [ "$(inserted one_v7)" = 401 ] && delays_counted one_v7; }
-scrape_until one_counted
-# Delays: this host's clock − the ids' times (2 minutes ago), in the (1 min, 10 min] buckets.
-T='table="one_v7"'
-ins=$(metric "v7fill_stream_rows_applied_total{$T,op=\"insert\"}")
-assert_eq 401 "$ins" "one target: every row inserted (300 copied + 101)"
-assert_eq "$ins" "$(metric "v7fill_stream_insert_delay_seconds_count{$T}")" "each row's delay observed once"
-assert_eq 0 "$(metric "v7fill_stream_insert_delay_seconds_bucket{$T,le=\"60\"}")" "no delay under a minute (the rows are 2 minutes old)"
-assert_eq "$ins" "$(metric "v7fill_stream_insert_delay_seconds_bucket{$T,le=\"600\"}")" \
-    "every delay within 10 minutes: not shifted by the source's hour"
-# A row stamped with the source's now() is an hour ahead of the target's now: beyond
-# --max-future (5 min), so quarantined as clock ahead, and the stream goes on.
-qs "INSERT INTO orders VALUES (1102, now(), 1); INSERT INTO orders VALUES (1103, $(past), 1)"
-for _ in $(seq 1 300); do [ "$(q "SELECT count(*) FROM one_v7 WHERE legacy_id = 1103")" = 1 ] && break; sleep 0.1; done
-assert_eq 1 "$(q "SELECT count(*) FROM v7fill.stream_quarantine WHERE slot = 's_clocks_one' AND row->>'id' = '1102' AND reason LIKE 'clock ahead%'")" \
-    "a row stamped with the source's now() is quarantined as clock ahead ($(q "SELECT reason FROM v7fill.stream_quarantine"))"
-kill -TERM $pid
-wait $pid || fail "the stream did not stop with status 0: $(tail -n 5 run.log)"
-pid=""
-qs "DELETE FROM orders WHERE id = 1102"
-once one_v7 orders
-id_time_ok one_v7
-status_lag one_v7 s_clocks_one
+# (one_target runs while the stream of several targets below waits for its slot's check, a
+# minute after its start, before the source's clock moves: its own slot, target and metrics
+# port, its files in $T_TMP/one.)
+one_target() {
+    local PORT
+    PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    mkdir -p "$T_TMP/one"
+    cd "$T_TMP/one"
+    "$V7FILL" stream one_v7 "${common[@]}" --from public.orders --slot s_clocks_one \
+        --metrics-listen "127.0.0.1:$PORT" >run.log 2>&1 &
+    opid=$!
+    wait_ready
+    qs "INSERT INTO orders SELECT g, $(past), g FROM generate_series(1001, 1100) g"
+    landed one_v7 orders
+    scrape_until no_lag # a tick after the last commit
+    "$T_TMP/expo_check" <scrape.txt 2>check.err || fail "the scrape breaks the format: $(cat check.err)"
+    echo "one target, caught up: $(grep -e '^v7fill_stream_clock' -e '^v7fill_stream_apply_lag_seconds' scrape.txt | tr '\n' ' ')"
+    within "one target: clock_offset_seconds (source − target)" "$(metric v7fill_stream_clock_offset_seconds)" 3595 3605
+    assert_eq 0 "$(metric v7fill_stream_apply_lag_seconds)" "one target, caught up: no lag in seconds"
+    assert_contains "$(cat run.log)" "the source's clock is 3600" "the skew is logged at start"
+    assert_contains "$(cat run.log)" "ahead of the target's" "the skew's direction is logged"
+    assert_contains "$(cat run.log)" "more than --max-future (5m" "the start says the skew is beyond --max-future"
+    assert_contains "$(cat run.log)" "the source's now() are quarantined as \"clock ahead\"" "and what that does to rows stamped with the source's now()"
+    # The target held back: a commit handed out, not applied; the gauge (once a tick has it) is the
+    # real time since the last applied commit (the 100 rows, >= 2 s ago), not that minus an hour.
+    hold one_v7
+    qs "INSERT INTO orders VALUES (1101, $(past), 1)"
+    blocked one_v7
+    scrape_until lag_within v7fill_stream_apply_lag_seconds 2 300
+    echo "one target, held back: $(grep -e '^v7fill_stream_clock' -e '^v7fill_stream_apply_lag_seconds' scrape.txt | tr '\n' ' ')"
+    within "one target held back: apply_lag_seconds" "$(metric v7fill_stream_apply_lag_seconds)" 2 300
+    release
+    landed one_v7 orders
+    one_counted() { [ "$(inserted one_v7)" = 401 ] && delays_counted one_v7; }
+    scrape_until one_counted
+    # Delays: this host's clock − the ids' times (2 minutes ago), in the (1 min, 10 min] buckets.
+    T='table="one_v7"'
+    ins=$(metric "v7fill_stream_rows_applied_total{$T,op=\"insert\"}")
+    assert_eq 401 "$ins" "one target: every row inserted (300 copied + 101)"
+    assert_eq "$ins" "$(metric "v7fill_stream_insert_delay_seconds_count{$T}")" "each row's delay observed once"
+    assert_eq 0 "$(metric "v7fill_stream_insert_delay_seconds_bucket{$T,le=\"60\"}")" "no delay under a minute (the rows are 2 minutes old)"
+    assert_eq "$ins" "$(metric "v7fill_stream_insert_delay_seconds_bucket{$T,le=\"600\"}")" \
+        "every delay within 10 minutes: not shifted by the source's hour"
+    # A row stamped with the source's now() is an hour ahead of the target's now: beyond
+    # --max-future (5 min), so quarantined as clock ahead, and the stream goes on.
+    qs "INSERT INTO orders VALUES (1102, now(), 1); INSERT INTO orders VALUES (1103, $(past), 1)"
+    for _ in $(seq 1 300); do [ "$(q "SELECT count(*) FROM one_v7 WHERE legacy_id = 1103")" = 1 ] && break; sleep 0.1; done
+    assert_eq 1 "$(q "SELECT count(*) FROM v7fill.stream_quarantine WHERE slot = 's_clocks_one' AND row->>'id' = '1102' AND reason LIKE 'clock ahead%'")" \
+        "a row stamped with the source's now() is quarantined as clock ahead ($(q "SELECT reason FROM v7fill.stream_quarantine"))"
+    kill -TERM $opid
+    wait $opid || fail "the stream did not stop with status 0: $(tail -n 5 run.log)"
+    opid=""
+    qs "DELETE FROM orders WHERE id = 1102"
+    once one_v7 orders
+    id_time_ok one_v7
+    status_lag one_v7 s_clocks_one
+    cd "$T_TMP"
+}
 
 # ---- a source whose clock is 10 minutes behind: the skew would add 600 s that never clear ---
 # (behind_source runs while the stream of several targets below waits for its slot's check, a
@@ -264,6 +278,7 @@ behind_source() {
     --slot s_clocks_multi --metrics-listen "127.0.0.1:$PORT" >run.log 2>&1 &
 pid=$!
 wait_ready
+one_target # (while the slot's check is not due yet; before this stream's own rows)
 qs "INSERT INTO orders SELECT g, $(past), g FROM generate_series(2001, 2050) g;
     INSERT INTO items SELECT g, $(past), g FROM generate_series(2001, 2030) g"
 landed orders_v7 orders
