@@ -53,15 +53,22 @@ start)
     chmod 755 "$dir"
     base=${CITUS_PORT:-57000}
     trap 'stop_all "$dir"' ERR
+    # The three nodes are made side by side (initdb, start, CREATE EXTENSION), not one after
+    # the other; any of them failing stops those that started.
+    pids=()
     i=0
     for n in coord w1 w2; do
-        PGTMP_PORT=$((base + i)) PGTMP_CONF="shared_preload_libraries = 'citus'
+        { PGTMP_PORT=$((base + i)) PGTMP_CONF="shared_preload_libraries = 'citus'
 max_prepared_transactions = 100
 citus.shard_count = ${CITUS_SHARD_COUNT:-4}" \
-            "$here/pgtmp.sh" start "$dir/$n" >/dev/null
-        node_sql "$dir/$n" $((base + i)) -c "CREATE EXTENSION citus" >/dev/null
+              "$here/pgtmp.sh" start "$dir/$n" >/dev/null &&
+              node_sql "$dir/$n" $((base + i)) -c "CREATE EXTENSION citus" >/dev/null; } &
+        pids+=($!)
         i=$((i + 1))
     done
+    failed=0
+    for p in "${pids[@]}"; do wait "$p" || failed=1; done
+    [ "$failed" = 0 ] || { echo "citus: a node did not start" >&2; stop_all "$dir"; exit 1; }
     node_sql "$dir/coord" "$base" -c "SELECT citus_set_coordinator_host('$dir/coord/sock', $base)" >/dev/null
     node_sql "$dir/coord" "$base" -c "SELECT citus_add_node('$dir/w1/sock', $((base + 1)))" >/dev/null
     node_sql "$dir/coord" "$base" -c "SELECT citus_add_node('$dir/w2/sock', $((base + 2)))" >/dev/null
