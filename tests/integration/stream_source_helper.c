@@ -74,6 +74,7 @@ copy_rows(const char *snapshot, const ReplTable *t, Err *err)
     const char *const *cols;
     Record rec;
     bool eof = false;
+    uint64_t view_lsn;
 
     if (!pg_connect(NULL, &c, err) || !replconn_table_info(c, t, &info, err))
     {
@@ -82,7 +83,7 @@ copy_rows(const char *snapshot, const ReplTable *t, Err *err)
     }
     pg_close(c);
     if (!source_snapshot_open(NULL, snapshot, t, (const char *const *) info.cols, info.ncols,
-                              &src, err))
+                              &view_lsn, &src, err))
     {
         replconn_table_free(&info);
         return false;
