@@ -261,7 +261,9 @@ kids_pairs() {
         "$1: only the children of rejected parents have no uuid"
 }
 run_expect 0 mig --dry-run
-echo "$OUT" | sed -n '/^-- the map/q;/^CREATE TABLE/,$p' | grep -v '^--' >parents_v7.sql
+# (sed reads a here-string: sed quitting early must not cut an echo writing to it, SIGPIPE under
+# pipefail ending the test with no message)
+sed -n '/^-- the map/q;/^CREATE TABLE/,$p' <<<"$OUT" | grep -v '^--' >parents_v7.sql
 assert_contains "$(cat parents_v7.sql)" "PARTITION BY RANGE (id)" "migrate --dry-run: the target's DDL"
 c psql -X -q -v ON_ERROR_STOP=1 -f parents_v7.sql >/dev/null
 cq "SELECT create_distributed_table('parents_v7', 'id')" >/dev/null
@@ -356,7 +358,7 @@ run_expect 3 c "$V7FILL" migrate --from public.dsrc --key id --time-column creat
 assert_contains "$OUT" "the source public.dsrc is a Citus table" "migrate from a distributed source: refused, saying why"
 omig() { c "$V7FILL" migrate --from public.ord --key id --time-column created_at --into ord_v7 "$@"; }
 run_expect 0 omig --dry-run
-echo "$OUT" | sed -n '/^-- the map/q;/^CREATE TABLE/,$p' | grep -v '^--' | c psql -X -q -v ON_ERROR_STOP=1 >/dev/null
+sed -n '/^-- the map/q;/^CREATE TABLE/,$p' <<<"$OUT" | grep -v '^--' | c psql -X -q -v ON_ERROR_STOP=1 >/dev/null
 cq "SELECT create_distributed_table('ord_v7', 'id')" >/dev/null
 cq "UPDATE ord SET v = 'u' WHERE id < 10"
 run_expect 0 omig --verify
