@@ -74,6 +74,7 @@ struct Sink
     size_t list_cap;
     bool strict;            /* applying waves: an error that may be a row's fails the
                              * waves (applied again in reading order), no row is refused */
+    uint64_t merges;        /* key changes merged (sink_update_row), for their log */
 };
 
 /* A row of a set-wise run: its id and lookup row, once resolved. */
@@ -380,6 +381,9 @@ sink_new(PgConn *c, const SinkConfig *cfg)
     buf_init(&s->values);
     return s;
 }
+
+/* Key changes merged that the log names one by one. */
+#define SINK_MERGES_NAMED 10
 
 void
 sink_free(Sink *s)
@@ -1484,11 +1488,18 @@ sink_update_row(Sink *s, Batch *b, BatchRow *r, Err *err)
             r->outcome = ROW_UPDATED;
             r->time_changed = r->time_sent && civil_floor_div(r->time_us, US_PER_MS) !=
                                                   civil_floor_div(uuid7_us(&id), US_PER_MS);
-            log_info("%s: a key change to %.*s, replayed after the initial copy was redone, "
-                     "went to the row that copy wrote under the new key; the row the first "
-                     "copy wrote under the old key was %s",
-                     s->cfg.target_q, (int) r->ref_len, b->aux.data + r->ref_off,
-                     deleted ? "deleted" : "gone already");
+            /* The first few by name, so a bulk renumbering does not write a
+             * line per row (a batch written again logs again). */
+            s->merges++;
+            if (s->merges <= SINK_MERGES_NAMED)
+                log_info("%s: a key change to %.*s, replayed after the initial copy was "
+                         "redone, went to the row that copy wrote under the new key; the row "
+                         "the first copy wrote under the old key was %s%s",
+                         s->cfg.target_q, (int) r->ref_len, b->aux.data + r->ref_off,
+                         deleted ? "deleted" : "gone already",
+                         s->merges == SINK_MERGES_NAMED
+                             ? " (further ones are not named; the count of updates has them)"
+                             : "");
             return true;
         }
     }

@@ -7,7 +7,8 @@
 #     row before the second view (25000 -> 100002, then 26000 -> 25000, its TOASTed note
 #     unchanged): the row under it is the second copy's, of that other row, and stays.
 #     The run that copies again is killed while the change's UPDATE waits, after the copy
-#     ended: the next run merges it, from the view it reads back from v7fill.stream.
+#     ended: the next run merges it, from the view it reads back from v7fill.stream.  Twelve
+#     more keys moved: the log names the first ten merges only.
 #  b. --on-delete ignore, the new key freed by a delete: the target keeps the deleted row under
 #     that key, so the change is quarantined and both rows stay as they are (merging would
 #     overwrite the kept row).
@@ -70,7 +71,8 @@ redo() {
 replay_held=100001
 redo orders_v7 "$SLOT" "UPDATE orders SET id = 100001, amount = -1 WHERE id = 5000;
                         UPDATE orders SET id = 100002 WHERE id = 25000;
-                        UPDATE orders SET id = 25000, amount = -2 WHERE id = 26000"
+                        UPDATE orders SET id = 25000, amount = -2 WHERE id = 26000;
+                        UPDATE orders SET id = id + 200000 WHERE id BETWEEN 1001 AND 1012"
 assert_eq 0 "$(q "SELECT count(*) FROM v7fill.stream_quarantine WHERE slot = '$SLOT' AND row::text LIKE '%100001%'")" \
     "a: the change of row 5000 not quarantined"
 assert_eq "-1" "$(q "SELECT amount FROM orders_v7 WHERE legacy_id = 100001")" "a: the moved row has the update's values"
@@ -79,7 +81,13 @@ assert_eq "-2|64000" "$(q "SELECT amount, length(note) FROM orders_v7 WHERE lega
     "a: the row the second copy wrote under a key taken again stays, its note too"
 assert_eq 25000 "$(q "SELECT amount FROM orders_v7 WHERE legacy_id = 100002")" "a: the row that left that key"
 assert_eq "30000|30000" "$(q "SELECT count(*), count(DISTINCT legacy_id) FROM orders_v7")" "a: one row per source row"
-assert_contains "$OUT" "the row the first copy wrote under the old key was deleted"
+assert_contains "$OUT" "the row the first copy wrote under the old key was deleted" "a: the merge logged"
+assert_eq "0|12" "$(q "SELECT count(*) FILTER (WHERE legacy_id BETWEEN 1001 AND 1012),
+                             count(*) FILTER (WHERE legacy_id BETWEEN 201001 AND 201012) FROM orders_v7")" \
+    "a: twelve more keys moved, each row under its new key only"
+# thirteen merges (the batch is written more than once): the first ten named, no more
+assert_eq 10 "$(grep -c 'the row the first copy wrote under the old key was' <<<"$OUT")" "a: ten merges named"
+assert_contains "$OUT" "(further ones are not named; the count of updates has them)" "a: the last named says so"
 assert_eq 1 "$(q "SELECT count(*) FROM v7fill.stream WHERE slot = '$SLOT' AND copy_view_lsn > '0/0'")" \
     "the redone copy's view stored"
 
