@@ -150,7 +150,7 @@ echo "$(date +%T) ---"
 plan=$(cq "SET citus.explain_all_tasks = on;
            EXPLAIN (COSTS OFF) SELECT count(*) FROM big
             WHERE id >= uuid7_floor('2025-03-01') AND id < uuid7_floor('2025-04-01')")
-echo "$plan" | grep -q "Task Count: 4" || fail "one task per shard: $plan"
+grep -q "Task Count: 4" <<<"$plan" || fail "one task per shard: $plan"
 assert_eq 4 "$(echo "$plan" | grep -Ec 'Scan.* on big__2025_03_[0-9]+')" "March's shard scanned on every shard"
 assert_eq 0 "$(echo "$plan" | grep -E 'Scan.* on big__' | grep -vc 'big__2025_03_')" "no other month scanned"
 
@@ -322,7 +322,7 @@ assert_eq "0|$(cq "SELECT count(*) FROM parents_v7")" "$(cq "SELECT pg_relation_
         sum(result::int8) FROM run_command_on_shards('parents_v7_id_map', 'SELECT count(*) FROM %s')")" \
     "migrate: the map's rows on the shards"
 run_expect 0 c "$V7FILL" migrate --into parents_v7 --status
-echo "$OUT" | grep -qE '^ +phase +follow$' || fail "migrate --status: $OUT"
+grep -qE '^ +phase +follow$' <<<"$OUT" || fail "migrate --status: $OUT"
 # --switch between two databases renames the source table only; a distributed target has no way back
 run_expect 0 c "$V7FILL" migrate --into parents_v7 --switch
 assert_contains "$OUT" "the source table is now public.parents_legacy" "migrate --switch between two databases: the source renamed"

@@ -117,7 +117,7 @@ mount -t tmpfs -o size=160k tmpfs small; MOUNTS+=("$T_TMP/small")
 import_cmd=("$V7FILL" import d d.csv --batch-rows 100 --source-ref 'd:{n}' --rejects "$T_TMP/small/rej.csv"
             --no-progress --no-analyze --report-json "$T_TMP/full.json")
 run_expect 1 "${import_cmd[@]}"
-echo "$OUT" | grep -v '^    \[' | head -20
+awk '!/^    \[/ && n++ < 20' <<<"$OUT"
 assert_contains "$OUT" "rejects file \"$T_TMP/small/rej.csv\"" "the error names the rejects file"
 assert_contains "$OUT" "No space left on device" "the error says why"
 cp_records=$(q "SELECT records FROM v7fill.checkpoint WHERE target_table = 'd'")

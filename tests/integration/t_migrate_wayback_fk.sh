@@ -185,7 +185,7 @@ assert_contains "$OUT" "inserted=0 updated=0 deleted=0" "a rerun applies nothing
 
 # ---- --status --json: the parent's way back and each child's (as v7fill.migrate_reverse holds them)
 json=$("$V7FILL" migrate --into "$INTO" --status --json 2>status.err) || { cat status.err; fail "--status --json"; }
-echo "$json" | head -n 40
+sed -n 1,40p <<<"$json"
 assert_eq 4 "$(jq '.children | length' <<<"$json")" "--status --json lists the four children"
 for t in wb_orders wb_items_na wb_items_rs wb_items_cc wb_items_nn; do
     k=public.${t}_v7

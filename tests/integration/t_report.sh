@@ -182,7 +182,7 @@ esac
 
 # --- terminal output ----------------------------------------------------------------------
 run_expect 0 "$V7FILL" report events --retention 90d
-echo "$OUT" | head -n 60
+sed -n 1,60p <<<"$OUT"
 assert_contains "$OUT" "Retention: 90d (--retention)" "terminal: retention"
 assert_contains "$OUT" "retention cutoff: now − 90d" "terminal: cutoff marked"
 assert_contains "$OUT" "█" "terminal: bars"

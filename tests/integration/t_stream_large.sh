@@ -101,7 +101,7 @@ while kill -0 "$streamer" 2>/dev/null; do q "SELECT count(*) FROM orders_v7" >>c
 set +e; wait "$streamer"; rc=$?; set -e
 assert_eq 0 "$rc" "the 300k-row transaction in pieces of 1000 ($(cat big.log))"
 assert_eq "$after" "$(q "SELECT count(*) FROM orders_v7")" "the 300k-row transaction, every row"
-between=$(awk -v b="$before" -v a="$after" '$1 > b && $1 < a' counts.txt | head -3 | tr '\n' ' ')
+between=$(awk -v b="$before" -v a="$after" '$1 > b && $1 < a && n++ < 3' counts.txt | tr '\n' ' ')
 echo "$(wc -l <counts.txt) counts polled while it was applied"
 [ "$(wc -l <counts.txt)" -ge 5 ] || fail "too few polls of the target while it applied ($(wc -l <counts.txt))"
 assert_eq "" "$between" "a concurrent reader never sees part of the source transaction"
@@ -135,7 +135,7 @@ stored_counts() {
        FROM v7fill.stream WHERE slot = '$SLOT'"
 }
 # count_of NAME TEXT: the number after NAME= in TEXT
-count_of() { printf '%s\n' "$2" | sed -nE "s/^(.*[( ])?$1=([0-9]+).*/\2/p" | head -1; }
+count_of() { printf '%s\n' "$2" | sed -nE "s/^(.*[( ])?$1=([0-9]+).*/\2/p" | sed -n 1p; }
 stored0=$(stored_counts)
 big_txn 7000000 lost.log
 until_true "SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM pg_stat_activity
