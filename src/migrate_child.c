@@ -688,6 +688,37 @@ query_bools(PgConn *conn, const char *sql, int np, const char *const *params, bo
     return true;
 }
 
+/* CREATE INDEX CONCURRENTLY name `on` ("ON <table> (...) [WHERE ...]") in
+ * the child's schema, after dropping the one an interrupted build left
+ * invalid under that name (invalid). */
+static bool
+build_index(PgConn *conn, const MigrateChild *ch, const char *name, bool invalid, const char *on,
+            Err *err)
+{
+    char *sql;
+    bool ok = true;
+
+    if (invalid)
+    {
+        char *qname = pg_qualified(conn, ch->schema, name);
+
+        sql = xasprintf("DROP INDEX CONCURRENTLY IF EXISTS %s", qname);
+        ok = pg_exec(conn, sql, err);
+        free(sql);
+        free(qname);
+    }
+    if (ok)
+    {
+        char *qbare = pg_ident(conn, name); /* an index is made in its table's schema */
+
+        sql = xasprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s %s", qbare, on);
+        ok = pg_exec(conn, sql, err);
+        free(sql);
+        free(qbare);
+    }
+    return ok;
+}
+
 /* A valid index of the child beginning with column `col` (attnum, quoted
  * qcol), built CONCURRENTLY when there is none (writers go on); one left
  * invalid by an interrupted build is dropped and built again.  `why`: what
@@ -698,7 +729,7 @@ ensure_index(PgConn *conn, const MigrateChild *ch, const Child *c, const char *a
 {
     const char *params[2] = {c->oid, attnum};
     char name[128];
-    char *qname = NULL, *sql = NULL;
+    char *on;
     bool have, invalid, ok;
 
     if (!query_bools(conn,
@@ -710,30 +741,67 @@ ensure_index(PgConn *conn, const MigrateChild *ch, const Child *c, const char *a
     if (have)
         return true;
     (void) snprintf(name, sizeof name, "%s_%s_idx", ch->table, col);
-    qname = pg_qualified(conn, ch->schema, name);
-    ok = true;
-    if (invalid)
-    {
-        sql = xasprintf("DROP INDEX CONCURRENTLY IF EXISTS %s", qname);
-        ok = pg_exec(conn, sql, err);
-        free(sql);
-    }
-    if (ok)
-    {
-        char *qbare = pg_ident(conn, name); /* an index is made in its table's schema */
-
-        sql = xasprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s)", qbare,
-                        c->qchild, qcol);
-        free(qbare);
-        ok = pg_exec(conn, sql, err);
-        free(sql);
-    }
+    on = xasprintf("ON %s (%s)", c->qchild, qcol);
+    ok = build_index(conn, ch, name, invalid, on, err);
+    free(on);
     if (ok)
         log_info("child %s.%s: index %s on %s built (%s)", ch->schema, ch->table, name, col,
                  why);
     else
         err_prefix(err, "could not build the index on %s.%s.%s", ch->schema, ch->table, col);
-    free(qname);
+    return ok;
+}
+
+/* Two databases: the passes read the rows still NULL along the primary key.
+ * A partial index of those rows (<child>_<fk>_uuid_unset, built CONCURRENTLY
+ * once the first fill has made them few) lets a pass read them alone, not
+ * the whole child: its time follows the rows written since, not the child's
+ * size.  Not on a partitioned child (no CONCURRENTLY there): its passes read
+ * the child. */
+static bool
+ensure_unset_index(PgConn *conn, const MigrateChild *ch, const Child *c, Err *err)
+{
+    char name[64];
+    const char *params[2] = {c->oid, name};
+    char *cols, *on;
+    bool have, invalid, ok;
+    size_t cap = 1;
+
+    if (c->relkind == 'p')
+        return true;
+    (void) snprintf(name, sizeof name, "%s_%s_unset", ch->table, c->uuid_col);
+    if (!query_bools(conn,
+                     "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class "
+                     "x ON x.oid = i.indexrelid WHERE i.indrelid = $1::oid AND x.relname = $2 AND "
+                     "i.indisvalid), EXISTS (SELECT 1 FROM pg_catalog.pg_index i JOIN "
+                     "pg_catalog.pg_class x ON x.oid = i.indexrelid WHERE i.indrelid = $1::oid "
+                     "AND x.relname = $2 AND NOT i.indisvalid)",
+                     2, params, &have, &invalid, err))
+        return false;
+    if (have)
+        return true;
+    for (int i = 0; i < c->npk; i++)
+        cap += strlen(c->qpk[i]) + 2;
+    cols = xmalloc(cap);
+    cols[0] = '\0';
+    for (int i = 0; i < c->npk; i++)
+    {
+        if (i > 0)
+            strcat(cols, ", ");
+        strcat(cols, c->qpk[i]);
+    }
+    on = xasprintf("ON %s (%s) WHERE %s IS NOT NULL AND %s IS NULL", c->qchild, cols, c->qfk,
+                   c->quuid);
+    ok = build_index(conn, ch, name, invalid, on, err);
+    free(on);
+    if (ok)
+        log_info("child %s.%s: index %s built on the rows whose %s is still NULL (the passes "
+                 "read them alone)",
+                 ch->schema, ch->table, name, c->uuid_col);
+    else
+        err_prefix(err, "could not build the index of the rows of %s.%s whose %s is NULL",
+                   ch->schema, ch->table, c->uuid_col);
+    free(cols);
     return ok;
 }
 
@@ -1355,6 +1423,8 @@ fill_run(PgConn *conn, PgConn *map, const MigrateSpec *spec, const MigrateChild 
             break;
         }
     }
+    if (full_first && !f.same && !ensure_unset_index(conn, ch, &f.c, err))
+        goto out;
     ok = true;
 out:
     fill_forget_last(&f);

@@ -7,9 +7,10 @@
  * (migrate_child_settle) every few seconds for as long as the parent's
  * stream runs.  The pause after a pass is MIGRATE_CHILD_KEEPER_PAUSE_FACTOR
  * times as long as the pass took, at least MIGRATE_CHILD_KEEPER_MIN_MS: the
- * passes take at most a fifth of one server session's time.  A key the
- * application changes keeps its stale <fk>_uuid until the next run's full
- * pass (these passes read the rows still NULL only).
+ * passes take at most a fifth of one server session's time.  These passes
+ * read the rows still NULL only, through a partial index of them that the
+ * run's fill builds (migrate_child_fill); a key the application changes is
+ * made NULL by the child's trigger, so the next pass reads it too.
  */
 #ifndef V7FILL_MIGRATE_CHILDKEEPER_H
 #define V7FILL_MIGRATE_CHILDKEEPER_H
@@ -21,7 +22,7 @@
 #include "v7fill/migrate.h"
 #include "v7fill/pg.h"
 
-#define MIGRATE_CHILD_KEEPER_MIN_MS 2000
+#define MIGRATE_CHILD_KEEPER_MIN_MS 1000
 #define MIGRATE_CHILD_KEEPER_PAUSE_FACTOR 4
 
 typedef struct ChildKeeper ChildKeeper;

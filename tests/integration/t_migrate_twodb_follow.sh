@@ -8,6 +8,8 @@
 # application changes makes order_id_uuid NULL at once (a trigger on the child: before, the row
 # kept the old parent's id through --follow and the switch) and a pass gives it the new parent's.
 # SIGINT while a pass waits on a row lock ends the run at once (the pass's statement is cancelled).
+# The passes read the rows still NULL through a partial index of them, built after the first fill
+# (an interrupted build, left INVALID, is built again by the next run).
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 INTO=orders_2dbf
@@ -62,6 +64,23 @@ cat follow.out
 assert_eq "0" "$st" "--follow stops on SIGINT with status 0"
 assert_contains "$(cat follow.out)" "rows written during --follow given their order_id_uuid" "the pass that set them is logged"
 assert_contains "$(cat follow.out)" "children during --follow: 3 rows given their <fk>_uuid in" "the passes counted at the end"
+# The passes read the rows still NULL through a partial index of them, not along the whole child.
+assert_eq "t|CREATE INDEX items_order_id_uuid_unset ON public.items USING btree (id) WHERE ((order_id IS NOT NULL) AND (order_id_uuid IS NULL))" \
+    "$(qs "SELECT i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class x ON x.oid = i.indexrelid
+            WHERE x.relname = 'items_order_id_uuid_unset'")" "the index of the rows still NULL"
+assert_contains "$(cat follow.out)" "index items_order_id_uuid_unset built on the rows whose order_id_uuid is still NULL" "its build logged"
+assert_eq t "$(qs "SELECT idx_scan > 0 FROM pg_stat_user_indexes WHERE indexrelname = 'items_order_id_uuid_unset'")" \
+    "the passes read through it"
+
+# A build of that index interrupted (a kill during it; here a statement timeout while a writer
+# holds the child) leaves it INVALID: the next run drops it and builds it again.
+qs "DROP INDEX items_order_id_uuid_unset" >/dev/null
+PGDATABASE=$SRC hold_open wr "UPDATE items SET qty = qty WHERE id = 1"
+PGOPTIONS="-c statement_timeout=1000" qs "CREATE INDEX CONCURRENTLY items_order_id_uuid_unset ON items (id)
+    WHERE order_id IS NOT NULL AND order_id_uuid IS NULL" >/dev/null 2>&1 && fail "the index build was not interrupted"
+hold_close wr
+assert_eq f "$(qs "SELECT indisvalid FROM pg_index WHERE indexrelid = 'items_order_id_uuid_unset'::regclass")" \
+    "the interrupted build left the index invalid"
 
 # SIGINT while a pass waits: the pass's statement is cancelled, not waited for.  A row the pass
 # must write is held locked by another session; with --lock-timeout 60000 the pass would wait
@@ -85,5 +104,8 @@ cat follow2.out
 assert_eq "0" "$st" "--follow stops on SIGINT with status 0 while a pass waits"
 [ "$took" -lt 10000 ] || fail "--follow took $took ms to stop: the waiting pass was not cancelled"
 assert_not_contains "$(cat follow2.out)" "failed (" "the cancelled pass is not reported as a failure"
+assert_contains "$(cat follow2.out)" "index items_order_id_uuid_unset built" "the invalid index built again"
+assert_eq t "$(qs "SELECT indisvalid FROM pg_index WHERE indexrelid = 'items_order_id_uuid_unset'::regclass")" \
+    "the index valid again"
 echo "stopped $took ms after SIGINT while a pass waited on a lock"
 echo ok
