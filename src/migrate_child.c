@@ -688,34 +688,48 @@ query_bools(PgConn *conn, const char *sql, int np, const char *const *params, bo
     return true;
 }
 
+static bool
+interrupted(void)
+{
+    return interrupt_signal() != 0;
+}
+
 /* CREATE INDEX CONCURRENTLY name `on` ("ON <table> (...) [WHERE ...]") in
  * the child's schema, after dropping the one an interrupted build left
- * invalid under that name (invalid). */
+ * invalid under that name (invalid).  It waits for the transactions open on
+ * the database, so SIGINT/SIGTERM cancels it (EC_INTERRUPTED; the next run
+ * finds the index invalid and builds it again). */
 static bool
 build_index(PgConn *conn, const MigrateChild *ch, const char *name, bool invalid, const char *on,
             Err *err)
 {
     char *sql;
-    bool ok = true;
+    bool ok = true, cancelled = false;
 
+    log_info("child %s.%s: building index %s CONCURRENTLY (it waits for the transactions open "
+             "on the database)",
+             ch->schema, ch->table, name);
     if (invalid)
     {
         char *qname = pg_qualified(conn, ch->schema, name);
 
         sql = xasprintf("DROP INDEX CONCURRENTLY IF EXISTS %s", qname);
-        ok = pg_exec(conn, sql, err);
+        ok = pg_exec_cancellable(conn, sql, interrupted, &cancelled, err);
         free(sql);
         free(qname);
     }
-    if (ok)
+    if (ok && !cancelled)
     {
         char *qbare = pg_ident(conn, name); /* an index is made in its table's schema */
 
         sql = xasprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s %s", qbare, on);
-        ok = pg_exec(conn, sql, err);
+        ok = pg_exec_cancellable(conn, sql, interrupted, &cancelled, err);
         free(sql);
         free(qbare);
     }
+    if (ok && cancelled)
+        return err_set(err, EC_INTERRUPTED, "interrupted by %s while building index %s",
+                       interrupt_name(), name);
     return ok;
 }
 
@@ -761,23 +775,27 @@ ensure_index(PgConn *conn, const MigrateChild *ch, const Child *c, const char *a
 static bool
 ensure_unset_index(PgConn *conn, const MigrateChild *ch, const Child *c, Err *err)
 {
-    char name[64];
+    char name[256]; /* the server cuts it to 63 bytes, on a character */
     const char *params[2] = {c->oid, name};
+    const char *check = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class "
+                        "x ON x.oid = i.indexrelid WHERE i.indrelid = $1::oid AND x.relname = "
+                        "$2::name AND i.indisvalid), EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
+                        "JOIN pg_catalog.pg_class x ON x.oid = i.indexrelid WHERE i.indrelid = "
+                        "$1::oid AND x.relname = $2::name AND NOT i.indisvalid)";
     char *cols, *on;
     bool have, invalid, ok;
     size_t cap = 1;
+    Err e = {0};
 
     if (c->relkind == 'p')
         return true;
     (void) snprintf(name, sizeof name, "%s_%s_unset", ch->table, c->uuid_col);
-    if (!query_bools(conn,
-                     "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class "
-                     "x ON x.oid = i.indexrelid WHERE i.indrelid = $1::oid AND x.relname = $2 AND "
-                     "i.indisvalid), EXISTS (SELECT 1 FROM pg_catalog.pg_index i JOIN "
-                     "pg_catalog.pg_class x ON x.oid = i.indexrelid WHERE i.indrelid = $1::oid "
-                     "AND x.relname = $2 AND NOT i.indisvalid)",
-                     2, params, &have, &invalid, err))
+    if (!query_bools(conn, check, 2, params, &have, &invalid, err))
+    {
+        err_prefix(err, "the index of the rows of %s.%s whose %s is NULL", ch->schema, ch->table,
+                   c->uuid_col);
         return false;
+    }
     if (have)
         return true;
     for (int i = 0; i < c->npk; i++)
@@ -792,17 +810,29 @@ ensure_unset_index(PgConn *conn, const MigrateChild *ch, const Child *c, Err *er
     }
     on = xasprintf("ON %s (%s) WHERE %s IS NOT NULL AND %s IS NULL", c->qchild, cols, c->qfk,
                    c->quuid);
-    ok = build_index(conn, ch, name, invalid, on, err);
+    ok = build_index(conn, ch, name, invalid, on, &e) &&
+         query_bools(conn, check, 2, params, &have, &invalid, &e);
     free(on);
-    if (ok)
+    free(cols);
+    if (!ok && e.code == EC_INTERRUPTED)
+    {
+        *err = e;
+        return false;
+    }
+    /* Optional: without it the passes read the child along its key. */
+    if (!ok)
+        log_warn("child %s.%s: the index of the rows whose %s is NULL could not be built (%s); "
+                 "the passes read the whole child, and the next run tries again",
+                 ch->schema, ch->table, c->uuid_col, e.msg);
+    else if (!have)
+        log_warn("child %s.%s: no index %s was made (another relation of the schema has that "
+                 "name); the passes read the whole child",
+                 ch->schema, ch->table, name);
+    else
         log_info("child %s.%s: index %s built on the rows whose %s is still NULL (the passes "
                  "read them alone)",
                  ch->schema, ch->table, name, c->uuid_col);
-    else
-        err_prefix(err, "could not build the index of the rows of %s.%s whose %s is NULL",
-                   ch->schema, ch->table, c->uuid_col);
-    free(cols);
-    return ok;
+    return true;
 }
 
 /* The map trigger's quoted names for this child: function

@@ -28,6 +28,17 @@ qs "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NU
 "$V7FILL" migrate --source "dbname=$SRC" --from public.orders --key id --time-column created_at \
     --into "$INTO" --child 'public.items(order_id)' --follow >follow.out 2>&1 &
 fpid=$!
+# sigint_timed HOLD: SIGINT to the run ($fpid), its exit status in st and the ms it took to end
+# in took; then the transaction HOLD (hold_open) closed.
+sigint_timed() {
+    local t0
+    t0=$(date +%s%3N)
+    kill -INT "$fpid"
+    set +e; wait "$fpid"; st=$?; set -e
+    took=$(( $(date +%s%3N) - t0 ))
+    fpid=
+    hold_close "$1"
+}
 src_until() { # SQL WHAT: poll SQL on the source (a boolean query) for 30 s
     for _ in $(seq 1 300); do
         [ "$(qs "$1" 2>/dev/null)" = t ] && return 0
@@ -78,9 +89,19 @@ qs "DROP INDEX items_order_id_uuid_unset" >/dev/null
 PGDATABASE=$SRC hold_open wr "UPDATE items SET qty = qty WHERE id = 1"
 PGOPTIONS="-c statement_timeout=1000" qs "CREATE INDEX CONCURRENTLY items_order_id_uuid_unset ON items (id)
     WHERE order_id IS NOT NULL AND order_id_uuid IS NULL" >/dev/null 2>&1 && fail "the index build was not interrupted"
-hold_close wr
 assert_eq f "$(qs "SELECT indisvalid FROM pg_index WHERE indexrelid = 'items_order_id_uuid_unset'::regclass")" \
     "the interrupted build left the index invalid"
+# The run's own build waits for that writer too: SIGINT cancels it (exit 130), at once.
+"$V7FILL" migrate --source "dbname=$SRC" --from public.orders --key id --time-column created_at \
+    --into "$INTO" --child 'public.items(order_id)' >build.out 2>&1 &
+fpid=$!
+for _ in $(seq 1 300); do grep -q "building index items_order_id_uuid_unset" build.out && break; sleep 0.1; done
+poll_until "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = '$SRC' AND query LIKE '%INDEX CONCURRENTLY%'
+            AND wait_event_type = 'Lock'" "the run's index build to wait for the writer" 20
+sigint_timed wr
+assert_eq 130 "$st" "SIGINT during the index build: exit 130 ($(cat build.out))"
+[ "$took" -lt 5000 ] || fail "the run took $took ms to stop: the index build was not cancelled"
+assert_contains "$(cat build.out)" "(Ctrl-C) while building index items_order_id_uuid_unset" "the interruption said"
 
 # SIGINT while a pass waits: the pass's statement is cancelled, not waited for.  A row the pass
 # must write is held locked by another session; with --lock-timeout 60000 the pass would wait
@@ -94,12 +115,7 @@ PGDATABASE=$SRC hold_open lk "COMMIT; INSERT INTO items (order_id, qty) VALUES (
     SELECT * FROM items WHERE qty = -7 FOR UPDATE"
 poll_until "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = '$SRC' AND wait_event_type = 'Lock'" \
     "the pass to wait for the locked row" 20
-t0=$(date +%s%3N)
-kill -INT "$fpid"
-set +e; wait "$fpid"; st=$?; set -e
-took=$(( $(date +%s%3N) - t0 ))
-fpid=
-hold_close lk
+sigint_timed lk
 cat follow2.out
 assert_eq "0" "$st" "--follow stops on SIGINT with status 0 while a pass waits"
 [ "$took" -lt 10000 ] || fail "--follow took $took ms to stop: the waiting pass was not cancelled"
