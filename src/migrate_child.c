@@ -782,7 +782,7 @@ ensure_unset_index(PgConn *conn, const MigrateChild *ch, const Child *c, Err *er
                         "$2::name AND i.indisvalid), EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
                         "JOIN pg_catalog.pg_class x ON x.oid = i.indexrelid WHERE i.indrelid = "
                         "$1::oid AND x.relname = $2::name AND NOT i.indisvalid)";
-    char *cols, *on;
+    char *cols, *p, *on;
     bool have, invalid, ok;
     size_t cap = 1;
     Err e = {0};
@@ -800,14 +800,10 @@ ensure_unset_index(PgConn *conn, const MigrateChild *ch, const Child *c, Err *er
         return true;
     for (int i = 0; i < c->npk; i++)
         cap += strlen(c->qpk[i]) + 2;
-    cols = xmalloc(cap);
-    cols[0] = '\0';
+    p = cols = xmalloc(cap);
+    *p = '\0';
     for (int i = 0; i < c->npk; i++)
-    {
-        if (i > 0)
-            strcat(cols, ", ");
-        strcat(cols, c->qpk[i]);
-    }
+        p += sprintf(p, "%s%s", i ? ", " : "", c->qpk[i]);
     on = xasprintf("ON %s (%s) WHERE %s IS NOT NULL AND %s IS NULL", c->qchild, cols, c->qfk,
                    c->quuid);
     ok = build_index(conn, ch, name, invalid, on, &e) &&

@@ -382,9 +382,6 @@ sink_new(PgConn *c, const SinkConfig *cfg)
     return s;
 }
 
-/* Key changes merged that the log names one by one. */
-#define SINK_MERGES_NAMED 10
-
 void
 sink_free(Sink *s)
 {
@@ -1452,6 +1449,9 @@ sink_set_row(Sink *s, const Batch *b, const BatchRow *r, const uint8_t key[REF_H
 
 #define REASON_MISSING_INCOMPLETE                                                                 \
     "update of a row the target does not have (the tuple is incomplete: unchanged TOAST values)"
+
+/* Key changes merged that the log names one by one. */
+#define SINK_MERGES_NAMED 10
 
 /*
  * sink_update_row: the row found through the lookup by its reference (the old
