@@ -84,6 +84,28 @@ assert_eq 0 "$(q "SELECT count(*) FROM (SELECT n FROM d GROUP BY n HAVING count(
     "every n once"
 assert_eq "$ids_before" "$(ids_kept)" "the ids are the ones of the first import"
 
+# The target's answer to a batch's probe comes in the heap's order, not the
+# ids': a table loaded from the shuffled file holds each partition's rows in
+# 2,000-row runs.  With its lookup emptied only the target can answer the
+# time-ordered re-import: a row the probe failed to match would be written
+# again and refused.  A table holding every other row: the probe must match
+# exactly those, never a new row whose id lies between them.
+sqlf -c "CREATE TABLE d2 (LIKE d INCLUDING ALL) PARTITION BY RANGE (id)" \
+     -c "CREATE TABLE d3 (LIKE d INCLUDING ALL) PARTITION BY RANGE (id)"
+run_expect 0 "$V7FILL" import d2 shuffled.csv --batch-rows 2000 --source-ref 'n:{n}' --no-progress
+q "DELETE FROM d2_source_ref" >/dev/null
+run_expect 0 "$V7FILL" import d2 ordered.csv --batch-rows 2000 --source-ref 'n:{n}' \
+    --rejects rej2.csv --no-progress --report-json r.json
+assert_eq "0 30000 0" "$(field inserted) $(field duplicates) $(field rejected)" \
+    "re-import answered by the target alone, its rows in another order: all duplicates"
+awk -F, 'NR == 1 || $1 % 2 == 0' ordered.csv >even.csv
+run_expect 0 "$V7FILL" import d3 even.csv --batch-rows 2000 --source-ref 'n:{n}' --no-progress
+run_expect 0 "$V7FILL" import d3 ordered.csv --batch-rows 2000 --source-ref 'n:{n}' \
+    --rejects rej3.csv --no-progress --report-json r.json
+assert_eq "15000 15000 0" "$(field inserted) $(field duplicates) $(field rejected)" \
+    "every other row there: the others inserted, none taken for a duplicate"
+assert_eq "30000|30000" "$(q "SELECT count(*), count(DISTINCT n) FROM d3")" "each row once"
+
 # ids given by the input: an id in the target does not make a different record
 # a duplicate
 sqlf <<'SQL'
