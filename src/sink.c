@@ -27,6 +27,7 @@ struct Sink
     char *target_copy_sql;
     char *probe_sql;
     char *target_probe_sql;
+    char *target_ids_sql; /* the exact probe, after a unique violation */
     unsigned target_probe_skip; /* batches to go before the target is probed again */
     bool probe_first; /* last batch met duplicates: probe before writing */
     SinkStats stats;
@@ -347,6 +348,11 @@ sink_new(PgConn *c, const SinkConfig *cfg)
     s->target_probe_sql = xasprintf("SELECT %s FROM %s WHERE %s BETWEEN $1::uuid AND $2::uuid "
                                     "LIMIT $3::bigint",
                                     cfg->key_q, cfg->target_q, cfg->key_q);
+    /* After a unique violation, which the range probe's LIMIT may have hidden
+     * (a range dense with other sources' rows): every id asked for, one
+     * index descent each. */
+    s->target_ids_sql = xasprintf("SELECT %s FROM %s WHERE %s = ANY ($1::uuid[])", cfg->key_q,
+                                  cfg->target_q, cfg->key_q);
     s->unref_sql = xasprintf("DELETE FROM %s WHERE %s = ANY ($1::%s[])", cfg->lookup_q, key_col,
                              key_type);
     {
@@ -395,6 +401,7 @@ sink_free(Sink *s)
     free(s->target_copy_sql);
     free(s->probe_sql);
     free(s->target_probe_sql);
+    free(s->target_ids_sql);
     free(s->expired);
     free(s->expired_there);
     free(s->unref_sql);
@@ -602,39 +609,13 @@ compact_pending(BatchRow **rows, size_t n)
     return k;
 }
 
-/* Mark rows[0..n) whose minted id is in the target as DUPLICATE (*found of
- * them); rows end up sorted by id. */
-static bool
-sink_probe_target(Sink *s, BatchRow **rows, size_t n, size_t *found, Err *err)
+/* Mark rows[first..last] (sorted by id) whose id res (one binary uuid
+ * column, in any order) holds as DUPLICATE; *found counts them. */
+static void
+sink_mark_found(PGresult *res, BatchRow **rows, size_t first, size_t last, size_t *found)
 {
-    static const int result_binary = 1;
-    char lo[UUID_TEXT_SIZE];
-    char hi[UUID_TEXT_SIZE];
-    char limit[32];
-    const char *params[3] = {lo, hi, limit};
-    size_t first = n;
-    size_t last = 0;
-    size_t next;
-    PGresult *res;
+    size_t next = first;
 
-    *found = 0;
-    batch_rows_sort(&s->sort, rows, n, BATCH_BY_ID);
-    for (size_t k = 0; k < n; k++)
-        if (!rows[k]->id_given)
-        {
-            if (first == n)
-                first = k;
-            last = k;
-        }
-    if (first == n)
-        return true;
-    uuid_format(&rows[first]->id, lo);
-    uuid_format(&rows[last]->id, hi);
-    (void) snprintf(limit, sizeof limit, "%zu", 4 * n + 16);
-    if (!pg_query_ex(s->conn, s->target_probe_sql, 3, NULL, params, NULL, NULL, result_binary,
-                     &res, err))
-        return false;
-    next = first;
     for (int j = 0; j < PQntuples(res); j++)
     {
         Uuid u;
@@ -674,6 +655,73 @@ sink_probe_target(Sink *s, BatchRow **rows, size_t n, size_t *found, Err *err)
             }
         next = i;
     }
+}
+
+/*
+ * Mark rows[0..n) whose minted id is in the target as DUPLICATE (*found of
+ * them); rows end up sorted by id.  By one range scan (bounded by LIMIT: a
+ * row it cuts off is not found), or with exact, by asking for each id.
+ */
+static bool
+sink_probe_target(Sink *s, BatchRow **rows, size_t n, bool exact, size_t *found, Err *err)
+{
+    static const int result_binary = 1;
+    char lo[UUID_TEXT_SIZE];
+    char hi[UUID_TEXT_SIZE];
+    char limit[32];
+    size_t first = n;
+    size_t last = 0;
+    size_t asked = 0;
+    PGresult *res;
+    bool ok;
+
+    *found = 0;
+    batch_rows_sort(&s->sort, rows, n, BATCH_BY_ID);
+    for (size_t k = 0; k < n; k++)
+        if (!rows[k]->id_given)
+        {
+            if (first == n)
+                first = k;
+            last = k;
+            asked += rows[k]->outcome == ROW_PENDING;
+        }
+    if (first == n || asked == 0)
+        return true;
+    if (exact)
+    {
+        const char *values[1];
+        int lengths[1];
+
+        buf_reset(&s->param);
+        put_be32(&s->param, 1);    /* dimensions */
+        put_be32(&s->param, 0);    /* no NULLs */
+        put_be32(&s->param, 2950); /* uuid */
+        put_be32(&s->param, (uint32_t) asked);
+        put_be32(&s->param, 1); /* lower bound */
+        for (size_t k = first; k <= last; k++)
+            if (!rows[k]->id_given && rows[k]->outcome == ROW_PENDING)
+            {
+                put_be32(&s->param, (uint32_t) sizeof rows[k]->id.b);
+                buf_append(&s->param, rows[k]->id.b, sizeof rows[k]->id.b);
+            }
+        values[0] = s->param.data;
+        lengths[0] = (int) s->param.len;
+        ok = pg_query_ex(s->conn, s->target_ids_sql, 1, NULL, values, lengths, probe_formats,
+                         result_binary, &res, err);
+    }
+    else
+    {
+        const char *params[3] = {lo, hi, limit};
+
+        uuid_format(&rows[first]->id, lo);
+        uuid_format(&rows[last]->id, hi);
+        (void) snprintf(limit, sizeof limit, "%zu", 4 * n + 16);
+        ok = pg_query_ex(s->conn, s->target_probe_sql, 3, NULL, params, NULL, NULL,
+                         result_binary, &res, err);
+    }
+    if (!ok)
+        return false;
+    sink_mark_found(res, rows, first, last, found);
     PQclear(res);
     return true;
 }
@@ -697,7 +745,7 @@ sink_probe(Sink *s, BatchRow **rows, size_t n, size_t *ndup, Err *err)
         s->target_probe_skip--;
     else if (s->cfg.probe_target)
     {
-        if (!sink_probe_target(s, rows, n, &found, err))
+        if (!sink_probe_target(s, rows, n, false, &found, err))
             return false;
         /* Less than half found: the batch is spread in time, or its rows are
          * in the lookup only.  Try again 16 batches later. */
@@ -1146,7 +1194,7 @@ sink_write_target(Sink *s, Batch *b, BatchRow **rows, size_t n, bool probe_gap, 
             return false;
         if (probe_gap && s->cfg.probe_target && copy_unique_violation(s, &copy_err))
         {
-            if (!sink_probe_target(s, rows, n, &found, err))
+            if (!sink_probe_target(s, rows, n, true, &found, err))
                 return false;
             probe_gap = found > 0;
             if (found > 0)

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,14 +209,6 @@ main(int argc, char **argv)
     GlobalOpts g = {0};
     Err err = {0};
     int c;
-
-    /* Each batch allocates and frees the same few megabytes (its rows, the
-     * probes' answers): glibc would hand them back to the kernel at every free
-     * and fault them in again at the next batch, a tenth of a re-import's
-     * writer thread.  Kept: peak memory is unchanged, only not returned
-     * between batches. */
-    (void) mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    (void) mallopt(M_TRIM_THRESHOLD, 64 << 20);
 
     while ((c = getopt_long(argc, argv, "+" CLI_GLOBAL_SHORTOPTS "h", longopts, NULL)) != -1)
     {
