@@ -480,6 +480,26 @@ put_be32(Buf *b, uint32_t v)
     buf_append(b, x, 4);
 }
 
+/* A binary one-dimensional array parameter's header (elements follow, each
+ * its length then its bytes). */
+static void
+put_array_header(Buf *p, uint32_t elem_oid, size_t n)
+{
+    buf_reset(p);
+    put_be32(p, 1); /* dimensions */
+    put_be32(p, 0); /* no NULLs */
+    put_be32(p, elem_oid);
+    put_be32(p, (uint32_t) n);
+    put_be32(p, 1); /* lower bound */
+}
+
+static void
+put_array_elem(Buf *p, const void *data, uint32_t len)
+{
+    put_be32(p, len);
+    buf_append(p, data, len);
+}
+
 static const int probe_formats[1] = {1};
 
 /* A key map's key as a binary int8 (its hash with the sign bit flipped back). */
@@ -516,22 +536,18 @@ sink_probe_param(Sink *s, BatchRow **rows, size_t n)
     bool map = s->cfg.lookup_shape == LOOKUP_LEGACY_ID;
 
     batch_rows_sort(&s->sort, rows, n, BATCH_BY_HASH);
-    buf_reset(&s->param);
-    put_be32(&s->param, 1);  /* dimensions */
-    put_be32(&s->param, 0);  /* no NULLs */
-    put_be32(&s->param, map                                            ? 20   /* int8 */
-                        : s->cfg.lookup_shape == LOOKUP_REF_HASH_BYTEA ? 17   /* bytea */
-                                                                       : 2950); /* uuid */
-    put_be32(&s->param, (uint32_t) n);
-    put_be32(&s->param, 1);  /* lower bound */
+    put_array_header(&s->param,
+                     map                                            ? 20   /* int8 */
+                     : s->cfg.lookup_shape == LOOKUP_REF_HASH_BYTEA ? 17   /* bytea */
+                                                                    : 2950, /* uuid */
+                     n);
     for (size_t i = 0; i < n; i++)
     {
         uint8_t k8[REF_HASH_LEN];
         int len;
         const char *k = sink_key_param(s, rows[i]->hash, k8, &len);
 
-        put_be32(&s->param, (uint32_t) len);
-        buf_append(&s->param, k, (size_t) len);
+        put_array_elem(&s->param, k, (uint32_t) len);
     }
 }
 
@@ -692,18 +708,10 @@ sink_probe_target(Sink *s, BatchRow **rows, size_t n, bool exact, size_t *found,
         const char *values[1];
         int lengths[1];
 
-        buf_reset(&s->param);
-        put_be32(&s->param, 1);    /* dimensions */
-        put_be32(&s->param, 0);    /* no NULLs */
-        put_be32(&s->param, 2950); /* uuid */
-        put_be32(&s->param, (uint32_t) asked);
-        put_be32(&s->param, 1); /* lower bound */
+        put_array_header(&s->param, 2950 /* uuid */, asked);
         for (size_t k = first; k <= last; k++)
             if (!rows[k]->id_given && rows[k]->outcome == ROW_PENDING)
-            {
-                put_be32(&s->param, (uint32_t) sizeof rows[k]->id.b);
-                buf_append(&s->param, rows[k]->id.b, sizeof rows[k]->id.b);
-            }
+                put_array_elem(&s->param, rows[k]->id.b, sizeof rows[k]->id.b);
         values[0] = s->param.data;
         lengths[0] = (int) s->param.len;
         ok = pg_query_ex(s->conn, s->target_ids_sql, 1, NULL, values, lengths, probe_formats,
@@ -1740,26 +1748,6 @@ sink_apply_rows(Sink *s, Batch *b, BatchRow **rows, size_t n, Err *err)
 
 /* A run shorter than this goes row by row (a few statements either way). */
 #define SINK_SET_MIN 8
-
-/* A binary one-dimensional array parameter's header (elements follow, each
- * its length then its bytes). */
-static void
-put_array_header(Buf *p, uint32_t elem_oid, size_t n)
-{
-    buf_reset(p);
-    put_be32(p, 1); /* dimensions */
-    put_be32(p, 0); /* no NULLs */
-    put_be32(p, elem_oid);
-    put_be32(p, (uint32_t) n);
-    put_be32(p, 1); /* lower bound */
-}
-
-static void
-put_array_elem(Buf *p, const void *data, uint32_t len)
-{
-    put_be32(p, len);
-    buf_append(p, data, len);
-}
 
 /* The lookup key a row's operation goes by. */
 static const uint8_t *
