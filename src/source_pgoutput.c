@@ -11,12 +11,14 @@
  */
 #include "v7fill/source_pgoutput.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "v7fill/interrupt.h"
 #include "v7fill/log.h"
@@ -32,6 +34,20 @@
  * and ping held the lock about 400 ms per capture for a few rows. */
 #define FINAL_WAIT_MS 2
 #define FINAL_PING_MS 5
+
+/* A streamed transaction received into a temporary file: its changes'
+ * frames without their xid (as a transaction sent at its commit carries
+ * them), each after its length; where each subtransaction's first change
+ * begins, to cut a rolled-back one out. */
+typedef struct Spool
+{
+    uint32_t xid;
+    FILE *f;
+    uint64_t size;
+    uint32_t *subxids;
+    uint64_t *suboff;
+    size_t nsub, subcap;
+} Spool;
 
 typedef struct PgoSource
 {
@@ -89,6 +105,16 @@ typedef struct PgoSource
     PgoSourceStats st;
     bool ended;
     bool past_stop;              /* stop_before: a transaction committing past the stop began */
+    bool payload_own;            /* payload is malloc'd here (a spooled frame) */
+
+    /* streamed transactions (cfg.streamed) */
+    uint32_t direct_xid;         /* the one applied as it arrives (0: none) */
+    bool in_direct_block;        /* inside one of its blocks */
+    Spool *spools;
+    size_t nspools;
+    Spool *block_spool;          /* inside a block of this spooled one */
+    Spool *replay;               /* applied from its spool now (committed) */
+    uint64_t replay_end;         /* its end LSN */
 } PgoSource;
 
 void
@@ -103,9 +129,11 @@ source_pgoutput_origin(const char *schema, const char *table, uint64_t lsn, char
 
 /* A frame from the connection (libpq's) or from the owner's recv (malloc'd). */
 static void
-frame_free(PgoSource *s, char *buf)
+frame_free(PgoSource *s, char *buf, bool own)
 {
-    if (s->cfg.recv)
+    if (own)
+        free(buf);
+    else if (s->cfg.recv)
         free(buf);
     else
         replconn_freemem(buf);
@@ -199,8 +227,10 @@ maybe_status(PgoSource *s, Err *err)
         s->last_tick_ms = now;
         s->cfg.tick(s->cfg.ctx, at, end > at ? end - at : 0, idle(s));
     }
-    /* Waiting to be caught up: ask the server where it stands. */
-    if (s->cfg.stop_lsn > 0 && idle(s) &&
+    /* Waiting to be caught up: ask the server where it stands (also while
+     * only a transaction streaming in is open: it may commit past the stop). */
+    if (s->cfg.stop_lsn > 0 &&
+        (idle(s) || (s->direct_xid != 0 && committed >= s->handed_end)) &&
         now - s->last_ping_ms >= (final_apply(s) ? FINAL_PING_MS : PING_INTERVAL_MS))
         return send_status(s, true, err);
     return due ? send_status(s, false, err) : true;
@@ -541,9 +571,314 @@ on_truncate(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bool *
     }
 }
 
-/* One frame; *got when it made a record. */
+/* ------------------------------------------------ streamed transactions */
+
+/* The XLogData header (25 bytes) and the message's type byte come before a
+ * streamed message's xid. */
+#define XID_AT 26
+
+static Spool *
+spool_find(PgoSource *s, uint32_t xid)
+{
+    for (size_t i = 0; i < s->nspools; i++)
+        if (s->spools[i].xid == xid)
+            return &s->spools[i];
+    return NULL;
+}
+
+/* The spool's file: in $TMPDIR (else /tmp), unlinked at once, so that it
+ * goes when the stream exits however it exits. */
 static bool
-on_frame(PgoSource *s, const PgoFrame *fr, Record *rec, bool *got, Err *err)
+spool_new(PgoSource *s, uint32_t xid, Spool **out, Err *err)
+{
+    const char *dir = getenv("TMPDIR");
+    char *path = xasprintf("%s/v7fill-spool-XXXXXX", dir && dir[0] ? dir : "/tmp");
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w+") : NULL;
+    Spool *sp;
+
+    if (fd >= 0)
+        (void) unlink(path);
+    if (f == NULL)
+    {
+        err_set(err, EC_IO,
+                "could not make a temporary file in %s for source transaction %u (a streamed "
+                "transaction is spooled there until its commit): %s",
+                dir && dir[0] ? dir : "/tmp", xid, strerror(errno));
+        if (fd >= 0)
+            (void) close(fd);
+        free(path);
+        return false;
+    }
+    free(path);
+    s->spools = xrealloc(s->spools, (s->nspools + 1) * sizeof *s->spools);
+    sp = &s->spools[s->nspools++];
+    memset(sp, 0, sizeof *sp);
+    sp->xid = xid;
+    sp->f = f;
+    *out = sp;
+    return true;
+}
+
+/* Forget a spool (its file goes: tmpfile's are unlinked already). */
+static void
+spool_drop(PgoSource *s, Spool *sp)
+{
+    size_t i = (size_t) (sp - s->spools);
+
+    if (s->block_spool == sp)
+        s->block_spool = NULL;
+    (void) fclose(sp->f);
+    free(sp->subxids);
+    free(sp->suboff);
+    s->spools[i] = s->spools[--s->nspools];
+    if (s->block_spool == &s->spools[s->nspools])
+        s->block_spool = &s->spools[i];
+}
+
+/* One message of a spooled transaction's block, without its xid. */
+static bool
+spool_append(PgoSource *s, Spool *sp, const PgoMessage *m, const char *buf, size_t len,
+             Err *err)
+{
+    uint32_t n = (uint32_t) (len - 4);
+    bool known = m->xid == sp->xid;
+
+    for (size_t i = sp->nsub; !known && i > 0; i--)
+        known = sp->subxids[i - 1] == m->xid;
+    if (!known)
+    {
+        if (sp->nsub == sp->subcap)
+        {
+            sp->subcap = sp->subcap ? sp->subcap * 2 : 8;
+            sp->subxids = xrealloc(sp->subxids, sp->subcap * sizeof *sp->subxids);
+            sp->suboff = xrealloc(sp->suboff, sp->subcap * sizeof *sp->suboff);
+        }
+        sp->subxids[sp->nsub] = m->xid;
+        sp->suboff[sp->nsub++] = sp->size;
+    }
+    if (fwrite(&n, sizeof n, 1, sp->f) != 1 || fwrite(buf, 1, XID_AT, sp->f) != XID_AT ||
+        fwrite(buf + XID_AT + 4, 1, len - XID_AT - 4, sp->f) != len - XID_AT - 4)
+        return err_set(err, EC_IO, "could not write the spool of source transaction %u: %s",
+                       sp->xid, strerror(errno));
+    sp->size += sizeof n + n;
+    s->st.spool_bytes += sizeof n + n;
+    return true;
+}
+
+/* A subtransaction rolled back: its changes (and those of subtransactions
+ * after it) are cut out of the spool. */
+static bool
+spool_cut(Spool *sp, uint32_t subxid, Err *err)
+{
+    for (size_t i = 0; i < sp->nsub; i++)
+        if (sp->subxids[i] == subxid)
+        {
+            if (fflush(sp->f) != 0 || ftruncate(fileno(sp->f), (off_t) sp->suboff[i]) != 0 ||
+                fseeko(sp->f, (off_t) sp->suboff[i], SEEK_SET) != 0)
+                return err_set(err, EC_IO,
+                               "could not cut a rolled-back subtransaction out of the spool "
+                               "of source transaction %u: %s",
+                               sp->xid, strerror(errno));
+            sp->size = sp->suboff[i];
+            sp->nsub = i;
+            break;
+        }
+    return true;
+}
+
+/* The next frame of the spool being applied (malloc'd); *len 0 at its end. */
+static bool
+replay_next(PgoSource *s, char **buf, int *len, Err *err)
+{
+    Spool *sp = s->replay;
+    uint32_t n;
+
+    *buf = NULL;
+    *len = 0;
+    if (fread(&n, sizeof n, 1, sp->f) != 1)
+    {
+        if (ferror(sp->f))
+            return err_set(err, EC_IO, "could not read the spool of source transaction %u: %s",
+                           sp->xid, strerror(errno));
+        return true;
+    }
+    *buf = xmalloc(n ? n : 1);
+    if (fread(*buf, 1, n, sp->f) != n)
+    {
+        free(*buf);
+        *buf = NULL;
+        return err_set(err, EC_IO, "the spool of source transaction %u ends in a frame",
+                       sp->xid);
+    }
+    *len = (int) n;
+    return true;
+}
+
+/* The direct transaction cannot be applied as it arrives after all: the
+ * source ends, and its owner starts again with xid spooled. */
+static bool
+demote(PgoSource *s, const char *why, Err *err)
+{
+    s->st.demote_xid = s->direct_xid;
+    (void) snprintf(s->st.demote_why, sizeof s->st.demote_why, "%s", why);
+    return err_set(err, EC_CONFIG,
+                   "source transaction %u, applied as it streamed in, %s: rolled back in the "
+                   "target, it is received again into a spool file and applied at its commit",
+                   s->direct_xid, why);
+}
+
+static bool
+xid_listed(const PgoSource *s, uint32_t xid)
+{
+    for (size_t i = 0; i < s->cfg.nspool_xids; i++)
+        if (s->cfg.spool_xids[i] == xid)
+            return true;
+    return false;
+}
+
+/* A transaction's changes all handed out: it is done (commit_lsn, end_lsn). */
+static void
+end_txn(PgoSource *s, uint64_t end_lsn)
+{
+    s->in_txn = false;
+    if (end_lsn > s->last_end)
+    {
+        s->last_end = end_lsn;
+        s->last_end_time_us = s->commit_time_us;
+    }
+    if (s->skip_txn)
+        s->st.skipped_transactions++;
+    else
+        s->st.transactions++;
+    if (s->emitted_in_txn > 0)
+        s->handed_end = s->last_end;
+    s->st.last_commit_time_us = s->commit_time_us;
+}
+
+/* The start of a transaction's changes (final_lsn: its commit, UINT64_MAX
+ * while not known). */
+static void
+begin_txn(PgoSource *s, uint64_t final_lsn, int64_t commit_time_us)
+{
+    s->in_txn = true;
+    s->final_lsn = final_lsn;
+    s->commit_time_us = commit_time_us;
+    s->ordinal = 0;
+    s->emitted_in_txn = 0;
+    /* Committed below the resume position: applied already. */
+    s->skip_txn = final_lsn < s->cfg.resume_lsn;
+    s->skip_changes = final_lsn == s->cfg.resume_txn_lsn ? s->cfg.resume_txn_changes : 0;
+}
+
+static bool
+on_stream_start(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bool *got,
+                Err *err)
+{
+    char at[PGO_LSN_TEXT_SIZE];
+    Spool *sp;
+
+    if (s->direct_xid != 0 && m->xid != s->direct_xid)
+        return demote(s, "met another streamed transaction", err);
+    if (m->xid == s->direct_xid)
+    {
+        s->in_direct_block = true;
+        return true;
+    }
+    sp = spool_find(s, m->xid);
+    if (sp != NULL)
+    {
+        s->block_spool = sp;
+        return true;
+    }
+    if (!m->first_segment)
+    {
+        pgo_lsn_format(lsn, at);
+        return err_set(err, EC_FORMAT,
+                       "pgoutput: source transaction %u streams on at %s without its first "
+                       "block",
+                       m->xid, at);
+    }
+    if (s->cfg.spool_only || s->nspools > 0 || xid_listed(s, m->xid))
+    {
+        if (!spool_new(s, m->xid, &sp, err))
+            return false;
+        s->block_spool = sp;
+        return true;
+    }
+    /* Applied as it arrives, in a target transaction of its own: the group
+     * read before it goes first. */
+    if (s->rows_open > 0)
+    {
+        memset(rec, 0, sizeof *rec);
+        rec->op = REC_BOUNDARY;
+        rec->batch_end = true;
+        s->rows_open = 0;
+        *got = true;
+    }
+    s->direct_xid = m->xid;
+    s->in_direct_block = true;
+    begin_txn(s, UINT64_MAX, 0);
+    return true;
+}
+
+static bool
+on_stream_commit(PgoSource *s, const PgoMessage *m, Err *err)
+{
+    Spool *sp;
+
+    if (m->xid == s->direct_xid && s->direct_xid != 0)
+    {
+        if (m->commit_lsn < s->cfg.resume_lsn)
+            return demote(s, "was applied by an earlier run", err);
+        s->final_lsn = m->commit_lsn;
+        s->commit_time_us = m->commit_time_us;
+        s->direct_xid = 0;
+        s->st.streamed_direct++;
+        end_txn(s, m->end_lsn);
+        return true;
+    }
+    sp = spool_find(s, m->xid);
+    if (sp == NULL)
+    {
+        /* Nothing of it was streamed to us: an empty transaction. */
+        begin_txn(s, m->commit_lsn, m->commit_time_us);
+        end_txn(s, m->end_lsn);
+        return true;
+    }
+    if (fflush(sp->f) != 0 || fseeko(sp->f, 0, SEEK_SET) != 0)
+        return err_set(err, EC_IO, "could not read the spool of source transaction %u: %s",
+                       sp->xid, strerror(errno));
+    begin_txn(s, m->commit_lsn, m->commit_time_us);
+    s->replay = sp;
+    s->replay_end = m->end_lsn;
+    return true;
+}
+
+static bool
+on_stream_abort(PgoSource *s, const PgoMessage *m, Err *err)
+{
+    Spool *sp;
+
+    if (m->xid == s->direct_xid && s->direct_xid != 0)
+        return demote(s,
+                      m->subxid == m->xid ? "was rolled back on the source"
+                                          : "had a subtransaction rolled back",
+                      err);
+    sp = spool_find(s, m->xid);
+    if (sp == NULL)
+        return true;
+    if (m->subxid != m->xid)
+        return spool_cut(sp, m->subxid, err);
+    s->st.streamed_aborted++;
+    spool_drop(s, sp);
+    return true;
+}
+
+/* One frame (buf, len: as received); *got when it made a record. */
+static bool
+on_frame(PgoSource *s, const PgoFrame *fr, const char *buf, size_t len, Record *rec, bool *got,
+         Err *err)
 {
     const PgoMessage *m = &fr->msg;
     char at[PGO_LSN_TEXT_SIZE];
@@ -558,9 +893,25 @@ on_frame(PgoSource *s, const PgoFrame *fr, Record *rec, bool *got, Err *err)
     }
     if (fr->data_start > s->received)
         s->received = s->st.received_lsn = fr->data_start;
+    /* Inside a block of a spooled transaction: its changes wait in the spool
+     * (an origin message carries no xid and says nothing to us). */
+    if (s->block_spool != NULL && m->has_xid)
+        return spool_append(s, s->block_spool, m, buf, len, err);
     switch (m->type)
     {
+        case 'S':
+            return on_stream_start(s, m, fr->data_start, rec, got, err);
+        case 'E':
+            s->in_direct_block = false;
+            s->block_spool = NULL;
+            return true;
+        case 'c':
+            return on_stream_commit(s, m, err);
+        case 'A':
+            return on_stream_abort(s, m, err);
         case 'B':
+            if (s->direct_xid != 0)
+                return demote(s, "met a transaction that committed meanwhile", err);
             if (s->in_txn)
             {
                 pgo_lsn_format(m->final_lsn, at);
@@ -573,15 +924,7 @@ on_frame(PgoSource *s, const PgoFrame *fr, Record *rec, bool *got, Err *err)
                 s->past_stop = true; /* not handed out: the source ends here */
                 return true;
             }
-            s->in_txn = true;
-            s->final_lsn = m->final_lsn;
-            s->commit_time_us = m->commit_time_us;
-            s->ordinal = 0;
-            s->emitted_in_txn = 0;
-            /* Committed below the resume position: applied already. */
-            s->skip_txn = m->final_lsn < s->cfg.resume_lsn;
-            s->skip_changes =
-                m->final_lsn == s->cfg.resume_txn_lsn ? s->cfg.resume_txn_changes : 0;
+            begin_txn(s, m->final_lsn, m->commit_time_us);
             return true;
         case 'C':
             if (!s->in_txn || m->commit_lsn != s->final_lsn)
@@ -590,19 +933,7 @@ on_frame(PgoSource *s, const PgoFrame *fr, Record *rec, bool *got, Err *err)
                 return err_set(err, EC_FORMAT,
                                "pgoutput: a commit at %s that no begin announced", at);
             }
-            s->in_txn = false;
-            if (m->end_lsn > s->last_end)
-            {
-                s->last_end = m->end_lsn;
-                s->last_end_time_us = s->commit_time_us;
-            }
-            if (s->skip_txn)
-                s->st.skipped_transactions++;
-            else
-                s->st.transactions++;
-            if (s->emitted_in_txn > 0)
-                s->handed_end = s->last_end;
-            s->st.last_commit_time_us = s->commit_time_us;
+            end_txn(s, m->end_lsn);
             return true;
         case 'R':
             return on_relation(s, m, fr->data_start, err);
@@ -618,10 +949,8 @@ on_frame(PgoSource *s, const PgoFrame *fr, Record *rec, bool *got, Err *err)
             return true;
         default:
             pgo_lsn_format(fr->data_start, at);
-            return err_set(err, EC_FORMAT,
-                           "pgoutput: unexpected '%c' message at %s (the stream does not ask "
-                           "for streamed transactions)",
-                           m->type, at);
+            return err_set(err, EC_FORMAT, "pgoutput: unexpected '%c' message at %s", m->type,
+                           at);
     }
 }
 
@@ -666,7 +995,7 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
     *eof = false;
     if (s->payload)
     {
-        frame_free(s, s->payload);
+        frame_free(s, s->payload, s->payload_own);
         s->payload = NULL;
     }
     for (;;)
@@ -675,7 +1004,32 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
         int len = 0;
         int timeout = 1000;
         PgoFrame fr;
-        bool got, more = false;
+        bool got, more = false, own = false;
+
+        if (s->direct_xid != 0 && interrupt_signal() != 0)
+            return err_set(err, EC_INTERRUPTED, "interrupted by %s", interrupt_name());
+        /* Everything committed before the stop is applied (the server
+         * decoded past it), only the transaction streaming in is not: it
+         * commits later, if ever, and is not waited for. */
+        if (s->direct_xid != 0 && s->cfg.stop_lsn > 0 && s->server_end >= s->cfg.stop_lsn &&
+            s->replay == NULL && atomic_load(&s->committed) >= s->handed_end)
+            return demote(s, "is still open at the stop position", err);
+        if (s->replay != NULL)
+        {
+            /* A spooled transaction, committed: its changes, then its end. */
+            if (!maybe_status(s, err) || !replay_next(s, &buf, &len, err))
+                return false;
+            if (len == 0)
+            {
+                s->st.streamed_spooled++;
+                end_txn(s, s->replay_end);
+                spool_drop(s, s->replay);
+                s->replay = NULL;
+                continue;
+            }
+            own = true;
+            goto decode;
+        }
 
         if (!s->ended && should_end(s) && s->rows_open == 0 && !caught_up_hook(s, &more, err))
             return false;
@@ -742,18 +1096,20 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
             continue;
         }
         s->st.bytes += (uint64_t) len;
+decode:
         if (!pgo_decode(s->dec, buf, (size_t) len, &fr, err) ||
-            !on_frame(s, &fr, rec, &got, err))
+            !on_frame(s, &fr, buf, (size_t) len, rec, &got, err))
         {
-            frame_free(s, buf);
+            frame_free(s, buf, own);
             return false;
         }
         if (got)
         {
             s->payload = buf; /* the record borrows it */
+            s->payload_own = own;
             return true;
         }
-        frame_free(s, buf);
+        frame_free(s, buf, own);
     }
 }
 
@@ -820,7 +1176,10 @@ pgo_close(Source *src)
     PgoSource *s = (PgoSource *) src;
 
     if (s->payload)
-        frame_free(s, s->payload);
+        frame_free(s, s->payload, s->payload_own);
+    while (s->nspools > 0)
+        spool_drop(s, &s->spools[s->nspools - 1]);
+    free(s->spools);
     pgo_decoder_free(s->dec);
     free(s->relcol_field);
     free(s->field_relcol);

@@ -57,6 +57,8 @@ typedef struct StreamClocks
     int64_t source_us, target_us;
 } StreamClocks;
 
+#define SPOOL_XIDS 32
+
 typedef struct Streamer
 {
     PgConn *conn;        /* the target (the pipeline's writer uses it) */
@@ -86,6 +88,13 @@ typedef struct Streamer
     PipelineOptions *po; /* the pipeline's options (it keeps the pointer) */
     const char **ignore; /* --ignore-column, and source columns the target lacks */
     bool relation_changed;
+    /* Streamed transactions that are spooled, not applied as they arrive
+     * (a direct one given up: demote_xid); none applied directly until
+     * direct_after (monotime_s). */
+    uint32_t demote_xid;
+    uint32_t spool_xids[SPOOL_XIDS]; /* the last ones (a ring) */
+    size_t nspool_xids, spool_next;
+    double direct_after;
     int relation_restarts; /* in a row, without progress */
     uint64_t tolerate_until; /* columns not in the catalog passed over below here (source LSN) */
     uint32_t *col_types;   /* per info.cols: its type OID when the columns were checked */
@@ -1646,12 +1655,16 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     PgoSourceConfig cfg;
     PipelineHooks h;
     PgoSourceStats ps;
-    bool ok;
+    bool ok, streamed;
 
     if (!stream_state_get(s->conn, s->o->slot, s->row_target, &s->state, err))
         return false;
-    if (!s->queue &&
-        !replconn_start(s->repl, s->o->slot, s->state.end_lsn, s->o->publication, 1, false, err))
+    /* Not with a position stored inside a transaction by an older version
+     * (its changes are counted from the begin, which a streamed one lacks). */
+    streamed = s->o->streaming && !s->queue && s->state.txn_lsn == 0 &&
+               replconn_server_version(s->repl) >= 140000;
+    if (!s->queue && !replconn_start(s->repl, s->o->slot, s->state.end_lsn, s->o->publication,
+                                     streamed ? 2 : 1, streamed, err))
         return false;
     memset(&cfg, 0, sizeof cfg);
     cfg.repl = s->queue ? NULL : s->repl;
@@ -1680,6 +1693,10 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     cfg.tick = tick; /* each target's metrics; the slot's from the first */
     cfg.on_caught_up = s->o->on_caught_up && stop_lsn > 0 ? caught_up : NULL;
     cfg.ctx = s;
+    cfg.streamed = streamed;
+    cfg.spool_xids = s->spool_xids;
+    cfg.nspool_xids = s->nspool_xids;
+    cfg.spool_only = monotime_s() < s->direct_after;
     if (!source_pgoutput_open(&cfg, &s->src, err))
         return false;
     s->streaming = true;
@@ -1714,7 +1731,11 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     s->st->deletes_ignored += ps.deletes_ignored;
     s->st->truncates_ignored += ps.truncates_ignored;
     s->st->bytes_received += ps.bytes;
+    s->st->streamed_direct += ps.streamed_direct;
+    s->st->streamed_spooled += ps.streamed_spooled;
+    s->st->streamed_aborted += ps.streamed_aborted;
     s->relation_changed = !ok && ps.relation_changed;
+    s->demote_xid = ok ? 0 : ps.demote_xid;
     source_close(s->src);
     s->src = NULL;
     return ok;
@@ -1841,6 +1862,21 @@ stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
 
         if (run_changes(s, stop_lsn, &why))
             return true;
+        if (s->demote_xid != 0)
+        {
+            /* Not a failure: a transaction applied as it streamed in is
+             * rolled back in the target and spooled this time; none is
+             * applied directly for a minute (the source is busy). */
+            log_info("%s", why.msg);
+            s->st->streamed_restarts++;
+            s->spool_xids[s->spool_next++ % SPOOL_XIDS] = s->demote_xid;
+            if (s->nspool_xids < SPOOL_XIDS)
+                s->nspool_xids++;
+            s->direct_after = monotime_s() + 60.0;
+            if (!open_source(s, err))
+                return false;
+            continue;
+        }
         if (s->relation_changed)
         {
             /* Not a failure: the table has a new column; again from the
@@ -2419,6 +2455,10 @@ stats_add(StreamStats *a, const StreamStats *b)
     a->quarantined += b->quarantined;
     a->bytes_received += b->bytes_received;
     a->reconnects += b->reconnects;
+    a->streamed_direct += b->streamed_direct;
+    a->streamed_spooled += b->streamed_spooled;
+    a->streamed_aborted += b->streamed_aborted;
+    a->streamed_restarts += b->streamed_restarts;
     if (a->start_lsn == 0 || (b->start_lsn && b->start_lsn < a->start_lsn))
         a->start_lsn = b->start_lsn;
     if (a->applied_lsn == 0 || b->applied_lsn < a->applied_lsn)

@@ -88,6 +88,20 @@ typedef struct PgoSourceConfig
     /* Once, when idle at stop_lsn (NULL: never): may move *stop_lsn further. */
     bool (*on_caught_up)(void *ctx, uint64_t *stop_lsn, Err *err);
     void *ctx;
+    /* The connection asked for streamed transactions (protocol 2, streaming
+     * on): a large source transaction arrives in blocks while it is in
+     * progress.  The first one open while no other is is applied as it
+     * arrives, into one target transaction that commits at its Stream Commit
+     * (direct); any other is spooled to a temporary file and applied whole at
+     * its commit (a subtransaction's rollback cuts its changes out).  A
+     * direct one that another transaction interleaves with, or that rolls
+     * back (all or a subtransaction), or that an earlier run applied, ends
+     * the source with st.demote_xid set: the owner starts again from its
+     * stored position, that xid listed in spool_xids. */
+    bool streamed;
+    const uint32_t *spool_xids;  /* streamed transactions to spool, not apply directly */
+    size_t nspool_xids;
+    bool spool_only;             /* no direct ones (a demotion was recent) */
 } PgoSourceConfig;
 
 typedef struct PgoSourceStats
@@ -103,6 +117,13 @@ typedef struct PgoSourceStats
     int64_t last_commit_time_us; /* source commit time of the last transaction handed out */
     bool stopped_at_stop_lsn;
     bool relation_changed;   /* stopped at a column the stream did not start with */
+    /* streamed transactions (cfg.streamed) */
+    uint64_t streamed_direct;  /* committed, applied as they arrived */
+    uint64_t streamed_spooled; /* committed, applied from the spool at their commit */
+    uint64_t streamed_aborted; /* rolled back on the source (spooled ones) */
+    uint64_t spool_bytes;      /* written to spool files */
+    uint32_t demote_xid;       /* stopped: apply this one from a spool (see cfg.streamed) */
+    char demote_why[128];
 } PgoSourceStats;
 
 V7FILL_MUST_CHECK bool source_pgoutput_open(const PgoSourceConfig *cfg, Source **out, Err *err);

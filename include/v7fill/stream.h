@@ -64,6 +64,12 @@ typedef struct StreamOptions
     bool resnapshot;            /* the stream's slot invalidated (lost) or gone: drop it,
                                    create it again and copy anew, keeping the counts */
     bool until_caught_up;       /* exit once what the source committed before the start is applied */
+    /* Protocol 2 with streaming on (a source of PostgreSQL 14 or later, one
+     * --from table): a large source transaction arrives while it is in
+     * progress and is applied as it arrives, or spooled to a temporary file
+     * and applied at its commit (source_pgoutput.h).  Off: protocol 1, each
+     * transaction sent whole at its commit. */
+    bool streaming;
     int status_interval_s;      /* the one-line status on stderr (default 10; 0 = never) */
     const char *metrics_listen; /* ADDR:PORT of the metrics endpoint, or NULL */
     uint64_t warn_retained;     /* warn when the slot retains more WAL (default 5 GiB; 0 never) */
@@ -99,6 +105,10 @@ typedef struct StreamStats
     uint64_t quarantined;
     uint64_t bytes_received;
     uint64_t reconnects;
+    uint64_t streamed_direct;   /* large transactions applied as they streamed in */
+    uint64_t streamed_spooled;  /* ... spooled and applied at their commit */
+    uint64_t streamed_aborted;  /* ... spooled and rolled back on the source */
+    uint64_t streamed_restarts; /* a direct one given up: received again, spooled */
     uint64_t start_lsn;         /* where this run started streaming */
     uint64_t applied_lsn;       /* the last source commit committed in the target */
 } StreamStats;

@@ -41,6 +41,7 @@ enum
     OPT_NO_SNAPSHOT,
     OPT_RESNAPSHOT,
     OPT_UNTIL_CAUGHT_UP,
+    OPT_STREAMING,
     OPT_LOOKUP,
     OPT_KEY_MAP,
     OPT_RETENTION,
@@ -133,6 +134,11 @@ stream_usage(FILE *out)
           "  --batch-rows N         rows per batch of the initial copy, and per piece of a\n"
           "                         large source transaction (its pieces: one target\n"
           "                         transaction) (default 10000)\n"
+          "  --streaming on|off     large source transactions arrive while in progress\n"
+          "                         (protocol 2; PostgreSQL 14 or later, one --from table):\n"
+          "                         applied as they arrive, or spooled to a temporary file\n"
+          "                         and applied at their commit when others interleave\n"
+          "                         (default on); off: each is sent whole at its commit\n"
           "  --jobs N               writer connections for the initial copy and the changes\n"
           "                         (default 1); batches commit in source order, one that\n"
           "                         touches a row a batch in flight touches waits for it\n"
@@ -203,6 +209,13 @@ print_summary(const StreamStats *st)
            st->transactions, st->skipped_transactions, r->time_changed, st->deletes_ignored,
            st->truncates_ignored, st->reconnects, at, r->partitions_created, r->elapsed_s,
            ru.ru_maxrss / 1024);
+    if (st->streamed_direct + st->streamed_spooled + st->streamed_aborted +
+            st->streamed_restarts >
+        0)
+        printf("        streamed_direct=%" PRIu64 " streamed_spooled=%" PRIu64
+               " streamed_aborted=%" PRIu64 " streamed_restarts=%" PRIu64 "\n",
+               st->streamed_direct, st->streamed_spooled, st->streamed_aborted,
+               st->streamed_restarts);
 }
 
 static void
@@ -512,6 +525,7 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
         {"no-snapshot", no_argument, NULL, OPT_NO_SNAPSHOT},
         {"resnapshot", no_argument, NULL, OPT_RESNAPSHOT},
         {"until-caught-up", no_argument, NULL, OPT_UNTIL_CAUGHT_UP},
+        {"streaming", required_argument, NULL, OPT_STREAMING},
         {"lookup-table", required_argument, NULL, OPT_LOOKUP},
         {"key-map", required_argument, NULL, OPT_KEY_MAP},
         {"retention", required_argument, NULL, OPT_RETENTION},
@@ -532,6 +546,7 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
     };
     static const char *const on_delete[] = {"delete", "ignore"};
     static const char *const on_truncate[] = {"stop", "apply", "ignore"};
+    static const char *const on_off[] = {"on", "off"};
     StreamOptions o;
     StreamStats st;
     ColumnMap *maps = NULL;
@@ -552,6 +567,7 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
     bool json = false, yes = false;
 
     stream_options_default(&o);
+    o.streaming = true;
     memset(&st, 0, sizeof st);
     while ((c = getopt_long(argc, argv, CLI_GLOBAL_SHORTOPTS "h", longopts, NULL)) != -1)
     {
@@ -598,6 +614,14 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
                     goto out;
                 }
                 o.on_delete = (StreamOnDelete) choice;
+                break;
+            case OPT_STREAMING:
+                if (!parse_choice("--streaming", optarg, on_off, 2, &choice, err))
+                {
+                    status = 2;
+                    goto out;
+                }
+                o.streaming = choice == 0;
                 break;
             case OPT_ON_TRUNCATE:
                 if (!parse_choice("--on-truncate", optarg, on_truncate, 3, &choice, err))

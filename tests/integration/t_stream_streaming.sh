@@ -1,0 +1,136 @@
+# Streamed source transactions (protocol 2, --streaming on, the default): the source's
+# logical_decoding_work_mem is 64kB here (set on the replication connection), so every
+# transaction of more than a few hundred rows arrives in blocks while it is in progress.
+# - alone, it is applied as it arrives and commits at its Stream Commit (streamed_direct);
+# - when another transaction commits while it streams, it is rolled back in the target,
+#   received again into a spool and applied at its commit, after the other one
+#   (streamed_restarts, streamed_spooled); a subtransaction rolled back inside it is cut out
+#   of the spool; a rolled-back streamed transaction leaves nothing (streamed_aborted);
+# - one still open on the source when --until-caught-up reaches its stop is not waited for,
+#   and lands whole in the next run once committed;
+# - the same, live: a streamer running while one session streams a large transaction and
+#   another commits small ones;
+# - kill -9 while one is applied as it arrives: nothing of it lands, the rerun applies it once;
+# - --streaming off: protocol 1, the transaction sent whole at its commit.
+# After each step the target equals the source: count, keys, amounts and every note.
+source "$(dirname "$0")/lib.sh"
+cd "$T_TMP"
+stream_source_db
+SRCINFO="dbname=$SRC options='-c logical_decoding_work_mem=64kB'"
+qs "CREATE TABLE orders (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, amount int, note text);
+    CREATE PUBLICATION pub FOR TABLE orders;"
+q "CREATE TABLE orders_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL,
+                           created_at timestamptz NOT NULL, amount int, note text) PARTITION BY RANGE (id)"
+stream() {
+    "$V7FILL" stream orders_v7 --source "$SRCINFO" --from public.orders --publication pub \
+        --slot "$SLOT" --map id=legacy_id "$@"
+}
+# in the background, $! being v7fill itself (for kill)
+stream_bg() {
+    (exec "$V7FILL" stream orders_v7 --source "$SRCINFO" --from public.orders --publication pub \
+        --slot "$SLOT" --map id=legacy_id "$@") &
+}
+digest_src() { qs "SELECT count(*), coalesce(sum(id), 0), coalesce(sum(amount), 0), md5(coalesce(string_agg(id || ':' || coalesce(note, '-'), ',' ORDER BY id), '')) FROM orders"; }
+digest_tgt() { q "SELECT count(*), coalesce(sum(legacy_id), 0), coalesce(sum(amount), 0), md5(coalesce(string_agg(legacy_id || ':' || coalesce(note, '-'), ',' ORDER BY legacy_id), '')) FROM orders_v7"; }
+same() { assert_eq "$(digest_src)" "$(digest_tgt)" "$1: the target equals the source"; }
+# counter NAME: its value in the last run's summary ($OUT)
+counter() { sed -n "s/.*[ ]$1=\([0-9]*\).*/\1/p" <<<"$OUT" | tail -1; }
+
+qs "INSERT INTO orders SELECT g, now() - g * interval '1 minute', g, 'seed' FROM generate_series(1, 1000) g"
+run_expect 0 stream --until-caught-up
+same "initial copy"
+
+# 1. Alone: applied as it arrives (inserts, updates and deletes of one transaction).
+qs "BEGIN;
+    INSERT INTO orders SELECT g, now() - g * interval '1 second', g, 'direct' FROM generate_series(10001, 30000) g;
+    UPDATE orders SET amount = -amount, note = 'updated' WHERE id BETWEEN 1 AND 200;
+    DELETE FROM orders WHERE id BETWEEN 201 AND 300;
+    COMMIT;"
+run_expect 0 stream --until-caught-up
+assert_eq 1 "$(counter streamed_direct)" "the transaction was applied as it streamed in ($OUT)"
+assert_eq 0 "$(counter streamed_restarts)" "with nothing interleaved, no restart ($OUT)"
+same "a streamed transaction applied directly"
+
+# 2. Interleaved: another transaction commits while it streams; a subtransaction is rolled
+# back inside it; then a large transaction rolled back whole.
+cat >inter.sql <<EOF
+BEGIN;
+INSERT INTO orders SELECT g, now(), g, 'a' FROM generate_series(100001, 130000) g;
+\! psql -X -q -d "$SRC" -c "INSERT INTO orders VALUES (900001, now(), 1, 'b')"
+\! psql -X -q -d "$SRC" -c "UPDATE orders SET note = 'b2' WHERE id = 1000"
+INSERT INTO orders SELECT g, now(), g, 'a' FROM generate_series(130001, 160000) g;
+SAVEPOINT s1;
+INSERT INTO orders SELECT g, now(), g, 'rolled back' FROM generate_series(160001, 170000) g;
+ROLLBACK TO SAVEPOINT s1;
+UPDATE orders SET amount = amount + 7 WHERE id BETWEEN 100001 AND 100100;
+DELETE FROM orders WHERE id BETWEEN 301 AND 400;
+COMMIT;
+BEGIN;
+INSERT INTO orders SELECT g, now(), g, 'aborted' FROM generate_series(200001, 230000) g;
+ROLLBACK;
+EOF
+sqlf -d "$SRC" -f inter.sql
+run_expect 0 stream --until-caught-up
+assert_eq 1 "$(counter streamed_restarts)" "the interleaved transaction, given up once ($OUT)"
+assert_eq 1 "$(counter streamed_spooled)" "then spooled and applied at its commit ($OUT)"
+assert_eq 1 "$(counter streamed_aborted)" "the rolled-back one left nothing ($OUT)"
+assert_contains "$OUT" "met a transaction that committed meanwhile" "the restart says why"
+assert_eq 0 "$(q "SELECT count(*) FROM orders_v7 WHERE note IN ('rolled back', 'aborted')")" \
+    "no row of the rolled-back subtransaction or transaction"
+same "interleaved, a subtransaction and a transaction rolled back"
+
+# 3. Open on the source at the stop: not waited for; once committed, the next run applies it.
+psql -X -q -d "$SRC" -c "BEGIN; INSERT INTO orders SELECT g, now(), g, 'open' FROM generate_series(300001, 330000) g;
+                         SELECT pg_sleep(6); COMMIT;" >/dev/null &
+opener=$!
+sleep 2
+before=$(q "SELECT count(*) FROM orders_v7")
+run_expect 0 timeout 60 "$V7FILL" stream orders_v7 --source "$SRCINFO" --from public.orders \
+    --publication pub --slot "$SLOT" --map id=legacy_id --until-caught-up
+assert_eq "$before" "$(q "SELECT count(*) FROM orders_v7")" "nothing of the open transaction"
+wait $opener
+run_expect 0 stream --until-caught-up
+same "the transaction that was open, once committed"
+
+# 4. Live: the streamer runs while one session streams a large transaction and another
+# commits small ones meanwhile.
+stream_bg >live.log 2>&1
+streamer=$!
+cat >live.sql <<EOF
+BEGIN;
+INSERT INTO orders SELECT g, now(), g, 'live' FROM generate_series(400001, 420000) g;
+SELECT pg_sleep(1);
+\! psql -X -q -d "$SRC" -c "INSERT INTO orders VALUES (900002, now(), 2, 'small')"
+SELECT pg_sleep(1);
+INSERT INTO orders SELECT g, now(), g, 'live' FROM generate_series(420001, 440000) g;
+COMMIT;
+EOF
+sqlf -d "$SRC" -f live.sql
+want=$(qs "SELECT count(*) FROM orders")
+poll_until "SELECT count(*) = $want FROM orders_v7" "the live stream to apply both" 120
+kill -TERM $streamer
+set +e; wait $streamer; rc=$?; set -e
+assert_eq 0 "$rc" "the live stream stopped cleanly ($(cat live.log))"
+same "live, interleaved"
+
+# 5. kill -9 while a streamed transaction is applied as it arrives.
+qs "INSERT INTO orders SELECT g, now(), g, 'killed' FROM generate_series(500001, 800000) g"
+before=$(q "SELECT count(*) FROM orders_v7")
+stream_bg --until-caught-up --batch-rows 1000 >kill.log 2>&1
+streamer=$!
+poll_until "SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE 'COPY%orders_v7%' OR query LIKE 'COPY%orders_v7_source_ref%'" \
+    "the stream to write the transaction's pieces" 60
+sleep 0.5
+kill -9 $streamer
+set +e; wait $streamer; set -e
+assert_eq "$before" "$(q "SELECT count(*) FROM orders_v7")" "kill -9 in the middle leaves none of it"
+run_expect 0 stream --until-caught-up
+same "the rerun after kill -9, every row once"
+
+# 6. --streaming off: protocol 1, no streamed transaction.
+qs "INSERT INTO orders SELECT g, now(), g, 'off' FROM generate_series(900010, 920000) g"
+run_expect 0 stream --until-caught-up --streaming off
+assert_not_contains "$OUT" "streamed_direct=" "--streaming off: nothing streamed"
+same "--streaming off"
+run_expect 2 stream --streaming maybe
+assert_contains "$OUT" "--streaming" "a wrong value names the option"
