@@ -109,7 +109,6 @@ typedef struct PgoSource
 
     /* streamed transactions (cfg.streamed) */
     uint32_t direct_xid;         /* the one applied as it arrives (0: none) */
-    bool in_direct_block;        /* inside one of its blocks */
     Spool *spools;
     size_t nspools;
     Spool *block_spool;          /* inside a block of this spooled one */
@@ -321,6 +320,9 @@ on_relation(PgoSource *s, const PgoMessage *m, uint64_t lsn, Err *err)
             if (tolerated)
                 continue;
             s->st.relation_changed = true;
+            /* Applied directly, its commit position is not known yet: spooled
+             * after the restart, it is judged by it as others are. */
+            s->st.demote_xid = s->direct_xid;
             return err_set(err, EC_CONFIG,
                            "column \"%s\" was added to %s.%s on the source (relation message "
                            "at %s)",
@@ -638,8 +640,7 @@ spool_drop(PgoSource *s, Spool *sp)
 
 /* One message of a spooled transaction's block, without its xid. */
 static bool
-spool_append(PgoSource *s, Spool *sp, const PgoMessage *m, const char *buf, size_t len,
-             Err *err)
+spool_append(Spool *sp, const PgoMessage *m, const char *buf, size_t len, Err *err)
 {
     uint32_t n = (uint32_t) (len - 4);
     bool known = m->xid == sp->xid;
@@ -662,7 +663,6 @@ spool_append(PgoSource *s, Spool *sp, const PgoMessage *m, const char *buf, size
         return err_set(err, EC_IO, "could not write the spool of source transaction %u: %s",
                        sp->xid, strerror(errno));
     sp->size += sizeof n + n;
-    s->st.spool_bytes += sizeof n + n;
     return true;
 }
 
@@ -721,7 +721,6 @@ static bool
 demote(PgoSource *s, const char *why, Err *err)
 {
     s->st.demote_xid = s->direct_xid;
-    (void) snprintf(s->st.demote_why, sizeof s->st.demote_why, "%s", why);
     return err_set(err, EC_CONFIG,
                    "source transaction %u, applied as it streamed in, %s: rolled back in the "
                    "target, it is received again into a spool file and applied at its commit",
@@ -781,10 +780,7 @@ on_stream_start(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bo
     if (s->direct_xid != 0 && m->xid != s->direct_xid)
         return demote(s, "met another streamed transaction", err);
     if (m->xid == s->direct_xid)
-    {
-        s->in_direct_block = true;
         return true;
-    }
     sp = spool_find(s, m->xid);
     if (sp != NULL)
     {
@@ -799,7 +795,7 @@ on_stream_start(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bo
                        "block",
                        m->xid, at);
     }
-    if (s->cfg.spool_only || s->nspools > 0 || xid_listed(s, m->xid))
+    if (monotime_s() < s->cfg.direct_after || s->nspools > 0 || xid_listed(s, m->xid))
     {
         if (!spool_new(s, m->xid, &sp, err))
             return false;
@@ -817,7 +813,6 @@ on_stream_start(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bo
         *got = true;
     }
     s->direct_xid = m->xid;
-    s->in_direct_block = true;
     begin_txn(s, UINT64_MAX, 0);
     return true;
 }
@@ -838,6 +833,10 @@ on_stream_commit(PgoSource *s, const PgoMessage *m, Err *err)
         end_txn(s, m->end_lsn);
         return true;
     }
+    /* (The server streams one transaction at a time: another's commit is
+     * not expected here, but it must not end the direct one.) */
+    if (s->direct_xid != 0)
+        return demote(s, "met another transaction's commit", err);
     sp = spool_find(s, m->xid);
     if (sp == NULL)
     {
@@ -896,13 +895,20 @@ on_frame(PgoSource *s, const PgoFrame *fr, const char *buf, size_t len, Record *
     /* Inside a block of a spooled transaction: its changes wait in the spool
      * (an origin message carries no xid and says nothing to us). */
     if (s->block_spool != NULL && m->has_xid)
-        return spool_append(s, s->block_spool, m, buf, len, err);
+        return spool_append(s->block_spool, m, buf, len, err);
+    if (!s->cfg.streamed && (m->type == 'S' || m->type == 'E' || m->type == 'c' || m->type == 'A'))
+    {
+        pgo_lsn_format(fr->data_start, at);
+        return err_set(err, EC_FORMAT,
+                       "pgoutput: unexpected '%c' message at %s (the stream did not ask for "
+                       "streamed transactions)",
+                       m->type, at);
+    }
     switch (m->type)
     {
         case 'S':
             return on_stream_start(s, m, fr->data_start, rec, got, err);
         case 'E':
-            s->in_direct_block = false;
             s->block_spool = NULL;
             return true;
         case 'c':
@@ -1261,5 +1267,8 @@ source_pgoutput_feedback(Source *src, Err *err)
 void
 source_pgoutput_stats(Source *src, PgoSourceStats *out)
 {
-    *out = ((PgoSource *) src)->st;
+    const PgoSource *s = (const PgoSource *) src;
+
+    *out = s->st;
+    out->direct_xid = s->direct_xid;
 }

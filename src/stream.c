@@ -1649,6 +1649,16 @@ caught_up(void *ctx, uint64_t *stop_lsn, Err *err)
 
 /* One connection's worth of streaming: true at the end (caught up or
  * interrupted), false with err on a failure. */
+/* A streamed transaction to spool, not apply as it arrives, from the next
+ * run on (the last SPOOL_XIDS are kept). */
+static void
+spool_xid(Streamer *s, uint32_t xid)
+{
+    s->spool_xids[s->spool_next++ % SPOOL_XIDS] = xid;
+    if (s->nspool_xids < SPOOL_XIDS)
+        s->nspool_xids++;
+}
+
 static bool
 run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
 {
@@ -1696,7 +1706,7 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     cfg.streamed = streamed;
     cfg.spool_xids = s->spool_xids;
     cfg.nspool_xids = s->nspool_xids;
-    cfg.spool_only = monotime_s() < s->direct_after;
+    cfg.direct_after = s->direct_after;
     if (!source_pgoutput_open(&cfg, &s->src, err))
         return false;
     s->streaming = true;
@@ -1736,6 +1746,11 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     s->st->streamed_aborted += ps.streamed_aborted;
     s->relation_changed = !ok && ps.relation_changed;
     s->demote_xid = ok ? 0 : ps.demote_xid;
+    /* Failed while one was applied as it streamed in (a lost target
+     * connection, say): the next run spools it, so that the same failure
+     * does not cost the whole transaction again and again. */
+    if (!ok && ps.demote_xid == 0 && ps.direct_xid != 0)
+        spool_xid(s, ps.direct_xid);
     source_close(s->src);
     s->src = NULL;
     return ok;
@@ -1866,16 +1881,17 @@ stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
         {
             /* Not a failure: a transaction applied as it streamed in is
              * rolled back in the target and spooled this time; none is
-             * applied directly for a minute (the source is busy). */
-            log_info("%s", why.msg);
+             * applied directly for a minute (the source is busy).  (With a
+             * new column, the restart below reads the columns too.) */
+            if (!s->relation_changed)
+                log_info("%s", why.msg);
             s->st->streamed_restarts++;
-            s->spool_xids[s->spool_next++ % SPOOL_XIDS] = s->demote_xid;
-            if (s->nspool_xids < SPOOL_XIDS)
-                s->nspool_xids++;
+            spool_xid(s, s->demote_xid);
             s->direct_after = monotime_s() + 60.0;
-            if (!open_source(s, err))
+            if (!s->relation_changed && !open_source(s, err))
                 return false;
-            continue;
+            if (!s->relation_changed)
+                continue;
         }
         if (s->relation_changed)
         {

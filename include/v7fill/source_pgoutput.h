@@ -95,13 +95,16 @@ typedef struct PgoSourceConfig
      * (direct); any other is spooled to a temporary file and applied whole at
      * its commit (a subtransaction's rollback cuts its changes out).  A
      * direct one that another transaction interleaves with, or that rolls
-     * back (all or a subtransaction), or that an earlier run applied, ends
-     * the source with st.demote_xid set: the owner starts again from its
-     * stored position, that xid listed in spool_xids. */
+     * back (all or a subtransaction), or that an earlier run applied, or
+     * whose relation message restarts the stream, ends the source with
+     * st.demote_xid set: the owner starts again from its stored position,
+     * that xid listed in spool_xids.  When the source ends otherwise while
+     * one is applied directly, st.direct_xid names it. */
     bool streamed;
     const uint32_t *spool_xids;  /* streamed transactions to spool, not apply directly */
     size_t nspool_xids;
-    bool spool_only;             /* no direct ones (a demotion was recent) */
+    double direct_after;         /* monotime_s: none applied directly before (a demotion
+                                    was recent) */
 } PgoSourceConfig;
 
 typedef struct PgoSourceStats
@@ -121,9 +124,8 @@ typedef struct PgoSourceStats
     uint64_t streamed_direct;  /* committed, applied as they arrived */
     uint64_t streamed_spooled; /* committed, applied from the spool at their commit */
     uint64_t streamed_aborted; /* rolled back on the source (spooled ones) */
-    uint64_t spool_bytes;      /* written to spool files */
     uint32_t demote_xid;       /* stopped: apply this one from a spool (see cfg.streamed) */
-    char demote_why[128];
+    uint32_t direct_xid;       /* the one applied directly when the source ended (0: none) */
 } PgoSourceStats;
 
 V7FILL_MUST_CHECK bool source_pgoutput_open(const PgoSourceConfig *cfg, Source **out, Err *err);

@@ -6,8 +6,11 @@
 #   received again into a spool and applied at its commit, after the other one
 #   (streamed_restarts, streamed_spooled); a subtransaction rolled back inside it is cut out
 #   of the spool; a rolled-back streamed transaction leaves nothing (streamed_aborted);
-# - one still open on the source when --until-caught-up reaches its stop is not waited for,
-#   and lands whole in the next run once committed;
+# - a savepoint rolled back inside it alone, or a second large transaction streaming at the
+#   same time, gives it up the same way;
+# - one still open on the source when --until-caught-up reaches its stop is not waited for
+#   (a small transaction committed before it is applied), and lands whole in the next run once
+#   committed; SIGTERM while one is applied as it arrives does not wait for its commit;
 # - the same, live: a streamer running while one session streams a large transaction and
 #   another commits small ones;
 # - kill -9 while one is applied as it arrives: nothing of it lands, the rerun applies it once;
@@ -79,16 +82,51 @@ assert_eq 0 "$(q "SELECT count(*) FROM orders_v7 WHERE note IN ('rolled back', '
     "no row of the rolled-back subtransaction or transaction"
 same "interleaved, a subtransaction and a transaction rolled back"
 
-# 3. Open on the source at the stop: not waited for; once committed, the next run applies it.
-psql -X -q -d "$SRC" -c "BEGIN; INSERT INTO orders SELECT g, now(), g, 'open' FROM generate_series(300001, 330000) g;
-                         SELECT pg_sleep(6); COMMIT;" >/dev/null &
-opener=$!
-sleep 2
+# 2b. A savepoint rolled back inside it, nothing else interleaved: given up, spooled, cut.
+qs "BEGIN;
+    INSERT INTO orders SELECT g, now(), g, 'sp' FROM generate_series(240001, 260000) g;
+    SAVEPOINT s1;
+    INSERT INTO orders SELECT g, now(), g, 'rolled back' FROM generate_series(260001, 270000) g;
+    ROLLBACK TO SAVEPOINT s1;
+    INSERT INTO orders SELECT g, now(), g, 'sp' FROM generate_series(270001, 275000) g;
+    COMMIT;"
+run_expect 0 stream --until-caught-up
+assert_eq 1 "$(counter streamed_restarts)" "a rolled-back savepoint gives it up ($OUT)"
+assert_eq 1 "$(counter streamed_spooled)" "then it is spooled ($OUT)"
+assert_contains "$OUT" "had a subtransaction rolled back" "the restart says why"
+assert_eq 0 "$(q "SELECT count(*) FROM orders_v7 WHERE note = 'rolled back'")" "the savepoint's rows are cut out"
+same "a savepoint rolled back inside a streamed transaction"
+
+# 2c. Two large transactions streaming at the same time (one open while the other commits).
+PGDATABASE=$SRC hold_open two "INSERT INTO orders SELECT g, now(), g, 'first' FROM generate_series(280001, 300000) g"
+qs "INSERT INTO orders SELECT g, now(), g, 'second' FROM generate_series(2000001, 2020000) g"
+qs "INSERT INTO orders SELECT g, now(), g, 'third' FROM generate_series(2020001, 2020010) g"
+hold_close two
+run_expect 0 stream --until-caught-up
+assert_eq 2 "$(counter streamed_spooled)" "both spooled ($OUT)"
+same "two streamed transactions at once"
+
+# 3. Open on the source at the stop, after a small transaction: the small one is applied, the
+# open one not waited for; once it commits, the next run applies it.
 before=$(q "SELECT count(*) FROM orders_v7")
+qs "INSERT INTO orders VALUES (900003, now(), 3, 'before the open one')"
+PGDATABASE=$SRC hold_open open "INSERT INTO orders SELECT g, now(), g, 'open' FROM generate_series(300001, 330000) g"
 run_expect 0 timeout 60 "$V7FILL" stream orders_v7 --source "$SRCINFO" --from public.orders \
     --publication pub --slot "$SLOT" --map id=legacy_id --until-caught-up
-assert_eq "$before" "$(q "SELECT count(*) FROM orders_v7")" "nothing of the open transaction"
-wait $opener
+assert_eq "$((before + 1))" "$(q "SELECT count(*) FROM orders_v7")" "the small transaction, nothing of the open one"
+assert_contains "$OUT" "is still open at the stop position" "the stream says why it did not wait"
+# SIGTERM while it is applied as it arrives (it is still open): exit 0 at once, none of it.
+stream_bg >term.log 2>&1
+streamer=$!
+poll_until "SELECT count(*) > 0 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'orders_v7_source_ref' AND l.mode = 'RowExclusiveLock'" \
+    "the stream to write the open transaction's pieces" 60
+kill -TERM $streamer
+for _ in $(seq 1 150); do kill -0 $streamer 2>/dev/null || break; sleep 0.1; done
+if kill -0 $streamer 2>/dev/null; then kill -9 $streamer; fail "SIGTERM waited for the open transaction: $(cat term.log)"; fi
+set +e; wait $streamer; rc=$?; set -e
+assert_eq 0 "$rc" "SIGTERM during a streamed transaction: exit 0 ($(cat term.log))"
+assert_eq "$((before + 1))" "$(q "SELECT count(*) FROM orders_v7")" "SIGTERM: nothing of the open transaction"
+hold_close open
 run_expect 0 stream --until-caught-up
 same "the transaction that was open, once committed"
 
