@@ -727,6 +727,29 @@ demote(PgoSource *s, const char *why, Err *err)
                    s->direct_xid, why);
 }
 
+/* The direct transaction cannot go on as it arrives (why).  Nothing of
+ * the table's in it yet (other tables' changes only, so far): it is spooled
+ * from here on, in place, and the frame at hand is handled as usual (true).
+ * Else the source ends (demote). */
+static bool
+give_up_direct(PgoSource *s, const char *why, Err *err)
+{
+    uint32_t xid = s->direct_xid;
+    Spool *sp;
+
+    if (s->ordinal > 0)
+        return demote(s, why, err);
+    s->direct_xid = 0;
+    s->in_txn = false;
+    if (!spool_new(s, xid, &sp, err))
+        return false;
+    if (pgo_decoder_in_stream(s->dec))
+        s->block_spool = sp; /* the rest of its block */
+    log_debug("source transaction %u %s before any change of %s.%s: spooled from here on", xid,
+              why, s->cfg.schema, s->cfg.table);
+    return true;
+}
+
 static bool
 xid_listed(const PgoSource *s, uint32_t xid)
 {
@@ -777,8 +800,9 @@ on_stream_start(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bo
     char at[PGO_LSN_TEXT_SIZE];
     Spool *sp;
 
-    if (s->direct_xid != 0 && m->xid != s->direct_xid)
-        return demote(s, "met another streamed transaction", err);
+    if (s->direct_xid != 0 && m->xid != s->direct_xid &&
+        !give_up_direct(s, "met another streamed transaction", err))
+        return false;
     if (m->xid == s->direct_xid)
         return true;
     sp = spool_find(s, m->xid);
@@ -822,10 +846,11 @@ on_stream_commit(PgoSource *s, const PgoMessage *m, Err *err)
 {
     Spool *sp;
 
+    if (m->xid == s->direct_xid && s->direct_xid != 0 && m->commit_lsn < s->cfg.resume_lsn &&
+        !give_up_direct(s, "was applied by an earlier run", err))
+        return false;
     if (m->xid == s->direct_xid && s->direct_xid != 0)
     {
-        if (m->commit_lsn < s->cfg.resume_lsn)
-            return demote(s, "was applied by an earlier run", err);
         s->final_lsn = m->commit_lsn;
         s->commit_time_us = m->commit_time_us;
         s->direct_xid = 0;
@@ -835,8 +860,8 @@ on_stream_commit(PgoSource *s, const PgoMessage *m, Err *err)
     }
     /* (The server streams one transaction at a time: another's commit is
      * not expected here, but it must not end the direct one.) */
-    if (s->direct_xid != 0)
-        return demote(s, "met another transaction's commit", err);
+    if (s->direct_xid != 0 && !give_up_direct(s, "met another transaction's commit", err))
+        return false;
     sp = spool_find(s, m->xid);
     if (sp == NULL)
     {
@@ -859,11 +884,12 @@ on_stream_abort(PgoSource *s, const PgoMessage *m, Err *err)
 {
     Spool *sp;
 
-    if (m->xid == s->direct_xid && s->direct_xid != 0)
-        return demote(s,
-                      m->subxid == m->xid ? "was rolled back on the source"
-                                          : "had a subtransaction rolled back",
-                      err);
+    if (m->xid == s->direct_xid && s->direct_xid != 0 &&
+        !give_up_direct(s,
+                        m->subxid == m->xid ? "was rolled back on the source"
+                                            : "had a subtransaction rolled back",
+                        err))
+        return false;
     sp = spool_find(s, m->xid);
     if (sp == NULL)
         return true;
@@ -916,8 +942,9 @@ on_frame(PgoSource *s, const PgoFrame *fr, const char *buf, size_t len, Record *
         case 'A':
             return on_stream_abort(s, m, err);
         case 'B':
-            if (s->direct_xid != 0)
-                return demote(s, "met a transaction that committed meanwhile", err);
+            if (s->direct_xid != 0 &&
+                !give_up_direct(s, "met a transaction that committed meanwhile", err))
+                return false;
             if (s->in_txn)
             {
                 pgo_lsn_format(m->final_lsn, at);
@@ -1019,7 +1046,11 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
          * commits later, if ever, and is not waited for. */
         if (s->direct_xid != 0 && s->cfg.stop_lsn > 0 && s->server_end >= s->cfg.stop_lsn &&
             s->replay == NULL && atomic_load(&s->committed) >= s->handed_end)
-            return demote(s, "is still open at the stop position", err);
+        {
+            if (!give_up_direct(s, "is still open at the stop position", err))
+                return false;
+            continue;
+        }
         if (s->replay != NULL)
         {
             /* A spooled transaction, committed: its changes, then its end. */

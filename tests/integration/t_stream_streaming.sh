@@ -7,7 +7,8 @@
 #   (streamed_restarts, streamed_spooled); a subtransaction rolled back inside it is cut out
 #   of the spool; a rolled-back streamed transaction leaves nothing (streamed_aborted);
 # - a savepoint rolled back inside it alone, or a second large transaction streaming at the
-#   same time, gives it up the same way;
+#   same time, gives it up the same way; one holding only another table's changes so far is
+#   spooled in place, without a restart;
 # - one still open on the source when --until-caught-up reaches its stop is not waited for
 #   (a small transaction committed before it is applied), and lands whole in the next run once
 #   committed; SIGTERM while one is applied as it arrives does not wait for its commit;
@@ -105,6 +106,17 @@ hold_close two
 run_expect 0 stream --until-caught-up
 assert_eq 2 "$(counter streamed_spooled)" "both spooled ($OUT)"
 same "two streamed transactions at once"
+
+# 2d. A large transaction of another table of the publication only, while one of ours
+# commits: spooled in place, without a restart (nothing of ours was applied yet).
+qs "CREATE TABLE other (i int PRIMARY KEY, t text); ALTER PUBLICATION pub ADD TABLE other"
+PGDATABASE=$SRC hold_open other "INSERT INTO other SELECT g, 'x' FROM generate_series(1, 20000) g"
+qs "INSERT INTO orders VALUES (900004, now(), 4, 'while another table streams')"
+hold_close other
+run_expect 0 stream --until-caught-up
+assert_eq 0 "$(counter streamed_restarts)" "no restart for a transaction without our rows ($OUT)"
+assert_eq 1 "$(counter streamed_spooled)" "it was spooled in place ($OUT)"
+same "a streamed transaction of another table"
 
 # 3. Open on the source at the stop, after a small transaction: the small one is applied, the
 # open one not waited for; once it commits, the next run applies it.
