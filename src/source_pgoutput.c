@@ -5,7 +5,8 @@
  * The apply state machine of the shared docs (pgoutput.md §6), on the
  * reader side: relation cache (one table; other relations of the
  * publication are passed over), transaction framing and the resume skip,
- * tuple → fields, keepalives and status updates.  The flush position
+ * tuple → fields, keepalives and status updates, streamed transactions
+ * (applied as they arrive, or spooled; cfg.streamed).  The flush position
  * reported to the server only ever moves to what the owner says the target
  * committed, or to an idle position the owner stored first.
  */
@@ -126,7 +127,8 @@ source_pgoutput_origin(const char *schema, const char *table, uint64_t lsn, char
     (void) snprintf(out, size, "%s %s.%s", at, schema, table);
 }
 
-/* A frame from the connection (libpq's) or from the owner's recv (malloc'd). */
+/* A frame from the connection (libpq's), from the owner's recv (malloc'd),
+ * or from a spool (own: malloc'd here). */
 static void
 frame_free(PgoSource *s, char *buf, bool own)
 {
