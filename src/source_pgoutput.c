@@ -132,9 +132,7 @@ source_pgoutput_origin(const char *schema, const char *table, uint64_t lsn, char
 static void
 frame_free(PgoSource *s, char *buf, bool own)
 {
-    if (own)
-        free(buf);
-    else if (s->cfg.recv)
+    if (own || s->cfg.recv)
         free(buf);
     else
         replconn_freemem(buf);
@@ -624,7 +622,7 @@ spool_new(PgoSource *s, uint32_t xid, Spool **out, Err *err)
     return true;
 }
 
-/* Forget a spool (its file goes: tmpfile's are unlinked already). */
+/* Forget a spool (its file goes with it: unlinked already, spool_new). */
 static void
 spool_drop(PgoSource *s, Spool *sp)
 {
@@ -761,7 +759,7 @@ xid_listed(const PgoSource *s, uint32_t xid)
     return false;
 }
 
-/* A transaction's changes all handed out: it is done (commit_lsn, end_lsn). */
+/* A transaction's changes all handed out: it is done (end_lsn: its end). */
 static void
 end_txn(PgoSource *s, uint64_t end_lsn)
 {
@@ -848,6 +846,8 @@ on_stream_commit(PgoSource *s, const PgoMessage *m, Err *err)
 {
     Spool *sp;
 
+    /* Applied by an earlier run: spooled in place if nothing of ours is in it
+     * (then skipped below, as a spooled one), else the source ends. */
     if (m->xid == s->direct_xid && s->direct_xid != 0 && m->commit_lsn < s->cfg.resume_lsn &&
         !give_up_direct(s, "was applied by an earlier run", err))
         return false;

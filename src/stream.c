@@ -1647,8 +1647,6 @@ caught_up(void *ctx, uint64_t *stop_lsn, Err *err)
     return true;
 }
 
-/* One connection's worth of streaming: true at the end (caught up or
- * interrupted), false with err on a failure. */
 /* A streamed transaction to spool, not apply as it arrives, from the next
  * run on (the last SPOOL_XIDS are kept). */
 static void
@@ -1659,6 +1657,8 @@ spool_xid(Streamer *s, uint32_t xid)
         s->nspool_xids++;
 }
 
+/* One connection's worth of streaming: true at the end (caught up or
+ * interrupted), false with err on a failure. */
 static bool
 run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
 {
@@ -1881,17 +1881,17 @@ stream_changes(Streamer *s, uint64_t stop_lsn, Err *err)
         {
             /* Not a failure: a transaction applied as it streamed in is
              * rolled back in the target and spooled this time; none is
-             * applied directly for a minute (the source is busy).  (With a
-             * new column, the restart below reads the columns too.) */
-            if (!s->relation_changed)
-                log_info("%s", why.msg);
+             * applied directly for a minute (the source is busy). */
             s->st->streamed_restarts++;
             spool_xid(s, s->demote_xid);
             s->direct_after = monotime_s() + 60.0;
-            if (!s->relation_changed && !open_source(s, err))
+        }
+        if (s->demote_xid != 0 && !s->relation_changed)
+        {
+            log_info("%s", why.msg);
+            if (!open_source(s, err))
                 return false;
-            if (!s->relation_changed)
-                continue;
+            continue;
         }
         if (s->relation_changed)
         {

@@ -98,8 +98,9 @@ typedef struct PgoSourceConfig
      * back (all or a subtransaction), or that an earlier run applied, or
      * whose relation message restarts the stream, ends the source with
      * st.demote_xid set: the owner starts again from its stored position,
-     * that xid listed in spool_xids.  When the source ends otherwise while
-     * one is applied directly, st.direct_xid names it. */
+     * that xid listed in spool_xids (one with no change of the table yet is
+     * spooled in place instead, with no restart).  When the source ends
+     * otherwise while one is applied directly, st.direct_xid names it. */
     bool streamed;
     const uint32_t *spool_xids;  /* streamed transactions to spool, not apply directly */
     size_t nspool_xids;
