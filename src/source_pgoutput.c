@@ -320,9 +320,6 @@ on_relation(PgoSource *s, const PgoMessage *m, uint64_t lsn, Err *err)
             if (tolerated)
                 continue;
             s->st.relation_changed = true;
-            /* Applied directly, its commit position is not known yet: spooled
-             * after the restart, it is judged by it as others are. */
-            s->st.demote_xid = s->direct_xid;
             return err_set(err, EC_CONFIG,
                            "column \"%s\" was added to %s.%s on the source (relation message "
                            "at %s)",

@@ -1746,9 +1746,10 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     s->st->streamed_aborted += ps.streamed_aborted;
     s->relation_changed = !ok && ps.relation_changed;
     s->demote_xid = ok ? 0 : ps.demote_xid;
-    /* Failed while one was applied as it streamed in (a lost target
-     * connection, say): the next run spools it, so that the same failure
-     * does not cost the whole transaction again and again. */
+    /* Stopped while one was applied as it streamed in (a lost target
+     * connection, a new column): the next run spools it, so that the same
+     * failure does not cost the whole transaction again and again, and a
+     * column it names is judged by its commit position, as for others. */
     if (!ok && ps.demote_xid == 0 && ps.direct_xid != 0)
         spool_xid(s, ps.direct_xid);
     source_close(s->src);

@@ -95,12 +95,12 @@ typedef struct PgoSourceConfig
      * (direct); any other is spooled to a temporary file and applied whole at
      * its commit (a subtransaction's rollback cuts its changes out).  A
      * direct one that another transaction interleaves with, or that rolls
-     * back (all or a subtransaction), or that an earlier run applied, or
-     * whose relation message restarts the stream, ends the source with
-     * st.demote_xid set: the owner starts again from its stored position,
-     * that xid listed in spool_xids (one with no change of the table yet is
-     * spooled in place instead, with no restart).  When the source ends
-     * otherwise while one is applied directly, st.direct_xid names it. */
+     * back (all or a subtransaction), or that an earlier run applied, ends
+     * the source with st.demote_xid set: the owner starts again from its
+     * stored position, that xid listed in spool_xids (one with no change of
+     * the table yet is spooled in place instead, with no restart).  When the
+     * source ends otherwise while one is applied directly (a failure, a new
+     * column), st.direct_xid names it: the owner lists it too. */
     bool streamed;
     const uint32_t *spool_xids;  /* streamed transactions to spool, not apply directly */
     size_t nspool_xids;
