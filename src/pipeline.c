@@ -1807,10 +1807,11 @@ writer_reader_lane(Pipeline *pl)
     return pl->w.pin ? pl->w.pin : &pl->w.lanes[0];
 }
 
-/* A source transaction given up half read (the input broke inside it): its
- * open target transaction is rolled back, nothing of it lands. */
+/* A source transaction given up half read (the input broke inside it, or
+ * it was rolled back at its source: why): its open target transaction is
+ * rolled back, nothing of it lands. */
 static void
-pipeline_txn_abandon(Pipeline *pl)
+pipeline_txn_abandon(Pipeline *pl, const char *why)
 {
     Lane *lane = writer_reader_lane(pl);
 
@@ -1824,9 +1825,14 @@ pipeline_txn_abandon(Pipeline *pl)
         if (!pg_exec(lane->conn, "ROLLBACK", &ignored))
             log_debug("rollback failed: %s", ignored.msg);
     }
-    log_info("the source transaction in progress was not applied (%" PRIu64
-             " changes of it rolled back): it is applied whole when the stream resumes",
-             lane->txn_counts.read + lane->txn_counts.truncates);
+    if (why != NULL)
+        log_info("the source transaction in progress %s: the %" PRIu64
+                 " changes of it written so far are rolled back in the target",
+                 why, lane->txn_counts.read + lane->txn_counts.truncates);
+    else
+        log_info("the source transaction in progress was not applied (%" PRIu64
+                 " changes of it rolled back): it is applied whole when the stream resumes",
+                 lane->txn_counts.read + lane->txn_counts.truncates);
     lane_txn_forget(pl, lane);
 }
 
@@ -2646,6 +2652,21 @@ pipeline_run(Pipeline *pl, Err *err)
         }
         if (eof)
             break;
+        if (rec.op == REC_ABANDON)
+        {
+            /* Rolled back at the source: its pieces and the rows not yet
+             * written go, the stream goes on. */
+            if (!writer_wait(pl, err))
+            {
+                ok = false;
+                break;
+            }
+            pipeline_txn_abandon(pl, "was rolled back on the source");
+            batch_reset(pl->batch);
+            in_txn = false;
+            piece_due = false;
+            continue;
+        }
         /* The batch filled up inside a source transaction and another change
          * of it follows: the batch is a piece (pipeline.h).  Its commit
          * instead ends the batch as usual: a transaction that exactly fills
@@ -2714,7 +2735,7 @@ pipeline_run(Pipeline *pl, Err *err)
         if (writer_wait(pl, &ferr) && in_txn)
         {
             /* Broke inside a source transaction: none of it is committed. */
-            pipeline_txn_abandon(pl);
+            pipeline_txn_abandon(pl, NULL);
             batch_reset(pl->batch);
         }
         else if (ferr.code != EC_OK ||
@@ -2736,7 +2757,7 @@ pipeline_run(Pipeline *pl, Err *err)
     }
     writer_stop(pl);
     if (!ok)
-        pipeline_txn_abandon(pl);
+        pipeline_txn_abandon(pl, NULL);
     pipeline_progress(pl, true);
     return ok;
 }

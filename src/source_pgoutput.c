@@ -35,6 +35,10 @@
  * and ping held the lock about 400 ms per capture for a few rows. */
 #define FINAL_WAIT_MS 2
 #define FINAL_PING_MS 5
+/* The frames of a transaction applied as it arrives are kept in a spool too,
+ * up to this size: given up, it goes on from that spool in place (no
+ * restart).  Past it the spool goes, and a give-up restarts the stream. */
+#define DIRECT_KEEP_MAX ((uint64_t) 1 << 30)
 
 /* A streamed transaction received into a temporary file: its changes'
  * frames without their xid (as a transaction sent at its commit carries
@@ -110,6 +114,7 @@ typedef struct PgoSource
 
     /* streamed transactions (cfg.streamed) */
     uint32_t direct_xid;         /* the one applied as it arrives (0: none) */
+    bool direct_kept;            /* ... its frames kept in its spool too, as received */
     Spool *spools;
     size_t nspools;
     Spool *block_spool;          /* inside a block of this spooled one */
@@ -610,6 +615,8 @@ spool_new(PgoSource *s, uint32_t xid, Spool **out, Err *err)
         return false;
     }
     free(path);
+    /* Written in large pieces: a streamed transaction is often hundreds of MB. */
+    (void) setvbuf(f, NULL, _IOFBF, (size_t) 1 << 20);
     s->spools = xrealloc(s->spools, (s->nspools + 1) * sizeof *s->spools);
     sp = &s->spools[s->nspools++];
     memset(sp, 0, sizeof *sp);
@@ -727,24 +734,78 @@ demote(PgoSource *s, const char *why, Err *err)
 /* The direct transaction cannot go on as it arrives (why).  Nothing of
  * the table's in it yet (other tables' changes only, so far): it is spooled
  * from here on, in place, and the frame at hand is handled as usual (true).
- * Else the source ends (demote). */
+ * Its frames kept in a spool (direct_kept): its pieces are rolled back in
+ * the target (rec: REC_ABANDON, *got) and it goes on in that spool, in
+ * place, applied at its commit.  Else the source ends (demote). */
 static bool
-give_up_direct(PgoSource *s, const char *why, Err *err)
+give_up_direct(PgoSource *s, const char *why, Record *rec, bool *got, Err *err)
 {
     uint32_t xid = s->direct_xid;
+    bool kept = s->direct_kept;
     Spool *sp;
 
-    if (s->ordinal > 0)
+    if (s->ordinal > 0 && !kept)
         return demote(s, why, err);
     s->direct_xid = 0;
+    s->direct_kept = false;
     s->in_txn = false;
-    if (!spool_new(s, xid, &sp, err))
-        return false;
+    if (kept)
+    {
+        sp = spool_find(s, xid);
+        if (s->emitted_in_txn > 0)
+        {
+            memset(rec, 0, sizeof *rec);
+            rec->op = REC_ABANDON;
+            *got = true;
+        }
+        s->rows_open = 0;
+        s->st.streamed_to_spool++;
+        /* A busy source: the next ones are spooled from their start. */
+        s->cfg.direct_after = monotime_s() + 60.0;
+        log_info("source transaction %u, applied as it streamed in, %s: its %" PRIu64
+                 " changes written so far are rolled back in the target; it goes on in a "
+                 "spool file of what was received, applied at its commit",
+                 xid, why, s->emitted_in_txn);
+    }
+    else
+    {
+        if (!spool_new(s, xid, &sp, err))
+            return false;
+        log_debug("source transaction %u %s before any change of %s.%s: spooled from here on",
+                  xid, why, s->cfg.schema, s->cfg.table);
+    }
     if (pgo_decoder_in_stream(s->dec))
         s->block_spool = sp; /* the rest of its block */
-    log_debug("source transaction %u %s before any change of %s.%s: spooled from here on", xid,
-              why, s->cfg.schema, s->cfg.table);
     return true;
+}
+
+/* The direct transaction's frames are no longer kept (it ended, or its
+ * spool grew too large or failed: why). */
+static void
+direct_unkeep(PgoSource *s, const char *why)
+{
+    Spool *sp = s->direct_kept ? spool_find(s, s->direct_xid) : NULL;
+
+    if (sp != NULL)
+        spool_drop(s, sp);
+    if (sp != NULL && why != NULL)
+        log_info("source transaction %u, applied as it streams in: %s; if it must be given "
+                 "up, the stream restarts and receives it again",
+                 s->direct_xid, why);
+    s->direct_kept = false;
+}
+
+/* A frame of the direct transaction's block (m: its message), kept. */
+static void
+direct_keep(PgoSource *s, const PgoMessage *m, const char *buf, size_t len)
+{
+    Spool *sp = spool_find(s, s->direct_xid);
+    Err e = {0};
+
+    if (!spool_append(sp, m, buf, len, &e))
+        direct_unkeep(s, e.msg);
+    else if (sp->size > DIRECT_KEEP_MAX)
+        direct_unkeep(s, "its spool passed 1 GiB and is no longer kept");
 }
 
 static bool
@@ -798,7 +859,7 @@ on_stream_start(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bo
     Spool *sp;
 
     if (s->direct_xid != 0 && m->xid != s->direct_xid &&
-        !give_up_direct(s, "met another streamed transaction", err))
+        !give_up_direct(s, "met another streamed transaction", rec, got, err))
         return false;
     if (m->xid == s->direct_xid)
         return true;
@@ -835,21 +896,31 @@ on_stream_start(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bo
     }
     s->direct_xid = m->xid;
     begin_txn(s, UINT64_MAX, 0);
+    /* Its frames are kept in a spool as well, so that a give-up goes on in
+     * place; without one (no file can be made), a give-up restarts. */
+    {
+        Err e = {0};
+
+        s->direct_kept = spool_new(s, m->xid, &sp, &e);
+        if (!s->direct_kept)
+            log_debug("%s", e.msg);
+    }
     return true;
 }
 
 static bool
-on_stream_commit(PgoSource *s, const PgoMessage *m, Err *err)
+on_stream_commit(PgoSource *s, const PgoMessage *m, Record *rec, bool *got, Err *err)
 {
     Spool *sp;
 
     /* Applied by an earlier run: spooled in place if nothing of ours is in it
      * (then skipped below, as a spooled one), else the source ends. */
     if (m->xid == s->direct_xid && s->direct_xid != 0 && m->commit_lsn < s->cfg.resume_lsn &&
-        !give_up_direct(s, "was applied by an earlier run", err))
+        !give_up_direct(s, "was applied by an earlier run", rec, got, err))
         return false;
     if (m->xid == s->direct_xid && s->direct_xid != 0)
     {
+        direct_unkeep(s, NULL);
         s->final_lsn = m->commit_lsn;
         s->commit_time_us = m->commit_time_us;
         s->direct_xid = 0;
@@ -859,7 +930,8 @@ on_stream_commit(PgoSource *s, const PgoMessage *m, Err *err)
     }
     /* (The server streams one transaction at a time: another's commit is
      * not expected here, but it must not end the direct one.) */
-    if (s->direct_xid != 0 && !give_up_direct(s, "met another transaction's commit", err))
+    if (s->direct_xid != 0 &&
+        !give_up_direct(s, "met another transaction's commit", rec, got, err))
         return false;
     sp = spool_find(s, m->xid);
     if (sp == NULL)
@@ -879,15 +951,32 @@ on_stream_commit(PgoSource *s, const PgoMessage *m, Err *err)
 }
 
 static bool
-on_stream_abort(PgoSource *s, const PgoMessage *m, Err *err)
+on_stream_abort(PgoSource *s, const PgoMessage *m, Record *rec, bool *got, Err *err)
 {
     Spool *sp;
 
+    if (m->xid == s->direct_xid && s->direct_xid != 0 && m->subxid == m->xid)
+    {
+        /* Rolled back whole: so is its target transaction, in place (its
+         * target transaction holds nothing else); the stream goes on. */
+        log_info("source transaction %u, applied as it streamed in, was rolled back on the "
+                 "source: so are its %" PRIu64 " changes in the target",
+                 s->direct_xid, s->emitted_in_txn);
+        direct_unkeep(s, NULL);
+        if (s->emitted_in_txn > 0)
+        {
+            memset(rec, 0, sizeof *rec);
+            rec->op = REC_ABANDON;
+            *got = true;
+        }
+        s->direct_xid = 0;
+        s->in_txn = false;
+        s->rows_open = 0;
+        s->st.streamed_aborted++;
+        return true;
+    }
     if (m->xid == s->direct_xid && s->direct_xid != 0 &&
-        !give_up_direct(s,
-                        m->subxid == m->xid ? "was rolled back on the source"
-                                            : "had a subtransaction rolled back",
-                        err))
+        !give_up_direct(s, "had a subtransaction rolled back", rec, got, err))
         return false;
     sp = spool_find(s, m->xid);
     if (sp == NULL)
@@ -921,6 +1010,9 @@ on_frame(PgoSource *s, const PgoFrame *fr, const char *buf, size_t len, Record *
      * (an origin message carries no xid and says nothing to us). */
     if (s->block_spool != NULL && m->has_xid)
         return spool_append(s->block_spool, m, buf, len, err);
+    /* A change (or relation) of the direct one's block: kept, and handled. */
+    if (s->direct_kept && m->has_xid && m->type != 'S' && pgo_decoder_in_stream(s->dec))
+        direct_keep(s, m, buf, len);
     if (!s->cfg.streamed && (m->type == 'S' || m->type == 'E' || m->type == 'c' || m->type == 'A'))
     {
         pgo_lsn_format(fr->data_start, at);
@@ -937,12 +1029,12 @@ on_frame(PgoSource *s, const PgoFrame *fr, const char *buf, size_t len, Record *
             s->block_spool = NULL;
             return true;
         case 'c':
-            return on_stream_commit(s, m, err);
+            return on_stream_commit(s, m, rec, got, err);
         case 'A':
-            return on_stream_abort(s, m, err);
+            return on_stream_abort(s, m, rec, got, err);
         case 'B':
             if (s->direct_xid != 0 &&
-                !give_up_direct(s, "met a transaction that committed meanwhile", err))
+                !give_up_direct(s, "met a transaction that committed meanwhile", rec, got, err))
                 return false;
             if (s->in_txn)
             {
@@ -1046,8 +1138,11 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
         if (s->direct_xid != 0 && s->cfg.stop_lsn > 0 && s->server_end >= s->cfg.stop_lsn &&
             s->replay == NULL && atomic_load(&s->committed) >= s->handed_end)
         {
-            if (!give_up_direct(s, "is still open at the stop position", err))
+            got = false;
+            if (!give_up_direct(s, "is still open at the stop position", rec, &got, err))
                 return false;
+            if (got)
+                return true;
             continue;
         }
         if (s->replay != NULL)

@@ -1744,6 +1744,7 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     s->st->streamed_direct += ps.streamed_direct;
     s->st->streamed_spooled += ps.streamed_spooled;
     s->st->streamed_aborted += ps.streamed_aborted;
+    s->st->streamed_to_spool += ps.streamed_to_spool;
     s->relation_changed = !ok && ps.relation_changed;
     s->demote_xid = ok ? 0 : ps.demote_xid;
     /* Stopped while one was applied as it streamed in (a lost target
@@ -2475,6 +2476,7 @@ stats_add(StreamStats *a, const StreamStats *b)
     a->streamed_direct += b->streamed_direct;
     a->streamed_spooled += b->streamed_spooled;
     a->streamed_aborted += b->streamed_aborted;
+    a->streamed_to_spool += b->streamed_to_spool;
     a->streamed_restarts += b->streamed_restarts;
     if (a->start_lsn == 0 || (b->start_lsn && b->start_lsn < a->start_lsn))
         a->start_lsn = b->start_lsn;

@@ -29,6 +29,11 @@ typedef enum RecordOp
                      * the batch's rows (counted in `truncates`, not in `read`) */
     REC_BOUNDARY,   /* not a row: "nothing arrived for a while": the pipeline ends
                      * the current batch now if it holds anything, counts nothing */
+    REC_ABANDON,    /* not a row: the source transaction whose changes came since the
+                     * last commit boundary was rolled back at its source: the pipeline
+                     * rolls back its open target transaction and drops the batch's
+                     * rows (only ever inside a source transaction, so they are all
+                     * of it); nothing of it is counted */
 } RecordOp;
 
 typedef struct Field

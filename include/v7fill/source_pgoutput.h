@@ -124,7 +124,8 @@ typedef struct PgoSourceStats
     /* streamed transactions (cfg.streamed) */
     uint64_t streamed_direct;  /* committed, applied as they arrived */
     uint64_t streamed_spooled; /* committed, applied from the spool at their commit */
-    uint64_t streamed_aborted; /* rolled back on the source (spooled ones) */
+    uint64_t streamed_aborted; /* rolled back on the source (whole) */
+    uint64_t streamed_to_spool; /* applied as they arrived, given up: went on in a spool */
     uint32_t demote_xid;       /* stopped: apply this one from a spool (see cfg.streamed) */
     uint32_t direct_xid;       /* the one applied directly when the source ended (0: none) */
 } PgoSourceStats;

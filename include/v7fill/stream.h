@@ -107,7 +107,8 @@ typedef struct StreamStats
     uint64_t reconnects;
     uint64_t streamed_direct;   /* large transactions applied as they streamed in */
     uint64_t streamed_spooled;  /* ... spooled and applied at their commit */
-    uint64_t streamed_aborted;  /* ... spooled and rolled back on the source */
+    uint64_t streamed_aborted;  /* ... rolled back whole on the source */
+    uint64_t streamed_to_spool; /* a direct one given up in place: went on in a spool */
     uint64_t streamed_restarts; /* a direct one given up: received again, spooled */
     uint64_t start_lsn;         /* where this run started streaming */
     uint64_t applied_lsn;       /* the last source commit committed in the target */

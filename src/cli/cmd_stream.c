@@ -210,12 +210,13 @@ print_summary(const StreamStats *st)
            st->truncates_ignored, st->reconnects, at, r->partitions_created, r->elapsed_s,
            ru.ru_maxrss / 1024);
     if (st->streamed_direct + st->streamed_spooled + st->streamed_aborted +
-            st->streamed_restarts >
+            st->streamed_to_spool + st->streamed_restarts >
         0)
         printf("        streamed_direct=%" PRIu64 " streamed_spooled=%" PRIu64
-               " streamed_aborted=%" PRIu64 " streamed_restarts=%" PRIu64 "\n",
+               " streamed_aborted=%" PRIu64 " streamed_to_spool=%" PRIu64
+               " streamed_restarts=%" PRIu64 "\n",
                st->streamed_direct, st->streamed_spooled, st->streamed_aborted,
-               st->streamed_restarts);
+               st->streamed_to_spool, st->streamed_restarts);
 }
 
 static void

@@ -2,10 +2,13 @@
 # logical_decoding_work_mem is 64kB here (set on the replication connection), so every
 # transaction of more than a few hundred rows arrives in blocks while it is in progress.
 # - alone, it is applied as it arrives and commits at its Stream Commit (streamed_direct);
-# - when another transaction commits while it streams, it is rolled back in the target,
-#   received again into a spool and applied at its commit, after the other one
-#   (streamed_restarts, streamed_spooled); a subtransaction rolled back inside it is cut out
-#   of the spool; a rolled-back streamed transaction leaves nothing (streamed_aborted);
+# - rolled back whole while applied as it arrives: rolled back in place (streamed_aborted),
+#   no restart; the same keys inserted next all land;
+# - when another transaction commits while it streams, it is rolled back in the target and
+#   goes on in the spool kept of what was received (no restart), applied at its commit,
+#   after the other one (streamed_to_spool, streamed_spooled); a subtransaction rolled back
+#   inside it is cut out of the spool; a rolled-back spooled transaction leaves nothing
+#   (streamed_aborted);
 # - a savepoint rolled back inside it alone, or a second large transaction streaming at the
 #   same time, gives it up the same way; one holding only another table's changes so far is
 #   spooled in place, without a restart;
@@ -68,6 +71,43 @@ assert_eq 1 "$(counter streamed_direct)" "the transaction was applied as it stre
 assert_eq 0 "$(counter streamed_restarts)" "with nothing interleaved, no restart ($OUT)"
 same "a streamed transaction applied directly"
 
+# 1b. Rolled back whole while it is applied as it arrives (live: the stream writes its pieces
+# while it is open on the source): rolled back in place, no restart, and the same keys
+# inserted afterwards all land (no lookup row of it is left).
+cat >abort.sql <<EOF
+BEGIN;
+INSERT INTO orders SELECT g, now(), g, 'aborted direct' FROM generate_series(1000001, 1020000) g;
+UPDATE orders SET amount = -1, note = 'aborted update' WHERE id BETWEEN 1 AND 500;
+DELETE FROM orders WHERE id BETWEEN 501 AND 600;
+\! touch $T_TMP/abort.held; i=0; while [ ! -f $T_TMP/abort.release ] && [ \$i -lt 2400 ]; do sleep 0.05; i=\$((i + 1)); done
+ROLLBACK;
+EOF
+psql -X -q -v ON_ERROR_STOP=1 -d "$SRC" -f abort.sql >abort.holdlog 2>&1 &
+holder=$!
+for _ in $(seq 1 1200); do [ -f abort.held ] && break; sleep 0.05; done
+[ -f abort.held ] || fail "the transaction to roll back did not start: $(cat abort.holdlog)"
+stream_bg --batch-rows 1000 >abort.log 2>&1
+streamer=$!
+poll_until "SELECT count(*) > 0 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'orders_v7_source_ref' AND l.mode = 'RowExclusiveLock'" \
+    "the stream to write the open transaction's pieces" 60
+touch abort.release
+wait $holder || fail "the rolled-back transaction's session failed: $(cat abort.holdlog)"
+qs "INSERT INTO orders SELECT g, now(), g, 'after the rollback' FROM generate_series(1000001, 1020000) g"
+want=$(qs "SELECT count(*) FROM orders")
+poll_until "SELECT count(*) = $want FROM orders_v7" "the stream to apply the transaction after the rolled-back one" 120
+kill -TERM $streamer
+set +e; wait $streamer; rc=$?; set -e
+OUT=$(cat abort.log)
+assert_eq 0 "$rc" "the stream stopped cleanly ($OUT)"
+assert_eq 1 "$(counter streamed_aborted)" "the rolled-back transaction ($OUT)"
+assert_eq 0 "$(counter streamed_restarts)" "rolled back in place, no restart ($OUT)"
+assert_eq 1 "$(counter streamed_direct)" "the next one applied as it arrived ($OUT)"
+[[ "$OUT" =~ the\ [1-9][0-9]*\ changes\ of\ it\ written\ so\ far\ are\ rolled\ back ]] ||
+    fail "pieces of it had been written before its rollback arrived: $OUT"
+assert_eq "$want" "$(q "SELECT count(*) FROM orders_v7_source_ref")" \
+    "the lookup holds the target's rows, none of the rolled-back transaction"
+same "a transaction applied as it arrives, rolled back whole"
+
 # 2. Interleaved: another transaction commits while it streams; a subtransaction is rolled
 # back inside it; then a large transaction rolled back whole.
 cat >inter.sql <<EOF
@@ -88,10 +128,11 @@ ROLLBACK;
 EOF
 sqlf -d "$SRC" -f inter.sql
 run_expect 0 stream --until-caught-up
-assert_eq 1 "$(counter streamed_restarts)" "the interleaved transaction, given up once ($OUT)"
-assert_eq 1 "$(counter streamed_spooled)" "then spooled and applied at its commit ($OUT)"
+assert_eq 1 "$(counter streamed_to_spool)" "the interleaved transaction, given up once ($OUT)"
+assert_eq 0 "$(counter streamed_restarts)" "it went on in the spool of what was received, no restart ($OUT)"
+assert_eq 1 "$(counter streamed_spooled)" "then applied at its commit ($OUT)"
 assert_eq 1 "$(counter streamed_aborted)" "the rolled-back one left nothing ($OUT)"
-assert_contains "$OUT" "met a transaction that committed meanwhile" "the restart says why"
+assert_contains "$OUT" "met a transaction that committed meanwhile" "the give-up says why"
 assert_eq 0 "$(q "SELECT count(*) FROM orders_v7 WHERE note IN ('rolled back', 'aborted')")" \
     "no row of the rolled-back subtransaction or transaction"
 same "interleaved, a subtransaction and a transaction rolled back"
@@ -99,14 +140,16 @@ same "interleaved, a subtransaction and a transaction rolled back"
 # 2b. A savepoint rolled back inside it, nothing else interleaved: given up, spooled, cut.
 savepoint_txn 240001 sp
 run_expect 0 stream --until-caught-up
-assert_eq 1 "$(counter streamed_restarts)" "a rolled-back savepoint gives it up ($OUT)"
-assert_eq 1 "$(counter streamed_spooled)" "then it is spooled ($OUT)"
-assert_contains "$OUT" "had a subtransaction rolled back" "the restart says why"
+assert_eq 1 "$(counter streamed_to_spool)" "a rolled-back savepoint gives it up ($OUT)"
+assert_eq 0 "$(counter streamed_restarts)" "in place, no restart ($OUT)"
+assert_eq 1 "$(counter streamed_spooled)" "then it is applied from the spool ($OUT)"
+assert_contains "$OUT" "had a subtransaction rolled back" "the give-up says why"
 assert_eq 0 "$(q "SELECT count(*) FROM orders_v7 WHERE note = 'rolled back'")" "the savepoint's rows are cut out"
 same "a savepoint rolled back inside a streamed transaction"
 
-# 2b'. A spool that cannot be made ($TMPDIR not there): a clear error naming the directory,
-# nothing of the transaction in the target; the rerun applies it.
+# 2b'. A spool that cannot be made ($TMPDIR not there): applied as it arrives without one,
+# given up it restarts the stream, and then a clear error names the directory; nothing of
+# the transaction in the target; the rerun applies it.
 savepoint_txn 3100001 tmpdir
 before=$(q "SELECT count(*) FROM orders_v7")
 set +e
