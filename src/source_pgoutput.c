@@ -250,6 +250,14 @@ relation_is_other(const PgoSource *s, uint32_t relid)
 }
 
 static void
+relation_not_other(PgoSource *s, uint32_t relid)
+{
+    for (size_t i = 0; i < s->nother; i++)
+        if (s->other_relids[i] == relid)
+            s->other_relids[i--] = s->other_relids[--s->nother];
+}
+
+static void
 warn_new_column(PgoSource *s, const char *name, bool tolerated)
 {
     for (size_t i = 0; i < s->nwarned; i++)
@@ -282,6 +290,7 @@ on_relation(PgoSource *s, const PgoMessage *m, uint64_t lsn, Err *err)
         return true;
     }
     pgo_lsn_format(lsn, at);
+    relation_not_other(s, m->relid);
     s->relid = m->relid;
     s->nrelcols = m->ncols;
     s->relcol_field = xrealloc(s->relcol_field, (m->ncols ? m->ncols : 1) * sizeof(int));
@@ -642,26 +651,34 @@ spool_drop(PgoSource *s, Spool *sp)
         s->block_spool = &s->spools[i];
 }
 
+/* Where a subtransaction's first message of the spool begins (xid: of the
+ * message at hand, written next). */
+static void
+spool_note_xid(Spool *sp, uint32_t xid)
+{
+    bool known = xid == sp->xid;
+
+    for (size_t i = sp->nsub; !known && i > 0; i--)
+        known = sp->subxids[i - 1] == xid;
+    if (known)
+        return;
+    if (sp->nsub == sp->subcap)
+    {
+        sp->subcap = sp->subcap ? sp->subcap * 2 : 8;
+        sp->subxids = xrealloc(sp->subxids, sp->subcap * sizeof *sp->subxids);
+        sp->suboff = xrealloc(sp->suboff, sp->subcap * sizeof *sp->suboff);
+    }
+    sp->subxids[sp->nsub] = xid;
+    sp->suboff[sp->nsub++] = sp->size;
+}
+
 /* One message of a spooled transaction's block, without its xid. */
 static bool
 spool_append(Spool *sp, const PgoMessage *m, const char *buf, size_t len, Err *err)
 {
     uint32_t n = (uint32_t) (len - 4);
-    bool known = m->xid == sp->xid;
 
-    for (size_t i = sp->nsub; !known && i > 0; i--)
-        known = sp->subxids[i - 1] == m->xid;
-    if (!known)
-    {
-        if (sp->nsub == sp->subcap)
-        {
-            sp->subcap = sp->subcap ? sp->subcap * 2 : 8;
-            sp->subxids = xrealloc(sp->subxids, sp->subcap * sizeof *sp->subxids);
-            sp->suboff = xrealloc(sp->suboff, sp->subcap * sizeof *sp->suboff);
-        }
-        sp->subxids[sp->nsub] = m->xid;
-        sp->suboff[sp->nsub++] = sp->size;
-    }
+    spool_note_xid(sp, m->xid);
     if (fwrite(&n, sizeof n, 1, sp->f) != 1 || fwrite(buf, 1, XID_AT, sp->f) != XID_AT ||
         fwrite(buf + XID_AT + 4, 1, len - XID_AT - 4, sp->f) != len - XID_AT - 4)
         return err_set(err, EC_IO, "could not write the spool of source transaction %u: %s",
@@ -877,7 +894,8 @@ on_stream_start(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bo
                        "block",
                        m->xid, at);
     }
-    if (monotime_s() < s->cfg.direct_after || s->nspools > 0 || xid_listed(s, m->xid))
+    if (s->cfg.spool_all || monotime_s() < s->cfg.direct_after || s->nspools > 0 ||
+        xid_listed(s, m->xid))
     {
         if (!spool_new(s, m->xid, &sp, err))
             return false;
@@ -1009,7 +1027,22 @@ on_frame(PgoSource *s, const PgoFrame *fr, const char *buf, size_t len, Record *
     /* Inside a block of a spooled transaction: its changes wait in the spool
      * (an origin message carries no xid and says nothing to us). */
     if (s->block_spool != NULL && m->has_xid)
+    {
+        /* A change of a table the publication's relation messages named as
+         * another: not kept (its subtransaction is noted where it would
+         * be, for a cut).  A relation message naming the table makes its
+         * relid ours again (a table renamed into its place). */
+        if ((m->type == 'I' || m->type == 'U' || m->type == 'D') && m->relid != s->relid &&
+            relation_is_other(s, m->relid))
+        {
+            spool_note_xid(s->block_spool, m->xid);
+            return true;
+        }
+        if (m->type == 'R' && strcmp(m->nspname, s->cfg.schema) == 0 &&
+            strcmp(m->relname, s->cfg.table) == 0)
+            relation_not_other(s, m->relid);
         return spool_append(s->block_spool, m, buf, len, err);
+    }
     /* A change (or relation) of the direct one's block: kept, and handled. */
     if (s->direct_kept && m->has_xid && m->type != 'S' && pgo_decoder_in_stream(s->dec))
         direct_keep(s, m, buf, len);

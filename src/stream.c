@@ -95,6 +95,7 @@ typedef struct Streamer
     uint32_t spool_xids[SPOOL_XIDS]; /* the last ones (a ring) */
     size_t nspool_xids, spool_next;
     double direct_after;
+    bool multi_streamed; /* one of several tables on a connection asking for protocol 2 */
     int relation_restarts; /* in a row, without progress */
     uint64_t tolerate_until; /* columns not in the catalog passed over below here (source LSN) */
     uint32_t *col_types;   /* per info.cols: its type OID when the columns were checked */
@@ -1671,8 +1672,9 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
         return false;
     /* Not with a position stored inside a transaction by an older version
      * (its changes are counted from the begin, which a streamed one lacks). */
-    streamed = s->o->streaming && !s->queue && s->state.txn_lsn == 0 &&
-               replconn_server_version(s->repl) >= 140000;
+    streamed = s->queue ? s->multi_streamed
+                        : s->o->streaming && s->state.txn_lsn == 0 &&
+                              replconn_server_version(s->repl) >= 140000;
     if (!s->queue && !replconn_start(s->repl, s->o->slot, s->state.end_lsn, s->o->publication,
                                      streamed ? 2 : 1, streamed, err))
         return false;
@@ -1707,6 +1709,8 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     cfg.spool_xids = s->spool_xids;
     cfg.nspool_xids = s->nspool_xids;
     cfg.direct_after = s->direct_after;
+    /* Several tables: each spools what the others may commit apart. */
+    cfg.spool_all = s->queue != NULL;
     if (!source_pgoutput_open(&cfg, &s->src, err))
         return false;
     s->streaming = true;
@@ -2297,6 +2301,7 @@ multi_run_once(MultiTarget *ts, size_t n, uint64_t stop_lsn, bool *relation_chan
 {
     uint64_t start = UINT64_MAX;
     bool read_ok;
+    bool streamed = ts[0].s.o->streaming && replconn_server_version(ts[0].s.repl) >= 140000;
 
     *relation_changed = false;
     for (size_t i = 0; i < n; i++)
@@ -2308,14 +2313,17 @@ multi_run_once(MultiTarget *ts, size_t n, uint64_t stop_lsn, bool *relation_chan
         if (s->state.end_lsn < start)
             start = s->state.end_lsn;
         atomic_store(&s->flush_pos, s->state.end_lsn);
+        /* Not with a position stored inside a transaction (run_changes). */
+        streamed = streamed && s->state.txn_lsn == 0;
     }
     /* The slot's start is the least position; each table's source skips
      * what its own target has. */
-    if (!replconn_start(ts[0].s.repl, ts[0].s.o->slot, start, ts[0].s.o->publication, 1, false,
-                        why))
+    if (!replconn_start(ts[0].s.repl, ts[0].s.o->slot, start, ts[0].s.o->publication,
+                        streamed ? 2 : 1, streamed, why))
         return false;
     for (size_t i = 0; i < n; i++)
     {
+        ts[i].s.multi_streamed = streamed;
         frame_queue_init(&ts[i].q);
         ts[i].s.queue = &ts[i].q;
         ts[i].stop_lsn = stop_lsn;

@@ -94,18 +94,24 @@ typedef struct PgoSourceConfig
      * arrives, into one target transaction that commits at its Stream Commit
      * (direct); any other is spooled to a temporary file and applied whole at
      * its commit (a subtransaction's rollback cuts its changes out).  A
-     * direct one that another transaction interleaves with, or that rolls
-     * back (all or a subtransaction), or that an earlier run applied, ends
-     * the source with st.demote_xid set: the owner starts again from its
-     * stored position, that xid listed in spool_xids (one with no change of
-     * the table yet is spooled in place instead, with no restart).  When the
-     * source ends otherwise while one is applied directly (a failure, a new
-     * column), st.direct_xid names it: the owner lists it too. */
+     * direct one rolled back whole hands out REC_ABANDON (its pieces are
+     * rolled back in the target).  Its messages are kept in a spool as they
+     * arrive (up to 1 GiB): one that another transaction interleaves with,
+     * whose subtransaction rolls back, or that an earlier run applied, hands
+     * out REC_ABANDON and goes on in that spool in place.  Without a spool
+     * kept it ends the source with st.demote_xid set: the owner starts again
+     * from its stored position, that xid listed in spool_xids (one with no
+     * change of the table yet is spooled in place instead, with no restart).
+     * When the source ends otherwise while one is applied directly (a
+     * failure, a new column), st.direct_xid names it: the owner lists it
+     * too. */
     bool streamed;
     const uint32_t *spool_xids;  /* streamed transactions to spool, not apply directly */
     size_t nspool_xids;
     double direct_after;         /* monotime_s: none applied directly before (a demotion
                                     was recent) */
+    bool spool_all;              /* every streamed one spooled from its start, none applied
+                                    directly (several tables' sources on one connection) */
 } PgoSourceConfig;
 
 typedef struct PgoSourceStats

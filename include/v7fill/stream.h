@@ -64,11 +64,11 @@ typedef struct StreamOptions
     bool resnapshot;            /* the stream's slot invalidated (lost) or gone: drop it,
                                    create it again and copy anew, keeping the counts */
     bool until_caught_up;       /* exit once what the source committed before the start is applied */
-    /* Protocol 2 with streaming on (a source of PostgreSQL 14 or later, one
-     * --from table): a large source transaction arrives while it is in
-     * progress and is applied as it arrives, or spooled to a temporary file
-     * and applied at its commit (source_pgoutput.h).  Off: protocol 1, each
-     * transaction sent whole at its commit. */
+    /* Protocol 2 with streaming on (a source of PostgreSQL 14 or later): a
+     * large source transaction arrives while it is in progress and is applied
+     * as it arrives (one --from table), or spooled to a temporary file and
+     * applied at its commit (source_pgoutput.h; always with several --from
+     * tables).  Off: protocol 1, each transaction sent whole at its commit. */
     bool streaming;
     int status_interval_s;      /* the one-line status on stderr (default 10; 0 = never) */
     const char *metrics_listen; /* ADDR:PORT of the metrics endpoint, or NULL */

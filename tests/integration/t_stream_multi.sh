@@ -6,7 +6,8 @@
 # target's stored position is at or past the slot's confirmed_flush_lsn (the
 # slot confirms only the least position of all the targets), and the usage
 # errors of the several-tables form name the flag or the table; SIGTERM exits 0;
-# after the copies no restart replays what a target has (no duplicates).
+# after the copies no restart replays what a target has (no duplicates); streamed transactions
+# (protocol 2) are spooled by each table's stream and applied whole at their commit.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 stream_source_db
@@ -255,6 +256,40 @@ assert_eq "1 0 0" "$(metric 'v7fill_stream_reconnects_total{table="public.items_
 assert_eq 1 "$(grep -c '^v7fill_stream_slot_retained_wal_bytes ' scrape.txt)" "the slot's retained WAL once, without a table"
 assert_eq 1 "$(grep -c '^v7fill_stream_received_bytes_total ' scrape.txt)" "the bytes received once"
 [ "$(metric v7fill_stream_received_bytes_total)" -gt 0 ] || fail "bytes received counted"
+
+# Streamed transactions with two tables on one slot (protocol 2, streaming on): a source whose
+# logical_decoding_work_mem is 64kB sends a transaction of a few hundred rows in blocks before
+# its commit. Each table's stream spools it and applies it at its commit (never as it
+# arrives: the tables commit apart); one touching both tables with a savepoint rolled back and
+# another commit interleaved lands whole in both targets, a rolled-back one leaves nothing.
+q "CREATE TABLE orders_s7 (LIKE orders_v7 INCLUDING ALL) PARTITION BY RANGE (id);
+   CREATE TABLE items_s7 (LIKE items_v7 INCLUDING ALL) PARTITION BY RANGE (id)" >/dev/null
+sargs=(stream --source "dbname=$SRC options='-c logical_decoding_work_mem=64kB'" --publication pub
+       --map id=legacy_id --slot "${SLOT}_s" --from public.orders=orders_s7 --from public.items=items_s7)
+run_expect 0 "$V7FILL" "${sargs[@]}" --until-caught-up
+cat >streamed.sql <<EOF
+BEGIN;
+INSERT INTO orders SELECT g, now(), g, 'streamed' FROM generate_series(5000001, 5020000) g;
+\! psql -X -q -d "$SRC" -c "INSERT INTO orders VALUES (5900001, now(), 1, 'meanwhile')"
+INSERT INTO items SELECT g, now(), g % 7, 'streamed' FROM generate_series(5000001, 5015000) g;
+SAVEPOINT s1;
+INSERT INTO items SELECT g, now(), 1, 'rolled back' FROM generate_series(5100001, 5105000) g;
+ROLLBACK TO SAVEPOINT s1;
+UPDATE orders SET note = 'streamed update' WHERE id BETWEEN 5000001 AND 5000100;
+COMMIT;
+BEGIN;
+INSERT INTO items SELECT g, now(), 1, 'aborted' FROM generate_series(5200001, 5220000) g;
+ROLLBACK;
+EOF
+sqlf -d "$SRC" -f streamed.sql
+run_expect 0 "$V7FILL" "${sargs[@]}" --until-caught-up
+assert_contains "$OUT" "streamed_direct=0 streamed_spooled=2 streamed_aborted=2" \
+    "each table's stream spooled the committed one and dropped the rolled-back one"
+assert_eq "$(digest_src orders amount note)" "$(digest_dst orders_s7 amount note)" "streamed: orders_s7 equals orders"
+assert_eq "$(digest_src items qty label)" "$(digest_dst items_s7 qty label)" "streamed: items_s7 equals items"
+assert_eq 0 "$(q "SELECT count(*) FROM items_s7 WHERE label IN ('rolled back', 'aborted')")" "nothing rolled back landed"
+run_expect 0 "$V7FILL" "${sargs[@]}" --until-caught-up --streaming off
+assert_eq "$(digest_src items qty label)" "$(digest_dst items_s7 qty label)" "--streaming off after it: nothing twice"
 
 # A new table for an existing slot is refused, naming it.
 q "CREATE TABLE extra_v7 (id uuid NOT NULL PRIMARY KEY, legacy_id bigint NOT NULL, created_at timestamptz NOT NULL) PARTITION BY RANGE (id)"
