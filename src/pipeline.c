@@ -1818,7 +1818,9 @@ pipeline_txn_abandon(Pipeline *pl, const char *why)
     pl->w.pin = NULL;
     if (!lane->txn_open)
         return;
-    if (!pg_is_broken(lane->conn))
+    if (lane->sink != NULL)
+        sink_rollback(lane->sink);
+    else if (!pg_is_broken(lane->conn))
     {
         Err ignored = {0};
 
@@ -2661,7 +2663,7 @@ pipeline_run(Pipeline *pl, Err *err)
                 ok = false;
                 break;
             }
-            pipeline_txn_abandon(pl, "was rolled back on the source");
+            pipeline_txn_abandon(pl, "is not applied as it arrives (the source said why)");
             batch_reset(pl->batch);
             in_txn = false;
             piece_due = false;

@@ -2525,6 +2525,19 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
 }
 
 void
+sink_rollback(Sink *s)
+{
+    if (!pg_is_broken(s->conn))
+    {
+        Err ignored = {0};
+
+        if (!pg_exec(s->conn, "ROLLBACK", &ignored))
+            log_debug("rollback failed: %s", ignored.msg);
+    }
+    s->set_pid = 0; /* a temp table made in this transaction is gone */
+}
+
+void
 sink_forget_outcomes(Batch *b)
 {
     sink_reset_outcomes(b, 0, b->nrows);

@@ -753,9 +753,10 @@ demote(PgoSource *s, const char *why, Err *err)
  * from here on, in place, and the frame at hand is handled as usual (true).
  * Its frames kept in a spool (direct_kept): its pieces are rolled back in
  * the target (rec: REC_ABANDON, *got) and it goes on in that spool, in
- * place, applied at its commit.  Else the source ends (demote). */
+ * place, applied at its commit (ending: the source ends at once, the
+ * spool with it).  Else the source ends (demote). */
 static bool
-give_up_direct(PgoSource *s, const char *why, Record *rec, bool *got, Err *err)
+give_up_direct(PgoSource *s, const char *why, bool ending, Record *rec, bool *got, Err *err)
 {
     uint32_t xid = s->direct_xid;
     bool kept = s->direct_kept;
@@ -776,13 +777,19 @@ give_up_direct(PgoSource *s, const char *why, Record *rec, bool *got, Err *err)
             *got = true;
         }
         s->rows_open = 0;
-        s->st.streamed_to_spool++;
-        /* A busy source: the next ones are spooled from their start. */
-        s->cfg.direct_after = monotime_s() + 60.0;
+        if (!ending)
+        {
+            s->st.streamed_to_spool++;
+            /* A busy source: the next ones are spooled from their start
+             * (the owner keeps that past a reconnect). */
+            s->cfg.direct_after = s->st.direct_after = monotime_s() + 60.0;
+        }
         log_info("source transaction %u, applied as it streamed in, %s: its %" PRIu64
-                 " changes written so far are rolled back in the target; it goes on in a "
-                 "spool file of what was received, applied at its commit",
-                 xid, why, s->emitted_in_txn);
+                 " changes written so far are rolled back in the target; %s",
+                 xid, why, s->emitted_in_txn,
+                 ending ? "the next run applies it whole, once it commits"
+                        : "it goes on in a spool file of what was received, applied at its "
+                          "commit");
     }
     else
     {
@@ -876,7 +883,7 @@ on_stream_start(PgoSource *s, const PgoMessage *m, uint64_t lsn, Record *rec, bo
     Spool *sp;
 
     if (s->direct_xid != 0 && m->xid != s->direct_xid &&
-        !give_up_direct(s, "met another streamed transaction", rec, got, err))
+        !give_up_direct(s, "met another streamed transaction", false, rec, got, err))
         return false;
     if (m->xid == s->direct_xid)
         return true;
@@ -934,7 +941,7 @@ on_stream_commit(PgoSource *s, const PgoMessage *m, Record *rec, bool *got, Err 
     /* Applied by an earlier run: spooled in place if nothing of ours is in it
      * (then skipped below, as a spooled one), else the source ends. */
     if (m->xid == s->direct_xid && s->direct_xid != 0 && m->commit_lsn < s->cfg.resume_lsn &&
-        !give_up_direct(s, "was applied by an earlier run", rec, got, err))
+        !give_up_direct(s, "was applied by an earlier run", false, rec, got, err))
         return false;
     if (m->xid == s->direct_xid && s->direct_xid != 0)
     {
@@ -949,7 +956,7 @@ on_stream_commit(PgoSource *s, const PgoMessage *m, Record *rec, bool *got, Err 
     /* (The server streams one transaction at a time: another's commit is
      * not expected here, but it must not end the direct one.) */
     if (s->direct_xid != 0 &&
-        !give_up_direct(s, "met another transaction's commit", rec, got, err))
+        !give_up_direct(s, "met another transaction's commit", false, rec, got, err))
         return false;
     sp = spool_find(s, m->xid);
     if (sp == NULL)
@@ -994,7 +1001,7 @@ on_stream_abort(PgoSource *s, const PgoMessage *m, Record *rec, bool *got, Err *
         return true;
     }
     if (m->xid == s->direct_xid && s->direct_xid != 0 &&
-        !give_up_direct(s, "had a subtransaction rolled back", rec, got, err))
+        !give_up_direct(s, "had a subtransaction rolled back", false, rec, got, err))
         return false;
     sp = spool_find(s, m->xid);
     if (sp == NULL)
@@ -1067,7 +1074,8 @@ on_frame(PgoSource *s, const PgoFrame *fr, const char *buf, size_t len, Record *
             return on_stream_abort(s, m, rec, got, err);
         case 'B':
             if (s->direct_xid != 0 &&
-                !give_up_direct(s, "met a transaction that committed meanwhile", rec, got, err))
+                !give_up_direct(s, "met a transaction that committed meanwhile", false, rec,
+                                got, err))
                 return false;
             if (s->in_txn)
             {
@@ -1172,7 +1180,7 @@ pgo_next(Source *src, Record *rec, bool *eof, Err *err)
             s->replay == NULL && atomic_load(&s->committed) >= s->handed_end)
         {
             got = false;
-            if (!give_up_direct(s, "is still open at the stop position", rec, &got, err))
+            if (!give_up_direct(s, "is still open at the stop position", true, rec, &got, err))
                 return false;
             if (got)
                 return true;

@@ -1749,6 +1749,8 @@ run_changes(Streamer *s, uint64_t stop_lsn, Err *err)
     s->st->streamed_spooled += ps.streamed_spooled;
     s->st->streamed_aborted += ps.streamed_aborted;
     s->st->streamed_to_spool += ps.streamed_to_spool;
+    if (ps.direct_after > s->direct_after)
+        s->direct_after = ps.direct_after;
     s->relation_changed = !ok && ps.relation_changed;
     s->demote_xid = ok ? 0 : ps.demote_xid;
     /* Stopped while one was applied as it streamed in (a lost target

@@ -286,6 +286,11 @@ const SinkStats *sink_stats(const Sink *s);
  * transaction, for the caller to count if it committed. */
 V7FILL_MUST_CHECK bool sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx,
                                   Err *err);
+/* The transaction open on the sink's connection (the pieces of a source
+ * transaction, Batch.txn_continues) is rolled back: what it made goes with
+ * it (the temporary table of set-wise updates and deletes). */
+void sink_rollback(Sink *s);
+
 /* The batch whose COMMIT was in doubt did not commit: its outcomes of
  * server-side decisions reset to pending, as after a rollback. */
 void sink_forget_outcomes(Batch *b);

@@ -132,6 +132,7 @@ typedef struct PgoSourceStats
     uint64_t streamed_spooled; /* committed, applied from the spool at their commit */
     uint64_t streamed_aborted; /* rolled back on the source (whole) */
     uint64_t streamed_to_spool; /* applied as they arrived, given up: went on in a spool */
+    double direct_after;        /* monotime_s: none applied directly before (0: not set) */
     uint32_t demote_xid;       /* stopped: apply this one from a spool (see cfg.streamed) */
     uint32_t direct_xid;       /* the one applied directly when the source ended (0: none) */
 } PgoSourceStats;

@@ -3,7 +3,7 @@
 # transaction of more than a few hundred rows arrives in blocks while it is in progress.
 # - alone, it is applied as it arrives and commits at its Stream Commit (streamed_direct);
 # - rolled back whole while applied as it arrives: rolled back in place (streamed_aborted),
-#   no restart; the same keys inserted next all land;
+#   no restart; the same keys inserted next all land, updates after it stay set-wise;
 # - when another transaction commits while it streams, it is rolled back in the target and
 #   goes on in the spool kept of what was received (no restart), applied at its commit,
 #   after the other one (streamed_to_spool, streamed_spooled); a subtransaction rolled back
@@ -66,8 +66,9 @@ qs "BEGIN;
     UPDATE orders SET amount = -amount, note = 'updated' WHERE id BETWEEN 1 AND 200;
     DELETE FROM orders WHERE id BETWEEN 201 AND 300;
     COMMIT;"
+qs "INSERT INTO orders SELECT g, now(), g, 'direct too' FROM generate_series(30001, 40000) g"
 run_expect 0 stream --until-caught-up
-assert_eq 1 "$(counter streamed_direct)" "the transaction was applied as it streamed in ($OUT)"
+assert_eq 2 "$(counter streamed_direct)" "both transactions were applied as they streamed in ($OUT)"
 assert_eq 0 "$(counter streamed_restarts)" "with nothing interleaved, no restart ($OUT)"
 same "a streamed transaction applied directly"
 
@@ -76,8 +77,8 @@ same "a streamed transaction applied directly"
 # inserted afterwards all land (no lookup row of it is left).
 cat >abort.sql <<EOF
 BEGIN;
-INSERT INTO orders SELECT g, now(), g, 'aborted direct' FROM generate_series(1000001, 1020000) g;
 UPDATE orders SET amount = -1, note = 'aborted update' WHERE id BETWEEN 1 AND 500;
+INSERT INTO orders SELECT g, now(), g, 'aborted direct' FROM generate_series(1000001, 1020000) g;
 DELETE FROM orders WHERE id BETWEEN 501 AND 600;
 \! touch $T_TMP/abort.held; i=0; while [ ! -f $T_TMP/abort.release ] && [ \$i -lt 2400 ]; do sleep 0.05; i=\$((i + 1)); done
 ROLLBACK;
@@ -93,8 +94,11 @@ poll_until "SELECT count(*) > 0 FROM pg_locks l JOIN pg_class c ON c.oid = l.rel
 touch abort.release
 wait $holder || fail "the rolled-back transaction's session failed: $(cat abort.holdlog)"
 qs "INSERT INTO orders SELECT g, now(), g, 'after the rollback' FROM generate_series(1000001, 1020000) g"
+qs "UPDATE orders SET amount = amount + 1 WHERE id BETWEEN 1 AND 100"
 want=$(qs "SELECT count(*) FROM orders")
-poll_until "SELECT count(*) = $want FROM orders_v7" "the stream to apply the transaction after the rolled-back one" 120
+amounts=$(qs "SELECT sum(amount) FROM orders")
+poll_until "SELECT count(*) = $want AND sum(amount) = $amounts FROM orders_v7" \
+    "the stream to apply the transactions after the rolled-back one" 120
 kill -TERM $streamer
 set +e; wait $streamer; rc=$?; set -e
 OUT=$(cat abort.log)
@@ -102,6 +106,8 @@ assert_eq 0 "$rc" "the stream stopped cleanly ($OUT)"
 assert_eq 1 "$(counter streamed_aborted)" "the rolled-back transaction ($OUT)"
 assert_eq 0 "$(counter streamed_restarts)" "rolled back in place, no restart ($OUT)"
 assert_eq 1 "$(counter streamed_direct)" "the next one applied as it arrived ($OUT)"
+assert_not_contains "$OUT" "set-wise updates and deletes refused" \
+    "the updates after it are set-wise (the rolled-back pieces' temporary table is known gone)"
 [[ "$OUT" =~ the\ [1-9][0-9]*\ changes\ of\ it\ written\ so\ far\ are\ rolled\ back ]] ||
     fail "pieces of it had been written before its rollback arrived: $OUT"
 assert_eq "$want" "$(q "SELECT count(*) FROM orders_v7_source_ref")" \
