@@ -127,7 +127,8 @@ TSAN_TESTS ?= t_import_basic t_import_batches t_import_concurrent t_import_dedup
               t_import_kill t_import_poison t_import_reconnect t_fault_rejects \
               t_import_timezones t_import_interrupt t_import_jobs t_stream_basic \
               t_stream_restart t_stream_operate t_stream_jobs t_fault_commit_ack \
-              t_migrate_twodb_follow t_stream_multi t_stream_multi_stall t_import_record
+              t_migrate_twodb_follow t_stream_multi t_stream_multi_stall t_import_record \
+              t_stream_streaming
 tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build-tsan CFLAGS="-fsanitize=thread -O1" \
 	    LDFLAGS=-fsanitize=thread build-tsan/v7fill
