@@ -250,6 +250,15 @@ relation_is_other(const PgoSource *s, uint32_t relid)
 }
 
 static void
+relation_other(PgoSource *s, uint32_t relid)
+{
+    if (relation_is_other(s, relid))
+        return;
+    s->other_relids = xrealloc(s->other_relids, (s->nother + 1) * sizeof(uint32_t));
+    s->other_relids[s->nother++] = relid;
+}
+
+static void
 relation_not_other(PgoSource *s, uint32_t relid)
 {
     for (size_t i = 0; i < s->nother; i++)
@@ -282,11 +291,16 @@ on_relation(PgoSource *s, const PgoMessage *m, uint64_t lsn, Err *err)
 
     if (strcmp(m->nspname, s->cfg.schema) != 0 || strcmp(m->relname, s->cfg.table) != 0)
     {
-        if (!relation_is_other(s, m->relid))
+        if (m->relid == s->relid)
         {
-            s->other_relids = xrealloc(s->other_relids, (s->nother + 1) * sizeof(uint32_t));
-            s->other_relids[s->nother++] = m->relid;
+            /* The table renamed away: its changes from here are another's. */
+            pgo_lsn_format(lsn, at);
+            log_warn("%s.%s was renamed to %s.%s on the source (at %s): its changes from "
+                     "there are not streamed; a table given that name again is",
+                     s->cfg.schema, s->cfg.table, m->nspname, m->relname, at);
+            s->relid = 0;
         }
+        relation_other(s, m->relid);
         return true;
     }
     pgo_lsn_format(lsn, at);
@@ -1037,17 +1051,24 @@ on_frame(PgoSource *s, const PgoFrame *fr, const char *buf, size_t len, Record *
     {
         /* A change of a table the publication's relation messages named as
          * another: not kept (its subtransaction is noted where it would
-         * be, for a cut).  A relation message naming the table makes its
-         * relid ours again (a table renamed into its place). */
+         * be, for a cut).  A relation message here is read only at the
+         * commit, but it precedes its relation's first change in the
+         * transaction: one naming another table marks it other from here,
+         * one naming the table makes its relid ours again (a table
+         * renamed into its place). */
         if ((m->type == 'I' || m->type == 'U' || m->type == 'D') && m->relid != s->relid &&
             relation_is_other(s, m->relid))
         {
             spool_note_xid(s->block_spool, m->xid);
             return true;
         }
-        if (m->type == 'R' && strcmp(m->nspname, s->cfg.schema) == 0 &&
-            strcmp(m->relname, s->cfg.table) == 0)
-            relation_not_other(s, m->relid);
+        if (m->type == 'R')
+        {
+            if (strcmp(m->nspname, s->cfg.schema) == 0 && strcmp(m->relname, s->cfg.table) == 0)
+                relation_not_other(s, m->relid);
+            else if (m->relid != s->relid)
+                relation_other(s, m->relid);
+        }
         return spool_append(s->block_spool, m, buf, len, err);
     }
     /* A change (or relation) of the direct one's block: kept, and handled. */

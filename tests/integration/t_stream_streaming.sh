@@ -21,6 +21,7 @@
 # - a spool file that cannot be made is a clear error, nothing lost; a column added and
 #   dropped around a streamed transaction is passed over (no endless restart);
 # - --streaming off: protocol 1, the transaction sent whole at its commit.
+# - the source table renamed away while the stream runs: its later changes are not applied.
 # After each step the target equals the source: count, keys, amounts and every note.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
@@ -266,3 +267,20 @@ assert_not_contains "$OUT" "streamed_direct=" "--streaming off: nothing streamed
 same "--streaming off"
 run_expect 2 stream --streaming maybe
 assert_contains "$OUT" "--streaming" "a wrong value names the option"
+
+# 7. The source table renamed away while the stream runs: its changes from there are another
+# table's, not applied, and the stream says so.
+stream_bg >rename.log 2>&1
+streamer=$!
+qs "INSERT INTO orders VALUES (990001, now(), 1, 'before the rename')"
+poll_until "SELECT count(*) = 1 FROM orders_v7 WHERE legacy_id = 990001" "the stream to run" 60
+qs "ALTER TABLE orders RENAME TO orders_old; INSERT INTO orders_old VALUES (990002, now(), 2, 'after the rename')"
+for _ in $(seq 1 300); do grep -q "was renamed to public.orders_old" rename.log && break; sleep 0.1; done
+grep -q "was renamed to public.orders_old" rename.log || fail "the stream did not see the rename: $(cat rename.log)"
+qs "INSERT INTO orders_old VALUES (990003, now(), 3, 'after the rename')"
+sleep 1
+kill -TERM $streamer
+set +e; wait $streamer; rc=$?; set -e
+assert_eq 0 "$rc" "the stream stopped cleanly ($(cat rename.log))"
+assert_eq 0 "$(q "SELECT count(*) FROM orders_v7 WHERE legacy_id IN (990002, 990003)")" \
+    "no change of the renamed table is applied as the stream's table's"
