@@ -1120,17 +1120,6 @@ add_hint(Err *err, StmtKind kind, const TargetTable *t)
     }
 }
 
-static void
-rollback_quietly(PgConn *c)
-{
-    Err ignored = {0};
-
-    /* A failed ROLLBACK leaves nothing to undo: the transaction is gone with
-     * the connection. */
-    if (!pg_is_broken(c) && !pg_exec(c, "ROLLBACK", &ignored))
-        log_debug("rollback failed: %s", ignored.msg);
-}
-
 /* Re-read the partition list if anything changed since we last read it. */
 static bool
 recheck_partitions(PgConn *c, TargetTable *t, Err *err)
@@ -1216,7 +1205,7 @@ try_window(PgConn *c, TargetTable *t, const Planner *pl, const Window *w,
     if (pending_overlap(t, &plan) != NULL)
     {
         ddl_append(o, "ROLLBACK");
-        rollback_quietly(c);
+        pg_rollback_quietly(c);
         in_tx = false;
         pending_issue(c, res, t, &plan, pending_overlap(t, &plan));
         report_held(o, WINDOW_ISSUE, &plan, 0, pending_overlap(t, &plan)->name);
@@ -1282,7 +1271,7 @@ try_window(PgConn *c, TargetTable *t, const Planner *pl, const Window *w,
         if (default_rows > 0 && !o->move_from_default)
         {
             ddl_append(o, "ROLLBACK");
-            rollback_quietly(c);
+            pg_rollback_quietly(c);
             in_tx = false;
             default_issue(res, t, &plan, default_rows);
             report(o, WINDOW_ISSUE, &plan, default_rows);
@@ -1382,7 +1371,7 @@ out:
     if (outcome == OUT_FAILED && in_tx)
     {
         ddl_append(o, "ROLLBACK");
-        rollback_quietly(c);
+        pg_rollback_quietly(c);
         if (retryable(err, t->has_default))
             outcome = OUT_RETRY;
     }
@@ -1523,7 +1512,7 @@ dry_window(PgConn *c, TargetTable *t, WindowPlan *plan, const EnsureOptions *o, 
                   count_default_rows(c, t, plan, &default_rows, err);
 
         free(set);
-        rollback_quietly(c);
+        pg_rollback_quietly(c);
         if (!ok)
             return false;
     }

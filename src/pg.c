@@ -716,6 +716,15 @@ pg_copy_end(PgConn *c, Err *err)
 }
 
 void
+pg_rollback_quietly(PgConn *c)
+{
+    Err ignored = {0};
+
+    if (!pg_is_broken(c) && !pg_exec(c, "ROLLBACK", &ignored))
+        log_debug("rollback failed: %s", ignored.msg);
+}
+
+void
 pg_copy_abort(PgConn *c, const char *reason)
 {
     if (c->conn == NULL)

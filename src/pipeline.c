@@ -1818,15 +1818,11 @@ pipeline_txn_abandon(Pipeline *pl, const char *why)
     pl->w.pin = NULL;
     if (!lane->txn_open)
         return;
+    /* (After writer_stop a lane's sink is gone; its connection is not.) */
     if (lane->sink != NULL)
         sink_rollback(lane->sink);
-    else if (!pg_is_broken(lane->conn))
-    {
-        Err ignored = {0};
-
-        if (!pg_exec(lane->conn, "ROLLBACK", &ignored))
-            log_debug("rollback failed: %s", ignored.msg);
-    }
+    else
+        pg_rollback_quietly(lane->conn);
     if (why != NULL)
         log_info("the source transaction in progress %s: the %" PRIu64
                  " changes of it written so far are rolled back in the target",
@@ -2663,7 +2659,7 @@ pipeline_run(Pipeline *pl, Err *err)
                 ok = false;
                 break;
             }
-            pipeline_txn_abandon(pl, "is not applied as it arrives (the source said why)");
+            pipeline_txn_abandon(pl, "was given up by the stream (its reason above)");
             batch_reset(pl->batch);
             in_txn = false;
             piece_due = false;

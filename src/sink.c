@@ -2507,15 +2507,9 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
         /* The COMMIT went and its answer was lost with the connection: the
          * transaction may have committed, with these outcomes. */
         b->commit_doubt = committing && (pg_is_broken(s->conn) || pg_err_is_connection(err));
-        if (!pg_is_broken(s->conn))
-        {
-            Err ignored;
-            if (!pg_exec(s->conn, "ROLLBACK", &ignored))
-                log_debug("rollback failed: %s", ignored.msg);
-        }
+        sink_rollback(s);
         if (!b->commit_doubt)
             sink_reset_outcomes(b, 0, b->nrows);
-        s->set_pid = 0; /* a temp table made in this transaction is gone */
         return false;
     }
     /* Probe first next time only while duplicates keep showing up: a fresh import
@@ -2527,13 +2521,7 @@ sink_write(Sink *s, Batch *b, SinkHook before_commit, void *ctx, Err *err)
 void
 sink_rollback(Sink *s)
 {
-    if (!pg_is_broken(s->conn))
-    {
-        Err ignored = {0};
-
-        if (!pg_exec(s->conn, "ROLLBACK", &ignored))
-            log_debug("rollback failed: %s", ignored.msg);
-    }
+    pg_rollback_quietly(s->conn);
     s->set_pid = 0; /* a temp table made in this transaction is gone */
 }
 

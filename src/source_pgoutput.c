@@ -762,6 +762,23 @@ demote(PgoSource *s, const char *why, Err *err)
                    s->direct_xid, why);
 }
 
+/* The direct transaction ends here unapplied: its pieces (if any were
+ * handed out) are rolled back in the target (rec: REC_ABANDON, *got). */
+static void
+direct_abandon(PgoSource *s, Record *rec, bool *got)
+{
+    if (s->emitted_in_txn > 0)
+    {
+        memset(rec, 0, sizeof *rec);
+        rec->op = REC_ABANDON;
+        *got = true;
+    }
+    s->direct_xid = 0;
+    s->direct_kept = false;
+    s->in_txn = false;
+    s->rows_open = 0;
+}
+
 /* The direct transaction cannot go on as it arrives (why).  Nothing of
  * the table's in it yet (other tables' changes only, so far): it is spooled
  * from here on, in place, and the frame at hand is handled as usual (true).
@@ -778,19 +795,10 @@ give_up_direct(PgoSource *s, const char *why, bool ending, Record *rec, bool *go
 
     if (s->ordinal > 0 && !kept)
         return demote(s, why, err);
-    s->direct_xid = 0;
-    s->direct_kept = false;
-    s->in_txn = false;
+    direct_abandon(s, rec, got);
     if (kept)
     {
         sp = spool_find(s, xid);
-        if (s->emitted_in_txn > 0)
-        {
-            memset(rec, 0, sizeof *rec);
-            rec->op = REC_ABANDON;
-            *got = true;
-        }
-        s->rows_open = 0;
         if (!ending)
         {
             s->st.streamed_to_spool++;
@@ -1002,15 +1010,7 @@ on_stream_abort(PgoSource *s, const PgoMessage *m, Record *rec, bool *got, Err *
                  "source: so are its %" PRIu64 " changes in the target",
                  s->direct_xid, s->emitted_in_txn);
         direct_unkeep(s, NULL);
-        if (s->emitted_in_txn > 0)
-        {
-            memset(rec, 0, sizeof *rec);
-            rec->op = REC_ABANDON;
-            *got = true;
-        }
-        s->direct_xid = 0;
-        s->in_txn = false;
-        s->rows_open = 0;
+        direct_abandon(s, rec, got);
         s->st.streamed_aborted++;
         return true;
     }

@@ -104,6 +104,11 @@ V7FILL_MUST_CHECK bool pg_copy_put(PgConn *c, const char *data, size_t len, Err 
 V7FILL_MUST_CHECK bool pg_copy_end(PgConn *c, Err *err);
 void pg_copy_abort(PgConn *c, const char *reason);
 
+/* ROLLBACK of the transaction open on c, its failure only logged (debug): a
+ * failed ROLLBACK leaves nothing to undo, the transaction is gone with the
+ * connection.  Nothing is sent on a broken connection. */
+void pg_rollback_quietly(PgConn *c);
+
 /* SQLSTATE class 08 (connection exception) or a broken connection: worth a
  * reconnect and retry. */
 bool pg_err_is_connection(const Err *err);
