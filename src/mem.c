@@ -141,24 +141,28 @@ void
 buf_put_json_string(Buf *b, const char *p, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
+    size_t run = 0; /* p[run..i) needs no escape: appended in one go */
 
     buf_putc(b, '"');
     for (size_t i = 0; i < n; i++)
     {
         unsigned char c = (unsigned char) p[i];
 
+        if (c != '"' && c != '\\' && c >= 0x20)
+            continue;
+        buf_append(b, p + run, i - run);
+        run = i + 1;
         if (c == '"' || c == '\\')
         {
             buf_putc(b, '\\');
             buf_putc(b, (char) c);
         }
-        else if (c < 0x20)
+        else
         {
             char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
             buf_append(b, esc, sizeof esc);
         }
-        else
-            buf_putc(b, (char) c);
     }
+    buf_append(b, p + run, n - run);
     buf_putc(b, '"');
 }

@@ -36,7 +36,8 @@ typedef struct Rd
     const uint8_t *p;
     size_t len;
     size_t off;
-    const char *what; /* "Update message", "XLogData header" */
+    const char *what; /* "Update", "XLogData header" */
+    bool message;     /* what is a message's name: " message" follows it */
     bool has_lsn;
     uint64_t lsn;
     Err *err;
@@ -97,11 +98,12 @@ pgo_message_name(char type)
     }
 }
 
-void
+const char *
 pgo_lsn_format(uint64_t lsn, char out[PGO_LSN_TEXT_SIZE])
 {
     snprintf(out, PGO_LSN_TEXT_SIZE, "%" PRIX32 "/%" PRIX32, (uint32_t) (lsn >> 32),
              (uint32_t) lsn);
+    return out;
 }
 
 /* 1..8 hex digits ending at `stop`; returns the position after them or NULL. */
@@ -206,19 +208,25 @@ rd_bad(Rd *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    return err_set(r->err, EC_FORMAT, "pgoutput: bad %s%s: %s", r->what, rd_where(r, where),
-                   detail);
+    return err_set(r->err, EC_FORMAT, "pgoutput: bad %s%s%s: %s", r->what,
+                   r->message ? " message" : "", rd_where(r, where), detail);
 }
 
 static bool
-rd_need(Rd *r, size_t n)
+rd_truncated(Rd *r, size_t n)
 {
     char where[PGO_LSN_TEXT_SIZE + 4];
 
-    if (r->len - r->off >= n)
-        return true;
-    return err_set(r->err, EC_FORMAT, "pgoutput: truncated %s%s (needs %zu bytes at offset %zu, has %zu)",
-                   r->what, rd_where(r, where), n, r->off, r->len - r->off);
+    return err_set(r->err, EC_FORMAT,
+                   "pgoutput: truncated %s%s%s (needs %zu bytes at offset %zu, has %zu)", r->what,
+                   r->message ? " message" : "", rd_where(r, where), n, r->off, r->len - r->off);
+}
+
+/* Every field of every message passes here: the error's text is made apart. */
+static inline bool
+rd_need(Rd *r, size_t n)
+{
+    return r->len - r->off >= n || rd_truncated(r, n);
 }
 
 static bool
@@ -290,19 +298,25 @@ rd_str(Rd *r, const char *field, const char **s)
     return true;
 }
 
+static bool
+rd_unknown_marker(Rd *r, const char *field, const char *allowed, uint8_t b)
+{
+    char shown[16];
+
+    return rd_bad(r, "unknown %s %s at offset %zu (expected one of %s)", field,
+                  byte_text(b, shown), r->off - 1, allowed);
+}
+
 /* A byte that must be one of `allowed`. */
 static bool
 rd_marker(Rd *r, const char *field, const char *allowed, char *v)
 {
-    char shown[16];
-    size_t at = r->off;
     uint8_t b;
 
     if (!rd_u8(r, &b))
         return false;
     if (b == 0 || strchr(allowed, (char) b) == NULL)
-        return rd_bad(r, "unknown %s %s at offset %zu (expected one of %s)", field,
-                      byte_text(b, shown), at, allowed);
+        return rd_unknown_marker(r, field, allowed, b);
     *v = (char) b;
     return true;
 }
@@ -344,10 +358,16 @@ rd_tuple(Rd *r, PgoValue *values, PgoTuple *t)
         PgoValue *v = &values[i];
         uint32_t n;
 
+        uint8_t kind;
+
         v->data = NULL;
         v->len = 0;
-        if (!rd_marker(r, "column kind", "nutb", &v->kind))
+        /* rd_marker's check, spelt out: this runs for every column of every row */
+        if (!rd_u8(r, &kind))
             return false;
+        if (kind != 't' && kind != 'n' && kind != 'u' && kind != 'b')
+            return rd_unknown_marker(r, "column kind", "nutb", kind);
+        v->kind = (char) kind;
         if (v->kind == 'n' || v->kind == 'u')
             continue;
         if (!rd_u32(r, &n) || !rd_need(r, n))
@@ -500,19 +520,18 @@ static bool
 decode_message(PgoDecoder *d, const uint8_t *p, size_t len, uint64_t lsn, PgoMessage *m,
                Err *err)
 {
-    char what[48];
     char shown[16];
-    char lsn_text[PGO_LSN_TEXT_SIZE];
+    char lsn_text[PGO_LSN_TEXT_SIZE]; /* made only for an error: this runs for every message */
     bool in_stream = d->in_stream;
-    Rd r = {p, len, 0, "pgoutput message", true, lsn, err};
+    Rd r = {p, len, 0, "pgoutput message", false, true, lsn, err};
     uint8_t type;
 
-    pgo_lsn_format(lsn, lsn_text);
     if (!rd_u8(&r, &type))
         return false;
     m->type = (char) type;
     if (strchr("bPKrp", m->type) != NULL && type != 0)
     {
+        pgo_lsn_format(lsn, lsn_text);
         err_set(err, EC_FORMAT, "pgoutput: two-phase %s message at %s is not supported",
                 pgo_message_name(m->type), lsn_text);
         err_hint(err, "Create the replication slot without two_phase.");
@@ -520,14 +539,14 @@ decode_message(PgoDecoder *d, const uint8_t *p, size_t len, uint64_t lsn, PgoMes
     }
     if (type == 0 || strchr("BCORYIUDTMSEcA", m->type) == NULL)
         return err_set(err, EC_FORMAT, "pgoutput: unknown message type %s at %s",
-                       byte_text(type, shown), lsn_text);
-    snprintf(what, sizeof what, "%s message", pgo_message_name(m->type));
-    r.what = what;
+                       byte_text(type, shown), pgo_lsn_format(lsn, lsn_text));
+    r.what = pgo_message_name(m->type);
+    r.message = true;
 
     /* Origin may follow Stream Start (a streamed transaction's first block), without an xid */
     if (d->in_stream ? strchr("BCScA", m->type) != NULL : m->type == 'E')
         return err_set(err, EC_FORMAT, "pgoutput: %s message at %s %s a Stream Start..Stop block",
-                       pgo_message_name(m->type), lsn_text,
+                       pgo_message_name(m->type), pgo_lsn_format(lsn, lsn_text),
                        d->in_stream ? "inside" : "outside");
     if (d->in_stream && takes_stream_xid(m->type))
     {
@@ -539,8 +558,9 @@ decode_message(PgoDecoder *d, const uint8_t *p, size_t len, uint64_t lsn, PgoMes
         return false;
     if (r.off != r.len)
         return err_set(err, EC_FORMAT,
-                       "pgoutput: %zu trailing bytes after %s at %s (message ends at offset %zu)",
-                       r.len - r.off, what, lsn_text, r.off);
+                       "pgoutput: %zu trailing bytes after %s message at %s (message ends at "
+                       "offset %zu)",
+                       r.len - r.off, r.what, pgo_lsn_format(lsn, lsn_text), r.off);
     d->in_stream = in_stream;
     return true;
 }
@@ -552,7 +572,7 @@ pgo_decode(PgoDecoder *d, const char *buf, size_t len, PgoFrame *out, Err *err)
     char shown[16];
     uint64_t send_time;
     uint8_t kind, reply;
-    Rd r = {p, len, 0, "replication frame", false, 0, err};
+    Rd r = {p, len, 0, "replication frame", false, false, 0, err};
 
     memset(out, 0, sizeof *out);
     if (!rd_u8(&r, &kind))

@@ -27,10 +27,16 @@
 /* CREATE_REPLICATION_SLOT taking longer than this is waiting for transactions. */
 #define REPL_SLOT_WAIT_LOG_MS 2000
 
+/* replconn_recv: a read of the socket that yielded fewer messages than this
+ * is followed by a pause of REPL_GATHER_US before the next wait. */
+#define REPL_THIN_READ 32
+#define REPL_GATHER_US 500
+
 struct ReplConn
 {
     PGconn *conn;
     bool in_copy; /* START_REPLICATION succeeded and the copy has not ended */
+    int handed;   /* messages handed out since the socket was last read */
 };
 
 /* ------------------------------------------------------------ pure helpers */
@@ -610,6 +616,7 @@ replconn_recv(ReplConn *r, int timeout_ms, char **buf, int *len, Err *err)
 
         if (n > 0)
         {
+            r->handed++;
             *buf = data;
             *len = n;
             return true;
@@ -621,6 +628,20 @@ replconn_recv(ReplConn *r, int timeout_ms, char **buf, int *len, Err *err)
             r->in_copy = false;
             return repl_err(r, NULL, "replication stream failed", err);
         }
+        if (r->handed > 0 && r->handed < REPL_THIN_READ)
+        {
+            /* The last read of the socket held only a few messages: the
+             * walsender writes each one as it is made, and waking for every
+             * one costs both processes more than the messages themselves
+             * (measured: 2.2 of 3.9 CPU-s per 1M rows in the kernel).  A
+             * short pause lets a run of them gather; the socket's buffer
+             * holds far more than arrive in it, and an idle stream only
+             * pays it once, after the message that woke it. */
+            struct timespec pause = {0, REPL_GATHER_US * 1000L};
+
+            (void) nanosleep(&pause, NULL);
+        }
+        r->handed = 0;
         left = deadline - monotime_ms();
         if (left < 0)
             left = 0; /* still take what the socket holds */

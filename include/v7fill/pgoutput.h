@@ -132,8 +132,8 @@ bool pgo_decode(PgoDecoder *d, const char *buf, size_t len, PgoFrame *out,
 void pgo_status_update(uint8_t out[PGO_STATUS_UPDATE_SIZE], uint64_t write, uint64_t flush,
                        uint64_t apply, int64_t now_unix_us, bool reply_requested);
 
-/* "16/B374D848" (upper-case hex, as PostgreSQL prints it). */
-void pgo_lsn_format(uint64_t lsn, char out[PGO_LSN_TEXT_SIZE]);
+/* "16/B374D848" (upper-case hex, as PostgreSQL prints it) in out; returns out. */
+const char *pgo_lsn_format(uint64_t lsn, char out[PGO_LSN_TEXT_SIZE]);
 /* "X/X", each half 1..8 hex digits, nothing else; false if malformed. */
 bool pgo_lsn_parse(const char *s, uint64_t *out);
 
