@@ -150,7 +150,8 @@ buf_put_json_string(Buf *b, const char *p, size_t n)
 
         if (c != '"' && c != '\\' && c >= 0x20)
             continue;
-        buf_append(b, p + run, i - run);
+        if (i > run)
+            buf_append(b, p + run, i - run);
         run = i + 1;
         if (c == '"' || c == '\\')
         {
@@ -163,6 +164,7 @@ buf_put_json_string(Buf *b, const char *p, size_t n)
             buf_append(b, esc, sizeof esc);
         }
     }
-    buf_append(b, p + run, n - run);
+    if (n > run)
+        buf_append(b, p + run, n - run); /* (p may be NULL when n is 0) */
     buf_putc(b, '"');
 }

@@ -27,16 +27,18 @@
 /* CREATE_REPLICATION_SLOT taking longer than this is waiting for transactions. */
 #define REPL_SLOT_WAIT_LOG_MS 2000
 
-/* replconn_recv: a read of the socket that yielded fewer messages than this
- * is followed by a pause of REPL_GATHER_US before the next wait. */
-#define REPL_THIN_READ 32
+/* replconn_recv: when the messages of a read of the socket came to fewer
+ * bytes than this, the socket held no more (libpq reads at least 8 KB when
+ * that much is there), and a pause of REPL_GATHER_US comes before the next
+ * wait. */
+#define REPL_THIN_READ 4096
 #define REPL_GATHER_US 500
 
 struct ReplConn
 {
     PGconn *conn;
     bool in_copy; /* START_REPLICATION succeeded and the copy has not ended */
-    int handed;   /* messages handed out since the socket was last read */
+    size_t handed; /* bytes of the messages handed out since the socket was last read */
 };
 
 /* ------------------------------------------------------------ pure helpers */
@@ -575,6 +577,7 @@ replconn_start(ReplConn *r, const char *slot, uint64_t start_lsn, const char *pu
     }
     PQclear(res);
     r->in_copy = true;
+    r->handed = 0;
     return true;
 }
 
@@ -616,7 +619,7 @@ replconn_recv(ReplConn *r, int timeout_ms, char **buf, int *len, Err *err)
 
         if (n > 0)
         {
-            r->handed++;
+            r->handed += (size_t) n;
             *buf = data;
             *len = n;
             return true;
@@ -630,16 +633,20 @@ replconn_recv(ReplConn *r, int timeout_ms, char **buf, int *len, Err *err)
         }
         if (r->handed > 0 && r->handed < REPL_THIN_READ)
         {
-            /* The last read of the socket held only a few messages: the
+            /* The last read emptied the socket after a few messages: the
              * walsender writes each one as it is made, and waking for every
              * one costs both processes more than the messages themselves
              * (measured: 2.2 of 3.9 CPU-s per 1M rows in the kernel).  A
              * short pause lets a run of them gather; the socket's buffer
              * holds far more than arrive in it, and an idle stream only
-             * pays it once, after the message that woke it. */
+             * pays it once, after the message that woke it.  A read that
+             * filled libpq's buffer (wide rows, a backlog) is never
+             * followed by one. */
             struct timespec pause = {0, REPL_GATHER_US * 1000L};
 
-            (void) nanosleep(&pause, NULL);
+            r->handed = 0;
+            if (nanosleep(&pause, NULL) != 0 && errno == EINTR)
+                return true; /* a signal: the caller looks at it */
         }
         r->handed = 0;
         left = deadline - monotime_ms();

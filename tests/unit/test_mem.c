@@ -25,8 +25,10 @@ test_plain_and_empty(void **state)
     buf_init(&b);
     json_of(&b, "", 0);
     assert_string_equal(b.data, "\"\"");
-    json_of(&b, "note 42, é", strlen("note 42, é"));
-    assert_string_equal(b.data, "\"note 42, é\"");
+    json_of(&b, NULL, 0);
+    assert_string_equal(b.data, "\"\"");
+    json_of(&b, "note 42, é\x7f", strlen("note 42, é\x7f"));
+    assert_string_equal(b.data, "\"note 42, é\x7f\"");
     assert_int_equal(b.len, strlen(b.data));
     buf_free(&b);
 }
