@@ -357,7 +357,6 @@ rd_tuple(Rd *r, PgoValue *values, PgoTuple *t)
     {
         PgoValue *v = &values[i];
         uint32_t n;
-
         uint8_t kind;
 
         v->data = NULL;

@@ -615,6 +615,7 @@ replconn_recv(ReplConn *r, int timeout_ms, char **buf, int *len, Err *err)
         int n = PQgetCopyData(r->conn, &data, 1);
         int64_t left;
         struct pollfd pfd;
+        size_t had;
         int rc;
 
         if (n > 0)
@@ -631,7 +632,9 @@ replconn_recv(ReplConn *r, int timeout_ms, char **buf, int *len, Err *err)
             r->in_copy = false;
             return repl_err(r, NULL, "replication stream failed", err);
         }
-        if (r->handed > 0 && r->handed < REPL_THIN_READ)
+        had = r->handed;
+        r->handed = 0;
+        if (had > 0 && had < REPL_THIN_READ)
         {
             /* The last read emptied the socket after a few messages: the
              * walsender writes each one as it is made, and waking for every
@@ -644,11 +647,9 @@ replconn_recv(ReplConn *r, int timeout_ms, char **buf, int *len, Err *err)
              * followed by one. */
             struct timespec pause = {0, REPL_GATHER_US * 1000L};
 
-            r->handed = 0;
             if (nanosleep(&pause, NULL) != 0 && errno == EINTR)
                 return true; /* a signal: the caller looks at it */
         }
-        r->handed = 0;
         left = deadline - monotime_ms();
         if (left < 0)
             left = 0; /* still take what the socket holds */
