@@ -12,7 +12,9 @@ Each consumer has its own slot, made before any backlog, and both read the same 
 
 Workloads (N = BENCH_STREAM_ROWS, default 1,000,000):
   (1) N rows in 1,000-row transactions;  (2) N/5 single-row transactions;
-  (3) one N-row transaction.
+  (3) one N-row transaction;  (4) N/5 wide rows (a 2 KB note each) in 1,000-row transactions,
+  where every read of the socket fills libpq's buffer (a stream that pauses to let messages
+  gather must not pause here: docs/streaming.md, "Reading the source in runs").
 For each, the backlog is written while both consumers are stopped; then, one after the
 other, each is started and timed until caught up (native: until the backlog's last row is
 visible in the native copy, polled every 10 ms on the target; v7fill: `--until-caught-up`).
@@ -49,8 +51,8 @@ UNTIL_EXIT_GRACE = 15
 PERF = os.environ.get("BENCH_STREAM_PERF") == "1"  # perf profile of v7fill's catch-up of (1)
 EXTRA_ARGS = os.environ.get("BENCH_STREAM_ARGS", "").split()  # e.g. "--group-ms 50"
 PROFILE = os.environ.get("BENCH_PROFILE", "tuned")
-# BENCH_STREAM_WORKLOADS: which catch-up workloads (default "1 2 3"); a lag phase of 0 s is skipped.
-WORKLOADS = [int(k) for k in os.environ.get("BENCH_STREAM_WORKLOADS", "1 2 3").split()]
+# BENCH_STREAM_WORKLOADS: which catch-up workloads (default "1 2 3 4"); a lag phase of 0 s is skipped.
+WORKLOADS = [int(k) for k in os.environ.get("BENCH_STREAM_WORKLOADS", "1 2 3 4").split()]
 SRC = {"host": os.environ["SRC_HOST"], "port": os.environ["SRC_PORT"], "dir": os.environ["SRC_DIR"]}
 TGT = {"host": os.environ["PGHOST"], "port": os.environ["PGPORT"], "dir": os.environ["PGTMP_DIR"]}
 SRC_DB, TGT_DB, NATIVE_DB = "src", "tgt", "native"
@@ -213,6 +215,11 @@ def backlog(kind, base):
         qs(f"DO $$ BEGIN FOR i IN 0..{n - 1} LOOP {rows_sql(f'{base} + i', 1)}; COMMIT; "
            "END LOOP; END $$")
         txns = n
+    elif kind == 4:
+        n = N // 5 // 1000 * 1000
+        qs(f"DO $$ BEGIN FOR i IN 0..{n // 1000 - 1} LOOP "
+           f"{rows_sql(f'{base} + i * 1000', 1000, wide=True)}; COMMIT; END LOOP; END $$")
+        txns = n // 1000
     else:
         n = N
         qs(rows_sql(base, n))
@@ -344,7 +351,8 @@ def main():
         for which in ("native", "v7fill"):
             lag[which], base = lag_phase(which, base, tmp)
 
-    labels = {1: "(1) 1,000-row txns", 2: "(2) single-row txns", 3: "(3) one txn"}
+    labels = {1: "(1) 1,000-row txns", 2: "(2) single-row txns", 3: "(3) one txn",
+              4: "(4) 2 KB rows, 1,000-row txns"}
     print(f"\n[{PROFILE} profile] Catch-up from a backlog.  CPU used, and time runnable but waiting for a CPU, as % of "
           "one core over the wall time: client = v7fill, src = source cluster (its walsender "
           "decodes), tgt = target cluster (apply worker / v7fill's sessions)")

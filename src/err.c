@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static void
+static void V7FILL_PRINTF(3, 0)
 err_vformat(char *dst, size_t size, const char *fmt, va_list ap)
 {
     int n = vsnprintf(dst, size, fmt, ap);

@@ -16,7 +16,9 @@
 #   (a small transaction committed before it is applied), and lands whole in the next run once
 #   committed; SIGTERM while one is applied as it arrives does not wait for its commit;
 # - the same, live: a streamer running while one session streams a large transaction and
-#   another commits small ones;
+#   another commits small ones; its walsender then killed, the next large transaction (alone)
+#   is still spooled: the minute without direct apply that a give-up begins outlasts a
+#   reconnect;
 # - kill -9 while one is applied as it arrives: nothing of it lands, the rerun applies it once;
 # - a spool file that cannot be made is a clear error, nothing lost; a column added and
 #   dropped around a streamed transaction is passed over (no endless restart);
@@ -241,10 +243,33 @@ EOF
 sqlf -d "$SRC" -f live.sql
 want=$(qs "SELECT count(*) FROM orders")
 poll_until "SELECT count(*) = $want FROM orders_v7" "the live stream to apply both" 120
+gave_up_by=$SECONDS
+# 4b. The minute without direct apply that the give-up began outlasts a reconnect: the
+# walsender killed, the stream reconnects, and the next large transaction, alone, is spooled
+# from its start instead of applied as it arrives.
+ws=$(q "SELECT active_pid FROM pg_replication_slots WHERE slot_name = '$SLOT'")
+[ -n "$ws" ] || fail "the live stream's walsender: no active pid on $SLOT"
+q "SELECT pg_terminate_backend($ws)" >/dev/null
+poll_until "SELECT coalesce(active_pid <> $ws, false) FROM pg_replication_slots WHERE slot_name = '$SLOT'" \
+    "the live stream to reconnect" 60
+qs "INSERT INTO orders SELECT g, now(), g, 'after reconnect' FROM generate_series(440001, 460000) g"
+want=$(qs "SELECT count(*) FROM orders")
+poll_until "SELECT count(*) = $want FROM orders_v7" "the live stream to apply it after the reconnect" 120
+took=$((SECONDS - gave_up_by))
 kill -TERM $streamer
 set +e; wait $streamer; rc=$?; set -e
 assert_eq 0 "$rc" "the live stream stopped cleanly ($(cat live.log))"
-same "live, interleaved"
+same "live, interleaved, then a reconnect"
+OUT=$(cat live.log)
+assert_eq 1 "$(counter reconnects)" "one reconnect, after the walsender was killed ($OUT)"
+assert_eq 1 "$(counter streamed_to_spool)" "the interleaved transaction, given up ($OUT)"
+if [ "$took" -lt 50 ]; then
+    assert_eq 0 "$(counter streamed_direct)" \
+        "within the minute after the give-up, across the reconnect, none applied as it arrives ($OUT)"
+    assert_eq 2 "$(counter streamed_spooled)" "both applied from their spools ($OUT)"
+else
+    echo "4b: the reconnect and the next transaction took ${took} s, too close to the minute to judge"
+fi
 
 # 5. kill -9 while a streamed transaction is applied as it arrives.
 qs "INSERT INTO orders SELECT g, now(), g, 'killed' FROM generate_series(500001, 800000) g"
