@@ -53,7 +53,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
         -Wvla -Wpointer-arith -Wimplicit-fallthrough -Wundef -Wno-missing-field-initializers -Wno-format-truncation
 # clang takes the same set, but does not know gcc's -Wformat-truncation.
 ifneq ($(findstring clang,$(shell $(CC) --version 2>/dev/null | head -n 1)),)
-WARN += -Wno-unknown-warning-option
+WARN := $(filter-out -Wno-format-truncation,$(WARN))
 endif
 
 override CPPFLAGS += -Iinclude -D_GNU_SOURCE -DV7FILL_VERSION=\"$(VERSION)\" -MMD -MP

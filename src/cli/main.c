@@ -202,15 +202,19 @@ cli_global_option(int c, const char *arg, GlobalOpts *g)
 }
 
 /*
- * The allocator keeps what it frees.  A batch's buffers, the writer's probe
- * results (libpq's PGresult of up to 4x a batch's ids) and the sink's scratch
- * arrays are freed and made again for every batch.  By default glibc gives the
- * top of each heap back to the kernel once 128 KiB of it is free and maps
- * every block above its (moving) mmap threshold on its own, so each batch paid
- * mmap/munmap, madvise and a page fault per 4 KiB: a tenth of a re-import's
- * client CPU.  Freed memory is now kept up to 64 MiB per heap and blocks up to
- * 8 MiB come from the heap (those above still map on their own, so a 64 MiB
- * batch buffer is returned when freed).  GLIBC_TUNABLES, when set, wins.
+ * The allocator keeps what it frees.  The writer's probe of every batch
+ * (libpq's PGresult of up to 4x the batch's ids: thousands of small blocks
+ * and one large array), the sink's per-batch arrays and the like are made and
+ * freed again for every batch.  glibc's defaults give the top of a heap back
+ * to the kernel as soon as a little of it is free, and map a block above its
+ * moving mmap threshold on its own, so each batch paid mmap, munmap, madvise
+ * and a page fault per 4 KiB: a tenth of a re-import's client CPU.  Each heap
+ * (the main one, and each thread's arena) now keeps up to 32 MiB of freed
+ * memory, and blocks up to 8 MiB come from a heap (a larger one, such as a
+ * huge record's buffer, is still mapped on its own and returned when freed).
+ * A thread's arena heap is at most 64 MiB, so it can still shrink.  The
+ * user's own settings of these two (GLIBC_TUNABLES, or glibc's older
+ * MALLOC_TRIM_THRESHOLD_ and MALLOC_MMAP_THRESHOLD_) win.
  */
 static void
 malloc_policy(void)
@@ -218,9 +222,11 @@ malloc_policy(void)
 #ifdef __GLIBC__
     const char *tunables = getenv("GLIBC_TUNABLES");
 
-    if (tunables != NULL && strstr(tunables, "glibc.malloc.") != NULL)
+    if (getenv("MALLOC_TRIM_THRESHOLD_") != NULL || getenv("MALLOC_MMAP_THRESHOLD_") != NULL ||
+        (tunables != NULL && (strstr(tunables, "glibc.malloc.trim_threshold") != NULL ||
+                              strstr(tunables, "glibc.malloc.mmap_threshold") != NULL)))
         return;
-    (void) mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    (void) mallopt(M_TRIM_THRESHOLD, 32 << 20);
     (void) mallopt(M_MMAP_THRESHOLD, 8 << 20);
 #endif
 }
