@@ -244,6 +244,7 @@ gave_up_by=$SECONDS # (the give-up comes about a second into live.sql: this is b
 sqlf -d "$SRC" -f live.sql
 want=$(qs "SELECT count(*) FROM orders")
 poll_until "SELECT count(*) = $want FROM orders_v7" "the live stream to apply both" 120
+same "live, interleaved"
 # 4b. The minute without direct apply that the give-up began outlasts a reconnect: the
 # walsender killed, the stream reconnects, and the next large transaction, alone, is spooled
 # from its start instead of applied as it arrives.
