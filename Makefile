@@ -3,6 +3,7 @@
 #   make                 libv7fill.a and the v7fill binary (in $(BUILD)/)
 #   make check           unit tests (cmocka) + integration tests (throwaway cluster)
 #   make check SAN=1     the same under AddressSanitizer + UndefinedBehaviorSanitizer (alias: make san)
+#   make check TEST_JOBS=2  integration tests two at a time, each worker with its own cluster
 #   make tsan            the import tests under ThreadSanitizer (reader and writer threads)
 #   make unit-clang      the unit tests built by clang under ASan + UBSan (clang's UBSan also
 #                        flags a zero offset applied to a NULL pointer; gcc's does not)
@@ -121,8 +122,11 @@ SKIP_TESTS ?=
 ifneq ($(strip $(SKIP_TESTS)),)
 TESTS ?= $(filter-out $(SKIP_TESTS:%=tests/integration/%.sh),$(sort $(wildcard tests/integration/t_*.sh)))
 endif
+# make check TEST_JOBS=N: N integration tests at a time, each worker with a cluster of its own
+# (CI uses 2, one per core; see tests/integration/README.md).
+TEST_JOBS ?= 1
 integration: $(BUILD)/v7fill
-	V7FILL=$(CURDIR)/$(BUILD)/v7fill tests/integration/run.sh $(TESTS)
+	TEST_JOBS=$(TEST_JOBS) V7FILL=$(CURDIR)/$(BUILD)/v7fill tests/integration/run.sh $(TESTS)
 
 san:
 	@$(MAKE) --no-print-directory check SAN=1
@@ -144,7 +148,7 @@ TSAN_TESTS ?= t_import_basic t_import_batches t_import_concurrent t_import_dedup
 tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build-tsan CFLAGS="-fsanitize=thread -O1" \
 	    LDFLAGS=-fsanitize=thread build-tsan/v7fill
-	TSAN_OPTIONS="halt_on_error=1 exitcode=66" V7FILL=$(CURDIR)/build-tsan/v7fill \
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" TEST_JOBS=$(TEST_JOBS) V7FILL=$(CURDIR)/build-tsan/v7fill \
 	    tests/integration/run.sh $(TSAN_TESTS:%=tests/integration/%.sh)
 
 demo: deps
