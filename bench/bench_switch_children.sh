@@ -20,6 +20,10 @@
 # BENCH_SC_BACK=1 (either mode): then the way back and the switch back: after the switch,
 # BENCH_SC_WRITES (default 1000) parent rows with a child each inserted into the new tables, `migrate
 # --reverse` (caught up), as many again, and `migrate --switch` (back): its "lock held" line.
+# BENCH_SC_HELD=1 (with BENCH_SC_BACK=1): the second batch is written in a transaction held open
+# until the switch back waits for its lock, so the way back applies it under the lock (and the
+# UUIDv7 child's key fill runs there: the rows it wrote, or the whole child before that fill was
+# narrowed).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 V7FILL=${V7FILL:-$root/build/v7fill}
@@ -30,6 +34,7 @@ MAPROWS=${BENCH_SC_MAP:-20000}
 MODE=${BENCH_SC_MODE:-expand}
 BACK=${BENCH_SC_BACK:-0}
 WRITES=${BENCH_SC_WRITES:-1000}
+HELD=${BENCH_SC_HELD:-0}
 case "$MODE" in expand|migrate) ;; *) echo "BENCH_SC_MODE: expand or migrate" >&2; exit 2;; esac
 eval "$(PGTMP_PORT=${BENCH_SC_PORT:-54351} "$root/tests/pgtmp.sh" start)"
 trap '"$root/tests/pgtmp.sh" stop "$PGTMP_DIR"' EXIT
@@ -98,28 +103,38 @@ run() { # run NAME BINARY
     [ "$BACK" = 1 ] || return 0
     new_writes "$db" "$ct"
     PGDATABASE=$db "$2" -q migrate --into "$into" --reverse >"$db.reverse.log" 2>&1 || { cat "$db.reverse.log"; exit 1; }
-    new_writes "$db" "$ct"
+    local held=
+    if [ "$HELD" = 1 ]; then new_writes "$db" "$ct" held & held=$!; else new_writes "$db" "$ct"; fi
     out=$(PGDATABASE=$db "$2" migrate --into "$into" --switch 2>&1) || { echo "$out"; exit 1; }
+    [ -z "$held" ] || wait "$held"
     printf '%s\n' "$out" >"$db.back.log"
     local rows want=$(( PARENT + 2 * WRITES ))
     rows=$(q -d "$db" -c "SELECT count(*) FROM orders")
-    echo "$1: switch back: $(grep -oE 'lock held [0-9]+ ms \(attempt [0-9]+\), [0-9]+ changes applied under it' <<<"$out" | head -1); legacy parent rows $rows (want $want)"
+    echo "$1: switch back: $(grep -oE 'lock held [0-9]+ ms \(attempt [0-9]+\), [0-9]+ changes applied under it' <<<"$out" | head -1)$(grep -oE '; the fill under the lock [^;]*|; no fill under the lock' <<<"$out" | head -1); legacy parent rows $rows (want $want)"
 }
 
-new_writes() { # new_writes DB CHILD: WRITES parents and a child each, in the switched tables;
-    # the new ids are UUIDv7 of their times, inside the copied windows (a migrate-mode child's
-    # rows get their own)
+new_writes() { # new_writes DB CHILD [held]: WRITES parents and a child each, in the switched
+    # tables; the new ids are UUIDv7 of their times, inside the copied windows (a migrate-mode
+    # child's rows get their own); held: in a transaction that commits once a lock on the parent
+    # is waited for (the switch back's)
     uuid7() { echo "(lpad(to_hex((extract(epoch FROM $1) * 1000)::bigint), 12, '0') || '7' ||
                      left(md5(random()::text), 3) || '8' || left(md5(random()::text), 15))::uuid"; }
     local u cols="order_id_uuid, qty" vals="id, 1"
     u=$(uuid7 t)
     [ "$MODE" = expand ] || { cols="id, order_id_uuid, qty, created_at"; vals="$(uuid7 created_at), id, 1, created_at"; }
-    q -d "$1" -c "WITH p AS (INSERT INTO orders (id, created_at, note)
-                               SELECT $u, t, 'w'
-                                 FROM (SELECT timestamptz '2024-01-01' + g * interval '1 second' AS t
-                                         FROM generate_series(1, $WRITES) g) s
-                             RETURNING id, created_at)
-                  INSERT INTO $2 ($cols) SELECT $vals FROM p"
+    local sql="WITH p AS (INSERT INTO orders (id, created_at, note)
+                            SELECT $u, t, 'w'
+                              FROM (SELECT timestamptz '2024-01-01' + g * interval '1 second' AS t
+                                      FROM generate_series(1, $WRITES) g) s
+                          RETURNING id, created_at)
+               INSERT INTO $2 ($cols) SELECT $vals FROM p"
+    if [ "${3:-}" = held ]; then
+        q -d "$1" -c "BEGIN" -c "$sql" -c "DO \$\$ BEGIN FOR i IN 1..12000 LOOP
+            EXIT WHEN EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'orders'::regclass);
+            PERFORM pg_sleep(0.005); END LOOP; END \$\$" -c "COMMIT"
+    else
+        q -d "$1" -c "$sql"
+    fi
 }
 
 cd "$(mktemp -d)"

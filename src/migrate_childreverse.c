@@ -62,7 +62,7 @@ load_children(PgConn *db, const MigrateSpec *spec, MigrateSpec *kids, Err *err)
  * child where it stopped. */
 static bool
 round_once(PgConn *db, PgConn *legacy, const MigrateSpec *spec, const MigrateSpec *kids,
-           uint64_t stop, ReverseStats *st, bool *all, Err *err)
+           uint64_t stop, ReverseIds *ids, ReverseStats *st, bool *all, Err *err)
 {
     ReverseStats one;
 
@@ -81,6 +81,7 @@ round_once(PgConn *db, PgConn *legacy, const MigrateSpec *spec, const MigrateSpe
         ReverseParentRef ref = {spec->into_schema, spec->map_table, spec->children[i].fk_column};
 
         memset(&one, 0, sizeof one);
+        one.ids = ids ? &ids[i] : NULL;
         if (!migrate_reverse_apply(db, legacy, &kids[i], &ref, stop, false, &one, err))
         {
             err_prefix(err, "the way back into %s.%s", kids[i].from_schema,
@@ -104,12 +105,12 @@ round_once(PgConn *db, PgConn *legacy, const MigrateSpec *spec, const MigrateSpe
 
 bool
 migrate_childreverse_upto(PgConn *apply, PgConn *legacy, const MigrateSpec *spec,
-                          uint64_t stop, ReverseStats *st, Err *err)
+                          uint64_t stop, ReverseIds *ids, ReverseStats *st, Err *err)
 {
     MigrateSpec *kids = xcalloc(spec->nchildren ? spec->nchildren : 1, sizeof *kids);
     bool all = false;
     bool ok = load_children(apply, spec, kids, err) &&
-              round_once(apply, legacy, spec, kids, stop, st, &all, err);
+              round_once(apply, legacy, spec, kids, stop, ids, st, &all, err);
 
     st->caught_up = ok && all;
     if (st->caught_up)
@@ -134,7 +135,7 @@ migrate_childreverse(PgConn *db, PgConn *legacy, const MigrateSpec *spec, bool f
         uint64_t stop = 0;
 
         ok = pg_flush_wal(db, &stop, err) &&
-             round_once(db, legacy, spec, kids, stop, st, &all, err);
+             round_once(db, legacy, spec, kids, stop, NULL, st, &all, err);
         if (ok && all)
         {
             st->applied_lsn = stop;

@@ -75,6 +75,33 @@ typedef struct Rev
 } Rev;
 
 void
+reverse_ids_add(ReverseIds *ids, const char *id)
+{
+    if (ids == NULL || id == NULL || ids->overflow)
+        return;
+    if (ids->n == REVERSE_IDS_MAX)
+    {
+        ids->overflow = true;
+        return;
+    }
+    if (ids->n == ids->cap)
+    {
+        ids->cap = ids->cap ? 2 * ids->cap : 64;
+        ids->v = xrealloc(ids->v, ids->cap * sizeof *ids->v);
+    }
+    ids->v[ids->n++] = xstrdup(id);
+}
+
+void
+reverse_ids_free(ReverseIds *ids)
+{
+    for (size_t i = 0; i < ids->n; i++)
+        free(ids->v[i]);
+    free(ids->v);
+    memset(ids, 0, sizeof *ids);
+}
+
+void
 migrate_reverse_name(const MigrateSpec *spec, char *out, size_t size)
 {
     (void) snprintf(out, size, "%.59s_rev", spec->slot);
@@ -578,6 +605,7 @@ apply_insert(Rev *r, Err *err)
         if (*end == '\0' && k > r->top_key)
             r->top_key = k;
     }
+    reverse_ids_add(r->st->ids, r->vals[r->f_id]);
     r->st->inserted++;
     return true;
 }
@@ -713,6 +741,9 @@ apply_update(Rev *r, const Record *rec, Err *err)
     }
     else if (ok)
         r->st->updated++;
+    /* Missing or not: the new row is there, and its keys may need the fill. */
+    if (ok)
+        reverse_ids_add(r->st->ids, r->vals[r->f_id]);
     free(id);
     return ok;
 }

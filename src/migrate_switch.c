@@ -51,6 +51,10 @@ typedef struct Names
     LegacySeq *kid_seq; /* ... and each migrate-mode child's (NULL: none made) */
     size_t nkids;
     char *kids_q;     /* two databases: ", <child target>"... of the migrate-mode children */
+    ReverseIds *back_ids; /* switching back, migrate-mode children: the ids of the rows
+                           * each child's way back wrote under the lock, in every attempt
+                           * (nchildren of them; NULL: none collected) */
+    size_t nback_ids;
 } Names;
 
 static void
@@ -86,6 +90,9 @@ names_free(Names *n)
         free(n->kid_seq[i].tseq_q);
     free(n->kid_seq);
     free(n->kids_q);
+    for (size_t i = 0; i < n->nback_ids; i++)
+        reverse_ids_free(&n->back_ids[i]);
+    free(n->back_ids);
 }
 
 static bool
@@ -1267,7 +1274,8 @@ fail:
  * (the capture resumes on it, --verify checks it); the legacy child got that
  * key from the way back.  The child's trigger leaves <fk>_uuid as it is. */
 static bool
-fill_childtable_keys(PgConn *c, const MigrateSpec *sp, bool same, uint64_t *rows, Err *err)
+fill_childtable_keys(PgConn *c, const MigrateSpec *sp, bool same, const ReverseIds *ids,
+                     uint64_t *rows, Err *err)
 {
     char *map = pg_qualified(c, sp->into_schema, sp->map_table);
     /* the UUIDv7 parent: <from>'s name in one database after the switch */
@@ -1281,12 +1289,24 @@ fill_childtable_keys(PgConn *c, const MigrateSpec *sp, bool same, uint64_t *rows
         char uuidcol[80], v[32];
         bool required = false;
         /* after the switch: <from>'s name in one database, its own in two */
-        char *cq = same ? pg_qualified(c, ch->schema, ch->table)
-                        : pg_qualified(c, sp->into_schema, ch->into_table);
-        char *fk = pg_ident(c, ch->fk_column), *fku, *sql;
+        char *cq, *fk, *fku, *sql, *only = NULL;
+        char *arr = NULL;
+
+        if (ids && ids[i].n == 0)
+            continue;
+        cq = same ? pg_qualified(c, ch->schema, ch->table)
+                  : pg_qualified(c, sp->into_schema, ch->into_table);
+        fk = pg_ident(c, ch->fk_column);
 
         (void) snprintf(uuidcol, sizeof uuidcol, "%s_uuid", ch->fk_column);
         fku = pg_ident(c, uuidcol);
+        /* Restricted: the rows the way back wrote, by the primary key (the
+         * partitions holding them alone). */
+        if (ids)
+        {
+            arr = pg_array_literal((const char *const *) ids[i].v, (int) ids[i].n);
+            only = xstrdup(" AND c.id = ANY ($1::uuid[])");
+        }
         /* A child whose legacy <fk> is NOT NULL (its check, v7fill_<fk>_or_uuid,
          * wants one of the two) kept the <fk> of a cleared <fk>_uuid in the
          * legacy child (the way back): its <fk>_uuid is that parent's again,
@@ -1294,26 +1314,31 @@ fill_childtable_keys(PgConn *c, const MigrateSpec *sp, bool same, uint64_t *rows
         ok = fk_required(c, cq, ch->fk_column, &required, err);
         if (required)
             sql = xasprintf("WITH u AS (UPDATE %s c SET %s = m.legacy_id FROM %s m WHERE c.%s = "
-                            "m.id AND c.%s IS DISTINCT FROM m.legacy_id RETURNING 1), "
+                            "m.id AND c.%s IS DISTINCT FROM m.legacy_id%s RETURNING 1), "
                             "n AS (UPDATE %s c SET %s = m.id FROM %s m WHERE c.%s IS NULL AND "
-                            "c.%s = m.legacy_id AND EXISTS (SELECT 1 FROM %s p WHERE p.id = m.id) "
+                            "c.%s = m.legacy_id AND EXISTS (SELECT 1 FROM %s p WHERE p.id = m.id)%s "
                             "RETURNING 1) "
                             "SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM n)",
-                            cq, fk, map, fku, fk, cq, fku, map, fku, fk, parent);
+                            cq, fk, map, fku, fk, only ? only : "", cq, fku, map, fku, fk, parent,
+                            only ? only : "");
         else
             sql = xasprintf("WITH u AS (UPDATE %s c SET %s = m.legacy_id FROM %s m WHERE c.%s = "
-                            "m.id AND c.%s IS DISTINCT FROM m.legacy_id RETURNING 1), "
+                            "m.id AND c.%s IS DISTINCT FROM m.legacy_id%s RETURNING 1), "
                             "n AS (UPDATE %s c SET %s = NULL WHERE c.%s IS NULL AND c.%s IS NOT "
-                            "NULL AND EXISTS (SELECT 1 FROM %s m WHERE m.legacy_id = c.%s) "
+                            "NULL AND EXISTS (SELECT 1 FROM %s m WHERE m.legacy_id = c.%s)%s "
                             "RETURNING 1) "
                             "SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM n)",
-                            cq, fk, map, fku, fk, cq, fk, fku, fk, map, fk);
-        ok = ok && query_text(c, sql, 0, NULL, v, sizeof v, err);
+                            cq, fk, map, fku, fk, only ? only : "", cq, fk, fku, fk, map, fk,
+                            only ? only : "");
+        ok = ok && query_text(c, sql, only ? 1 : 0, only ? (const char *const *) &arr : NULL, v,
+                              sizeof v, err);
         if (ok)
             *rows += strtoull(v, NULL, 10);
         else
             err_prefix(err, "the legacy keys of %s.%s", ch->schema, ch->table);
         free(sql);
+        free(only);
+        free(arr);
         free(cq);
         free(fk);
         free(fku);
@@ -1337,7 +1362,7 @@ fill_child_keys(PgConn *c, PgConn *map, bool same, const MigrateSpec *sp, const 
                 uint64_t *rows, Err *err)
 {
     if (has_childtables(sp))
-        return fill_childtable_keys(c, sp, same, rows, err);
+        return fill_childtable_keys(c, sp, same, NULL, rows, err);
     for (size_t i = 0; i < sp->nchildren; i++)
         if (!migrate_child_keys_back(c, map, sp, &sp->children[i], legacy_q, rows, err))
             return false;
@@ -1348,11 +1373,11 @@ fill_child_keys(PgConn *c, PgConn *map, bool same, const MigrateSpec *sp, const 
  * each migrate-mode child's up to the same position. */
 static bool
 reverse_upto(PgConn *apply, PgConn *legacy, const MigrateSpec *sp, uint64_t stop,
-             ReverseStats *rst, Err *err)
+             ReverseIds *ids, ReverseStats *rst, Err *err)
 {
     memset(rst, 0, sizeof *rst);
     if (has_childtables(sp))
-        return migrate_childreverse_upto(apply, legacy, sp, stop, rst, err);
+        return migrate_childreverse_upto(apply, legacy, sp, stop, ids, rst, err);
     return migrate_reverse_apply(apply, legacy, sp, NULL, stop, false, rst, err);
 }
 
@@ -1402,15 +1427,15 @@ back_childtables(PgConn *s, const MigrateSpec *sp, Err *err)
  * position read and flushed, the legacy tables caught up to it on apply's
  * connection (written on legacy's: NULL, apply). */
 static bool
-back_catch_up(PgConn *t, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, SwitchStats *st,
-              Err *err)
+back_catch_up(PgConn *t, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, ReverseIds *ids,
+              SwitchStats *st, Err *err)
 {
     ReverseStats rst;
 
     memset(&rst, 0, sizeof rst);
     if (!current_lsn(t, &st->final_lsn, err) || !flush_wal(apply, err))
         return false;
-    if (!reverse_upto(apply, legacy, sp, st->final_lsn, &rst, err))
+    if (!reverse_upto(apply, legacy, sp, st->final_lsn, ids, &rst, err))
     {
         err_prefix(err, "catching the legacy table up");
         return false;
@@ -1421,6 +1446,42 @@ back_catch_up(PgConn *t, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, S
                                             "not switched back");
     st->applied_at_switch = rst.inserted + rst.updated + rst.deleted;
     return true;
+}
+
+/*
+ * Switching back, under the lock on t, after the way back caught up: the
+ * children's legacy keys from the map (fill_child_keys).  Migrate-mode
+ * children, when the last fill before the lock found nothing to do: a child
+ * row can need its <fk> only if the application wrote it since (the map's
+ * rows never change; a deleted parent's ON DELETE SET NULL writes its
+ * children), and every such write committed after the way back's last stop
+ * before the lock, so the child's way back applied it under the lock: the
+ * fill reads the rows it wrote there (every attempt's: a failed attempt's
+ * fill is rolled back, its way back's writes are not) by their ids; nothing
+ * when it wrote nothing.  (A child row written before its parent, which only
+ * a dropped foreign key allows, reached the legacy child without a key; the
+ * fill leaves it without one too, so both sides agree.)  Otherwise, or past
+ * REVERSE_IDS_MAX ids, it reads every row.  Expand-mode children in one
+ * database: keys_same; in two, nothing here (after the commit).
+ */
+static bool
+fill_under_lock(PgConn *t, bool same, const MigrateSpec *sp, const Names *n, SwitchStats *st,
+                Err *err)
+{
+    bool all = !st->children_fill_clean || n->back_ids == NULL;
+    size_t k = 0;
+
+    if (!has_childtables(sp))
+        return !same || fill_child_keys(t, NULL, true, sp, n->legacy_q, &st->children_filled, err);
+    for (size_t i = 0; !all && i < n->nback_ids; i++)
+    {
+        all = n->back_ids[i].overflow;
+        k += n->back_ids[i].n;
+    }
+    st->children_fill_rows = all ? -1 : (int64_t) k;
+    if (!all && k == 0)
+        return true;
+    return fill_childtable_keys(t, sp, same, all ? NULL : n->back_ids, &st->children_filled, err);
 }
 
 /* Switching back (phase reverse, same database): the new tables locked
@@ -1440,13 +1501,10 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
                       !has_childtables(sp), err))
         goto out;
     t0 = monotime_ms();
-    if (!back_catch_up(t, apply, NULL, sp, st, err) ||
+    if (!back_catch_up(t, apply, NULL, sp, n->back_ids, st, err) ||
         (!has_childtables(sp) && !lock_children(t, sp, "SHARE ROW EXCLUSIVE", err)))
         goto out;
-    if (st->applied_at_switch > 0)
-        st->children_fill_clean = false; /* also for a later attempt (this one may fail) */
-    ok = (st->children_fill_clean ||
-          fill_child_keys(t, NULL, true, sp, n->legacy_q, &st->children_filled, err)) &&
+    ok = fill_under_lock(t, true, sp, n, st, err) &&
          exec_fmt(t, err, "LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE", n->legacy_q, n->from_q) &&
          move_table(t, n->from_q, sp->from_schema, sp->from_table, sp->from_schema,
                     sp->into_table, err) &&
@@ -1544,7 +1602,7 @@ back_two_target_again(PgConn *t, const MigrateSpec *sp)
 
     if (!has_childtables(sp))
         return;
-    if (!fill_childtable_keys(t, sp, false, &rows, &e) || !rehook_childtables(t, sp, &e))
+    if (!fill_childtable_keys(t, sp, false, NULL, &rows, &e) || !rehook_childtables(t, sp, &e))
         log_warn("switched back, but the UUIDv7 children's keys or the map's triggers could not "
                  "be set again (%s): run --switch again to retry",
                  e.msg);
@@ -1574,17 +1632,13 @@ back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const 
                   lock_timeout_ms, n->into_q, n->kids_q ? n->kids_q : ""))
         goto out;
     t0 = monotime_ms();
-    if (!back_catch_up(t, apply, legacy, sp, st, err))
+    if (!back_catch_up(t, apply, legacy, sp, n->back_ids, st, err))
         goto out;
-    if (st->applied_at_switch > 0)
-        st->children_fill_clean = false;
     /* Migrate-mode children: the UUIDv7 children's <fk> from <fk>_uuid and the
      * map's triggers made again, in the target's transaction (committed
      * after the source's). */
     if (has_childtables(sp) &&
-        ((!st->children_fill_clean &&
-          !fill_childtable_keys(t, sp, false, &st->children_filled, err)) ||
-         !rehook_childtables(t, sp, err)))
+        (!fill_under_lock(t, false, sp, n, st, err) || !rehook_childtables(t, sp, err)))
         goto out;
     /* Open from here: a LOCK that times out leaves BEGIN's block aborted,
      * which the next attempt's BEGIN would meet (25P02). */
@@ -1848,6 +1902,11 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
          * written since, under it; the way back's connection writes as
          * --reverse's (migrate_reverse_session). */
         n.tdb = same ? NULL : target;
+        if (has_childtables(spec))
+        {
+            n.nback_ids = spec->nchildren;
+            n.back_ids = xcalloc(n.nback_ids, sizeof *n.back_ids);
+        }
         if (!pg_connect_again(target, &apply, err) ||
             (!same && !pg_connect_again(source, &n.lapply, err)) ||
             !migrate_reverse_session(same ? apply : n.lapply, spec, &replica, err))
@@ -1856,7 +1915,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         for (int pass = 0; pass < 5; pass++)
         {
             if (!current_lsn(target, &now_lsn, err) ||
-                !reverse_upto(apply, n.lapply, spec, now_lsn, &pre, err))
+                !reverse_upto(apply, n.lapply, spec, now_lsn, NULL, &pre, err))
                 goto out;
             if (pre.inserted + pre.updated + pre.deleted < 100)
                 break;
@@ -1877,7 +1936,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
             if (!has_childtables(spec) || filled == 0)
                 break;
             if (!current_lsn(target, &now_lsn, err) ||
-                !reverse_upto(apply, n.lapply, spec, now_lsn, &pre, err))
+                !reverse_upto(apply, n.lapply, spec, now_lsn, NULL, &pre, err))
                 goto out;
         }
         /* Two databases, expand mode: the children are on the source, the
@@ -1888,7 +1947,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         if (!same && !has_childtables(spec) &&
             (!fill_child_keys(source, target, false, spec, n.legacy_q, &st->children_filled, err) ||
                       !current_lsn(target, &now_lsn, err) ||
-                      !reverse_upto(apply, n.lapply, spec, now_lsn, &pre, err)))
+                      !reverse_upto(apply, n.lapply, spec, now_lsn, NULL, &pre, err)))
             goto out;
     }
     else
@@ -1937,15 +1996,26 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
     }
     if (back)
     {
+        char how[112] = "";
+
         drop_reverses(target, spec, &n);
         spec->phase = MIGRATE_PHASE_FOLLOW;
         spec->legacy_table[0] = '\0';
+        if (has_childtables(spec) && st->children_fill_rows < 0)
+            (void) snprintf(how, sizeof how, "; the fill under the lock read every child row");
+        else if (has_childtables(spec) && st->children_fill_rows > 0)
+            (void) snprintf(how, sizeof how,
+                            "; the fill under the lock read only the rows of the %" PRId64
+                            " ids the way back wrote there",
+                            st->children_fill_rows);
+        else if (has_childtables(spec))
+            (void) snprintf(how, sizeof how, "; no fill under the lock");
         printf("switched back: %s.%s is the legacy table again and %s.%s the UUIDv7 one; lock "
                "held %" PRId64 " ms (attempt %d), %" PRIu64 " changes applied under it; %" PRIu64
-               " child rows got their legacy key from the map%s\n",
+               " child rows got their legacy key from the map%s%s\n",
                spec->from_schema, spec->from_table, spec->into_schema, spec->into_table,
                st->lock_held_ms, st->attempts, st->applied_at_switch, st->children_filled,
-               has_childtables(spec) ? " (in the UUIDv7 children)" : "");
+               has_childtables(spec) ? " (in the UUIDv7 children)" : "", how);
         printf("the application must change: back to %s.%s with its %s %s key; resume the "
                "capture to keep the UUIDv7 table current: v7fill migrate --from %s.%s --key %s "
                "--time-column %s --into %s.%s",

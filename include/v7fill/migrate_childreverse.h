@@ -37,9 +37,11 @@ V7FILL_MUST_CHECK bool migrate_childreverse(PgConn *db, PgConn *legacy, const Mi
 
 /* Switching back: one round up to stop (strictly before it) on apply, the
  * parent's way back first, then each child's; st->caught_up when every table
- * reached stop.  The phases are left to the switch. */
+ * reached stop.  The phases are left to the switch.  ids: NULL, or
+ * spec->nchildren collections, one per child, that get the ids of the rows
+ * each child's way back inserted or updated. */
 V7FILL_MUST_CHECK bool migrate_childreverse_upto(PgConn *apply, PgConn *legacy,
                                                  const MigrateSpec *spec, uint64_t stop,
-                                                 ReverseStats *st, Err *err);
+                                                 ReverseIds *ids, ReverseStats *st, Err *err);
 
 #endif /* V7FILL_MIGRATE_CHILDREVERSE_H */

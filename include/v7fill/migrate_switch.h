@@ -88,8 +88,10 @@ typedef struct SwitchStats
     uint64_t children_late;      /* forward, expand-mode children: rows set under the lock
                                     from the keys the map's trigger recorded */
     bool children_fill_clean;    /* switching back, migrate-mode children: the last fill
-                                    before the lock found nothing to do and the way back has
-                                    applied nothing since (the fill under it is skipped) */
+                                    before the lock found nothing to do (the fill under it
+                                    reads only the rows the way back wrote under it) */
+    int64_t children_fill_rows;  /* ... how many rows that fill was given to read, by id:
+                                    0 none, -1 every row */
     bool already;                /* nothing to do: the names were already switched */
     bool unknown;                /* failed: whether the source's COMMIT committed could not be
                                     read (its answer and the new connection both lost) */
@@ -111,8 +113,26 @@ V7FILL_MUST_CHECK bool migrate_switch(PgConn *source, PgConn *target, MigrateSpe
                                       int lock_timeout_ms, int attempts, MigrateCatchUp catch_up,
                                       void *ctx, SwitchStats *st, Err *err);
 
+/* Switching back: the ids (uuid text) of the rows a migrate-mode child's way
+ * back inserted or updated, collected while the switch holds its lock, so
+ * the UUIDv7 children's key fill under it reads those rows alone, not every
+ * row.  Past REVERSE_IDS_MAX ids `overflow` is set and the fill reads every
+ * row. */
+#define REVERSE_IDS_MAX 100000
+typedef struct ReverseIds
+{
+    char **v;
+    size_t n, cap;
+    bool overflow;
+} ReverseIds;
+
+void reverse_ids_add(ReverseIds *ids, const char *id);
+void reverse_ids_free(ReverseIds *ids);
+
 typedef struct ReverseStats
 {
+    ReverseIds *ids;             /* NULL, or where the ids of the rows inserted or updated
+                                    go (the caller's; not counted among the stats) */
     uint64_t transactions;       /* source transactions applied */
     uint64_t inserted, updated, deleted;
     uint64_t missing;            /* an update or delete whose legacy row was not there */

@@ -27,10 +27,11 @@ slow=(t_citus t_stream_large t_migrate_e2e_childtable t_stream_multi t_stream_st
 if [ "$jobs" -gt 1 ]; then
     ordered=()
     for s in "${slow[@]}"; do
-        for t in "${tests[@]}"; do [ "$(basename "$t" .sh)" = "$s" ] && ordered+=("$t"); done
+        for t in "${tests[@]}"; do t_name=${t##*/}; [ "${t_name%.sh}" = "$s" ] && ordered+=("$t"); done
     done
     for t in "${tests[@]}"; do
-        case " ${slow[*]} " in *" $(basename "$t" .sh) "*) ;; *) ordered+=("$t") ;; esac
+        t_name=${t##*/}
+        case " ${slow[*]} " in *" ${t_name%.sh} "*) ;; *) ordered+=("$t") ;; esac
     done
     tests=("${ordered[@]}")
 fi
@@ -57,7 +58,8 @@ worker() {
     trap 'exit 130' INT TERM
     : >"$work/result.$n"
     for t in "${tests[@]}"; do
-        name=$(basename "$t" .sh)
+        name=${t##*/}
+        name=${name%.sh}
         mkdir "$work/claim.$name" 2>/dev/null || continue
         log="$work/log.$name"
         msg="$work/msg.$name"

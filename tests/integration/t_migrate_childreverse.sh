@@ -288,5 +288,63 @@ assert_eq 100 "$(q "SELECT count(*) FROM items_cr c JOIN orders o ON o.id = c.or
     "the legacy child rows of the second cycle name their legacy parents"
 assert_eq 100 "$(q "SELECT count(*) FROM $CINTO c JOIN ${INTO}_id_map m ON m.id = c.order_id_uuid WHERE c.label IN ('c2a', 'c2b') AND c.order_id = m.legacy_id")" \
     "the UUIDv7 child rows of the second cycle carry their parents' legacy keys"
+
+# ---- a third cycle: writes the way back applies under the switch back's lock (a transaction the
+# switch's LOCK waits for: 20 parents with a child each by order_id_uuid only, and a child moved
+# to another parent by its uuid alone), and a first attempt that fails after its key fill (a
+# reader holds the legacy parent, which the renames need, past the lock timeout): that fill is
+# rolled back with the attempt, the way back's writes are not.  The fill under the lock of the
+# attempt that succeeds reads the 21 child rows the way back wrote under the first one (by id),
+# not every row of the child, and sets their keys.
+run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
+assert_contains "$OUT" "phase switched" "switched forward a third time"
+run_expect 0 "$V7FILL" migrate --into "$INTO" --reverse
+read -r mv_id to_uuid to_key <<<"$(q "SELECT c.id, p.id, p.legacy_id FROM items_cr c, orders p
+    WHERE c.order_id_uuid IS NOT NULL AND p.legacy_id IS NOT NULL AND p.id <> c.order_id_uuid
+    ORDER BY c.legacy_id, p.legacy_id LIMIT 1" | tr '|' ' ')"
+[ -n "$to_key" ] || fail "a child to move and a parent to move it to"
+cat >held.sql <<SQL
+BEGIN;
+WITH p AS (INSERT INTO orders (id, created_at, amount, note)
+             SELECT t_uuid7(), now(), 1, 'c3' FROM generate_series(1, 20) RETURNING id)
+INSERT INTO items_cr (id, order_id_uuid, created_at, qty, label) SELECT t_uuid7(), id, now(), 1, 'c3' FROM p;
+UPDATE items_cr SET order_id_uuid = '$to_uuid' WHERE id = '$mv_id';
+DO \$\$ BEGIN
+  FOR i IN 1..3000 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'orders'::regclass);
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+END \$\$;
+COMMIT;
+SQL
+psql -X -q -At -v ON_ERROR_STOP=1 -f held.sql >held.log 2>&1 &
+held=$!
+hold_lock "$PGDATABASE" orders_legacy "ACCESS SHARE" 120
+( # the reader ends 1 s after the switch first waited for it: the first attempt has timed out
+    for _ in $(seq 1 1200); do
+        [ "$(q "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'orders_legacy'::regclass")" -ge 1 ] && break
+        sleep 0.05
+    done
+    sleep 1
+    q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 't_holder'" >/dev/null
+) &
+ender=$!
+run_expect 0 "$V7FILL" migrate --into "$INTO" --switch --lock-timeout 300
+wait "$held" || { cat held.log; fail "the transaction held open across the switch back"; }
+wait "$ender" || true
+wait "$HOLDER" || true
+echo "$OUT"
+assert_contains "$OUT" "switched back: public.orders is the legacy table again" "switched back a third time"
+assert_contains "$OUT" "switch attempt 1 of 10" "the first attempt of the switch back failed on the reader's lock"
+assert_contains "$OUT" "the fill under the lock read only the rows of the 21 ids the way back wrote there" \
+    "the fill under the lock read the 21 child rows the way back wrote under the first attempt, not the whole child"
+assert_eq 20 "$(q "SELECT count(*) FROM items_cr c JOIN orders o ON o.id = c.order_id WHERE c.label = 'c3' AND o.note = 'c3'")" \
+    "the legacy child rows of the third cycle name their legacy parents"
+assert_eq 20 "$(q "SELECT count(*) FROM $CINTO c JOIN ${INTO}_id_map m ON m.id = c.order_id_uuid WHERE c.label = 'c3' AND c.order_id = m.legacy_id")" \
+    "the UUIDv7 child rows of the third cycle carry their parents' legacy keys (set by the attempt that committed)"
+assert_eq "$to_key|$to_key" "$(q "SELECT c.order_id || '|' || l.order_id FROM $CINTO c JOIN items_cr l ON l.id = c.legacy_id WHERE c.id = '$mv_id'")" \
+    "the child moved by its uuid alone names its new parent's legacy key on both sides"
+assert_eq 0 "$(q "SELECT count(*) FROM $CINTO c JOIN items_cr l ON l.id = c.legacy_id WHERE c.order_id IS DISTINCT FROM l.order_id AND NOT (l.order_id IS NULL AND c.order_id_uuid IS NULL AND c.order_id BETWEEN 1 AND 500 AND NOT EXISTS (SELECT 1 FROM ${INTO}_id_map x WHERE x.legacy_id = c.order_id))")" \
+    "after the third cycle the UUIDv7 child's order_id is the legacy child's everywhere"
 drop_slot
 echo "ok t_migrate_childreverse"
