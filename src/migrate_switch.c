@@ -1471,8 +1471,10 @@ fill_under_lock(PgConn *t, bool same, const MigrateSpec *sp, const Names *n, Swi
     bool all = !st->children_fill_clean || n->back_ids == NULL;
     size_t k = 0;
 
+    st->children_filled_lock = 0;
     if (!has_childtables(sp))
-        return !same || fill_child_keys(t, NULL, true, sp, n->legacy_q, &st->children_filled, err);
+        return !same ||
+               fill_child_keys(t, NULL, true, sp, n->legacy_q, &st->children_filled_lock, err);
     for (size_t i = 0; !all && i < n->nback_ids; i++)
     {
         all = n->back_ids[i].overflow;
@@ -1481,7 +1483,8 @@ fill_under_lock(PgConn *t, bool same, const MigrateSpec *sp, const Names *n, Swi
     st->children_fill_rows = all ? -1 : (int64_t) k;
     if (!all && k == 0)
         return true;
-    return fill_childtable_keys(t, sp, same, all ? NULL : n->back_ids, &st->children_filled, err);
+    return fill_childtable_keys(t, sp, same, all ? NULL : n->back_ids, &st->children_filled_lock,
+                                err);
 }
 
 /* Switching back (phase reverse, same database): the new tables locked
@@ -2014,7 +2017,8 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
                "held %" PRId64 " ms (attempt %d), %" PRIu64 " changes applied under it; %" PRIu64
                " child rows got their legacy key from the map%s%s\n",
                spec->from_schema, spec->from_table, spec->into_schema, spec->into_table,
-               st->lock_held_ms, st->attempts, st->applied_at_switch, st->children_filled,
+               st->lock_held_ms, st->attempts, st->applied_at_switch,
+               st->children_filled + st->children_filled_lock,
                has_childtables(spec) ? " (in the UUIDv7 children)" : "", how);
         printf("the application must change: back to %s.%s with its %s %s key; resume the "
                "capture to keep the UUIDv7 table current: v7fill migrate --from %s.%s --key %s "

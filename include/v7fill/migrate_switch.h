@@ -81,7 +81,9 @@ typedef struct SwitchStats
     uint64_t final_lsn;          /* the capture was applied up to here */
     uint64_t applied_at_switch;  /* switching back: rows the reverse applied under the lock */
     uint64_t children_filled;    /* switching back: child rows written with only <fk>_uuid
-                                    that got <fk> from the map */
+                                    that got <fk> from the map (outside the lock) */
+    uint64_t children_filled_lock; /* ... under the lock, in the last attempt (an attempt
+                                    that failed had its fill rolled back) */
     uint64_t children_settled;   /* forward, expand-mode children: rows whose <fk>_uuid the
                                     pass before the lock set */
     int64_t children_settle_ms;  /* how long that took (no lock held) */

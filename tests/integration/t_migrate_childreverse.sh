@@ -336,6 +336,8 @@ wait "$HOLDER" || true
 echo "$OUT"
 assert_contains "$OUT" "switched back: public.orders is the legacy table again" "switched back a third time"
 assert_contains "$OUT" "switch attempt 1 of 10" "the first attempt of the switch back failed on the reader's lock"
+assert_contains "$OUT" "; 21 child rows got their legacy key from the map" \
+    "the rows the fill set are counted once (the first attempt's fill was rolled back)"
 assert_contains "$OUT" "the fill under the lock read only the rows of the 21 ids the way back wrote there" \
     "the fill under the lock read the 21 child rows the way back wrote under the first attempt, not the whole child"
 assert_eq 20 "$(q "SELECT count(*) FROM items_cr c JOIN orders o ON o.id = c.order_id WHERE c.label = 'c3' AND o.note = 'c3'")" \
