@@ -1289,8 +1289,10 @@ fill_childtable_keys(PgConn *c, const MigrateSpec *sp, bool same, const ReverseI
         char uuidcol[80], v[32];
         bool required = false;
         /* after the switch: <from>'s name in one database, its own in two */
-        char *cq, *fk, *fku, *sql, *only = NULL;
-        char *arr = NULL;
+        char *cq, *fk, *fku, *sql, *arr = NULL;
+        /* Restricted: the rows the way back wrote, by the primary key (the
+         * partitions holding them alone). */
+        const char *only = ids ? " AND c.id = ANY ($1::uuid[])" : "";
 
         if (ids && ids[i].n == 0)
             continue;
@@ -1300,13 +1302,8 @@ fill_childtable_keys(PgConn *c, const MigrateSpec *sp, bool same, const ReverseI
 
         (void) snprintf(uuidcol, sizeof uuidcol, "%s_uuid", ch->fk_column);
         fku = pg_ident(c, uuidcol);
-        /* Restricted: the rows the way back wrote, by the primary key (the
-         * partitions holding them alone). */
         if (ids)
-        {
             arr = pg_array_literal((const char *const *) ids[i].v, (int) ids[i].n);
-            only = xstrdup(" AND c.id = ANY ($1::uuid[])");
-        }
         /* A child whose legacy <fk> is NOT NULL (its check, v7fill_<fk>_or_uuid,
          * wants one of the two) kept the <fk> of a cleared <fk>_uuid in the
          * legacy child (the way back): its <fk>_uuid is that parent's again,
@@ -1319,8 +1316,7 @@ fill_childtable_keys(PgConn *c, const MigrateSpec *sp, bool same, const ReverseI
                             "c.%s = m.legacy_id AND EXISTS (SELECT 1 FROM %s p WHERE p.id = m.id)%s "
                             "RETURNING 1) "
                             "SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM n)",
-                            cq, fk, map, fku, fk, only ? only : "", cq, fku, map, fku, fk, parent,
-                            only ? only : "");
+                            cq, fk, map, fku, fk, only, cq, fku, map, fku, fk, parent, only);
         else
             sql = xasprintf("WITH u AS (UPDATE %s c SET %s = m.legacy_id FROM %s m WHERE c.%s = "
                             "m.id AND c.%s IS DISTINCT FROM m.legacy_id%s RETURNING 1), "
@@ -1328,16 +1324,14 @@ fill_childtable_keys(PgConn *c, const MigrateSpec *sp, bool same, const ReverseI
                             "NULL AND EXISTS (SELECT 1 FROM %s m WHERE m.legacy_id = c.%s)%s "
                             "RETURNING 1) "
                             "SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM n)",
-                            cq, fk, map, fku, fk, only ? only : "", cq, fk, fku, fk, map, fk,
-                            only ? only : "");
-        ok = ok && query_text(c, sql, only ? 1 : 0, only ? (const char *const *) &arr : NULL, v,
+                            cq, fk, map, fku, fk, only, cq, fk, fku, fk, map, fk, only);
+        ok = ok && query_text(c, sql, arr ? 1 : 0, arr ? (const char *const *) &arr : NULL, v,
                               sizeof v, err);
         if (ok)
             *rows += strtoull(v, NULL, 10);
         else
             err_prefix(err, "the legacy keys of %s.%s", ch->schema, ch->table);
         free(sql);
-        free(only);
         free(arr);
         free(cq);
         free(fk);
