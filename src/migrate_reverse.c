@@ -33,6 +33,7 @@
 #include "v7fill/migrate_childreverse.h"
 #include "v7fill/mem.h"
 #include "v7fill/migrate_switch.h"
+#include "v7fill/pg_pipe.h"
 #include "v7fill/pgoutput.h"
 #include "v7fill/replconn.h"
 #include "v7fill/source_pgoutput.h"
@@ -72,7 +73,17 @@ typedef struct Rev
     char new_name[160];          /* the new table, "schema.table" (messages) */
     char *new_q;                 /* the new table, quoted */
     long long top_key;           /* split: the highest legacy key this group inserted (0: none) */
+    PgPipe *pipe;                /* c's statements while a group is open (pg_pipe.h) */
 } Rev;
+
+/* What a statement sent on the pipe applied (its PgPipeNote's kind). */
+enum
+{
+    NOTE_OTHER = 0,
+    NOTE_INSERT,
+    NOTE_UPDATE, /* counted: 0 rows is a missing legacy row */
+    NOTE_DELETE, /* likewise */
+};
 
 void
 reverse_ids_add(ReverseIds *ids, const char *id)
@@ -333,6 +344,79 @@ rev_free(Rev *r)
     replconn_table_free(&r->newt);
     replconn_table_free(&r->oldt);
     buf_free(&r->sql);
+    pg_pipe_free(r->pipe);
+}
+
+/* A change's update or delete, its result read (pg_pipe.h): 0 rows, the
+ * legacy row was missing. */
+static void
+note_counted(void *ctx, const PgPipeNote *note, uint64_t rows)
+{
+    Rev *r = ctx;
+    bool upd = note->kind == NOTE_UPDATE;
+    char at[PGO_LSN_TEXT_SIZE];
+
+    if (note->kind != NOTE_UPDATE && note->kind != NOTE_DELETE)
+        return;
+    if (rows > 0)
+    {
+        if (upd)
+            r->st->updated++;
+        else
+            r->st->deleted++;
+        return;
+    }
+    r->st->missing++;
+    pgo_lsn_format(note->at, at);
+    log_warn("%s of %s at %s (id %s) found no row in %s.%s", upd ? "an update" : "a delete",
+             r->new_name, at, note->id[0] ? note->id : "NULL", r->spec->from_schema,
+             r->spec->legacy_table);
+}
+
+static void
+note_describe(void *ctx, const PgPipeNote *note, char *buf, size_t size)
+{
+    static const char *const what[] = {"a statement", "the insert", "the update", "the delete"};
+    Rev *r = ctx;
+    char at[PGO_LSN_TEXT_SIZE];
+
+    pgo_lsn_format(note->at, at);
+    if (note->kind == NOTE_OTHER)
+        (void) snprintf(buf, size, "applying the changes of %s into %s.%s", r->new_name,
+                        r->spec->from_schema, r->spec->legacy_table);
+    else
+        (void) snprintf(buf, size, "applying %s of %s at %s (id %s) into %s.%s",
+                        what[note->kind], r->new_name, at,
+                        note->id[0] ? note->id : "NULL", r->spec->from_schema,
+                        r->spec->legacy_table);
+}
+
+static void
+note_of(PgPipeNote *note, int kind, uint64_t at, const char *id)
+{
+    note->kind = kind;
+    note->at = at;
+    (void) snprintf(note->id, sizeof note->id, "%s", id ? id : "");
+}
+
+/* A statement on `on`: through the pipe while a group is open on it (the
+ * legacy table's connection), else at once.  A counted note's count is
+ * taken either way. */
+static bool
+exec_on(Rev *r, PgConn *on, const char *sql, int n, const char *const *params,
+        const PgPipeNote *note, Err *err)
+{
+    PGresult *res;
+
+    if (on == r->c && pg_pipe_open(r->pipe))
+        return pg_pipe_send(r->pipe, sql, n, params, note, err);
+    if (note == NULL || note->kind == NOTE_OTHER || note->kind == NOTE_INSERT)
+        return pg_exec_params(on, sql, n, params, err);
+    if (!pg_query(on, sql, n, params, &res, err))
+        return false;
+    note_counted(r, note, strtoull(PQcmdTuples(res), NULL, 10));
+    PQclear(res);
+    return true;
 }
 
 static void
@@ -353,9 +437,13 @@ static bool
 map_lookup(Rev *r, const char *id, char *out, size_t size, bool *found, Err *err)
 {
     PGresult *res;
-    char *sql = xasprintf("SELECT legacy_id::text FROM %s WHERE id = $1", r->map_q);
-    bool ok = pg_query(r->m, sql, 1, &id, &res, err);
+    char *sql;
+    bool ok;
 
+    if (r->m == r->c && pg_pipe_open(r->pipe))
+        return err_set(err, EC_INTERNAL, "the way back looked up its map inside a pipeline");
+    sql = xasprintf("SELECT legacy_id::text FROM %s WHERE id = $1", r->map_q);
+    ok = pg_query(r->m, sql, 1, &id, &res, err);
     free(sql);
     if (!ok)
         return false;
@@ -441,21 +529,35 @@ fk_resolve(Rev *r, const char *uuid, const char *given, char *buf, size_t size,
     return true;
 }
 
-/* The map row of legacy key lk goes; a parent with migrate-mode children
- * keeps it for the round (the top of this file), in the same statement. */
+/* The map row of legacy key lk goes, or (lk NULL, one database) the one
+ * apply_delete's legacy row was found by: through the map by byid[0], else
+ * the key byid[1].  A parent with migrate-mode children keeps it for the
+ * round (the top of this file), in the same statement. */
 static bool
-map_delete(Rev *r, const char *lk, Err *err)
+map_delete(Rev *r, const char *lk, const char *const *byid, Err *err)
 {
-    const char *p[2] = {lk, r->map_key};
-    char *sql = r->keep ? xasprintf("WITH d AS (DELETE FROM %s WHERE legacy_id = $1 RETURNING id, "
-                                    "legacy_id) INSERT INTO v7fill.migrate_reverse_kept "
-                                    "(map_table, id, legacy_id) SELECT $2, id, legacy_id::text "
-                                    "FROM d ON CONFLICT DO NOTHING",
-                                    r->map_q)
-                        : xasprintf("DELETE FROM %s WHERE legacy_id = $1", r->map_q);
-    bool ok = pg_exec_params(r->m, sql, r->keep ? 2 : 1, p, err);
+    const char *p[3] = {lk, r->map_key, NULL};
+    char *key = lk ? xstrdup("$1")
+                   : xasprintf("COALESCE((SELECT legacy_id FROM %s WHERE id = $1), $2)", r->map_q);
+    int n = lk ? 1 : 2;
+    char *sql;
+    bool ok;
 
+    if (lk == NULL)
+    {
+        p[0] = byid[0];
+        p[1] = byid[1];
+        p[2] = r->map_key;
+    }
+    sql = r->keep ? xasprintf("WITH d AS (DELETE FROM %s WHERE legacy_id = %s RETURNING id, "
+                              "legacy_id) INSERT INTO v7fill.migrate_reverse_kept "
+                              "(map_table, id, legacy_id) SELECT $%d, id, legacy_id::text "
+                              "FROM d ON CONFLICT DO NOTHING",
+                              r->map_q, key, n + 1)
+                  : xasprintf("DELETE FROM %s WHERE legacy_id = %s", r->map_q, key);
+    ok = exec_on(r, r->m, sql, r->keep ? n + 1 : n, p, NULL, err);
     free(sql);
+    free(key);
     return ok;
 }
 
@@ -474,7 +576,7 @@ map_insert(Rev *r, const char *lk, Err *err)
     }
     sql = xasprintf("INSERT INTO %s (legacy_id, id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
                     r->map_q);
-    ok = pg_exec_params(r->m, sql, 2, mp, err);
+    ok = exec_on(r, r->m, sql, 2, mp, NULL, err);
 
     free(sql);
     return ok;
@@ -528,12 +630,13 @@ new_legacy_key(Rev *r, char *out, size_t size, Err *err)
 }
 
 static bool
-apply_insert(Rev *r, Err *err)
+apply_insert(Rev *r, const Record *rec, Err *err)
 {
     const char *lk = r->vals[r->f_legacy_id];
     const char **params = xcalloc(r->ncommon + 3, sizeof *params);
     char given[64], fkbuf[64];
     int np = (int) r->ncommon + 1;
+    PgPipeNote note;
     bool ok;
 
     if (lk == NULL && r->split)
@@ -593,7 +696,8 @@ apply_insert(Rev *r, Err *err)
             buf_printf(&r->sql, "%s%s = EXCLUDED.%s", i ? ", " : "", r->common_q[i],
                        r->common_q[i]);
     }
-    ok = pg_exec_params(r->c, r->sql.data, np, params, err);
+    note_of(&note, NOTE_INSERT, rec->line, r->vals[r->f_id]);
+    ok = exec_on(r, r->c, r->sql.data, np, params, &note, err);
     free(params);
     if (!ok || (!r->split && !map_insert(r, lk, err)))
         return false;
@@ -623,24 +727,12 @@ advance_sequence(Rev *r, Err *err)
         return true;
     (void) snprintf(top, sizeof top, "%lld", r->top_key);
     r->top_key = 0;
-    return pg_exec_params(r->c,
+    return exec_on(r, r->c,
                           "SELECT pg_catalog.setval(s::regclass, $3::bigint) FROM "
                           "pg_catalog.pg_get_serial_sequence($1, $2) s WHERE s IS NOT NULL AND "
                           "coalesce(pg_catalog.pg_sequence_last_value(s::regclass), 0) < "
                           "$3::bigint",
-                          3, p, err);
-}
-
-static bool
-affected(PgConn *c, const char *sql, int n, const char *const *params, uint64_t *rows, Err *err)
-{
-    PGresult *res;
-
-    if (!pg_query(c, sql, n, params, &res, err))
-        return false;
-    *rows = strtoull(PQcmdTuples(res), NULL, 10);
-    PQclear(res);
-    return true;
+                          3, p, NULL, err);
 }
 
 /* The legacy key of the row a change names: the map by its (old) id, else
@@ -677,7 +769,7 @@ apply_update(Rev *r, const Record *rec, Err *err)
     char *id = idf->is_null || idf->data == NULL ? NULL : xstrndup(idf->data, idf->len);
     char lk[64], fkbuf[64];
     int n = 2, uuid_n = 0;
-    uint64_t rows = 0;
+    PgPipeNote note;
     bool ok;
 
     params[0] = id;
@@ -731,16 +823,10 @@ apply_update(Rev *r, const Record *rec, Err *err)
     else
         buf_printf(&r->sql, " WHERE %s = COALESCE((SELECT legacy_id FROM %s WHERE id = $1), $2)",
                    r->key_q, r->map_q);
-    ok = affected(r->c, r->sql.data, n, params, &rows, err);
+    /* Counted, missing or not, once its result is read (note_counted). */
+    note_of(&note, NOTE_UPDATE, rec->line, id);
+    ok = exec_on(r, r->c, r->sql.data, n, params, &note, err);
     free(params);
-    if (ok && rows == 0)
-    {
-        r->st->missing++;
-        log_warn("an update of %s at %" PRIX64 " (id %s) found no row in %s.%s", r->new_name,
-                 rec->line, id ? id : "NULL", r->spec->from_schema, r->spec->legacy_table);
-    }
-    else if (ok)
-        r->st->updated++;
     /* Missing or not: the new row is there, and its keys may need the fill. */
     if (ok)
         reverse_ids_add(r->st->ids, r->vals[r->f_id]);
@@ -748,65 +834,75 @@ apply_update(Rev *r, const Record *rec, Err *err)
     return ok;
 }
 
+/* One database: two statements, sent without waiting (the pipe), the
+ * legacy row then its map row, each found through the map by the (old) id,
+ * else by the legacy_id the change carries.  Two databases: the legacy key
+ * looked up on the target first (none: missing). */
 static bool
 apply_delete(Rev *r, const Record *rec, Err *err)
 {
+    const Field *idf = rec->old_fields ? &rec->old_fields[r->f_id] : &rec->fields[r->f_id];
+    char *id = idf->is_null || idf->data == NULL ? NULL : xstrndup(idf->data, idf->len);
     char lk[64];
-    bool found;
-    uint64_t rows = 0;
-    const char *p[1];
+    bool found = true, ok;
+    const char *p[2] = {id, r->vals[r->f_legacy_id]};
+    PgPipeNote note;
 
-    if (!legacy_key(r, rec, lk, sizeof lk, &found, err))
-        return false;
-    if (found)
+    if (id == NULL)
+        return err_set(err, EC_FORMAT, "a change of %s.%s without its id", r->spec->from_schema,
+                       r->spec->from_table);
+    note_of(&note, NOTE_DELETE, rec->line, id);
+    buf_reset(&r->sql);
+    if (r->split)
     {
+        ok = legacy_key(r, rec, lk, sizeof lk, &found, err);
         p[0] = lk;
-        buf_reset(&r->sql);
         buf_printf(&r->sql, "DELETE FROM %s WHERE %s = $1", r->legacy_q, r->key_q);
-        if (!affected(r->c, r->sql.data, 1, p, &rows, err))
-            return false;
-        if (r->split)
-        {
-            /* After the commit (see the top of this file). */
-            const char *g[2] = {r->into_key, lk};
-
-            if (!pg_exec_params(r->c,
-                                "INSERT INTO v7fill.migrate_reverse_gone (into_table, legacy_id) "
-                                "VALUES ($1, $2)",
-                                2, g, err))
-                return false;
-        }
-        else if (!map_delete(r, lk, err))
-            return false;
     }
-    if (rows == 0)
+    else
     {
-        r->st->missing++;
-        log_warn("a delete of %s at %" PRIX64 " found no row in %s.%s", r->new_name, rec->line,
-                 r->spec->from_schema, r->spec->legacy_table);
-        return true;
+        ok = true;
+        buf_printf(&r->sql, "DELETE FROM %s WHERE %s = COALESCE((SELECT legacy_id FROM %s WHERE "
+                            "id = $1), $2)",
+                   r->legacy_q, r->key_q, r->map_q);
     }
-    r->st->deleted++;
-    return true;
+    if (ok && !found)
+        note_counted(r, &note, 0);
+    else if (ok)
+        ok = exec_on(r, r->c, r->sql.data, r->split ? 1 : 2, p, &note, err);
+    if (ok && found && r->split)
+    {
+        /* Its map row after the commit (see the top of this file). */
+        const char *g[2] = {r->into_key, lk};
+
+        ok = exec_on(r, r->c,
+                     "INSERT INTO v7fill.migrate_reverse_gone (into_table, legacy_id) VALUES "
+                     "($1, $2)",
+                     2, g, NULL, err);
+    }
+    else if (ok && found)
+        ok = map_delete(r, NULL, p, err);
+    free(id);
+    return ok;
 }
 
+/* The position in v7fill.migrate_reverse on `on` (either database). */
 static bool
-store_position(PgConn *c, const char *into_key, uint64_t lsn, uint64_t rows, bool greatest,
-               Err *err)
+store_position(Rev *r, PgConn *on, uint64_t lsn, uint64_t rows, bool greatest, Err *err)
 {
     char at[PGO_LSN_TEXT_SIZE], n[32];
-    const char *p[3] = {into_key, at, n};
+    const char *p[3] = {r->into_key, at, n};
 
     pgo_lsn_format(lsn, at);
     (void) snprintf(n, sizeof n, "%" PRIu64, rows);
-    return pg_exec_params(c,
+    return exec_on(r, on,
                           greatest ? "UPDATE v7fill.migrate_reverse SET end_lsn = "
                                      "GREATEST(end_lsn, $2::pg_lsn), applied = applied + $3, "
                                      "updated_at = now() WHERE into_table = $1"
                                    : "UPDATE v7fill.migrate_reverse SET end_lsn = $2::pg_lsn, "
                                      "applied = applied + $3, updated_at = now() "
                                      "WHERE into_table = $1",
-                          3, p, err);
+                          3, p, NULL, err);
 }
 
 static bool
@@ -815,8 +911,8 @@ persist_idle(void *ctx, uint64_t lsn, bool *stored, Err *err)
     Rev *r = ctx;
 
     *stored = true;
-    return store_position(r->c, r->into_key, lsn, 0, true, err) &&
-           (!r->split || store_position(r->m, r->into_key, lsn, 0, true, err));
+    return store_position(r, r->c, lsn, 0, true, err) &&
+           (!r->split || store_position(r, r->m, lsn, 0, true, err));
 }
 
 /* Two databases, once legacy rows' deletes committed (also at the start of
@@ -833,7 +929,7 @@ flush_gone(Rev *r, Err *err)
     if (ok)
     {
         for (int i = 0; ok && i < PQntuples(res); i++)
-            ok = map_delete(r, PQgetvalue(res, i, 0), err);
+            ok = map_delete(r, PQgetvalue(res, i, 0), NULL, err);
         if (ok && PQntuples(res) > 0)
             ok = pg_exec_params(r->c, "DELETE FROM v7fill.migrate_reverse_gone WHERE "
                                       "into_table = $1",
@@ -850,7 +946,7 @@ flush_gone(Rev *r, Err *err)
 static bool
 after_commit(Rev *r, uint64_t lsn, uint64_t rows, Err *err)
 {
-    return flush_gone(r, err) && store_position(r->m, r->into_key, lsn, rows, true, err);
+    return flush_gone(r, err) && store_position(r, r->m, lsn, rows, true, err);
 }
 
 static bool
@@ -866,9 +962,10 @@ commit_group(Rev *r, Err *err)
             return false;
         r->m_txn = false;
     }
-    if (!advance_sequence(r, err) ||
-        !store_position(r->c, r->into_key, pos.lsn, r->group_rows, false, err) ||
-        !pg_exec(r->c, "COMMIT", err))
+    /* The group's statements, sent without waiting, are read here: the
+     * first one refused fails the group, named (pg_pipe.h). */
+    if (!advance_sequence(r, err) || !store_position(r, r->c, pos.lsn, r->group_rows, false, err) ||
+        !exec_on(r, r->c, "COMMIT", 0, NULL, NULL, err) || !pg_pipe_end(r->pipe, err))
         return false;
     r->in_txn = false;
     if (r->split && !after_commit(r, pos.lsn, r->group_rows, err))
@@ -886,16 +983,18 @@ apply_record(Rev *r, const Record *rec, Err *err)
         return !r->in_txn || commit_group(r, err);
     if (!r->in_txn)
     {
-        if (!pg_exec(r->c, "BEGIN", err))
+        if (!pg_pipe_begin(r->pipe, err))
             return false;
         r->in_txn = true;
+        if (!exec_on(r, r->c, "BEGIN", 0, NULL, NULL, err))
+            return false;
     }
     take_fields(r, rec->fields);
     r->group_rows++;
     switch (rec->op)
     {
         case REC_INSERT:
-            return apply_insert(r, err);
+            return apply_insert(r, rec, err);
         case REC_UPDATE:
             return apply_update(r, rec, err);
         case REC_DELETE:
@@ -1003,6 +1102,7 @@ run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
     {
         Err rerr = {0};
 
+        pg_pipe_abandon(r->pipe);
         if (!pg_exec(r->c, "ROLLBACK", &rerr))
             log_debug("rollback: %s", rerr.msg);
         r->in_txn = false;
@@ -1056,6 +1156,7 @@ migrate_reverse_apply(PgConn *c, PgConn *legacy, const MigrateSpec *spec,
     r.fk_common = -1;
     r.f_fku = -1;
     r.keep = ref == NULL && spec->child_mode == MIGRATE_CHILD_MIGRATE && spec->nchildren > 0;
+    r.pipe = pg_pipe_new(r.c, note_counted, note_describe, &r);
     map_key_of(spec->into_schema, spec->map_table, r.map_key, sizeof r.map_key);
     (void) snprintf(r.into_key, sizeof r.into_key, "%s.%s", spec->into_schema, spec->into_table);
     if (!read_state(&r, slot, pub, &start, err) || !rev_columns(&r, ref, err) ||

@@ -19,6 +19,7 @@ struct PgConn
 {
     PGconn *conn;
     char *conninfo; /* as given (may hold a password; never logged) */
+    unsigned long statements; /* prepared statements named so far (pg_statement_name) */
 };
 
 static void
@@ -305,6 +306,12 @@ pg_reconnect(PgConn *c, Err *err)
         PQfinish(c->conn);
     c->conn = NULL;
     return pg_open(c, err);
+}
+
+void
+pg_statement_name(PgConn *c, char *out, size_t size)
+{
+    (void) snprintf(out, size, "v7fill_%lu", ++c->statements);
 }
 
 PGconn *

@@ -31,6 +31,8 @@ V7FILL_MUST_CHECK bool pg_connect_again(PgConn *c, PgConn **out, Err *err);
 V7FILL_MUST_CHECK bool pg_reconnect(PgConn *c, Err *err);
 /* The underlying libpq connection (borrowed). */
 PGconn *pg_raw(PgConn *c);
+/* A name for a statement prepared on c, never given before on c ("v7fill_<n>"). */
+void pg_statement_name(PgConn *c, char *out, size_t size);
 /* True if the connection is known to be broken (CONNECTION_BAD). */
 bool pg_is_broken(PgConn *c);
 

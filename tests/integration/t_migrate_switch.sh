@@ -6,7 +6,8 @@
 # a concurrent writer and reader never wait longer than the lock timeout (+ margin), and during a
 # slow catch-up the writer waits and the reader does not; a rerun says it is switched.  The way
 # back copies inserts, updates and deletes of the new table into the legacy one exactly once (a
-# rerun applies nothing, nor after kill -9), --follow until SIGINT; switching back restores the
+# rerun applies nothing, nor after kill -9); a change the legacy table refuses in the middle of a
+# group is named, by id, and its group undone; --follow until SIGINT; switching back restores the
 # names with both tables equal and fills order_id of child rows written after the switch with
 # only order_id_uuid.
 source "$(dirname "$0")/lib.sh"
@@ -145,6 +146,39 @@ assert_eq "0" "$(q "SELECT count(*) FROM orders o FULL JOIN orders_v7_id_map m O
     WHERE m.id IS NULL OR o.id IS NULL OR m.legacy_id <> o.legacy_id")" "the map matches the new table"
 hx 0 reverse ""
 assert_contains "$OUT" "transactions=0 inserted=0 updated=0 deleted=0" "a rerun applies nothing (exactly once)"
+
+# --- a change the legacy table refuses, in the middle of a group sent without waiting for each
+# statement: the error names it, nothing of the group stays; a legacy row gone is counted missing
+gone=$(q "SELECT legacy_id FROM orders WHERE note = 'after3'")
+q "DELETE FROM orders_legacy WHERE id = $gone;
+   ALTER TABLE orders_legacy ADD CONSTRAINT no_refused CHECK (note IS DISTINCT FROM 'refused') NOT VALID" >/dev/null
+before=$(q "SELECT applied FROM v7fill.migrate_reverse WHERE into_table = 'public.orders_v7'")
+q "BEGIN;
+   INSERT INTO orders (id, created_at, note)
+       SELECT gen_random_uuid(), '2025-03-01'::timestamptz + g * interval '1 minute', 'grp' || g
+       FROM generate_series(1, 300) g;
+   INSERT INTO orders (id, created_at, note) VALUES ('018f0000-0000-7000-8000-00000000bad1', '2025-03-02', 'refused');
+   INSERT INTO orders (id, created_at, note)
+       SELECT gen_random_uuid(), '2025-03-03'::timestamptz + g * interval '1 minute', 'grp' || g
+       FROM generate_series(301, 600) g;
+   UPDATE orders SET created_at = created_at + interval '1 second' WHERE note = 'after3';
+   COMMIT" >/dev/null
+hx 5 reverse ""
+assert_contains "$OUT" "the insert of public.orders" "the refused change is named"
+assert_contains "$OUT" "(id 018f0000-0000-7000-8000-00000000bad1)" "by its id"
+assert_contains "$OUT" "no_refused" "with the server's reason"
+assert_contains "$OUT" "SQLSTATE 23514" "and its SQLSTATE"
+assert_eq "0|$before" "$(q "SELECT (SELECT count(*) FROM orders_legacy WHERE note LIKE 'grp%'),
+    (SELECT applied FROM v7fill.migrate_reverse WHERE into_table = 'public.orders_v7')")" \
+    "nothing of the refused change's group stays, and the position did not move"
+q "ALTER TABLE orders_legacy DROP CONSTRAINT no_refused" >/dev/null
+hx 0 reverse ""
+assert_contains "$OUT" "inserted=601 updated=0 deleted=0 missing=1" "then all of it applies, the update of a gone row missing"
+assert_contains "$OUT" "an update of public.orders at" "the missing row is named"
+assert_contains "$OUT" "found no row in public.orders_legacy" "as missing from the legacy table"
+q "INSERT INTO orders_legacy (id, created_at, note) SELECT legacy_id, created_at, note FROM orders
+   WHERE note = 'after3'" >/dev/null
+assert_eq "0" "$(differ orders orders_legacy)" "both tables equal again"
 
 # --- --follow: keeps applying until SIGINT ----------------------------------------------------
 ./helper reverse "" follow >follow.out 2>&1 &
