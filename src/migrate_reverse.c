@@ -74,6 +74,7 @@ typedef struct Rev
     char *new_q;                 /* the new table, quoted */
     long long top_key;           /* split: the highest legacy key this group inserted (0: none) */
     PgPipe *pipe;                /* c's statements while a group is open (pg_pipe.h) */
+    PgPipe *mpipe;               /* split: m's while its transaction is open (NULL: one database) */
 } Rev;
 
 /* What a statement sent on the pipe applied (its PgPipeNote's kind). */
@@ -345,6 +346,7 @@ rev_free(Rev *r)
     replconn_table_free(&r->oldt);
     buf_free(&r->sql);
     pg_pipe_free(r->pipe);
+    pg_pipe_free(r->mpipe);
 }
 
 /* A change's update or delete, its result read (pg_pipe.h): 0 rows, the
@@ -399,17 +401,27 @@ note_of(PgPipeNote *note, int kind, uint64_t at, const char *id)
     (void) snprintf(note->id, sizeof note->id, "%s", id ? id : "");
 }
 
-/* A statement on `on`: through the pipe while a group is open on it (the
- * legacy table's connection), else at once.  A counted note's count is
- * taken either way. */
+/* The pipe open on `on` (c's while a group is open, m's while its
+ * transaction is), else NULL. */
+static PgPipe *
+pipe_on(Rev *r, PgConn *on)
+{
+    PgPipe *p = on == r->c ? r->pipe : on == r->m ? r->mpipe : NULL;
+
+    return p && pg_pipe_open(p) ? p : NULL;
+}
+
+/* A statement on `on`: through its pipe while one is open, else at once.  A
+ * counted note's count is taken either way. */
 static bool
 exec_on(Rev *r, PgConn *on, const char *sql, int n, const char *const *params,
         const PgPipeNote *note, Err *err)
 {
+    PgPipe *pipe = pipe_on(r, on);
     PGresult *res;
 
-    if (on == r->c && pg_pipe_open(r->pipe))
-        return pg_pipe_send(r->pipe, sql, n, params, note, err);
+    if (pipe)
+        return pg_pipe_send(pipe, sql, n, params, note, err);
     if (note == NULL || note->kind == NOTE_OTHER || note->kind == NOTE_INSERT)
         return pg_exec_params(on, sql, n, params, err);
     if (!pg_query(on, sql, n, params, &res, err))
@@ -417,6 +429,18 @@ exec_on(Rev *r, PgConn *on, const char *sql, int n, const char *const *params,
     note_counted(r, note, strtoull(PQcmdTuples(res), NULL, 10));
     PQclear(res);
     return true;
+}
+
+/* A query whose rows are needed now, on `on`: through its open pipe (what
+ * was sent before it is read first), else at once. */
+static bool
+query_on(Rev *r, PgConn *on, const char *sql, int n, const char *const *params, PGresult **res,
+         Err *err)
+{
+    PgPipe *pipe = pipe_on(r, on);
+
+    return pipe ? pg_pipe_query(pipe, sql, n, params, res, err)
+                : pg_query(on, sql, n, params, res, err);
 }
 
 static void
@@ -440,10 +464,8 @@ map_lookup(Rev *r, const char *id, char *out, size_t size, bool *found, Err *err
     char *sql;
     bool ok;
 
-    if (r->m == r->c && pg_pipe_open(r->pipe))
-        return err_set(err, EC_INTERNAL, "the way back looked up its map inside a pipeline");
     sql = xasprintf("SELECT legacy_id::text FROM %s WHERE id = $1", r->map_q);
-    ok = pg_query(r->m, sql, 1, &id, &res, err);
+    ok = query_on(r, r->m, sql, 1, &id, &res, err);
     free(sql);
     if (!ok)
         return false;
@@ -516,7 +538,7 @@ fk_resolve(Rev *r, const char *uuid, const char *given, char *buf, size_t size,
                            "$2 AND id = $1::uuid))",
                            r->pmap_q)
                : xasprintf("SELECT legacy_id::text FROM %s WHERE legacy_id = $1", r->pmap_q);
-    ok = pg_query(r->m, sql, uuid ? 2 : 1, p, &res, err);
+    ok = query_on(r, r->m, sql, uuid ? 2 : 1, p, &res, err);
     free(sql);
     if (!ok)
         return false;
@@ -570,9 +592,11 @@ map_insert(Rev *r, const char *lk, Err *err)
 
     if (r->split && !r->m_txn)
     {
-        if (!pg_exec(r->m, "BEGIN", err))
+        if (!pg_pipe_begin(r->mpipe, err))
             return false;
         r->m_txn = true;
+        if (!exec_on(r, r->m, "BEGIN", 0, NULL, NULL, err))
+            return false;
     }
     sql = xasprintf("INSERT INTO %s (legacy_id, id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
                     r->map_q);
@@ -600,7 +624,7 @@ new_legacy_key(Rev *r, char *out, size_t size, Err *err)
         return false;
     if (found)
         return true;
-    ok = pg_query(r->m,
+    ok = query_on(r, r->m,
                   "SELECT pg_catalog.nextval(s)::text FROM pg_catalog.pg_get_serial_sequence($1, "
                   "'legacy_id') s WHERE s IS NOT NULL",
                   1, p, &res, err);
@@ -958,7 +982,7 @@ commit_group(Rev *r, Err *err)
     /* Two databases: the map rows first (see the top of this file). */
     if (r->m_txn)
     {
-        if (!pg_exec(r->m, "COMMIT", err))
+        if (!exec_on(r, r->m, "COMMIT", 0, NULL, NULL, err) || !pg_pipe_end(r->mpipe, err))
             return false;
         r->m_txn = false;
     }
@@ -1112,6 +1136,7 @@ run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
     {
         Err rerr = {0};
 
+        pg_pipe_abandon(r->mpipe);
         if (!pg_exec(r->m, "ROLLBACK", &rerr))
             log_debug("rollback: %s", rerr.msg);
         r->m_txn = false;
@@ -1157,6 +1182,8 @@ migrate_reverse_apply(PgConn *c, PgConn *legacy, const MigrateSpec *spec,
     r.f_fku = -1;
     r.keep = ref == NULL && spec->child_mode == MIGRATE_CHILD_MIGRATE && spec->nchildren > 0;
     r.pipe = pg_pipe_new(r.c, note_counted, note_describe, &r);
+    if (r.split)
+        r.mpipe = pg_pipe_new(r.m, note_counted, note_describe, &r);
     map_key_of(spec->into_schema, spec->map_table, r.map_key, sizeof r.map_key);
     (void) snprintf(r.into_key, sizeof r.into_key, "%s.%s", spec->into_schema, spec->into_table);
     if (!read_state(&r, slot, pub, &start, err) || !rev_columns(&r, ref, err) ||

@@ -40,6 +40,7 @@ typedef struct Pending
 {
     PendingKind kind;
     int prepared; /* PENDING_PREPARE: its entry in the cache */
+    bool keep;    /* pg_pipe_query's: its result kept for the caller */
     PgPipeNote note;
 } Pending;
 
@@ -59,6 +60,7 @@ struct PgPipe
     bool failed;  /* a statement was refused, or the connection lost */
     bool broken;  /* nothing more can be read */
     Err first;    /* the first failure */
+    PGresult *kept; /* pg_pipe_query's result, once read */
 };
 
 PgPipe *
@@ -131,6 +133,7 @@ push(PgPipe *p, PendingKind kind, int prepared, const PgPipeNote *note)
     e = &p->q[(p->qhead + p->qlen) % p->qcap];
     e->kind = kind;
     e->prepared = prepared;
+    e->keep = false;
     if (note)
         e->note = *note;
     else
@@ -170,6 +173,11 @@ read_statement(PgPipe *p, const Pending *e)
     {
         if (e->kind == PENDING_PREPARE)
             p->cache[e->prepared].confirmed = true;
+        else if (e->keep)
+        {
+            p->kept = res;
+            res = NULL;
+        }
         else if (e->note.kind != 0 && p->counted)
             p->counted(p->ctx, &e->note, strtoull(PQcmdTuples(res), NULL, 10));
     }
@@ -317,9 +325,10 @@ prepared(PgPipe *p, const char *sql, int nparams)
     return p->ncache++;
 }
 
-bool
-pg_pipe_send(PgPipe *p, const char *sql, int nparams, const char *const *params,
-             const PgPipeNote *note, Err *err)
+/* Sends sql (queued, its note kept): false once the pipe failed. */
+static bool
+send_statement(PgPipe *p, const char *sql, int nparams, const char *const *params,
+               const PgPipeNote *note, bool keep, Err *err)
 {
     PGconn *conn = pg_raw(p->c);
     int i;
@@ -343,10 +352,44 @@ pg_pipe_send(PgPipe *p, const char *sql, int nparams, const char *const *params,
         return failure(p, err);
     }
     push(p, PENDING_STATEMENT, -1, note);
-    if (++p->unsynced >= PIPE_CHUNK && sync(p))
+    p->q[(p->qhead + p->qlen - 1) % p->qcap].keep = keep;
+    p->unsynced++;
+    return true;
+}
+
+bool
+pg_pipe_send(PgPipe *p, const char *sql, int nparams, const char *const *params,
+             const PgPipeNote *note, Err *err)
+{
+    if (!send_statement(p, sql, nparams, params, note, false, err))
+        return false;
+    if (p->unsynced >= PIPE_CHUNK && sync(p))
         while (p->syncs > 1 && !p->broken)
             read_through_sync(p);
     return p->failed ? failure(p, err) : true;
+}
+
+bool
+pg_pipe_query(PgPipe *p, const char *sql, int nparams, const char *const *params,
+              PGresult **res, Err *err)
+{
+    *res = NULL;
+    if (!send_statement(p, sql, nparams, params, NULL, true, err))
+        return false;
+    if (sync(p))
+        while (p->qlen > 0 && !p->broken)
+            read_through_sync(p);
+    if (p->failed || p->kept == NULL)
+    {
+        PQclear(p->kept);
+        p->kept = NULL;
+        if (!p->failed)
+            return err_set(err, EC_INTERNAL, "a pipelined query returned no result");
+        return failure(p, err);
+    }
+    *res = p->kept;
+    p->kept = NULL;
+    return true;
 }
 
 /* Everything read; the pipeline mode left when the connection allows. */

@@ -53,6 +53,11 @@ V7FILL_MUST_CHECK bool pg_pipe_begin(PgPipe *p, Err *err);
 V7FILL_MUST_CHECK bool pg_pipe_send(PgPipe *p, const char *sql, int nparams,
                                     const char *const *params, const PgPipeNote *note,
                                     Err *err);
+/* A statement whose rows the caller needs now: sent, then every result up
+ * to its own read (a round trip, as without the pipe); *res is its result
+ * (the caller PQclears). */
+V7FILL_MUST_CHECK bool pg_pipe_query(PgPipe *p, const char *sql, int nparams,
+                                     const char *const *params, PGresult **res, Err *err);
 V7FILL_MUST_CHECK bool pg_pipe_end(PgPipe *p, Err *err);
 void pg_pipe_abandon(PgPipe *p);
 bool pg_pipe_open(const PgPipe *p);
