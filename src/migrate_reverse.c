@@ -461,11 +461,9 @@ static bool
 map_lookup(Rev *r, const char *id, char *out, size_t size, bool *found, Err *err)
 {
     PGresult *res;
-    char *sql;
-    bool ok;
+    char *sql = xasprintf("SELECT legacy_id::text FROM %s WHERE id = $1", r->map_q);
+    bool ok = query_on(r, r->m, sql, 1, &id, &res, err);
 
-    sql = xasprintf("SELECT legacy_id::text FROM %s WHERE id = $1", r->map_q);
-    ok = query_on(r, r->m, sql, 1, &id, &res, err);
     free(sql);
     if (!ok)
         return false;
@@ -759,28 +757,38 @@ advance_sequence(Rev *r, Err *err)
                           3, p, NULL, err);
 }
 
+/* The (old) id a change names, a copy (NULL: it carries none). */
+static char *
+change_id(const Rev *r, const Record *rec)
+{
+    const Field *idf = rec->old_fields ? &rec->old_fields[r->f_id] : &rec->fields[r->f_id];
+
+    return idf->is_null || idf->data == NULL ? NULL : xstrndup(idf->data, idf->len);
+}
+
+static bool
+no_id(const Rev *r, Err *err)
+{
+    return err_set(err, EC_FORMAT, "a change of %s.%s without its id", r->spec->from_schema,
+                   r->spec->from_table);
+}
+
 /* The legacy key of the row a change names: the map by its (old) id, else
  * the legacy_id it carries. */
 static bool
-legacy_key(Rev *r, const Record *rec, char *lk, size_t size, bool *found, Err *err)
+legacy_key(Rev *r, const char *id, char *lk, size_t size, bool *found, Err *err)
 {
-    const Field *idf = rec->old_fields ? &rec->old_fields[r->f_id] : &rec->fields[r->f_id];
-    char *id;
-    bool ok;
-
     *found = false;
-    if (idf->is_null || idf->data == NULL)
-        return err_set(err, EC_FORMAT, "a change of %s.%s without its id", r->spec->from_schema,
-                       r->spec->from_table);
-    id = xstrndup(idf->data, idf->len);
-    ok = map_lookup(r, id, lk, size, found, err);
-    free(id);
-    if (ok && !*found && r->vals[r->f_legacy_id])
+    if (id == NULL)
+        return no_id(r, err);
+    if (!map_lookup(r, id, lk, size, found, err))
+        return false;
+    if (!*found && r->vals[r->f_legacy_id])
     {
         (void) snprintf(lk, size, "%s", r->vals[r->f_legacy_id]);
         *found = true;
     }
-    return ok;
+    return true;
 }
 
 /* One statement: the legacy row found through the map by the (old) id,
@@ -788,9 +796,8 @@ legacy_key(Rev *r, const Record *rec, char *lk, size_t size, bool *found, Err *e
 static bool
 apply_update(Rev *r, const Record *rec, Err *err)
 {
-    const Field *idf = rec->old_fields ? &rec->old_fields[r->f_id] : &rec->fields[r->f_id];
     const char **params = xcalloc(r->ncommon + 4, sizeof *params);
-    char *id = idf->is_null || idf->data == NULL ? NULL : xstrndup(idf->data, idf->len);
+    char *id = change_id(r, rec);
     char lk[64], fkbuf[64];
     int n = 2, uuid_n = 0;
     PgPipeNote note;
@@ -803,7 +810,7 @@ apply_update(Rev *r, const Record *rec, Err *err)
         /* The map is in the other database: the legacy key looked up first. */
         bool found;
 
-        if (!legacy_key(r, rec, lk, sizeof lk, &found, err))
+        if (!legacy_key(r, id, lk, sizeof lk, &found, err))
         {
             free(params);
             free(id);
@@ -865,21 +872,19 @@ apply_update(Rev *r, const Record *rec, Err *err)
 static bool
 apply_delete(Rev *r, const Record *rec, Err *err)
 {
-    const Field *idf = rec->old_fields ? &rec->old_fields[r->f_id] : &rec->fields[r->f_id];
-    char *id = idf->is_null || idf->data == NULL ? NULL : xstrndup(idf->data, idf->len);
+    char *id = change_id(r, rec);
     char lk[64];
     bool found = true, ok;
     const char *p[2] = {id, r->vals[r->f_legacy_id]};
     PgPipeNote note;
 
     if (id == NULL)
-        return err_set(err, EC_FORMAT, "a change of %s.%s without its id", r->spec->from_schema,
-                       r->spec->from_table);
+        return no_id(r, err);
     note_of(&note, NOTE_DELETE, rec->line, id);
     buf_reset(&r->sql);
     if (r->split)
     {
-        ok = legacy_key(r, rec, lk, sizeof lk, &found, err);
+        ok = legacy_key(r, id, lk, sizeof lk, &found, err);
         p[0] = lk;
         buf_printf(&r->sql, "DELETE FROM %s WHERE %s = $1", r->legacy_q, r->key_q);
     }
