@@ -138,13 +138,13 @@ unit-clang:
 	@$(MAKE) --no-print-directory unit CC=clang SAN=1 BUILD=build-clang-san
 
 # make tsan: ThreadSanitizer over the tests that drive the import's reader and writer
-# threads (build-tsan/; a reported race fails the test).
+# threads, the stream's, and the switch back's (build-tsan/; a reported race fails the test).
 TSAN_TESTS ?= t_import_basic t_import_batches t_import_concurrent t_import_dedup \
               t_import_kill t_import_poison t_import_reconnect t_fault_rejects \
               t_import_timezones t_import_interrupt t_import_jobs t_stream_basic \
               t_stream_restart t_stream_operate t_stream_jobs t_fault_commit_ack \
               t_migrate_twodb_follow t_stream_multi t_stream_multi_stall t_import_record \
-              t_stream_streaming
+              t_stream_streaming t_migrate_childreverse t_migrate_twodb_childtable
 tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build-tsan CFLAGS="-fsanitize=thread -O1" \
 	    LDFLAGS=-fsanitize=thread build-tsan/v7fill

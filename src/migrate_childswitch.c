@@ -17,6 +17,7 @@ typedef struct Gate
     size_t n;          /* children */
     size_t ready;      /* children caught up and waiting for the lock */
     size_t ended;      /* children whose capture ended before being caught up */
+    bool parent_ready; /* the parent's capture is caught up (at its first stop) */
     bool locked;       /* the lock is held: final_lsn is set */
     bool parent_done;  /* ... and the parent applied up to it: the children's turn */
     bool aborted;      /* no lock will come */
@@ -76,6 +77,8 @@ parent_caught_up(void *ctx, uint64_t *final_lsn, Err *err)
     bool ok;
 
     pthread_mutex_lock(&g->mu);
+    g->parent_ready = true;
+    pthread_cond_broadcast(&g->cv);
     while (g->ready + g->ended < g->n)
         pthread_cond_wait(&g->cv, &g->mu);
     if (g->ended > 0)
@@ -99,6 +102,21 @@ parent_caught_up(void *ctx, uint64_t *final_lsn, Err *err)
     pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
     return ok;
+}
+
+bool
+migrate_catch_up_parent_caught_up(void *lock_ctx, Err *err)
+{
+    Child *c = lock_ctx;
+    Gate *g = c->g;
+    bool ok;
+
+    pthread_mutex_lock(&g->mu);
+    while (!g->parent_ready && !g->aborted)
+        pthread_cond_wait(&g->cv, &g->mu);
+    ok = !g->aborted;
+    pthread_mutex_unlock(&g->mu);
+    return ok ? true : err_set(err, EC_INTERRUPTED, "the parent's capture stopped");
 }
 
 static void *

@@ -75,6 +75,7 @@ typedef struct Rev
     long long top_key;           /* split: the highest legacy key this group inserted (0: none) */
     PgPipe *pipe;                /* c's statements while a group is open (pg_pipe.h) */
     PgPipe *mpipe;               /* split: m's while its transaction is open (NULL: one database) */
+    const ReverseGate *gate;     /* switching back: the hand-over at the stop (NULL: none) */
 } Rev;
 
 /* What a statement sent on the pipe applied (its PgPipeNote's kind). */
@@ -1088,6 +1089,15 @@ read_state(Rev *r, char *slot, char *pub, uint64_t *end_lsn, Err *err)
     return ok ? true : err_set(err, EC_INTERNAL, "v7fill.migrate_reverse holds a bad LSN");
 }
 
+/* source_pgoutput's on_caught_up: the gate's. */
+static bool
+gate_caught_up(void *ctx, uint64_t *stop_lsn, Err *err)
+{
+    Rev *r = ctx;
+
+    return r->gate->caught_up(r->gate->ctx, stop_lsn, err);
+}
+
 static bool
 run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
 {
@@ -1109,6 +1119,8 @@ run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
     cfg.group_ms = 200;
     cfg.on_truncate = PGO_TRUNCATE_STOP;
     cfg.persist_idle = persist_idle;
+    if (r->gate && r->gate->caught_up)
+        cfg.on_caught_up = gate_caught_up;
     cfg.ctx = r;
     if (!source_pgoutput_open(&cfg, &r->src, err))
         return false;
@@ -1162,10 +1174,10 @@ run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
     return ok;
 }
 
-bool
-migrate_reverse_apply(PgConn *c, PgConn *legacy, const MigrateSpec *spec,
-                      const ReverseParentRef *ref, uint64_t stop_lsn, bool follow,
-                      ReverseStats *st, Err *err)
+static bool
+reverse_apply(PgConn *c, PgConn *legacy, const MigrateSpec *spec, const ReverseParentRef *ref,
+              uint64_t stop_lsn, bool follow, const ReverseGate *gate, ReverseStats *st,
+              Err *err)
 {
     Rev r;
     ReplConn *repl = NULL;
@@ -1185,6 +1197,7 @@ migrate_reverse_apply(PgConn *c, PgConn *legacy, const MigrateSpec *spec,
     r.st = st;
     r.fk_common = -1;
     r.f_fku = -1;
+    r.gate = gate;
     r.keep = ref == NULL && spec->child_mode == MIGRATE_CHILD_MIGRATE && spec->nchildren > 0;
     r.pipe = pg_pipe_new(r.c, note_counted, note_describe, &r);
     if (r.split)
@@ -1210,12 +1223,32 @@ migrate_reverse_apply(PgConn *c, PgConn *legacy, const MigrateSpec *spec,
             goto out;
         (void) usleep(500000);
     }
+    /* Streaming: its walsender decodes from the slot's restart point while
+     * the gate waits. */
+    if (gate && gate->started && !gate->started(gate->ctx, err))
+        goto out;
     ok = run_source(&r, repl, follow ? 0 : stop_lsn, start, err);
 out:
     replconn_close(repl);
     free(conninfo);
     rev_free(&r);
     return ok;
+}
+
+bool
+migrate_reverse_apply(PgConn *c, PgConn *legacy, const MigrateSpec *spec,
+                      const ReverseParentRef *ref, uint64_t stop_lsn, bool follow,
+                      ReverseStats *st, Err *err)
+{
+    return reverse_apply(c, legacy, spec, ref, stop_lsn, follow, NULL, st, err);
+}
+
+bool
+migrate_reverse_catch_up(PgConn *c, PgConn *legacy, const MigrateSpec *spec,
+                         const ReverseParentRef *ref, uint64_t stop_lsn, const ReverseGate *gate,
+                         ReverseStats *st, Err *err)
+{
+    return reverse_apply(c, legacy, spec, ref, stop_lsn, false, gate, st, err);
 }
 
 /* A migrate-mode child's legacy table with a foreign key to the legacy

@@ -608,6 +608,8 @@ typedef struct SwitchLock
     int64_t t0;          /* when the lock was granted (0: not yet) */
     SwitchStats *st;
     bool children_later; /* the children locked after the capture's last change */
+    bool back;           /* switching back: the way back is caught up */
+    bool two;            /* ... between two databases: s is the target */
 } SwitchLock;
 
 /* The WAL up to the final position on disk, at once: the walsender sends only
@@ -632,15 +634,19 @@ take_switch_lock(void *ctx, uint64_t *final_lsn, Err *err)
     SwitchLock *l = ctx;
     char at[PGO_LSN_TEXT_SIZE];
 
-    if (!begin_locked(l->s, l->sp, l->n->from_q, "SHARE ROW EXCLUSIVE", l->lock_timeout_ms,
-                      l->children_later, err))
+    if (l->two ? !exec_fmt(l->s, err, "BEGIN; SET LOCAL lock_timeout = '%d ms'; LOCK TABLE %s%s "
+                                      "IN SHARE ROW EXCLUSIVE MODE",
+                           l->lock_timeout_ms, l->n->into_q, l->n->kids_q ? l->n->kids_q : "")
+               : !begin_locked(l->s, l->sp, l->n->from_q, "SHARE ROW EXCLUSIVE",
+                               l->lock_timeout_ms, l->children_later, err))
         return false;
     l->t0 = monotime_ms();
     if (!current_lsn(l->s, &l->st->final_lsn, err) || !flush_wal(l->flush, err))
         return false;
     *final_lsn = l->st->final_lsn;
     pgo_lsn_format(*final_lsn, at);
-    log_info("switch: the capture is caught up; locked, its final position is %s", at);
+    log_info("%s is caught up; locked, its final position is %s",
+             l->back ? "switch back: the way back" : "switch: the capture", at);
     return true;
 }
 
@@ -1367,11 +1373,11 @@ fill_child_keys(PgConn *c, PgConn *map, bool same, const MigrateSpec *sp, const 
  * each migrate-mode child's up to the same position. */
 static bool
 reverse_upto(PgConn *apply, PgConn *legacy, const MigrateSpec *sp, uint64_t stop,
-             ReverseIds *ids, ReverseStats *rst, Err *err)
+             ReverseStats *rst, Err *err)
 {
     memset(rst, 0, sizeof *rst);
     if (has_childtables(sp))
-        return migrate_childreverse_upto(apply, legacy, sp, stop, ids, rst, err);
+        return migrate_childreverse_upto(apply, legacy, sp, stop, rst, err);
     return migrate_reverse_apply(apply, legacy, sp, NULL, stop, false, rst, err);
 }
 
@@ -1417,28 +1423,35 @@ back_childtables(PgConn *s, const MigrateSpec *sp, Err *err)
     return ok;
 }
 
-/* Switching back, under the lock on the new table(s) held by t: the final
- * position read and flushed, the legacy tables caught up to it on apply's
- * connection (written on legacy's: NULL, apply). */
+/* Switching back: the way back caught up (each table's stream left open),
+ * then the lock taken on t (the new table(s) against writes) and the legacy
+ * tables caught up to its final position on apply's connection and their
+ * own (written on legacy's: NULL, apply).  *t0: when the lock was granted (0:
+ * not taken).  Two databases: t is the target. */
 static bool
-back_catch_up(PgConn *t, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, ReverseIds *ids,
-              SwitchStats *st, Err *err)
+back_catch_up(PgConn *t, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const Names *n,
+              int lock_timeout_ms, SwitchStats *st, int64_t *t0, Err *err)
 {
-    ReverseStats rst;
+    SwitchLock lk = {t, apply, sp, n, lock_timeout_ms, 0, st, !has_childtables(sp), true,
+                     legacy != NULL};
+    ReverseStats rst, under;
+    uint64_t stop = 0;
+    bool ok = pg_flush_wal(apply, &stop, err) &&
+              migrate_childreverse_switch(apply, legacy, sp, stop, n->back_ids, take_switch_lock,
+                                          &lk, &rst, &under, err);
 
-    memset(&rst, 0, sizeof rst);
-    if (!current_lsn(t, &st->final_lsn, err) || !flush_wal(apply, err))
-        return false;
-    if (!reverse_upto(apply, legacy, sp, st->final_lsn, ids, &rst, err))
+    *t0 = lk.t0;
+    if (!ok)
     {
-        err_prefix(err, "catching the legacy table up");
+        if (lk.t0 != 0)
+            err_prefix(err, "catching the legacy table up");
         return false;
     }
     /* Renaming now would leave writes behind in the new table. */
     if (!rst.caught_up)
         return err_set(err, EC_INTERRUPTED, "interrupted while catching the legacy table up: "
                                             "not switched back");
-    st->applied_at_switch = rst.inserted + rst.updated + rst.deleted;
+    st->applied_at_switch = under.inserted + under.updated + under.deleted;
     return true;
 }
 
@@ -1494,11 +1507,7 @@ back_once(PgConn *t, PgConn *apply, const MigrateSpec *sp, const Names *n, int l
     bool ok = false;
 
     *retry = false;
-    if (!begin_locked(t, sp, n->from_q, "SHARE ROW EXCLUSIVE", lock_timeout_ms,
-                      !has_childtables(sp), err))
-        goto out;
-    t0 = monotime_ms();
-    if (!back_catch_up(t, apply, NULL, sp, n->back_ids, st, err) ||
+    if (!back_catch_up(t, apply, NULL, sp, n, lock_timeout_ms, st, &t0, err) ||
         (!has_childtables(sp) && !lock_children(t, sp, "SHARE ROW EXCLUSIVE", err)))
         goto out;
     ok = fill_under_lock(t, true, sp, n, st, err) &&
@@ -1624,12 +1633,7 @@ back_two(PgConn *s, PgConn *apply, PgConn *legacy, const MigrateSpec *sp, const 
     bool ok = false, src_open = false;
 
     *retry = false;
-    if (!exec_fmt(t, err, "BEGIN; SET LOCAL lock_timeout = '%d ms'; LOCK TABLE %s%s IN SHARE ROW "
-                          "EXCLUSIVE MODE",
-                  lock_timeout_ms, n->into_q, n->kids_q ? n->kids_q : ""))
-        goto out;
-    t0 = monotime_ms();
-    if (!back_catch_up(t, apply, legacy, sp, n->back_ids, st, err))
+    if (!back_catch_up(t, apply, legacy, sp, n, lock_timeout_ms, st, &t0, err))
         goto out;
     /* Migrate-mode children: the UUIDv7 children's <fk> from <fk>_uuid and the
      * map's triggers made again, in the target's transaction (committed
@@ -1912,7 +1916,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         for (int pass = 0; pass < 5; pass++)
         {
             if (!current_lsn(target, &now_lsn, err) ||
-                !reverse_upto(apply, n.lapply, spec, now_lsn, NULL, &pre, err))
+                !reverse_upto(apply, n.lapply, spec, now_lsn, &pre, err))
                 goto out;
             if (pre.inserted + pre.updated + pre.deleted < 100)
                 break;
@@ -1933,7 +1937,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
             if (!has_childtables(spec) || filled == 0)
                 break;
             if (!current_lsn(target, &now_lsn, err) ||
-                !reverse_upto(apply, n.lapply, spec, now_lsn, NULL, &pre, err))
+                !reverse_upto(apply, n.lapply, spec, now_lsn, &pre, err))
                 goto out;
         }
         /* Two databases, expand mode: the children are on the source, the
@@ -1944,7 +1948,7 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         if (!same && !has_childtables(spec) &&
             (!fill_child_keys(source, target, false, spec, n.legacy_q, &st->children_filled, err) ||
                       !current_lsn(target, &now_lsn, err) ||
-                      !reverse_upto(apply, n.lapply, spec, now_lsn, NULL, &pre, err)))
+                      !reverse_upto(apply, n.lapply, spec, now_lsn, &pre, err)))
             goto out;
     }
     else

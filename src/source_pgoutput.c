@@ -110,6 +110,8 @@ typedef struct PgoSource
     PgoSourceStats st;
     bool ended;
     bool past_stop;              /* stop_before: a transaction committing past the stop began */
+    uint64_t held_final;         /* ... its commit, while on_caught_up may still move the stop */
+    int64_t held_time_us;        /* ... and its commit time */
     bool payload_own;            /* payload is malloc'd here (a spooled frame) */
 
     /* streamed transactions (cfg.streamed) */
@@ -1107,7 +1109,11 @@ on_frame(PgoSource *s, const PgoFrame *fr, const char *buf, size_t len, Record *
             }
             if (s->cfg.stop_before && s->cfg.stop_lsn > 0 && m->final_lsn >= s->cfg.stop_lsn)
             {
-                s->past_stop = true; /* not handed out: the source ends here */
+                /* Not handed out: the source ends here, unless on_caught_up
+                 * moves the stop past its commit (caught_up_hook). */
+                s->past_stop = true;
+                s->held_final = m->final_lsn;
+                s->held_time_us = m->commit_time_us;
                 return true;
             }
             begin_txn(s, m->final_lsn, m->commit_time_us);
@@ -1169,6 +1175,15 @@ caught_up_hook(PgoSource *s, bool *more, Err *err)
         return false;
     if (stop > s->cfg.stop_lsn)
         s->cfg.stop_lsn = stop;
+    /* The transaction whose begin stopped the source commits before the new
+     * stop: handed out from its begin on. */
+    if (s->past_stop && s->held_final < s->cfg.stop_lsn)
+    {
+        s->past_stop = false;
+        begin_txn(s, s->held_final, s->held_time_us);
+    }
+    else if (s->past_stop)
+        *more = false; /* the end after all: its changes are not read */
     s->last_ping_ms = 0; /* ask the server where it stands now */
     return true;
 }

@@ -35,13 +35,28 @@
 V7FILL_MUST_CHECK bool migrate_childreverse(PgConn *db, PgConn *legacy, const MigrateSpec *spec,
                                             bool follow, ReverseStats *st, Err *err);
 
-/* Switching back: one round up to stop (strictly before it) on apply, the
- * parent's way back first, then each child's; st->caught_up when every table
- * reached stop.  The phases are left to the switch.  ids: NULL, or
- * spec->nchildren collections, one per child, that get the ids of the rows
- * each child's way back inserted or updated. */
+/* Switching back, before the lock: one round up to stop (strictly before
+ * it) on apply, the parent's way back first, then each child's;
+ * st->caught_up when every table reached stop.  The phases are left to the
+ * switch. */
 V7FILL_MUST_CHECK bool migrate_childreverse_upto(PgConn *apply, PgConn *legacy,
                                                  const MigrateSpec *spec, uint64_t stop,
-                                                 ReverseIds *ids, ReverseStats *st, Err *err);
+                                                 ReverseStats *st, Err *err);
+
+/* Switching back: the parent's way back and (migrate-mode) each child's,
+ * each on its own connections (the children's made like apply's and
+ * legacy's), up to stop (strictly before it) with their streams left open;
+ * then the parent's calls lock(lock_ctx, &final, err) once, which takes the
+ * lock and reads the final position, and every table applies up to it, the
+ * parent first.  No stream starts under the lock.  *st sums every table's
+ * counts (st->caught_up: all reached the final position); *under only what
+ * was applied after the lock was taken.  ids: NULL, or spec->nchildren
+ * collections, one per child, that get the ids of the rows each child's way
+ * back inserted or updated under the lock. */
+V7FILL_MUST_CHECK bool migrate_childreverse_switch(PgConn *apply, PgConn *legacy,
+                                                   const MigrateSpec *spec, uint64_t stop,
+                                                   ReverseIds *ids, MigrateSwitchLock lock,
+                                                   void *lock_ctx, ReverseStats *st,
+                                                   ReverseStats *under, Err *err);
 
 #endif /* V7FILL_MIGRATE_CHILDREVERSE_H */

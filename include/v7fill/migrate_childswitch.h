@@ -6,7 +6,9 @@
  * children's source tables); the parent's capture then applies up to the one
  * final LSN (source and children are one database) and ends, and then the
  * children's, side by side with each other.  No lock covers a capture's
- * start.
+ * start.  Switching back runs the ways back through the same gate
+ * (migrate_childreverse_switch), each child's reading only once the
+ * parent's is caught up (migrate_catch_up_parent_caught_up).
  */
 #ifndef V7FILL_MIGRATE_CHILDSWITCH_H
 #define V7FILL_MIGRATE_CHILDSWITCH_H
@@ -26,5 +28,13 @@ V7FILL_MUST_CHECK bool migrate_catch_up_together(MigrateCatchUp catch_up, void *
                                                  void *const *child_ctx, size_t n,
                                                  MigrateSwitchLock lock, void *lock_ctx,
                                                  Err *err);
+
+/* For captures that must apply nothing their parent has not (switching
+ * back: a child's way back translates its parent through the map rows the
+ * parent's writes): called by a child's catch_up once its stream is open,
+ * before it reads anything, with the lock_ctx it was given; waits until the
+ * parent's capture is caught up (at its first stop).  False when no lock
+ * will come. */
+V7FILL_MUST_CHECK bool migrate_catch_up_parent_caught_up(void *lock_ctx, Err *err);
 
 #endif /* V7FILL_MIGRATE_CHILDSWITCH_H */

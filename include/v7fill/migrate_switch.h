@@ -175,6 +175,27 @@ V7FILL_MUST_CHECK bool migrate_reverse_apply(PgConn *apply_conn, PgConn *legacy,
                                              const ReverseParentRef *ref, uint64_t stop_lsn,
                                              bool follow, ReverseStats *st, Err *err);
 
+/* Switching back: how one table's way back hands over to the switch. */
+typedef struct ReverseGate
+{
+    /* Once its stream has started, before anything is read (NULL: none): may
+     * wait (its walsender decodes meanwhile); false ends the way back. */
+    bool (*started)(void *ctx, Err *err);
+    /* Once caught up at the stop, still streaming (MigrateSwitchLock's shape):
+     * may move *stop_lsn on, up to which it then applies. */
+    MigrateSwitchLock caught_up;
+    void *ctx;
+} ReverseGate;
+
+/* migrate_reverse_apply up to stop_lsn (not following) through gate: the
+ * stream stays open across the hand-over, so the lock taken there never
+ * covers a stream's start. */
+V7FILL_MUST_CHECK bool migrate_reverse_catch_up(PgConn *apply_conn, PgConn *legacy,
+                                                const MigrateSpec *spec,
+                                                const ReverseParentRef *ref, uint64_t stop_lsn,
+                                                const ReverseGate *gate, ReverseStats *st,
+                                                Err *err);
+
 /* The way back's writing connection c as PostgreSQL's apply workers write:
  * SET session_replication_role = replica, so no trigger fires on the legacy
  * tables, foreign keys' included (a round applies the parent's changes

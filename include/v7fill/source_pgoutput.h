@@ -59,7 +59,10 @@ typedef struct PgoSourceConfig
     uint64_t stop_lsn;           /* end once everything up to here is handed out (0: never) */
     bool stop_before;            /* with stop_lsn: a transaction committing at or after it is
                                     not handed out (the source ends at its begin), so two
-                                    slots stopped at one position end on the same commits */
+                                    slots stopped at one position end on the same commits;
+                                    with on_caught_up, handed out from that begin after all
+                                    when the hook moves the stop past its commit (the owner
+                                    commits each group before asking for the next record) */
     size_t group_rows;
     int group_ms;
     bool ignore_deletes;

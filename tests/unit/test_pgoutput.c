@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "v7fill/pgoutput.h"
+#include "v7fill/source_pgoutput.h"
 
 #define FRAME_LSN UINT64_C(0x16B3F00)
 #define PG_TIME   INT64_C(1000000) /* 2000-01-01 00:00:01 UTC */
@@ -77,18 +78,26 @@ putval(P *p, char kind, const char *data)
     putmem(p, data, strlen(data));
 }
 
-/* An XLogData header at FRAME_LSN, then the message's type byte. */
+/* An XLogData frame whose data starts at lsn, then the message's type byte. */
 static P
-xlog(char type)
+xlog_at(char type, uint64_t lsn)
 {
     P p = {.n = 0};
     put8(&p, 'w');
-    put64(&p, FRAME_LSN);
-    put64(&p, FRAME_LSN);
+    put64(&p, lsn);
+    put64(&p, lsn);
     put64(&p, (uint64_t) PG_TIME);
     put8(&p, (uint8_t) type);
     return p;
 }
+
+/* An XLogData header at FRAME_LSN, then the message's type byte. */
+static P
+xlog(char type)
+{
+    return xlog_at(type, FRAME_LSN);
+}
+
 
 static P
 msg_begin(void)
@@ -860,6 +869,206 @@ test_lsn_text(void **state)
     assert_false(pgo_lsn_parse(NULL, &lsn));
 }
 
+/* ---- the source (source_pgoutput.c), fed frames through cfg.recv ---- */
+
+typedef struct Feed
+{
+    P frames[16];
+    size_t n, next;
+    int idle_calls;          /* recv with nothing left: the source waits for more */
+} Feed;
+
+static void
+feed_txn(Feed *f, uint64_t commit, const char *id, const char *note)
+{
+    P *b = &f->frames[f->n++], *i = &f->frames[f->n++], *c = &f->frames[f->n++];
+
+    *b = xlog_at('B', commit - 0x10);
+    put64(b, commit);
+    put64(b, (uint64_t) PG_TIME);
+    put32(b, 731);
+    *i = xlog_at('I', commit - 0x8);
+    put32(i, 16390);
+    put8(i, 'N');
+    put16(i, 2);
+    putval(i, 't', id);
+    putval(i, 't', note);
+    *c = xlog_at('C', commit);
+    put8(c, 0);
+    put64(c, commit);
+    put64(c, commit + 0x8);
+    put64(c, (uint64_t) PG_TIME);
+}
+
+static bool
+feed_recv(void *ctx, int timeout_ms, char **buf, int *len, Err *err)
+{
+    Feed *f = ctx;
+    P *p;
+
+    (void) timeout_ms;
+    if (f->next == f->n)
+    {
+        /* The test's frames are all read: the source must have ended. */
+        if (++f->idle_calls > 100)
+            return err_set(err, EC_INTERNAL, "the source kept waiting after its last frame");
+        *buf = NULL;
+        *len = 0;
+        return true;
+    }
+    p = &f->frames[f->next++];
+    *buf = malloc(p->n);
+    assert_non_null(*buf);
+    memcpy(*buf, p->b, p->n);
+    *len = (int) p->n;
+    return true;
+}
+
+typedef struct Hook
+{
+    int calls;
+    uint64_t to;             /* where the hook moves the stop (0: leaves it) */
+} Hook;
+
+static bool
+hook_caught_up(void *ctx, uint64_t *stop_lsn, Err *err)
+{
+    Hook *h = ctx;
+
+    (void) err;
+    h->calls++;
+    if (h->to > *stop_lsn)
+        *stop_lsn = h->to;
+    return true;
+}
+
+/* Reads the source to its end: the ids of the inserts handed out, in order
+ * ("1,2"), each boundary committed as the owner would. */
+static void
+read_all(Feed *f, Hook *h, char *ids, size_t size)
+{
+    static const char *const cols[] = {"id", "note"};
+    PgoSourceConfig cfg;
+    Source *src = NULL;
+    Err err = {0};
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.recv = feed_recv;
+    cfg.recv_ctx = f;
+    cfg.schema = "public";
+    cfg.table = "t";
+    cfg.columns = cols;
+    cfg.ncolumns = 2;
+    cfg.resume_lsn = 0x20;
+    cfg.stop_lsn = 0x100;
+    cfg.stop_before = true;
+    cfg.group_rows = 1;
+    cfg.group_ms = 1000;
+    cfg.on_caught_up = h ? hook_caught_up : NULL;
+    cfg.ctx = h;
+    ids[0] = '\0';
+    assert_true(source_pgoutput_open(&cfg, &src, &err));
+    for (;;)
+    {
+        Record rec;
+        bool eof = false;
+        SourcePosition pos;
+
+        assert_true(source_next(src, &rec, &eof, &err));
+        if (eof)
+            break;
+        if (rec.op == REC_INSERT)
+        {
+            assert_int_equal(rec.nfields, 2);
+            (void) snprintf(ids + strlen(ids), size - strlen(ids), "%s%.*s", ids[0] ? "," : "",
+                            (int) rec.fields[0].len, rec.fields[0].data);
+        }
+        else if (rec.op == REC_BOUNDARY)
+        {
+            src->ops->position(src, &pos);
+            source_pgoutput_committed(src, pos.lsn);
+        }
+    }
+    source_close(src);
+}
+
+static void
+feed_init(Feed *f)
+{
+    P *r, *k;
+
+    memset(f, 0, sizeof *f);
+    r = &f->frames[f->n++];
+    *r = xlog_at('R', 0x30);
+    put32(r, 16390);
+    putstr(r, "public");
+    putstr(r, "t");
+    put8(r, 'd');
+    put16(r, 2);
+    put8(r, 1);
+    putstr(r, "id");
+    put32(r, 23);
+    put32(r, UINT32_MAX);
+    put8(r, 0);
+    putstr(r, "note");
+    put32(r, 25);
+    put32(r, UINT32_MAX);
+    feed_txn(f, 0x50, "1", "a");   /* before the stop (0x100) */
+    feed_txn(f, 0x150, "2", "b");  /* commits past it */
+    k = &f->frames[f->n++];
+    put8(k, 'k');
+    put64(k, 0x2000);              /* the server's end */
+    put64(k, (uint64_t) PG_TIME);
+    put8(k, 0);
+}
+
+/* stop_before: a transaction committing at or past the stop is not handed
+ * out, and the source ends at its begin. */
+static void
+test_source_stops_before_a_later_commit(void **state)
+{
+    Feed f;
+    char ids[64];
+
+    (void) state;
+    feed_init(&f);
+    read_all(&f, NULL, ids, sizeof ids);
+    assert_string_equal(ids, "1");
+}
+
+/* on_caught_up, called once at the stop, moving it to `to` (0: not moving
+ * it): the ids handed out in all are want. */
+static void
+hook_case(uint64_t to, const char *want)
+{
+    Feed f;
+    Hook h = {0, to};
+    char ids[64];
+
+    feed_init(&f);
+    read_all(&f, &h, ids, sizeof ids);
+    assert_int_equal(h.calls, 1);
+    assert_string_equal(ids, want);
+}
+
+/* ... unless on_caught_up moves the stop past its commit: then it is handed
+ * out whole, from its begin (which arrived before the hook was called). */
+static void
+test_source_caught_up_hook_releases_the_held_begin(void **state)
+{
+    (void) state;
+    hook_case(0x1000, "1,2");
+}
+
+/* A hook that leaves the stop where it is: the source still ends there,
+ * without reading the held transaction's changes. */
+static void
+test_source_caught_up_hook_keeping_the_stop(void **state)
+{
+    (void) state;
+    hook_case(0, "1");
+}
+
 int
 main(void)
 {
@@ -879,6 +1088,9 @@ main(void)
         cmocka_unit_test(test_every_truncation_fails_cleanly),
         cmocka_unit_test(test_status_update_bytes),
         cmocka_unit_test(test_lsn_text),
+        cmocka_unit_test(test_source_stops_before_a_later_commit),
+        cmocka_unit_test(test_source_caught_up_hook_releases_the_held_begin),
+        cmocka_unit_test(test_source_caught_up_hook_keeping_the_stop),
     };
     return cmocka_run_group_tests_name("pgoutput", tests, NULL, NULL);
 }
