@@ -748,8 +748,9 @@ ensure_index(PgConn *conn, const MigrateChild *ch, const Child *c, const char *a
 
     if (!query_bools(conn,
                      "SELECT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = $1::oid AND indisvalid "
-                     "AND indkey[0] = $2::int2), EXISTS (SELECT 1 FROM pg_index WHERE indrelid = "
-                     "$1::oid AND NOT indisvalid AND indkey[0] = $2::int2)",
+                     "AND indkey[0] = $2::int2 AND indpred IS NULL), EXISTS (SELECT 1 FROM pg_index "
+                     "WHERE indrelid = $1::oid AND NOT indisvalid AND indkey[0] = $2::int2 AND "
+                     "indpred IS NULL)",
                      2, params, &have, &invalid, err))
         return false;
     if (have)
@@ -766,14 +767,16 @@ ensure_index(PgConn *conn, const MigrateChild *ch, const Child *c, const char *a
     return ok;
 }
 
-/* Two databases: the passes read the rows still NULL along the primary key.
- * A partial index of those rows (<child>_<fk>_uuid_unset, built CONCURRENTLY
- * once the first fill has made them few) lets a pass read them alone, not
- * the whole child: its time follows the rows written since, not the child's
- * size.  Not on a partitioned child (no CONCURRENTLY there): its passes read
- * the child. */
+/* A partial index of the child, <child>_<unset>_unset ON (cols) WHERE
+ * where, built CONCURRENTLY when missing (one an interrupted build left
+ * invalid is dropped and built again): rows whose column `unset` is NULL
+ * while the other is set, few once a fill set them, so a statement that
+ * looks for them reads them alone, not the whole child.  Not on a partitioned
+ * child (no CONCURRENTLY there).  Optional: a failure only warns (`without`:
+ * what then reads the whole child), unless interrupted. */
 static bool
-ensure_unset_index(PgConn *conn, const MigrateChild *ch, const Child *c, Err *err)
+ensure_partial_index(PgConn *conn, const MigrateChild *ch, const Child *c, const char *unset,
+                     const char *cols, const char *where, const char *without, Err *err)
 {
     char name[256]; /* the server cuts it to 63 bytes, on a character */
     const char *params[2] = {c->oid, name};
@@ -782,53 +785,95 @@ ensure_unset_index(PgConn *conn, const MigrateChild *ch, const Child *c, Err *er
                         "$2::name AND i.indisvalid), EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
                         "JOIN pg_catalog.pg_class x ON x.oid = i.indexrelid WHERE i.indrelid = "
                         "$1::oid AND x.relname = $2::name AND NOT i.indisvalid)";
-    char *cols, *p, *on;
+    char *on;
     bool have, invalid, ok;
-    size_t cap = 1;
     Err e = {0};
 
     if (c->relkind == 'p')
         return true;
-    (void) snprintf(name, sizeof name, "%s_%s_unset", ch->table, c->uuid_col);
+    (void) snprintf(name, sizeof name, "%s_%s_unset", ch->table, unset);
     if (!query_bools(conn, check, 2, params, &have, &invalid, err))
     {
         err_prefix(err, "the index of the rows of %s.%s whose %s is NULL", ch->schema, ch->table,
-                   c->uuid_col);
+                    unset);
         return false;
     }
     if (have)
         return true;
+    on = xasprintf("ON %s (%s) WHERE %s", c->qchild, cols, where);
+    ok = build_index(conn, ch, name, invalid, on, &e) &&
+         query_bools(conn, check, 2, params, &have, &invalid, &e);
+    free(on);
+    if (!ok && e.code == EC_INTERRUPTED)
+    {
+        *err = e;
+        return false;
+    }
+    if (!ok)
+        log_warn("child %s.%s: the index of the rows whose %s is NULL could not be built (%s); "
+                 "%s reads the whole child, and the next run tries again",
+                 ch->schema, ch->table, unset, e.msg, without);
+    else if (!have)
+        log_warn("child %s.%s: no index %s was made (another relation of the schema has that "
+                 "name); %s reads the whole child",
+                 ch->schema, ch->table, name, without);
+    else
+        log_info("child %s.%s: index %s built on the rows whose %s is still NULL (%s reads "
+                 "them alone)",
+                 ch->schema, ch->table, name, unset, without);
+    return true;
+}
+
+/* Two databases: the passes read the rows whose <fk>_uuid is still NULL
+ * along the primary key: <child>_<fk>_uuid_unset, built once the first fill
+ * has made them few, lets a pass read them alone (its time follows the rows
+ * written since, not the child's size). */
+static bool
+ensure_unset_index(PgConn *conn, const MigrateChild *ch, const Child *c, Err *err)
+{
+    char *cols, *p, *where;
+    size_t cap = 1;
+    bool ok;
+
     for (int i = 0; i < c->npk; i++)
         cap += strlen(c->qpk[i]) + 2;
     p = cols = xmalloc(cap);
     *p = '\0';
     for (int i = 0; i < c->npk; i++)
         p += sprintf(p, "%s%s", i ? ", " : "", c->qpk[i]);
-    on = xasprintf("ON %s (%s) WHERE %s IS NOT NULL AND %s IS NULL", c->qchild, cols, c->qfk,
-                   c->quuid);
-    ok = build_index(conn, ch, name, invalid, on, &e) &&
-         query_bools(conn, check, 2, params, &have, &invalid, &e);
-    free(on);
+    where = xasprintf("%s IS NOT NULL AND %s IS NULL", c->qfk, c->quuid);
+    ok = ensure_partial_index(conn, ch, c, c->uuid_col, cols, where, "each pass", err);
+    free(where);
     free(cols);
-    if (!ok && e.code == EC_INTERRUPTED)
-    {
-        *err = e;
-        return false;
-    }
-    /* Optional: without it the passes read the child along its key. */
-    if (!ok)
-        log_warn("child %s.%s: the index of the rows whose %s is NULL could not be built (%s); "
-                 "the passes read the whole child, and the next run tries again",
-                 ch->schema, ch->table, c->uuid_col, e.msg);
-    else if (!have)
-        log_warn("child %s.%s: no index %s was made (another relation of the schema has that "
-                 "name); the passes read the whole child",
-                 ch->schema, ch->table, name);
-    else
-        log_info("child %s.%s: index %s built on the rows whose %s is still NULL (the passes "
-                 "read them alone)",
-                 ch->schema, ch->table, name, c->uuid_col);
-    return true;
+    return ok;
+}
+
+/* Switching back: the rows the application wrote after the switch with
+ * only <fk>_uuid need their <fk> from the map (migrate_childkeys.c), found
+ * by <fk> IS NULL, which also holds every row without a parent: on a child
+ * with many NULL keys that read, under the switch back's lock too, was of
+ * them all.  <child>_<fk>_unset (on <fk>_uuid, of the rows whose <fk> is
+ * NULL and <fk>_uuid is not) holds only the rows it wants. */
+static bool
+ensure_back_index(PgConn *conn, const MigrateChild *ch, const Child *c, Err *err)
+{
+    char *where = xasprintf("%s IS NULL AND %s IS NOT NULL", c->qfk, c->quuid);
+    bool ok = ensure_partial_index(conn, ch, c, ch->fk_column, c->quuid, where,
+                                   "switching back", err);
+
+    free(where);
+    return ok;
+}
+
+bool
+migrate_child_back_index(PgConn *conn, const MigrateSpec *spec, const MigrateChild *ch, Err *err)
+{
+    Child c;
+    bool ok = child_describe(conn, spec, ch, &c, err) &&
+              (c.uuid_type[0] == '\0' || ensure_back_index(conn, ch, &c, err));
+
+    child_free(&c);
+    return ok;
 }
 
 /* The map trigger's quoted names for this child: function
@@ -1449,7 +1494,8 @@ fill_run(PgConn *conn, PgConn *map, const MigrateSpec *spec, const MigrateChild 
             break;
         }
     }
-    if (full_first && !f.same && !ensure_unset_index(conn, ch, &f.c, err))
+    if (full_first && ((!f.same && !ensure_unset_index(conn, ch, &f.c, err)) ||
+                       !ensure_back_index(conn, ch, &f.c, err)))
         goto out;
     ok = true;
 out:

@@ -6,9 +6,11 @@
 #include "v7fill/migrate_childreverse.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "v7fill/interrupt.h"
@@ -17,7 +19,9 @@
 #include "v7fill/migrate_childswitch.h"
 #include "v7fill/migrate_childtable.h"
 #include "v7fill/migrate_state.h"
+#include "v7fill/monotime.h"
 #include "v7fill/pgoutput.h"
+#include "v7fill/source_pgoutput.h"
 
 static void
 stats_add(ReverseStats *sum, const ReverseStats *one)
@@ -27,6 +31,17 @@ stats_add(ReverseStats *sum, const ReverseStats *one)
     sum->updated += one->updated;
     sum->deleted += one->deleted;
     sum->missing += one->missing;
+}
+
+/* What a child's way back applied, when anything. */
+static void
+log_child(const MigrateSpec *kid, const ReverseStats *one)
+{
+    if (one->inserted + one->updated + one->deleted > 0)
+        log_info("child %s.%s: %" PRIu64 " inserted, %" PRIu64 " updated, %" PRIu64
+                 " deleted, %" PRIu64 " missing in %s.%s",
+                 kid->from_schema, kid->from_table, one->inserted, one->updated, one->deleted,
+                 one->missing, kid->from_schema, kid->legacy_table);
 }
 
 /* Each child's own migration, switched with its parent; and the table
@@ -89,11 +104,7 @@ round_once(PgConn *db, PgConn *legacy, const MigrateSpec *spec, const MigrateSpe
             return false;
         }
         stats_add(st, &one);
-        if (one.inserted + one.updated + one.deleted > 0)
-            log_info("child %s.%s: %" PRIu64 " inserted, %" PRIu64 " updated, %" PRIu64
-                     " deleted, %" PRIu64 " missing in %s.%s",
-                     kids[i].from_schema, kids[i].from_table, one.inserted, one.updated,
-                     one.deleted, one.missing, kids[i].from_schema, kids[i].legacy_table);
+        log_child(&kids[i], &one);
         if (!one.caught_up)
             return true;
     }
@@ -118,58 +129,6 @@ migrate_childreverse_upto(PgConn *apply, PgConn *legacy, const MigrateSpec *spec
     for (size_t i = 0; i < spec->nchildren; i++)
         migrate_spec_free(&kids[i]);
     free(kids);
-    return ok;
-}
-
-bool
-migrate_childreverse(PgConn *db, PgConn *legacy, const MigrateSpec *spec, bool follow,
-                     ReverseStats *st, Err *err)
-{
-    MigrateSpec *kids = xcalloc(spec->nchildren ? spec->nchildren : 1, sizeof *kids);
-    bool ok = load_children(db, spec, kids, err);
-    bool all = false;
-    char at[PGO_LSN_TEXT_SIZE];
-
-    while (ok)
-    {
-        uint64_t stop = 0;
-
-        ok = pg_flush_wal(db, &stop, err) &&
-             round_once(db, legacy, spec, kids, stop, st, &all, err);
-        if (ok && all)
-        {
-            st->applied_lsn = stop;
-            st->caught_up = true;
-        }
-        if (!ok || !all || !follow || interrupt_signal() != 0)
-            break;
-        (void) usleep(MIGRATE_FOLLOW_ROUND_MS * 1000);
-        if (interrupt_signal() != 0)
-            break;
-    }
-    /* Stored also after an interrupted run: the phase each child reached. */
-    for (size_t i = 0; i < spec->nchildren; i++)
-    {
-        Err e2 = {0};
-
-        if (kids[i].phase >= MIGRATE_PHASE_SWITCHED && kids[i].phase != MIGRATE_PHASE_REVERSE)
-        {
-            kids[i].phase = MIGRATE_PHASE_REVERSE;
-            if (!migrate_state_put(db, &kids[i], ok ? err : &e2))
-                ok = false;
-        }
-        migrate_spec_free(&kids[i]);
-    }
-    free(kids);
-    if (ok)
-    {
-        pgo_lsn_format(st->applied_lsn, at);
-        log_info("%s.%s and its %zu child table(s) are current in their legacy tables up to %s: "
-                 "%" PRIu64 " inserted, %" PRIu64 " updated, %" PRIu64 " deleted, %" PRIu64
-                 " missing",
-                 spec->from_schema, spec->legacy_table, spec->nchildren, at, st->inserted,
-                 st->updated, st->deleted, st->missing);
-    }
     return ok;
 }
 
@@ -228,7 +187,9 @@ static bool
 back_table(void *ctx, MigrateSwitchLock lock, void *lock_ctx, Err *err)
 {
     BackTable *t = ctx;
-    ReverseGate gate = {t->own ? table_started : NULL, table_caught_up, t};
+    ReverseGate gate = {.started = t->own ? table_started : NULL,
+                        .caught_up = table_caught_up,
+                        .ctx = t};
 
     if (lock == NULL)
         return err_set(err, EC_INTERNAL, "switching back needs the switch's lock");
@@ -257,17 +218,17 @@ stats_since(ReverseStats *sum, const ReverseStats *one, const ReverseStats *at)
     stats_add(sum, &d);
 }
 
-/* A child's connections, made like the parent's, writing as
- * migrate_reverse_session says. */
+/* A child's connections, made like the parent's (*legacy_out only when
+ * legacy is given), writing as migrate_reverse_session says. */
 static bool
-table_connect(PgConn *apply, PgConn *legacy, const MigrateSpec *spec, BackTable *t, Err *err)
+kid_connect(PgConn *apply, PgConn *legacy, const MigrateSpec *spec, PgConn **apply_out,
+            PgConn **legacy_out, Err *err)
 {
     bool replica;
 
-    t->own = true;
-    return pg_connect_again(apply, &t->apply, err) &&
-           (legacy == NULL || pg_connect_again(legacy, &t->legacy, err)) &&
-           migrate_reverse_session(t->legacy ? t->legacy : t->apply, spec, &replica, err);
+    return pg_connect_again(apply, apply_out, err) &&
+           (legacy == NULL || pg_connect_again(legacy, legacy_out, err)) &&
+           migrate_reverse_session(*legacy_out ? *legacy_out : *apply_out, spec, &replica, err);
 }
 
 bool
@@ -300,7 +261,9 @@ migrate_childreverse_switch(PgConn *apply, PgConn *legacy, const MigrateSpec *sp
         k->ids = ids ? &ids[i] : NULL;
         k->stop = stop;
         kid_ctx[i] = k;
-        ok = table_connect(apply, legacy, spec, k, err);
+        k->own = true;
+        ok = kid_connect(apply, legacy == apply ? NULL : legacy, spec, &k->apply, &k->legacy,
+                         err);
     }
     ok = ok && migrate_catch_up_together(back_table, &parent, kid_ctx, n, lock, lock_ctx, err);
     if (ok && !parent.locked)
@@ -318,11 +281,8 @@ migrate_childreverse_switch(PgConn *apply, PgConn *legacy, const MigrateSpec *sp
         stats_add(st, &k->st);
         if (k->locked)
             stats_since(under, &k->st, &k->at_lock);
-        if (ok && k->st.inserted + k->st.updated + k->st.deleted > 0)
-            log_info("child %s.%s: %" PRIu64 " inserted, %" PRIu64 " updated, %" PRIu64
-                     " deleted, %" PRIu64 " missing in %s.%s",
-                     k->spec->from_schema, k->spec->from_table, k->st.inserted, k->st.updated,
-                     k->st.deleted, k->st.missing, k->spec->from_schema, k->spec->legacy_table);
+        if (ok)
+            log_child(k->spec, &k->st);
         pg_close(k->apply);
         pg_close(k->legacy);
         migrate_spec_free(&kspec[i]);
@@ -336,3 +296,301 @@ migrate_childreverse_switch(PgConn *apply, PgConn *legacy, const MigrateSpec *sp
     free(kspec);
     return ok;
 }
+
+/*
+ * --reverse --follow: the rounds above, every table's stream open from one
+ * round to the next, each child's on its own connections in its own thread.
+ * Round k's stop S_k is what the database had flushed when it began: the
+ * parent's way back applies up to S_k, then each child's up to it (a child
+ * waits for its parent to be there, and opens its stream only once the
+ * parent reached the first stop); once every child is there the kept map
+ * rows go, and MIGRATE_FOLLOW_ROUND_MS later the next round begins.  Before,
+ * each round opened every stream anew, and each walsender decoded again the
+ * WAL since its slot's restart point.
+ */
+typedef struct Rounds
+{
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t n;                /* children */
+    uint64_t parent_at;      /* the parent applied up to this stop (0: not yet) */
+    uint64_t *kid_at;        /* each child's */
+    bool stopping;           /* no further round: every way back ends at its stop */
+    bool kid_failed;         /* a child's way back failed */
+    bool kid_ended;          /* ... or ended before the rounds were stopped */
+    uint64_t done;           /* the last stop every table reached (0: none) */
+    const MigrateSpec *spec;
+} Rounds;
+
+typedef struct FollowTable
+{
+    Rounds *r;
+    size_t i;                /* a child's index */
+    PgConn *apply, *legacy;
+    const MigrateSpec *spec;
+    ReverseParentRef ref;
+    uint64_t first;          /* the first round's stop */
+    Source *src;             /* its stream, while open */
+    ReverseStats st;
+    bool ok;
+    Err err;
+    pthread_t th;
+} FollowTable;
+
+static void
+follow_opened(void *ctx, Source *src)
+{
+    ((FollowTable *) ctx)->src = src;
+}
+
+/* Waits on r->cv (r->mu held) at most a second; every 5 s of waiting (*since:
+ * when the last status went out) a status keeps t's walsender from its
+ * timeout, since nothing reads its stream meanwhile. */
+static void
+round_wait(FollowTable *t, double *since)
+{
+    struct timespec ts;
+
+    (void) clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 1;
+    (void) pthread_cond_timedwait(&t->r->cv, &t->r->mu, &ts);
+    if (t->src != NULL && monotime_s() - *since >= 5.0)
+    {
+        Err e = {0};
+
+        pthread_mutex_unlock(&t->r->mu);
+        if (!source_pgoutput_feedback(t->src, &e))
+            log_debug("a status to the way back's walsender: %s", e.msg);
+        *since = monotime_s();
+        pthread_mutex_lock(&t->r->mu);
+    }
+}
+
+/* A child at its stop: on to the parent's next one, once it is there. */
+static bool
+kid_round(void *ctx, uint64_t *stop_lsn, Err *err)
+{
+    FollowTable *t = ctx;
+    Rounds *r = t->r;
+    double since = monotime_s();
+
+    (void) err;
+    pthread_mutex_lock(&r->mu);
+    r->kid_at[t->i] = *stop_lsn;
+    pthread_cond_broadcast(&r->cv);
+    while (r->parent_at <= *stop_lsn && !r->stopping)
+        round_wait(t, &since);
+    if (!r->stopping)
+        *stop_lsn = r->parent_at;
+    pthread_mutex_unlock(&r->mu);
+    return true;
+}
+
+/* The parent at its stop: every child there too, then the kept map rows
+ * cleared and, a round's pause later, the next stop. */
+static bool
+parent_round(void *ctx, uint64_t *stop_lsn, Err *err)
+{
+    FollowTable *t = ctx;
+    Rounds *r = t->r;
+    double since = monotime_s();
+    uint64_t next = 0;
+    bool all = false, failed;
+
+    pthread_mutex_lock(&r->mu);
+    r->parent_at = *stop_lsn;
+    pthread_cond_broadcast(&r->cv);
+    while (!r->kid_failed && !r->kid_ended && interrupt_signal() == 0)
+    {
+        all = true;
+        for (size_t i = 0; i < r->n; i++)
+            all = all && r->kid_at[i] >= *stop_lsn;
+        if (all)
+            break;
+        round_wait(t, &since);
+    }
+    if (all)
+        r->done = *stop_lsn;
+    failed = r->kid_failed || (r->kid_ended && interrupt_signal() == 0);
+    pthread_mutex_unlock(&r->mu);
+    if (failed)
+        return err_set(err, EC_INTERNAL, "a child's way back stopped");
+    if (!all)
+        return true; /* interrupted: the parent ends here */
+    if (!migrate_reverse_kept_clear(t->apply, r->spec, err))
+        return false;
+    for (int slept = 0; slept < MIGRATE_FOLLOW_ROUND_MS && interrupt_signal() == 0; slept += 50)
+        (void) usleep(50000);
+    if (interrupt_signal() == 0)
+    {
+        if (!pg_flush_wal(t->apply, &next, err))
+            return false;
+        if (next > *stop_lsn)
+            *stop_lsn = next;
+    }
+    return true;
+}
+
+static void *
+kid_follow_main(void *arg)
+{
+    FollowTable *t = arg;
+    Rounds *r = t->r;
+    ReverseGate gate = {.caught_up = kid_round, .rounds = true, .opened = follow_opened, .ctx = t};
+    double since = monotime_s();
+    bool go;
+
+    /* Its stream opens once the parent is at the first stop: the wait may be
+     * long (a backlog), and a stream opened but not read would meet the
+     * walsender's timeout. */
+    pthread_mutex_lock(&r->mu);
+    while (r->parent_at < t->first && !r->stopping)
+        round_wait(t, &since);
+    go = !r->stopping;
+    pthread_mutex_unlock(&r->mu);
+    t->ok = !go || migrate_reverse_catch_up(t->apply, t->legacy, t->spec, &t->ref, t->first,
+                                           &gate, &t->st, &t->err);
+    if (!t->ok)
+        err_prefix(&t->err, "the way back into %s.%s", t->spec->from_schema,
+                   t->spec->legacy_table);
+    pthread_mutex_lock(&r->mu);
+    if (!t->ok)
+        r->kid_failed = true;
+    else if (!r->stopping)
+        r->kid_ended = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+static bool
+follow_rounds(PgConn *db, PgConn *legacy, const MigrateSpec *spec, const MigrateSpec *kspec,
+              ReverseStats *st, Err *err)
+{
+    size_t n = spec->nchildren;
+    FollowTable *kids = xcalloc(n ? n : 1, sizeof *kids);
+    FollowTable parent;
+    ReverseGate gate = {.caught_up = parent_round, .rounds = true, .opened = follow_opened,
+                        .ctx = &parent};
+    Rounds r;
+    uint64_t first = 0;
+    size_t started = 0;
+    bool ok = pg_flush_wal(db, &first, err);
+
+    memset(&r, 0, sizeof r);
+    memset(&parent, 0, sizeof parent);
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_cond_init(&r.cv, NULL);
+    r.n = n;
+    r.kid_at = xcalloc(n ? n : 1, sizeof *r.kid_at);
+    r.spec = spec;
+    parent.r = &r;
+    parent.apply = db;
+    parent.legacy = legacy;
+    parent.spec = spec;
+    for (size_t i = 0; ok && i < n; i++)
+    {
+        FollowTable *k = &kids[i];
+
+        k->r = &r;
+        k->i = i;
+        k->spec = &kspec[i];
+        k->ref.map_schema = spec->into_schema;
+        k->ref.map_table = spec->map_table;
+        k->ref.fk_column = spec->children[i].fk_column;
+        k->first = first;
+        /* legacy db: one database (migrate_reverse) */
+        ok = kid_connect(db, legacy == db ? NULL : legacy, spec, &k->apply, &k->legacy, err);
+    }
+    for (; ok && started < n; started++)
+        if (pthread_create(&kids[started].th, NULL, kid_follow_main, &kids[started]) != 0)
+            ok = err_set(err, EC_INTERNAL, "could not start a child's way back");
+    if (ok)
+        ok = migrate_reverse_catch_up(db, legacy, spec, NULL, first, &gate, &parent.st, err);
+    pthread_mutex_lock(&r.mu);
+    r.stopping = true;
+    pthread_cond_broadcast(&r.cv);
+    pthread_mutex_unlock(&r.mu);
+    for (size_t i = 0; i < started; i++)
+        (void) pthread_join(kids[i].th, NULL);
+    if (!ok && !r.kid_failed)
+        err_prefix(err, "the way back into %s.%s", spec->from_schema, spec->legacy_table);
+    /* A child that failed: the first one's reason is the one given (the
+     * parent then stopped for it). */
+    for (size_t i = 0; i < started && r.kid_failed; i++)
+        if (!kids[i].ok)
+        {
+            *err = kids[i].err;
+            ok = false;
+            break;
+        }
+    stats_add(st, &parent.st);
+    for (size_t i = 0; i < n; i++)
+    {
+        FollowTable *k = &kids[i];
+
+        stats_add(st, &k->st);
+        if (ok)
+            log_child(k->spec, &k->st);
+        pg_close(k->apply);
+        pg_close(k->legacy);
+    }
+    st->caught_up = ok && r.done != 0;
+    if (r.done != 0)
+        st->applied_lsn = r.done;
+    pthread_cond_destroy(&r.cv);
+    pthread_mutex_destroy(&r.mu);
+    free(r.kid_at);
+    free(kids);
+    return ok;
+}
+
+bool
+migrate_childreverse(PgConn *db, PgConn *legacy, const MigrateSpec *spec, bool follow,
+                     ReverseStats *st, Err *err)
+{
+    MigrateSpec *kids = xcalloc(spec->nchildren ? spec->nchildren : 1, sizeof *kids);
+    bool ok = load_children(db, spec, kids, err);
+    bool all = false;
+    char at[PGO_LSN_TEXT_SIZE];
+
+    if (ok && follow)
+        ok = follow_rounds(db, legacy, spec, kids, st, err);
+    else if (ok)
+    {
+        uint64_t stop = 0;
+
+        ok = pg_flush_wal(db, &stop, err) &&
+             round_once(db, legacy, spec, kids, stop, st, &all, err);
+        if (ok && all)
+        {
+            st->applied_lsn = stop;
+            st->caught_up = true;
+        }
+    }
+    /* Stored also after an interrupted run: the phase each child reached. */
+    for (size_t i = 0; i < spec->nchildren; i++)
+    {
+        Err e2 = {0};
+
+        if (kids[i].phase >= MIGRATE_PHASE_SWITCHED && kids[i].phase != MIGRATE_PHASE_REVERSE)
+        {
+            kids[i].phase = MIGRATE_PHASE_REVERSE;
+            if (!migrate_state_put(db, &kids[i], ok ? err : &e2))
+                ok = false;
+        }
+        migrate_spec_free(&kids[i]);
+    }
+    free(kids);
+    if (ok)
+    {
+        pgo_lsn_format(st->applied_lsn, at);
+        log_info("%s.%s and its %zu child table(s) are current in their legacy tables up to %s: "
+                 "%" PRIu64 " inserted, %" PRIu64 " updated, %" PRIu64 " deleted, %" PRIu64
+                 " missing",
+                 spec->from_schema, spec->legacy_table, spec->nchildren, at, st->inserted,
+                 st->updated, st->deleted, st->missing);
+    }
+    return ok;
+}
+

@@ -1120,10 +1120,15 @@ run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
     cfg.on_truncate = PGO_TRUNCATE_STOP;
     cfg.persist_idle = persist_idle;
     if (r->gate && r->gate->caught_up)
+    {
         cfg.on_caught_up = gate_caught_up;
+        cfg.caught_up_repeat = r->gate->rounds;
+    }
     cfg.ctx = r;
     if (!source_pgoutput_open(&cfg, &r->src, err))
         return false;
+    if (r->gate && r->gate->opened)
+        r->gate->opened(r->gate->ctx, r->src);
     for (;;)
     {
         Record rec;
@@ -1169,6 +1174,8 @@ run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
         r->st->transactions += ps.transactions;
         r->st->caught_up = ps.stopped_at_stop_lsn;
     }
+    if (r->gate && r->gate->opened)
+        r->gate->opened(r->gate->ctx, NULL);
     source_close(r->src);
     r->src = NULL;
     return ok;

@@ -1369,6 +1369,18 @@ fill_child_keys(PgConn *c, PgConn *map, bool same, const MigrateSpec *sp, const 
     return true;
 }
 
+/* Expand-mode children: each one's index of the rows switching back gives a
+ * key (migrate_child_back_index; a migration whose fill was made by an
+ * earlier version has none yet), before anything is read through it. */
+static bool
+back_indexes(PgConn *c, const MigrateSpec *sp, Err *err)
+{
+    for (size_t i = 0; i < sp->nchildren; i++)
+        if (!migrate_child_back_index(c, sp, &sp->children[i], err))
+            return false;
+    return true;
+}
+
 /* The way back up to stop (strictly before it) on apply: the parent's, then
  * each migrate-mode child's up to the same position. */
 static bool
@@ -1910,7 +1922,8 @@ migrate_switch(PgConn *source, PgConn *target, MigrateSpec *spec, int lock_timeo
         }
         if (!pg_connect_again(target, &apply, err) ||
             (!same && !pg_connect_again(source, &n.lapply, err)) ||
-            !migrate_reverse_session(same ? apply : n.lapply, spec, &replica, err))
+            !migrate_reverse_session(same ? apply : n.lapply, spec, &replica, err) ||
+            (!has_childtables(spec) && !back_indexes(same ? target : source, spec, err)))
             goto out;
         /* Again while a pass found much to do: writers go on meanwhile. */
         for (int pass = 0; pass < 5; pass++)

@@ -1165,7 +1165,8 @@ caught_up_hook(PgoSource *s, bool *more, Err *err)
     uint64_t stop = s->cfg.stop_lsn;
 
     *more = false;
-    if (!s->cfg.on_caught_up || s->caught_up_called || interrupt_signal() != 0)
+    if (!s->cfg.on_caught_up || (s->caught_up_called && !s->cfg.caught_up_repeat) ||
+        interrupt_signal() != 0)
         return true;
     *more = true;
     if (!idle(s))
@@ -1175,6 +1176,8 @@ caught_up_hook(PgoSource *s, bool *more, Err *err)
         return false;
     if (stop > s->cfg.stop_lsn)
         s->cfg.stop_lsn = stop;
+    else if (s->cfg.caught_up_repeat)
+        *more = false; /* not moved on: the end */
     /* The transaction whose begin stopped the source commits before the new
      * stop: handed out from its begin on. */
     if (s->past_stop && s->held_final < s->cfg.stop_lsn)

@@ -151,6 +151,13 @@ V7FILL_MUST_CHECK bool migrate_child_set_late(PgConn *conn, const MigrateSpec *s
  * stop (may be NULL), asked between batches as SIGINT/SIGTERM are: true ends
  * the pass with EC_INTERRUPTED (a caller that stops it from another thread
  * also cancels the statement under way). */
+/* The child's partial index <child>_<fk>_unset, on <fk>_uuid of the rows
+ * whose <fk> is NULL and <fk>_uuid is not (the rows switching back must give
+ * a key), built CONCURRENTLY when missing; also made by the first fill.  Not
+ * on a partitioned child; a failed build only warns. */
+V7FILL_MUST_CHECK bool migrate_child_back_index(PgConn *conn, const MigrateSpec *spec,
+                                                const MigrateChild *ch, Err *err);
+
 V7FILL_MUST_CHECK bool migrate_child_settle(PgConn *conn, PgConn *map, const MigrateSpec *spec,
                                             const MigrateChild *ch, int lock_timeout_ms,
                                             bool (*stop)(void *), void *stop_arg,

@@ -28,7 +28,8 @@
 #include "v7fill/pg.h"
 
 /* One round (until caught up with what was flushed when it started), or with
- * follow rounds until SIGINT/SIGTERM.  *st sums the parent's and the
+ * follow rounds until SIGINT/SIGTERM, every table's stream kept open from one
+ * round to the next (each child's on its own connections, in a thread).  *st sums the parent's and the
  * children's counts; st->applied_lsn is the last round's stop position once
  * every table reached it.  Each child's own migration is stored in phase
  * reverse. */

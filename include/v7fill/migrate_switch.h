@@ -68,6 +68,7 @@
 #include "v7fill/err.h"
 #include "v7fill/migrate.h"
 #include "v7fill/pg.h"
+#include "v7fill/source.h"
 
 /* The switch refuses when the capture's slot is further behind the source's
  * WAL than this (the caller catches up first: the lock is held while
@@ -184,6 +185,13 @@ typedef struct ReverseGate
     /* Once caught up at the stop, still streaming (MigrateSwitchLock's shape):
      * may move *stop_lsn on, up to which it then applies. */
     MigrateSwitchLock caught_up;
+    /* rounds: caught_up called again at each stop it moved to; one that does
+     * not move it ends the way back there */
+    bool rounds;
+    /* The stream's source once open, NULL before it closes (NULL: not told):
+     * caught_up, waiting, may keep the walsender from its timeout with
+     * source_pgoutput_feedback (from caught_up's thread only). */
+    void (*opened)(void *ctx, Source *src);
     void *ctx;
 } ReverseGate;
 

@@ -90,6 +90,9 @@ typedef struct PgoSourceConfig
     void (*tick)(void *ctx, uint64_t committed_lsn, uint64_t lag_bytes, bool idle);
     /* Once, when idle at stop_lsn (NULL: never): may move *stop_lsn further. */
     bool (*on_caught_up)(void *ctx, uint64_t *stop_lsn, Err *err);
+    /* on_caught_up called again at each stop it moved to; one that leaves
+     * the stop where it is ends the source there (rounds kept open). */
+    bool caught_up_repeat;
     void *ctx;
     /* The connection asked for streamed transactions (protocol 2, streaming
      * on): a large source transaction arrives in blocks while it is in

@@ -91,7 +91,17 @@ sleep 3
 kill9_wait "$pid"
 "$V7FILL" migrate --into "$INTO" --reverse --follow >rev2.log 2>&1 &
 pid=$!
-sleep 3
+# Its rounds (every 0.5 s) keep each way back's stream open: the walsenders serving the
+# parent's and the child's reverse slots stay the same ones (before, every round opened both
+# streams again, and each new walsender decoded the WAL since its slot's restart point again).
+walsenders() { q "SELECT string_agg(coalesce(active_pid::text, '-'), ',' ORDER BY slot_name) FROM pg_replication_slots
+                   WHERE slot_name IN ('v7fill_${INTO}_rev', 'v7fill_${CINTO}_rev')"; }
+poll_until "SELECT count(*) = 2 FROM pg_replication_slots WHERE slot_name IN ('v7fill_${INTO}_rev', 'v7fill_${CINTO}_rev') AND active"     "both ways back streaming" 30
+ws1=$(walsenders)
+sleep 2
+ws2=$(walsenders)
+assert_eq "$ws1" "$ws2" "the ways back's walsenders over 2 s of --follow rounds (the streams stay open)"
+sleep 1
 kill -INT "$pid"
 st=0; wait "$pid" || st=$?
 cat rev2.log

@@ -927,7 +927,8 @@ feed_recv(void *ctx, int timeout_ms, char **buf, int *len, Err *err)
 typedef struct Hook
 {
     int calls;
-    uint64_t to;             /* where the hook moves the stop (0: leaves it) */
+    uint64_t to;             /* where its first call moves the stop (0: leaves it) */
+    bool repeat;             /* cfg.caught_up_repeat */
 } Hook;
 
 static bool
@@ -937,7 +938,7 @@ hook_caught_up(void *ctx, uint64_t *stop_lsn, Err *err)
 
     (void) err;
     h->calls++;
-    if (h->to > *stop_lsn)
+    if (h->calls == 1 && h->to > *stop_lsn)
         *stop_lsn = h->to;
     return true;
 }
@@ -965,6 +966,7 @@ read_all(Feed *f, Hook *h, char *ids, size_t size)
     cfg.group_rows = 1;
     cfg.group_ms = 1000;
     cfg.on_caught_up = h ? hook_caught_up : NULL;
+    cfg.caught_up_repeat = h && h->repeat;
     cfg.ctx = h;
     ids[0] = '\0';
     assert_true(source_pgoutput_open(&cfg, &src, &err));
@@ -1015,6 +1017,7 @@ feed_init(Feed *f)
     put32(r, UINT32_MAX);
     feed_txn(f, 0x50, "1", "a");   /* before the stop (0x100) */
     feed_txn(f, 0x150, "2", "b");  /* commits past it */
+    feed_txn(f, 0x250, "3", "c");
     k = &f->frames[f->n++];
     put8(k, 'k');
     put64(k, 0x2000);              /* the server's end */
@@ -1036,18 +1039,18 @@ test_source_stops_before_a_later_commit(void **state)
     assert_string_equal(ids, "1");
 }
 
-/* on_caught_up, called once at the stop, moving it to `to` (0: not moving
- * it): the ids handed out in all are want. */
+/* on_caught_up at the stop, its first call moving it to `to` (0: not
+ * moving it), called `calls` times in all: the ids handed out are want. */
 static void
-hook_case(uint64_t to, const char *want)
+hook_case(uint64_t to, bool repeat, int calls, const char *want)
 {
     Feed f;
-    Hook h = {0, to};
+    Hook h = {0, to, repeat};
     char ids[64];
 
     feed_init(&f);
     read_all(&f, &h, ids, sizeof ids);
-    assert_int_equal(h.calls, 1);
+    assert_int_equal(h.calls, calls);
     assert_string_equal(ids, want);
 }
 
@@ -1057,7 +1060,7 @@ static void
 test_source_caught_up_hook_releases_the_held_begin(void **state)
 {
     (void) state;
-    hook_case(0x1000, "1,2");
+    hook_case(0x1000, false, 1, "1,2,3");
 }
 
 /* A hook that leaves the stop where it is: the source still ends there,
@@ -1066,7 +1069,19 @@ static void
 test_source_caught_up_hook_keeping_the_stop(void **state)
 {
     (void) state;
-    hook_case(0, "1");
+    hook_case(0, false, 1, "1");
+}
+
+/* caught_up_repeat: called again at the stop it moved to; that call leaves
+ * it there, so the source ends there, the transaction past it not handed
+ * out (without repeat the source reads on past the moved stop and ends once
+ * the server's position is past it: the same records, one call). */
+static void
+test_source_caught_up_hook_again_at_each_stop(void **state)
+{
+    (void) state;
+    hook_case(0x200, true, 2, "1,2");
+    hook_case(0x200, false, 1, "1,2");
 }
 
 int
@@ -1091,6 +1106,7 @@ main(void)
         cmocka_unit_test(test_source_stops_before_a_later_commit),
         cmocka_unit_test(test_source_caught_up_hook_releases_the_held_begin),
         cmocka_unit_test(test_source_caught_up_hook_keeping_the_stop),
+        cmocka_unit_test(test_source_caught_up_hook_again_at_each_stop),
     };
     return cmocka_run_group_tests_name("pgoutput", tests, NULL, NULL);
 }
