@@ -132,6 +132,97 @@ migrate_childreverse_upto(PgConn *apply, PgConn *legacy, const MigrateSpec *spec
     return ok;
 }
 
+typedef struct Rounds Rounds;
+
+/*
+ * One table's way back on a stream held open: switching back
+ * (migrate_childreverse_switch) and the --follow rounds (follow_rounds) run
+ * one per table, the parent's on the caller's connections, each child's on
+ * its own (made like them), the children's in threads.
+ */
+typedef struct WayTable
+{
+    PgConn *apply, *legacy;  /* as given to migrate_reverse_catch_up */
+    bool own;                /* its connections are its own (a child's) */
+    const MigrateSpec *spec;
+    ReverseParentRef ref;    /* a child: its parent's map */
+    uint64_t stop;           /* the first stop */
+    ReverseStats st;
+    /* switching back */
+    ReverseIds *ids;         /* the ids it writes under the lock go here (NULL: none) */
+    MigrateSwitchLock lock;  /* what migrate_catch_up_together gave it */
+    void *lock_ctx;
+    bool locked;             /* the lock is held: it applies up to the final position */
+    bool lock_failed;
+    ReverseStats at_lock;
+    /* --follow */
+    Rounds *r;
+    size_t i;                /* a child's index */
+    Source *src;             /* its stream, while open */
+    bool ok;
+    Err err;
+    pthread_t th;
+} WayTable;
+
+/* A child's connections, made like the parent's (*legacy_out only when
+ * legacy is given), writing as migrate_reverse_session says. */
+static bool
+kid_connect(PgConn *apply, PgConn *legacy, const MigrateSpec *spec, PgConn **apply_out,
+            PgConn **legacy_out, Err *err)
+{
+    bool replica;
+
+    return pg_connect_again(apply, apply_out, err) &&
+           (legacy == NULL || pg_connect_again(legacy, legacy_out, err)) &&
+           migrate_reverse_session(*legacy_out ? *legacy_out : *apply_out, spec, &replica, err);
+}
+
+/* The parent's table (apply, legacy: the caller's) and the n children's
+ * (kspec: their migrations; kids zeroed), each child on connections of its
+ * own, all from the first stop.  legacy NULL or apply: one database. */
+static bool
+way_tables(PgConn *apply, PgConn *legacy, const MigrateSpec *spec, const MigrateSpec *kspec,
+           size_t n, uint64_t stop, WayTable *parent, WayTable *kids, Err *err)
+{
+    bool ok = true;
+
+    memset(parent, 0, sizeof *parent);
+    parent->apply = apply;
+    parent->legacy = legacy;
+    parent->spec = spec;
+    parent->stop = stop;
+    for (size_t i = 0; ok && i < n; i++)
+    {
+        WayTable *k = &kids[i];
+
+        k->own = true;
+        k->spec = &kspec[i];
+        k->ref.map_schema = spec->into_schema;
+        k->ref.map_table = spec->map_table;
+        k->ref.fk_column = spec->children[i].fk_column;
+        k->stop = stop;
+        k->i = i;
+        ok = kid_connect(apply, legacy == apply ? NULL : legacy, spec, &k->apply, &k->legacy,
+                         err);
+    }
+    return ok;
+}
+
+/* Each child's counts added to *st (and logged, when ok), its connections
+ * closed. */
+static void
+way_tables_end(WayTable *kids, size_t n, bool ok, ReverseStats *st)
+{
+    for (size_t i = 0; i < n; i++)
+    {
+        stats_add(st, &kids[i].st);
+        if (ok)
+            log_child(kids[i].spec, &kids[i].st);
+        pg_close(kids[i].apply);
+        pg_close(kids[i].legacy);
+    }
+}
+
 /*
  * Switching back (migrate_childreverse_switch): every table's way back on
  * its own connections, through migrate_catch_up_together (the children's in
@@ -143,25 +234,10 @@ migrate_childreverse_upto(PgConn *apply, PgConn *legacy, const MigrateSpec *spec
  * then the children up to it, side by side (each writes its own legacy
  * table).
  */
-typedef struct BackTable
-{
-    PgConn *apply, *legacy;  /* legacy NULL: one database */
-    bool own;                /* the connections are this table's (a child's) */
-    const MigrateSpec *spec;
-    ReverseParentRef ref;    /* a child: its parent's map */
-    ReverseIds *ids;         /* the ids it writes under the lock go here (NULL: none) */
-    uint64_t stop;
-    MigrateSwitchLock lock;  /* what migrate_catch_up_together gave it */
-    void *lock_ctx;
-    bool locked;             /* the lock is held: it applies up to the final position */
-    bool lock_failed;
-    ReverseStats st, at_lock;
-} BackTable;
-
 static bool
 table_started(void *ctx, Err *err)
 {
-    BackTable *t = ctx;
+    WayTable *t = ctx;
 
     return migrate_catch_up_parent_caught_up(t->lock_ctx, err);
 }
@@ -169,7 +245,7 @@ table_started(void *ctx, Err *err)
 static bool
 table_caught_up(void *ctx, uint64_t *stop_lsn, Err *err)
 {
-    BackTable *t = ctx;
+    WayTable *t = ctx;
 
     if (!t->lock(t->lock_ctx, stop_lsn, err))
     {
@@ -186,7 +262,7 @@ table_caught_up(void *ctx, uint64_t *stop_lsn, Err *err)
 static bool
 back_table(void *ctx, MigrateSwitchLock lock, void *lock_ctx, Err *err)
 {
-    BackTable *t = ctx;
+    WayTable *t = ctx;
     ReverseGate gate = {.started = t->own ? table_started : NULL,
                         .caught_up = table_caught_up,
                         .ctx = t};
@@ -218,19 +294,6 @@ stats_since(ReverseStats *sum, const ReverseStats *one, const ReverseStats *at)
     stats_add(sum, &d);
 }
 
-/* A child's connections, made like the parent's (*legacy_out only when
- * legacy is given), writing as migrate_reverse_session says. */
-static bool
-kid_connect(PgConn *apply, PgConn *legacy, const MigrateSpec *spec, PgConn **apply_out,
-            PgConn **legacy_out, Err *err)
-{
-    bool replica;
-
-    return pg_connect_again(apply, apply_out, err) &&
-           (legacy == NULL || pg_connect_again(legacy, legacy_out, err)) &&
-           migrate_reverse_session(*legacy_out ? *legacy_out : *apply_out, spec, &replica, err);
-}
-
 bool
 migrate_childreverse_switch(PgConn *apply, PgConn *legacy, const MigrateSpec *spec,
                             uint64_t stop, ReverseIds *ids, MigrateSwitchLock lock,
@@ -238,32 +301,18 @@ migrate_childreverse_switch(PgConn *apply, PgConn *legacy, const MigrateSpec *sp
 {
     size_t n = spec->child_mode == MIGRATE_CHILD_MIGRATE ? spec->nchildren : 0;
     MigrateSpec *kspec = xcalloc(n ? n : 1, sizeof *kspec);
-    BackTable *kids = xcalloc(n ? n : 1, sizeof *kids);
+    WayTable *kids = xcalloc(n ? n : 1, sizeof *kids);
     void **kid_ctx = xcalloc(n ? n : 1, sizeof *kid_ctx);
-    BackTable parent;
+    WayTable parent = {0};
     bool ok = n == 0 || load_children(apply, spec, kspec, err);
 
     memset(st, 0, sizeof *st);
     memset(under, 0, sizeof *under);
-    memset(&parent, 0, sizeof parent);
-    parent.apply = apply;
-    parent.legacy = legacy;
-    parent.spec = spec;
-    parent.stop = stop;
-    for (size_t i = 0; ok && i < n; i++)
+    ok = ok && way_tables(apply, legacy, spec, kspec, n, stop, &parent, kids, err);
+    for (size_t i = 0; i < n; i++)
     {
-        BackTable *k = &kids[i];
-
-        k->spec = &kspec[i];
-        k->ref.map_schema = spec->into_schema;
-        k->ref.map_table = spec->map_table;
-        k->ref.fk_column = spec->children[i].fk_column;
-        k->ids = ids ? &ids[i] : NULL;
-        k->stop = stop;
-        kid_ctx[i] = k;
-        k->own = true;
-        ok = kid_connect(apply, legacy == apply ? NULL : legacy, spec, &k->apply, &k->legacy,
-                         err);
+        kids[i].ids = ids ? &ids[i] : NULL;
+        kid_ctx[i] = &kids[i];
     }
     ok = ok && migrate_catch_up_together(back_table, &parent, kid_ctx, n, lock, lock_ctx, err);
     if (ok && !parent.locked)
@@ -274,19 +323,14 @@ migrate_childreverse_switch(PgConn *apply, PgConn *legacy, const MigrateSpec *sp
     stats_since(under, &parent.st, &parent.at_lock);
     for (size_t i = 0; i < n; i++)
     {
-        BackTable *k = &kids[i];
-
-        if (!k->st.caught_up)
+        if (!kids[i].st.caught_up)
             st->caught_up = false;
-        stats_add(st, &k->st);
-        if (k->locked)
-            stats_since(under, &k->st, &k->at_lock);
-        if (ok)
-            log_child(k->spec, &k->st);
-        pg_close(k->apply);
-        pg_close(k->legacy);
-        migrate_spec_free(&kspec[i]);
+        if (kids[i].locked)
+            stats_since(under, &kids[i].st, &kids[i].at_lock);
     }
+    way_tables_end(kids, n, ok, st);
+    for (size_t i = 0; i < n; i++)
+        migrate_spec_free(&kspec[i]);
     if (st->caught_up)
         st->applied_lsn = parent.st.applied_lsn;
     if (ok && st->caught_up && n > 0 && !migrate_reverse_kept_clear(apply, spec, err))
@@ -308,7 +352,7 @@ migrate_childreverse_switch(PgConn *apply, PgConn *legacy, const MigrateSpec *sp
  * each round opened every stream anew, and each walsender decoded again the
  * WAL since its slot's restart point.
  */
-typedef struct Rounds
+struct Rounds
 {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -320,34 +364,19 @@ typedef struct Rounds
     bool kid_ended;          /* ... or ended before the rounds were stopped */
     uint64_t done;           /* the last stop every table reached (0: none) */
     const MigrateSpec *spec;
-} Rounds;
-
-typedef struct FollowTable
-{
-    Rounds *r;
-    size_t i;                /* a child's index */
-    PgConn *apply, *legacy;
-    const MigrateSpec *spec;
-    ReverseParentRef ref;
-    uint64_t first;          /* the first round's stop */
-    Source *src;             /* its stream, while open */
-    ReverseStats st;
-    bool ok;
-    Err err;
-    pthread_t th;
-} FollowTable;
+};
 
 static void
 follow_opened(void *ctx, Source *src)
 {
-    ((FollowTable *) ctx)->src = src;
+    ((WayTable *) ctx)->src = src;
 }
 
 /* Waits on r->cv (r->mu held) at most a second; every 5 s of waiting (*since:
  * when the last status went out) a status keeps t's walsender from its
  * timeout, since nothing reads its stream meanwhile. */
 static void
-round_wait(FollowTable *t, double *since)
+round_wait(WayTable *t, double *since)
 {
     struct timespec ts;
 
@@ -370,7 +399,7 @@ round_wait(FollowTable *t, double *since)
 static bool
 kid_round(void *ctx, uint64_t *stop_lsn, Err *err)
 {
-    FollowTable *t = ctx;
+    WayTable *t = ctx;
     Rounds *r = t->r;
     double since = monotime_s();
 
@@ -391,7 +420,7 @@ kid_round(void *ctx, uint64_t *stop_lsn, Err *err)
 static bool
 parent_round(void *ctx, uint64_t *stop_lsn, Err *err)
 {
-    FollowTable *t = ctx;
+    WayTable *t = ctx;
     Rounds *r = t->r;
     double since = monotime_s();
     uint64_t next = 0;
@@ -434,7 +463,7 @@ parent_round(void *ctx, uint64_t *stop_lsn, Err *err)
 static void *
 kid_follow_main(void *arg)
 {
-    FollowTable *t = arg;
+    WayTable *t = arg;
     Rounds *r = t->r;
     ReverseGate gate = {.caught_up = kid_round, .rounds = true, .opened = follow_opened, .ctx = t};
     double since = monotime_s();
@@ -444,11 +473,11 @@ kid_follow_main(void *arg)
      * long (a backlog), and a stream opened but not read would meet the
      * walsender's timeout. */
     pthread_mutex_lock(&r->mu);
-    while (r->parent_at < t->first && !r->stopping)
+    while (r->parent_at < t->stop && !r->stopping)
         round_wait(t, &since);
     go = !r->stopping;
     pthread_mutex_unlock(&r->mu);
-    t->ok = !go || migrate_reverse_catch_up(t->apply, t->legacy, t->spec, &t->ref, t->first,
+    t->ok = !go || migrate_reverse_catch_up(t->apply, t->legacy, t->spec, &t->ref, t->stop,
                                            &gate, &t->st, &t->err);
     if (!t->ok)
         err_prefix(&t->err, "the way back into %s.%s", t->spec->from_schema,
@@ -468,8 +497,8 @@ follow_rounds(PgConn *db, PgConn *legacy, const MigrateSpec *spec, const Migrate
               ReverseStats *st, Err *err)
 {
     size_t n = spec->nchildren;
-    FollowTable *kids = xcalloc(n ? n : 1, sizeof *kids);
-    FollowTable parent;
+    WayTable *kids = xcalloc(n ? n : 1, sizeof *kids);
+    WayTable parent = {0};
     ReverseGate gate = {.caught_up = parent_round, .rounds = true, .opened = follow_opened,
                         .ctx = &parent};
     Rounds r;
@@ -478,30 +507,16 @@ follow_rounds(PgConn *db, PgConn *legacy, const MigrateSpec *spec, const Migrate
     bool ok = pg_flush_wal(db, &first, err);
 
     memset(&r, 0, sizeof r);
-    memset(&parent, 0, sizeof parent);
     pthread_mutex_init(&r.mu, NULL);
     pthread_cond_init(&r.cv, NULL);
     r.n = n;
     r.kid_at = xcalloc(n ? n : 1, sizeof *r.kid_at);
     r.spec = spec;
+    /* legacy db: one database (migrate_reverse) */
+    ok = ok && way_tables(db, legacy, spec, kspec, n, first, &parent, kids, err);
     parent.r = &r;
-    parent.apply = db;
-    parent.legacy = legacy;
-    parent.spec = spec;
-    for (size_t i = 0; ok && i < n; i++)
-    {
-        FollowTable *k = &kids[i];
-
-        k->r = &r;
-        k->i = i;
-        k->spec = &kspec[i];
-        k->ref.map_schema = spec->into_schema;
-        k->ref.map_table = spec->map_table;
-        k->ref.fk_column = spec->children[i].fk_column;
-        k->first = first;
-        /* legacy db: one database (migrate_reverse) */
-        ok = kid_connect(db, legacy == db ? NULL : legacy, spec, &k->apply, &k->legacy, err);
-    }
+    for (size_t i = 0; i < n; i++)
+        kids[i].r = &r;
     for (; ok && started < n; started++)
         if (pthread_create(&kids[started].th, NULL, kid_follow_main, &kids[started]) != 0)
             ok = err_set(err, EC_INTERNAL, "could not start a child's way back");
@@ -525,16 +540,7 @@ follow_rounds(PgConn *db, PgConn *legacy, const MigrateSpec *spec, const Migrate
             break;
         }
     stats_add(st, &parent.st);
-    for (size_t i = 0; i < n; i++)
-    {
-        FollowTable *k = &kids[i];
-
-        stats_add(st, &k->st);
-        if (ok)
-            log_child(k->spec, &k->st);
-        pg_close(k->apply);
-        pg_close(k->legacy);
-    }
+    way_tables_end(kids, n, ok, st);
     st->caught_up = ok && r.done != 0;
     if (r.done != 0)
         st->applied_lsn = r.done;
