@@ -11,7 +11,7 @@
 # `migrate --switch` without a writer; prints the switch's "lock held" line.  With V7FILL only:
 # before the switch, a transaction writing BENCH_SC_MAP (default 20000) map rows and their new
 # rows, each with a child inserted before it (NULL uuid), timed with the map's trigger and with
-# it disabled.
+# it disabled (BENCH_SC_MAP=0: not; then both binaries run the same steps).
 #
 # BENCH_SC_MODE=migrate (default expand): --child-mode migrate, the child its own UUIDv7 table
 # with its own slot; no map-cost step; just before the switch, each v7fill slot's lag
@@ -94,7 +94,7 @@ run() { # run NAME BINARY
                               pg_size_pretty(pg_current_wal_lsn() - restart_lsn) || ' behind, confirmed_flush_lsn ' ||
                               pg_size_pretty(pg_current_wal_lsn() - confirmed_flush_lsn)
                          FROM pg_replication_slots WHERE database = '$db' ORDER BY slot_name"
-    elif [ "$1" != base ]; then
+    elif [ "$1" != base ] && [ "$MAPROWS" != 0 ]; then
         map_cost "$db" "$into"
     fi
     out=$(PGDATABASE=$db "$2" migrate --into "$into" --switch 2>&1) || { echo "$out"; exit 1; }

@@ -112,6 +112,7 @@ base_n=$(count_stmts base.out)
 
 writer during.out & BG+=($!)
 sleep 1
+fill_t0=$(q "SELECT now()")
 t0=$(date +%s%N)
 child 0 fill
 fill_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
@@ -130,6 +131,13 @@ assert_eq 50000 "$(OUT=$fill1 stat rows | awk '{print ($1 >= 50000) ? 50000 : $1
 min_filled=$(( 50000 - 1000 - orphans0 - during_n ))
 [ "$(OUT=$fill1 stat filled)" -ge "$min_filled" ] \
     || fail "fill set $(OUT=$fill1 stat filled) rows, fewer than $min_filled"
+
+# The fill analyzed the column it wrote: the setup's ANALYZE knew no order_id_uuid, and without
+# statistics of it a later pass read its batches through the index on order_id_uuid.
+assert_eq t "$(q "SELECT last_analyze >= '$fill_t0'::timestamptz FROM pg_stat_user_tables WHERE relid = 'order_items'::regclass")" \
+    "the fill analyzed the child once it had filled order_id_uuid"
+assert_eq t "$(q "SELECT null_frac < 0.2 FROM pg_stats WHERE tablename = 'order_items' AND attname = 'order_id_uuid'")" \
+    "order_id_uuid's statistics are those of the filled column"
 
 # Every row with a parent in the map carries its id; NULL keys and orphans carry none.
 wrong() {
