@@ -17,7 +17,9 @@
 # all in one round: the parent's way back inserts and deletes that parent (and its map row)
 # before the payments' way back inserts their rows, whose legacy order_id must still be that
 # parent's key (before, it was the NULL order_id: SQLSTATE 23502 on every --reverse, exit 5 from
-# the switch back).
+# the switch back).  Before that switch back a transaction its LOCK waits for clears a payment's
+# order_id_uuid: the fill under the lock (by the ids the way back wrote there) gives it its
+# parent's uuid again, its order_id kept on both sides.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 INTO=wb_orders_v7
@@ -200,9 +202,38 @@ done
 # ---- more writes, then the switch back (their catch-up on its own connection, as a replica)
 app_writes 30
 [ "$(pdiff wb_orders wb_orders_legacy 2>/dev/null)" -gt 20 ] || fail "writes pending for the switch back"
+# A transaction the switch back's LOCK waits for clears a payment's order_id_uuid (its order_id
+# stays: the legacy payments' order_id is NOT NULL, so the way back keeps it there): the way back
+# applies it under the lock, and the fill under the lock (by the ids the way back wrote) gives
+# the payment its parent's uuid again, so both sides name the same parent.
+read -r nn_id nn_key <<<"$(q "SELECT c.id, c.order_id FROM wb_items_nn c JOIN ${INTO}_id_map m ON m.id = c.order_id_uuid
+    WHERE c.order_id = m.legacy_id ORDER BY c.legacy_id LIMIT 1" | tr '|' ' ')"
+[ -n "$nn_key" ] || fail "a payment naming its parent by both keys"
+cat >held.sql <<SQL
+BEGIN;
+UPDATE wb_items_nn SET order_id_uuid = NULL, qty = qty + 1 WHERE id = '$nn_id';
+UPDATE wb_orders SET amount = amount + 1 WHERE legacy_id = $nn_key;
+DO \$\$ BEGIN
+  FOR i IN 1..3000 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted
+                       AND relation IN ('wb_orders'::regclass, 'wb_items_nn'::regclass));
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+END \$\$;
+COMMIT;
+SQL
+psql -X -q -At -v ON_ERROR_STOP=1 -f held.sql >held.log 2>&1 &
+held=$!
 run_expect 0 "$V7FILL" migrate --into "$INTO" --switch
+wait "$held" || { cat held.log; fail "the transaction held open across the switch back"; }
 echo "$OUT"
 assert_contains "$OUT" "switched back: public.wb_orders is the legacy table again" "switched back"
+assert_contains "$OUT" "the fill under the lock read only the rows of the 1 ids the way back wrote there" \
+    "the fill under the lock read the one payment the way back wrote under it"
+assert_eq "$nn_key|$nn_key|true" "$(q "SELECT c.order_id || '|' || l.order_id || '|' || (c.order_id_uuid = m.id)
+    FROM wb_items_nn_v7 c JOIN wb_items_nn l ON l.id = c.legacy_id JOIN ${INTO}_id_map m ON m.legacy_id = $nn_key
+    WHERE c.id = '$nn_id'")" \
+    "the payment whose order_id_uuid was cleared under the lock names its parent again on both sides"
 assert_eq 0 "$(pdiff "$INTO" wb_orders)" "the legacy parent holds every write made to the new one"
 for c in na rs cc nn; do
     assert_eq 0 "$(cdiff wb_items_${c}_v7 wb_items_$c)" "the legacy child wb_items_$c holds every write made to the new one"
