@@ -17,6 +17,7 @@
 
 #include "v7fill/import_report.h"
 #include "v7fill/interrupt.h"
+#include "v7fill/load_analyze.h"
 #include "v7fill/log.h"
 #include "v7fill/monotime.h"
 #include "v7fill/rejects.h"
@@ -77,7 +78,6 @@ import_options_default(ImportOptions *o)
     memset(o, 0, sizeof *o);
     pipeline_options_default(&o->common);
     csv_options_default(&o->csv);
-    o->analyze = true;
     o->record_every_s = 60;
 }
 
@@ -852,90 +852,6 @@ importer_file(Importer *im, const char *path, Err *err)
     return ok;
 }
 
-static bool
-interrupted(void)
-{
-    return interrupt_signal() != 0;
-}
-
-/* "VERB relation", cancelled by Ctrl-C (*cancelled then): on a large table
- * the closing statements can take minutes. */
-static bool
-importer_closing_exec(Importer *im, const char *verb, const char *rel, bool *cancelled, Err *err)
-{
-    char *sql = xasprintf("%s %s", verb, rel);
-    bool ok = pg_exec_cancellable(im->conn, sql, interrupted, cancelled, err);
-
-    free(sql);
-    return ok;
-}
-
-static bool
-importer_analyze_once(Importer *im, Err *err)
-{
-    /* ANALYZE of a partitioned table also analyzes every partition (PostgreSQL
-     * < 18 has no ANALYZE ONLY), so one statement covers the partitions filled
-     * and gives the parent the statistics autovacuum never collects for it. */
-    double t0 = monotime_s();
-    bool cancelled;
-
-    log_info("ANALYZE %s and its partitions (--no-analyze skips this)", im->target_q);
-    /* Cancelled, each partition analyzed so far keeps its statistics. */
-    if (!importer_closing_exec(im, "ANALYZE", im->target_q, &cancelled, err))
-        return false;
-    if (cancelled)
-    {
-        log_warn("interrupted: the closing ANALYZE cancelled after %.1f s and VACUUM "
-                 "(ANALYZE) %s skipped; every row is imported (ANALYZE %s gives the "
-                 "parent its statistics)",
-                 monotime_s() - t0, im->lookup_q, im->target_q);
-        return true;
-    }
-    if (interrupt_signal() != 0)
-    {
-        log_warn("interrupted: VACUUM (ANALYZE) %s skipped; every row is imported", im->lookup_q);
-        return true;
-    }
-    log_info("ANALYZE done in %.1f s; VACUUM (ANALYZE) %s", monotime_s() - t0, im->lookup_q);
-    t0 = monotime_s();
-    /* VACUUM sets the lookup's visibility map, so the next run's duplicate
-     * probes are index-only scans (measured: 10,000 probes 55 ms -> 37 ms). */
-    if (!importer_closing_exec(im, "VACUUM (ANALYZE)", im->lookup_q, &cancelled, err))
-        return false;
-    if (cancelled)
-    {
-        log_warn("interrupted: VACUUM (ANALYZE) %s cancelled; every row is imported",
-                 im->lookup_q);
-        return true;
-    }
-    log_info("VACUUM done in %.1f s", monotime_s() - t0);
-    return true;
-}
-
-/* The closing ANALYZE and VACUUM, after every row has committed: a lost
- * connection is reconnected as during the batches and both run again (they
- * can run any number of times). */
-static bool
-importer_analyze(Importer *im, Err *err)
-{
-    double t0 = monotime_s();
-
-    for (int attempts = 0;; attempts++)
-    {
-        if (importer_analyze_once(im, err))
-        {
-            im->st->closing_s = monotime_s() - t0;
-            return true;
-        }
-        if (!pg_err_is_connection(err) || attempts >= 5 || !pipeline_reconnect(im->pl, err))
-        {
-            err_prefix(err, "every row is committed, but the closing ANALYZE and VACUUM did "
-                            "not complete");
-            return false;
-        }
-    }
-}
-
 static void
 importer_free(Importer *im)
 {
@@ -1037,11 +953,13 @@ import_run(PgConn *c, const ImportOptions *o, ImportStats *st, Err *err)
             goto out;
     if (!pipeline_finish(im.pl, err))
         goto out;
-    if (!o->common.plan && o->analyze && st->inserted > 0 && interrupt_signal() != 0)
+    if (!o->common.plan && o->common.analyze && st->inserted > 0 && interrupt_signal() != 0)
         log_warn("interrupted: the closing ANALYZE and VACUUM skipped; every row is imported "
                  "(ANALYZE %s gives the parent its statistics)",
                  im.target_q);
-    else if (!o->common.plan && o->analyze && st->inserted > 0 && !importer_analyze(&im, err))
+    else if (!o->common.plan && o->common.analyze && st->inserted > 0 &&
+             !load_analyze(im.pl, im.conn, "every row is imported", "--no-analyze",
+                           &st->closing_s, err))
         goto out;
     ok = true;
 out:

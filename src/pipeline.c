@@ -231,6 +231,7 @@ pipeline_options_default(PipelineOptions *o)
     o->lock_timeout_ms = 5000;
     o->reconnect_attempts = 5;
     o->jobs = 1;
+    o->analyze = true;
 }
 
 bool

@@ -31,6 +31,7 @@
 
 #include "v7fill/catalog.h"
 #include "v7fill/interrupt.h"
+#include "v7fill/load_analyze.h"
 #include "v7fill/log.h"
 #include "v7fill/maintain.h"
 #include "v7fill/mem.h"
@@ -1531,6 +1532,25 @@ copy_done(Streamer *s, Err *err)
     return stream_state_put(s->conn, s->o->slot, &s->state, err);
 }
 
+/* The copy's rows, committed and stored as such: the target's statistics (a
+ * partitioned parent has none until someone analyzes it: load_analyze.h),
+ * before the changes.  The stream does not depend on them: a failure only
+ * warns (the phase is stored; no later run analyzes again). */
+static void
+analyze_copy(Streamer *s)
+{
+    Err e = {0};
+    double secs = 0;
+
+    if (!s->o->common.analyze || s->st->copied == 0 || interrupt_signal() != 0)
+        return;
+    if (load_analyze(s->pl, s->conn, "the initial copy is complete", "--no-analyze", &secs, &e))
+        s->st->rows.closing_s += secs;
+    else
+        log_warn("%s: %s; the stream goes on (ANALYZE %s gives the table its statistics)",
+                 s->relation, e.msg, pipeline_target_q(s->pl));
+}
+
 static bool
 run_copy(Streamer *s, const char *snapshot, Err *err)
 {
@@ -1595,6 +1615,7 @@ run_copy(Streamer *s, const char *snapshot, Err *err)
              "changes from the slot",
              s->relation, s->st->copied, s->po->jobs > 1 ? s->po->jobs : 1,
              s->po->jobs > 1 ? "s" : "");
+    analyze_copy(s);
     return true;
 }
 

@@ -28,7 +28,6 @@ typedef struct ImportOptions
     bool new_source_ref;      /* allow another template than the one a file was imported with */
     const char *rejects_path; /* NULL → "<table>.rejects.csv" */
     const char *late_path;    /* late-rows output; NULL → "<table>.late.csv" */
-    bool analyze;             /* ANALYZE filled partitions and the parent */
     bool skip_finished;       /* skip files an earlier run imported completely */
     int record_every_s;       /* a run row (v7fill.run) for the rows imported since the last,
                                  this often (default 60); 0: one at the end */

@@ -100,6 +100,9 @@ typedef struct PipelineOptions
                                  pg_partman's, else none (every row is on time) */
     int64_t near_cutoff_us;   /* 0 = 10% of the retention, at least one window */
     bool keep_expired;        /* insert rows whose window is retired anyway */
+    bool analyze;             /* the load's closing ANALYZE of the target and VACUUM of its
+                                 lookup (load_analyze.h; default on): an import's end, a
+                                 stream's or a migration's initial copy */
 } PipelineOptions;
 
 void pipeline_options_default(PipelineOptions *o);

@@ -476,7 +476,7 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                 o.common.lock_timeout_ms = (int) n;
                 break;
             case OPT_NO_ANALYZE:
-                o.analyze = false;
+                o.common.analyze = false;
                 break;
             case OPT_SKIP_FINISHED:
                 o.skip_finished = true;

@@ -33,6 +33,7 @@ enum
     OPT_VERIFY,
     OPT_DRY_RUN,
     OPT_FULL_FILL,
+    OPT_NO_ANALYZE,
     OPT_STATUS,
     OPT_JSON,
     OPT_SWITCH,
@@ -50,7 +51,7 @@ migrate_usage(FILE *out)
     fputs("Usage: v7fill [-d TARGET_CONNINFO] migrate --from SCHEMA.TABLE --key COL\n"
           "                --time-column COL --into [SCHEMA.]TABLE [--source CONNINFO]\n"
           "                [--child 'SCHEMA.TABLE(COL)[:TIMECOL]']...\n"
-          "                [--child-mode expand|migrate] [--full-fill]\n"
+          "                [--child-mode expand|migrate] [--full-fill] [--no-analyze]\n"
           "                [--window-tz TZ] [--follow] [--verify] [--dry-run]\n"
           "       v7fill [-d TARGET_CONNINFO] migrate --into [SCHEMA.]TABLE\n"
           "                --status [--json] | --verify | --switch | --reverse [--follow]\n"
@@ -88,6 +89,8 @@ migrate_usage(FILE *out)
           "                         a rerun whose child was filled and its foreign key\n"
           "                         validated reads only the rows whose COL_uuid is NULL\n"
           "                         (full_pass=no on the child line)\n"
+          "  --no-analyze           after each table's copy, do not ANALYZE the UUIDv7\n"
+          "                         table (and its partitions) nor VACUUM its map\n"
           "  --follow               keep applying changes until SIGINT/SIGTERM (default:\n"
           "                         stop once caught up); expand-mode children in another\n"
           "                         database: their rows still without COL_uuid filled by\n"
@@ -545,6 +548,7 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
         {"verify", no_argument, NULL, OPT_VERIFY},
         {"dry-run", no_argument, NULL, OPT_DRY_RUN},
         {"full-fill", no_argument, NULL, OPT_FULL_FILL},
+        {"no-analyze", no_argument, NULL, OPT_NO_ANALYZE},
         {"status", no_argument, NULL, OPT_STATUS},
         {"json", no_argument, NULL, OPT_JSON},
         {"switch", no_argument, NULL, OPT_SWITCH},
@@ -622,6 +626,9 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
                 break;
             case OPT_FULL_FILL:
                 o.full_fill = true;
+                break;
+            case OPT_NO_ANALYZE:
+                o.common.analyze = false;
                 break;
             case OPT_JSON:
                 json = true;

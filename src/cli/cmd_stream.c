@@ -39,6 +39,7 @@ enum
     OPT_GROUP_ROWS,
     OPT_GROUP_MS,
     OPT_NO_SNAPSHOT,
+    OPT_NO_ANALYZE,
     OPT_RESNAPSHOT,
     OPT_UNTIL_CAUGHT_UP,
     OPT_STREAMING,
@@ -103,6 +104,8 @@ stream_usage(FILE *out)
           "  --resnapshot           the stream's slot was invalidated (wal_status lost) or is\n"
           "                         gone: drop it, create it again and copy the table anew\n"
           "                         (rows already there count as duplicates); the counts go on\n"
+          "  --no-analyze           after the initial copy, do not ANALYZE the target (and\n"
+          "                         its partitions) nor VACUUM the lookup table\n"
           "\n"
           "Rows:\n"
           "  --time-column COL      the event time each id carries (default created_at)\n"
@@ -524,6 +527,7 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
         {"group-rows", required_argument, NULL, OPT_GROUP_ROWS},
         {"group-ms", required_argument, NULL, OPT_GROUP_MS},
         {"no-snapshot", no_argument, NULL, OPT_NO_SNAPSHOT},
+        {"no-analyze", no_argument, NULL, OPT_NO_ANALYZE},
         {"resnapshot", no_argument, NULL, OPT_RESNAPSHOT},
         {"until-caught-up", no_argument, NULL, OPT_UNTIL_CAUGHT_UP},
         {"streaming", required_argument, NULL, OPT_STREAMING},
@@ -682,6 +686,9 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
                 break;
             case OPT_NO_SNAPSHOT:
                 o.no_snapshot = true;
+                break;
+            case OPT_NO_ANALYZE:
+                o.common.analyze = false;
                 break;
             case OPT_RESNAPSHOT:
                 o.resnapshot = true;

@@ -108,6 +108,20 @@ hold_inserts() {
        CREATE TRIGGER t_hold_inserts BEFORE INSERT ON $1 FOR EACH ROW EXECUTE FUNCTION t_hold_inserts()" >/dev/null
 }
 
+# until_waited_sql "'REL'::regclass[, ...]": a DO block that returns once a lock on one of
+# the relations is waited for (at most 30 s): a transaction ending with it commits just
+# after another session (a switch's LOCK) began to wait for it.
+until_waited_sql() {
+    cat <<SQL
+DO \$\$ BEGIN
+  FOR i IN 1..3000 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND relation IN ($1));
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+END \$\$;
+SQL
+}
+
 # hold_lock DB TABLE MODE SECONDS: a session of DB (application_name t_holder) holds TABLE in
 # MODE for SECONDS in the background, its pid in $HOLDER; returns once the lock is granted.
 hold_lock() {

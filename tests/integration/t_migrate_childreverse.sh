@@ -319,12 +319,7 @@ WITH p AS (INSERT INTO orders (id, created_at, amount, note)
              SELECT t_uuid7(), now(), 1, 'c3' FROM generate_series(1, 20) RETURNING id)
 INSERT INTO items_cr (id, order_id_uuid, created_at, qty, label) SELECT t_uuid7(), id, now(), 1, 'c3' FROM p;
 UPDATE items_cr SET order_id_uuid = '$to_uuid' WHERE id = '$mv_id';
-DO \$\$ BEGIN
-  FOR i IN 1..3000 LOOP
-    EXIT WHEN EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'orders'::regclass);
-    PERFORM pg_sleep(0.01);
-  END LOOP;
-END \$\$;
+$(until_waited_sql "'orders'::regclass")
 COMMIT;
 SQL
 psql -X -q -At -v ON_ERROR_STOP=1 -f held.sql >held.log 2>&1 &

@@ -213,13 +213,7 @@ cat >held.sql <<SQL
 BEGIN;
 UPDATE wb_items_nn SET order_id_uuid = NULL, qty = qty + 1 WHERE id = '$nn_id';
 UPDATE wb_orders SET amount = amount + 1 WHERE legacy_id = $nn_key;
-DO \$\$ BEGIN
-  FOR i IN 1..3000 LOOP
-    EXIT WHEN EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted
-                       AND relation IN ('wb_orders'::regclass, 'wb_items_nn'::regclass));
-    PERFORM pg_sleep(0.01);
-  END LOOP;
-END \$\$;
+$(until_waited_sql "'wb_orders'::regclass, 'wb_items_nn'::regclass")
 COMMIT;
 SQL
 psql -X -q -At -v ON_ERROR_STOP=1 -f held.sql >held.log 2>&1 &

@@ -45,6 +45,14 @@ for t in "$INTO" "$CINTO"; do
 done
 assert_eq "Europe/Berlin Europe/Berlin" "$(q "SELECT string_agg(window_tz, ' ' ORDER BY into_table) FROM v7fill.migration")" \
     "the zone is stored with the parent's and the child's migration"
+# After each copy: ANALYZE of the partitioned table (autovacuum never analyzes one) and VACUUM of its map
+for t in "$INTO" "$CINTO"; do
+    assert_eq t "$(q "SELECT count(*) > 0 FROM pg_stats WHERE schemaname = 'public' AND tablename = '$t' AND inherited
+                       AND attname = 'legacy_id'")" "$t: analyzed after its copy (the partitioned table's own statistics)"
+    assert_eq t "$(q "SELECT last_vacuum IS NOT NULL FROM pg_stat_user_tables WHERE relid = '${t}_id_map'::regclass")" \
+        "${t}_id_map: vacuumed after the copy"
+done
+assert_contains "$OUT" "ANALYZE done in" "the ANALYZE after the copy is logged"
 
 # A rerun naming another zone after the copy finished is refused; one without the option keeps the stored zone, also for
 # the windows the capture makes (rows far in the past, in months without a window yet).
@@ -88,10 +96,11 @@ ship() { "$V7FILL" migrate --from public.shipments --key id --time-column create
 run_expect 3 ship
 assert_contains "$OUT" "--window-tz" "without --window-tz: the error names the option"
 # The first run stored the migration (UTC); its copy did not finish, so the zone can change.
-run_expect 0 ship --window-tz Europe/Berlin
+run_expect 0 ship --window-tz Europe/Berlin --no-analyze
 assert_contains "$OUT" "start at midnight in Europe/Berlin from now on, not in UTC" "the change of zone is said"
 assert_eq "Europe/Berlin" "$(q "SELECT window_tz FROM v7fill.migration WHERE into_table = 'shipments_v7'")" "the new zone is stored"
 assert_eq 100 "$(q "SELECT count(*) FROM shipments_v7")" "with --window-tz the rows go into the Berlin windows"
+assert_eq 0 "$(q "SELECT count(*) FROM pg_stats WHERE tablename = 'shipments_v7' AND inherited")" "--no-analyze: not analyzed after the copy"
 read -r off all <<<"$(off_midnight shipments_v7)"
 assert_eq 0 "$off" "every window of the target made beforehand starts at Berlin midnight"
 drop_slots

@@ -64,6 +64,8 @@ assert_eq 0 "$(q "SELECT count(*) FROM orders_v7 WHERE ('x' || lpad(substr(repla
                                       <> floor(extract(epoch FROM created_at) * 1000)")" \
     "every id carries its row's time to the ms"
 assert_eq "stream" "$(q "SELECT phase FROM v7fill.stream WHERE slot = '$SLOT'")" "the copy is done"
+assert_eq t "$(q "SELECT count(*) > 0 FROM pg_stats WHERE tablename = 'orders_v7' AND inherited AND attname = 'legacy_id'")" \
+    "the partitioned target analyzed after the initial copy (autovacuum never analyzes it)"
 confirmed=$(q "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$SLOT'")
 stored=$(q "SELECT end_lsn FROM v7fill.stream WHERE slot = '$SLOT'")
 assert_eq t "$(q "SELECT '$confirmed'::pg_lsn <= '$stored'::pg_lsn")" "the slot never ahead of the stored position"
