@@ -16,7 +16,8 @@
 # BENCH_WB_CHILD=1 adds a --child-mode migrate child, items (BENCH_WB_ROWS rows, one per order):
 # the application's transaction also inserts an item for each new order, by order_id_uuid
 # alone, and updates every tenth item's quantity; the way back translates each item's
-# order_id_uuid through the parent's map (in two databases, a look-up on the target).
+# order_id_uuid through the parent's map (in two databases, looked up on the target
+# ahead, in one query per group of changes read ahead).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 V7FILL=${V7FILL:-$root/build/v7fill}

@@ -35,6 +35,7 @@
 #include "v7fill/migrate_switch.h"
 #include "v7fill/pg_pipe.h"
 #include "v7fill/pgoutput.h"
+#include "v7fill/record_hold.h"
 #include "v7fill/replconn.h"
 #include "v7fill/source_pgoutput.h"
 
@@ -76,7 +77,18 @@ typedef struct Rev
     PgPipe *pipe;                /* c's statements while a group is open (pg_pipe.h) */
     PgPipe *mpipe;               /* split: m's while its transaction is open (NULL: one database) */
     const ReverseGate *gate;     /* switching back: the hand-over at the stop (NULL: none) */
+    /* Two databases: the changes read ahead, up to REV_AHEAD of them (or
+     * REV_AHEAD_BYTES of their values) within a group, and the legacy keys their ids have, looked up on the target in
+     * one query (ahead_lookup) before they are applied; each result's rows
+     * (uuid, key) sorted by the uuid's text, bytewise.  A uuid not there is
+     * looked up on its own (a row inserted earlier in the same read-ahead). */
+    RecordHold ahead;
+    PGresult *keys;              /* the map's keys of the update's and delete's ids */
+    PGresult *pkeys;             /* a migrate-mode child: the parent map's keys of <fk>_uuid */
 } Rev;
+
+#define REV_AHEAD 512
+#define REV_AHEAD_BYTES (8u << 20)
 
 /* What a statement sent on the pipe applied (its PgPipeNote's kind). */
 enum
@@ -348,6 +360,11 @@ rev_free(Rev *r)
     buf_free(&r->sql);
     pg_pipe_free(r->pipe);
     pg_pipe_free(r->mpipe);
+    record_hold_free(&r->ahead);
+    if (r->keys)
+        PQclear(r->keys);
+    if (r->pkeys)
+        PQclear(r->pkeys);
 }
 
 /* A change's update or delete, its result read (pg_pipe.h): 0 rows, the
@@ -456,14 +473,49 @@ take_fields(Rev *r, const Field *fields)
     }
 }
 
+/* The key the read-ahead's look-up found for uuid (keys: rows (uuid, key)
+ * sorted bytewise by the uuid), into out; false: none found there. */
+static bool
+looked_up(const PGresult *keys, const char *uuid, char *out, size_t size)
+{
+    int lo = 0, hi = keys ? PQntuples(keys) : 0;
+
+    if (uuid == NULL)
+        return false;
+    while (lo < hi)
+    {
+        int mid = lo + (hi - lo) / 2;
+        int c = strcmp(PQgetvalue(keys, mid, 0), uuid);
+
+        if (c == 0)
+        {
+            (void) snprintf(out, size, "%s", PQgetvalue(keys, mid, 1));
+            return true;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
 /* The legacy key of the row with this uuid, through the map (*found false:
  * no map row). */
 static bool
 map_lookup(Rev *r, const char *id, char *out, size_t size, bool *found, Err *err)
 {
     PGresult *res;
-    char *sql = xasprintf("SELECT legacy_id::text FROM %s WHERE id = $1", r->map_q);
-    bool ok = query_on(r, r->m, sql, 1, &id, &res, err);
+    char *sql;
+    bool ok;
+
+    if (looked_up(r->keys, id, out, size))
+    {
+        *found = true;
+        return true;
+    }
+    sql = xasprintf("SELECT legacy_id::text FROM %s WHERE id = $1", r->map_q);
+    ok = query_on(r, r->m, sql, 1, &id, &res, err);
 
     free(sql);
     if (!ok)
@@ -532,6 +584,11 @@ fk_resolve(Rev *r, const char *uuid, const char *given, char *buf, size_t size,
     *out = given;
     if (uuid == NULL && (given == NULL || r->fk_required))
         return true;
+    if (looked_up(r->pkeys, uuid, buf, size))
+    {
+        *out = buf;
+        return true;
+    }
     sql = uuid ? xasprintf("SELECT COALESCE((SELECT legacy_id::text FROM %s WHERE id = $1::uuid), "
                            "(SELECT legacy_id FROM v7fill.migrate_reverse_kept WHERE map_table = "
                            "$2 AND id = $1::uuid))",
@@ -1007,10 +1064,8 @@ commit_group(Rev *r, Err *err)
 }
 
 static bool
-apply_record(Rev *r, const Record *rec, Err *err)
+apply_change(Rev *r, const Record *rec, Err *err)
 {
-    if (rec->op == REC_BOUNDARY)
-        return !r->in_txn || commit_group(r, err);
     if (!r->in_txn)
     {
         if (!pg_pipe_begin(r->pipe, err))
@@ -1032,6 +1087,120 @@ apply_record(Rev *r, const Record *rec, Err *err)
         default:
             return err_set(err, EC_INTERNAL, "the way back got a record of kind %d", rec->op);
     }
+}
+
+static void
+ahead_forget(Rev *r)
+{
+    record_hold_clear(&r->ahead);
+    if (r->keys)
+        PQclear(r->keys);
+    if (r->pkeys)
+        PQclear(r->pkeys);
+    r->keys = r->pkeys = NULL;
+}
+
+/* uuids: a text[] literal of the uuids; sql: a query of (uuid text, key
+ * text) over unnest($1::uuid[]) u, each key by a scalar subquery (one probe
+ * of an index per uuid: no estimate of an array's elements, no join to
+ * plan); the rows with a key, sorted bytewise by the uuid (looked_up). */
+static bool
+ahead_query(Rev *r, const char *sql_key, const char *const *uuids, size_t n, bool kept,
+            PGresult **out, Err *err)
+{
+    char *arr, *sql;
+    const char *p[2];
+    bool ok;
+
+    if (n == 0)
+        return true;
+    arr = pg_array_literal(uuids, (int) n);
+    sql = xasprintf("SELECT u::text, k FROM (SELECT u, %s AS k FROM unnest($1::uuid[]) u) x WHERE "
+                    "k IS NOT NULL ORDER BY u::text COLLATE \"C\"",
+                    sql_key);
+    p[0] = arr;
+    p[1] = r->pmap_key;
+    ok = query_on(r, r->m, sql, kept ? 2 : 1, p, out, err);
+    free(sql);
+    free(arr);
+    return ok;
+}
+
+/* Two databases: the legacy keys the read-ahead changes need, in (at most)
+ * two queries on the target instead of one per change: the map's key of each
+ * update's and delete's id, and, for a migrate-mode child, the parent map's
+ * (or the round's kept) key of each <fk>_uuid written. */
+static bool
+ahead_lookup(Rev *r, Err *err)
+{
+    const char **ids = xcalloc(r->ahead.n + 1, sizeof *ids);
+    const char **fks = xcalloc(r->ahead.n + 1, sizeof *fks);
+    char **owned = xcalloc(2 * r->ahead.n + 1, sizeof *owned);
+    size_t nids = 0, nfks = 0, nowned = 0;
+    char *key = NULL, *pkey = NULL;
+    bool ok;
+
+    for (size_t i = 0; i < r->ahead.n; i++)
+    {
+        Record rec = record_hold_get(&r->ahead, i);
+        const Field *fk = r->fk_common >= 0 ? &rec.fields[r->f_fku] : NULL;
+
+        if (rec.op == REC_UPDATE || rec.op == REC_DELETE)
+        {
+            char *id = change_id(r, &rec);
+
+            if (id)
+                ids[nids++] = owned[nowned++] = id;
+        }
+        if (fk && rec.op != REC_DELETE && !fk->is_null && !fk->unchanged && fk->data)
+            fks[nfks++] = owned[nowned++] = xstrndup(fk->data, fk->len);
+    }
+    key = xasprintf("(SELECT m.legacy_id::text FROM %s m WHERE m.id = u)", r->map_q);
+    if (r->pmap_q)
+        pkey = xasprintf("COALESCE((SELECT m.legacy_id::text FROM %s m WHERE m.id = u), (SELECT "
+                         "g.legacy_id FROM v7fill.migrate_reverse_kept g WHERE g.map_table = $2 "
+                         "AND g.id = u))",
+                         r->pmap_q);
+    ok = ahead_query(r, key, ids, nids, false, &r->keys, err) &&
+         (pkey == NULL || ahead_query(r, pkey, fks, nfks, true, &r->pkeys, err));
+    free(key);
+    free(pkey);
+    for (size_t i = 0; i < nowned; i++)
+        free(owned[i]);
+    free(owned);
+    free(ids);
+    free(fks);
+    return ok;
+}
+
+/* The read-ahead changes applied, in their order. */
+static bool
+ahead_apply(Rev *r, Err *err)
+{
+    bool ok = r->ahead.n == 0 || ahead_lookup(r, err);
+
+    for (size_t i = 0; ok && i < r->ahead.n; i++)
+    {
+        Record rec = record_hold_get(&r->ahead, i);
+
+        ok = apply_change(r, &rec, err);
+    }
+    ahead_forget(r);
+    return ok;
+}
+
+/* One database: each change applied as it comes (no look-up waits for an
+ * answer).  Two: read ahead (ahead_lookup), applied at the group's end or
+ * every REV_AHEAD changes. */
+static bool
+apply_record(Rev *r, const Record *rec, Err *err)
+{
+    if (rec->op == REC_BOUNDARY)
+        return ahead_apply(r, err) && (!r->in_txn || commit_group(r, err));
+    if (!r->split)
+        return apply_change(r, rec, err);
+    record_hold_add(&r->ahead, rec);
+    return (r->ahead.n < REV_AHEAD && r->ahead.bytes < REV_AHEAD_BYTES) || ahead_apply(r, err);
 }
 
 static bool
@@ -1142,6 +1311,9 @@ run_source(Rev *r, ReplConn *repl, uint64_t stop_lsn, uint64_t start, Err *err)
         if (eof)
             break;
     }
+    if (ok)
+        ok = ahead_apply(r, err);
+    ahead_forget(r);
     if (ok && r->in_txn)
         ok = commit_group(r, err);
     if (r->in_txn)

@@ -6,7 +6,9 @@
 # target after the switch has no legacy key and no map row: --verify names it, until the way back
 # (--reverse, two databases: read from the target's slot, written into the source's legacy
 # table) gives it the next key of the legacy table's own sequence and a map row; the application's
-# update and delete of older rows reach the legacy table too, each once.
+# update and delete of older rows reach the legacy table too, each once; so do, in one
+# transaction, a row inserted with legacy_id NULL and updated (its key looked up after its
+# insert, not by the way back's look-up ahead), an update and a delete.
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 SRC_DB="${PGDATABASE}_src"
@@ -115,6 +117,24 @@ q "UPDATE $INTO SET note = 'again' WHERE note = 'after the switch'" >/dev/null
 mig 0 --reverse
 assert_contains "$OUT" "inserted=0 updated=1 deleted=0 missing=0" "a later update once, found through the map"
 assert_eq "again" "$(qs "SELECT note FROM orders_legacy WHERE id = 2001")" "the row the way back keyed"
+# The way back reads a group's changes ahead and looks their legacy keys up in one query first:
+# a row inserted with legacy_id NULL (its key from the target's sequence, in its map row only)
+# and updated in the same transaction is looked up after its insert, not from that query.
+at=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
+qs "DELETE FROM items WHERE order_id = 13; DELETE FROM payments WHERE order_id = 13" >/dev/null
+q "BEGIN;
+   INSERT INTO $INTO (id, legacy_id, created_at, note) VALUES ('$("$V7FILL" uuid new --at "$at")', NULL, '$at', 'ahead');
+   UPDATE $INTO SET note = 'ahead, updated' WHERE note = 'ahead';
+   UPDATE $INTO SET note = 'twelve' WHERE legacy_id = 12;
+   DELETE FROM $INTO WHERE legacy_id = 13;
+   COMMIT" >/dev/null
+mig 0 --reverse
+assert_contains "$OUT" "inserted=1 updated=2 deleted=1 missing=0" "the read-ahead group applied each change once"
+assert_eq "ahead, updated|twelve|0" "$(qs "SELECT (SELECT note FROM orders_legacy WHERE id = $(q "SELECT m.legacy_id FROM ${INTO}_id_map m
+        JOIN $INTO t USING (id) WHERE t.note = 'ahead, updated'")), (SELECT note FROM orders_legacy WHERE id = 12),
+        (SELECT count(*) FROM orders_legacy WHERE id = 13)")" \
+    "the row inserted without a legacy key, updated in its transaction, is in the legacy table under its map row's key"
+q "UPDATE $INTO t SET legacy_id = m.legacy_id FROM ${INTO}_id_map m WHERE m.id = t.id AND t.legacy_id IS NULL" >/dev/null
 mig 0 --verify
 echo "$OUT"
 assert_contains "$OUT" "verdict: OK" "--verify after the way back"
@@ -171,15 +191,15 @@ assert_eq "31|$u31|0" "$(qs "SELECT order_id || '|' || order_id_uuid || '|' || (
     "switched back: the moved payment under its new parent's key, its uuid kept, the record cleared"
 assert_eq "30|" "$(qs "SELECT string_agg(coalesce(order_id::text, ''), '|' ORDER BY id) FROM items WHERE id IN (20, 21)")" \
     "switched back: the moved child under its new parent, the cleared one without"
-assert_eq "-5:|-4:2002|-3:2001" "$(qs "SELECT string_agg(qty || ':' || coalesce(order_id::text, ''), '|' ORDER BY qty) FROM items WHERE qty <= -3")" \
+assert_eq "-5:|-4:2003|-3:2001" "$(qs "SELECT string_agg(qty || ':' || coalesce(order_id::text, ''), '|' ORDER BY qty) FROM items WHERE qty <= -3")" \
     "child rows written with only order_id_uuid got order_id from the map; one without a map row kept it NULL"
 assert_eq "0|0" "$(q "SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'v7fill_${INTO}_rev'),
                             (SELECT count(*) FROM v7fill.migrate_reverse)")" "the way back's slot and state are gone"
-assert_eq "2003" "$(qs "INSERT INTO orders (created_at, note) VALUES (now(), 'legacy again') RETURNING id")" \
+assert_eq "2004" "$(qs "INSERT INTO orders (created_at, note) VALUES (now(), 'legacy again') RETURNING id")" \
     "the legacy application's next key is past the way back's"
 mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column created_at \
     --child 'public.items(order_id)' --child 'public.payments(order_id)'
-assert_eq "1" "$(q "SELECT count(*) FROM $INTO WHERE legacy_id = 2003 AND note = 'legacy again'")" "the capture resumed"
+assert_eq "1" "$(q "SELECT count(*) FROM $INTO WHERE legacy_id = 2004 AND note = 'legacy again'")" "the capture resumed"
 mig 1 --verify
 assert_contains "$OUT" "NULL keys                    2             1  MISMATCH  1 rows with a NULL key have a order_id_uuid" \
     "--verify names the child row whose order_id_uuid has no parent (the other NULL key: item 21, cleared)"
