@@ -585,6 +585,7 @@ migrate_stream_stats_add(StreamStats *a, const StreamStats *b)
     x->time_changed += y->time_changed;
     x->truncates += y->truncates;
     x->elapsed_s += y->elapsed_s;
+    x->closing_s += y->closing_s;
     a->transactions += b->transactions;
     a->skipped_transactions += b->skipped_transactions;
     a->quarantined += b->quarantined;

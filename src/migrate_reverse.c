@@ -1133,10 +1133,9 @@ ahead_query(Rev *r, const char *sql_key, const char *const *uuids, size_t n, boo
 static bool
 ahead_lookup(Rev *r, Err *err)
 {
-    const char **ids = xcalloc(r->ahead.n + 1, sizeof *ids);
-    const char **fks = xcalloc(r->ahead.n + 1, sizeof *fks);
-    char **owned = xcalloc(2 * r->ahead.n + 1, sizeof *owned);
-    size_t nids = 0, nfks = 0, nowned = 0;
+    char **ids = xcalloc(r->ahead.n + 1, sizeof *ids);
+    char **fks = xcalloc(r->ahead.n + 1, sizeof *fks);
+    size_t nids = 0, nfks = 0;
     char *key = NULL, *pkey = NULL;
     bool ok;
 
@@ -1150,10 +1149,10 @@ ahead_lookup(Rev *r, Err *err)
             char *id = change_id(r, &rec);
 
             if (id)
-                ids[nids++] = owned[nowned++] = id;
+                ids[nids++] = id;
         }
         if (fk && rec.op != REC_DELETE && !fk->is_null && !fk->unchanged && fk->data)
-            fks[nfks++] = owned[nowned++] = xstrndup(fk->data, fk->len);
+            fks[nfks++] = xstrndup(fk->data, fk->len);
     }
     key = xasprintf("(SELECT m.legacy_id::text FROM %s m WHERE m.id = u)", r->map_q);
     if (r->pmap_q)
@@ -1161,13 +1160,14 @@ ahead_lookup(Rev *r, Err *err)
                          "g.legacy_id FROM v7fill.migrate_reverse_kept g WHERE g.map_table = $2 "
                          "AND g.id = u))",
                          r->pmap_q);
-    ok = ahead_query(r, key, ids, nids, false, &r->keys, err) &&
-         (pkey == NULL || ahead_query(r, pkey, fks, nfks, true, &r->pkeys, err));
+    ok = ahead_query(r, key, (const char **) ids, nids, false, &r->keys, err) &&
+         (pkey == NULL || ahead_query(r, pkey, (const char **) fks, nfks, true, &r->pkeys, err));
     free(key);
     free(pkey);
-    for (size_t i = 0; i < nowned; i++)
-        free(owned[i]);
-    free(owned);
+    for (size_t i = 0; i < nids; i++)
+        free(ids[i]);
+    for (size_t i = 0; i < nfks; i++)
+        free(fks[i]);
     free(ids);
     free(fks);
     return ok;

@@ -2494,6 +2494,7 @@ stats_add(StreamStats *a, const StreamStats *b)
     a->rows.truncates += b->rows.truncates;
     a->rows.batches += b->rows.batches;
     a->rows.partitions_created += b->rows.partitions_created;
+    a->rows.closing_s += b->rows.closing_s;
     if (b->rows.elapsed_s > a->rows.elapsed_s)
         a->rows.elapsed_s = b->rows.elapsed_s;
     a->copied += b->copied;

@@ -192,6 +192,8 @@ print_run(const char *what, const StreamStats *st)
            what, r->read, st->copied, r->inserted, r->updated, r->deleted, r->duplicates,
            r->rejected + r->expired, st->transactions, at, r->elapsed_s,
            import_stats_rate(r));
+    if (r->closing_s > 0)
+        printf("  of elapsed, %.1fs the ANALYZE and VACUUM after the copy\n", r->closing_s);
 }
 
 static void

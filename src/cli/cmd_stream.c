@@ -220,6 +220,9 @@ print_summary(const StreamStats *st)
                " streamed_restarts=%" PRIu64 "\n",
                st->streamed_direct, st->streamed_spooled, st->streamed_aborted,
                st->streamed_to_spool, st->streamed_restarts);
+    if (r->closing_s > 0)
+        printf("        of elapsed, %.1fs the ANALYZE and VACUUM after the initial copy\n",
+               r->closing_s);
 }
 
 static void

@@ -20,6 +20,8 @@ assert_eq() { [ "$1" == "$2" ] || fail "$3: expected [$1], got [$2]"; }
 # assert_contains HAYSTACK NEEDLE WHAT
 assert_contains() { case "$1" in *"$2"*) ;; *) fail "$3: [$2] not found in: $1" ;; esac; }
 assert_not_contains() { case "$1" in *"$2"*) fail "$3: [$2] unexpectedly in: $1" ;; *) ;; esac; }
+# assert_match HAYSTACK ERE WHAT: some line of HAYSTACK matches the extended regular expression
+assert_match() { grep -Eq -- "$2" <<<"$1" || fail "$3: no line matches [$2] in: $1"; }
 # run_expect STATUS CMD...: run, capture stdout+stderr in $OUT, check exit status
 run_expect() {
     local want=$1; shift

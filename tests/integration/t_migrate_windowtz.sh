@@ -53,6 +53,7 @@ for t in "$INTO" "$CINTO"; do
         "${t}_id_map: vacuumed after the copy"
 done
 assert_contains "$OUT" "ANALYZE done in" "the ANALYZE after the copy is logged"
+assert_match "$OUT" "of elapsed, [0-9.]+s the ANALYZE and VACUUM after the copy" "the summary says what they took"
 
 # A rerun naming another zone after the copy finished is refused; one without the option keeps the stored zone, also for
 # the windows the capture makes (rows far in the past, in months without a window yet).
@@ -101,6 +102,7 @@ assert_contains "$OUT" "start at midnight in Europe/Berlin from now on, not in U
 assert_eq "Europe/Berlin" "$(q "SELECT window_tz FROM v7fill.migration WHERE into_table = 'shipments_v7'")" "the new zone is stored"
 assert_eq 100 "$(q "SELECT count(*) FROM shipments_v7")" "with --window-tz the rows go into the Berlin windows"
 assert_eq 0 "$(q "SELECT count(*) FROM pg_stats WHERE tablename = 'shipments_v7' AND inherited")" "--no-analyze: not analyzed after the copy"
+assert_not_contains "$OUT" "the ANALYZE and VACUUM after" "--no-analyze: none in the summary"
 read -r off all <<<"$(off_midnight shipments_v7)"
 assert_eq 0 "$off" "every window of the target made beforehand starts at Berlin midnight"
 drop_slots

@@ -56,6 +56,7 @@ writer=$!
 run_expect 0 stream --jobs 2 --batch-rows 300
 echo "$OUT"
 assert_contains "$OUT" "on 2 writer connections" "the copy ran on two writers"
+assert_match "$OUT" "of elapsed, [0-9.]+s the ANALYZE and VACUUM after the initial copy" "the summary says what they took"
 wait $writer
 run_expect 0 stream
 assert_eq "$(digest_src)" "$(digest_dst)" "after the copy and catch-up the target equals the source"
