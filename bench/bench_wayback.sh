@@ -13,6 +13,10 @@
 # changes applied per second per run, then per binary and layout the median.  A baseline binary
 # without the two-database way back prints "refused" there.
 #
+# BENCH_WB_EACH=1: the application's transaction updates each new row right after inserting it
+# (as an ORM that inserts, then sets a field), instead of the update of every tenth row: each
+# update is read ahead with its row's insert, whose map row the look-up ahead cannot find.
+#
 # BENCH_WB_CHILD=1 adds a --child-mode migrate child, items (BENCH_WB_ROWS rows, one per order):
 # the application's transaction also inserts an item for each new order, by order_id_uuid
 # alone, and updates every tenth item's quantity; the way back translates each item's
@@ -25,6 +29,7 @@ ROUNDS=${BENCH_WB_ROUNDS:-2}
 ROWS=${BENCH_WB_ROWS:-100000}
 NEW=${BENCH_WB_NEW:-20000}
 CHILD=${BENCH_WB_CHILD:-0}
+EACH=${BENCH_WB_EACH:-0}
 eval "$("$root/tests/pgtmp.sh" start)"
 trap '"$root/tests/pgtmp.sh" stop "$PGTMP_DIR" >/dev/null' EXIT
 psql -qX -d postgres -c "ALTER SYSTEM SET fsync = on" -c "ALTER SYSTEM SET synchronous_commit = on" \
@@ -56,19 +61,27 @@ one_run() {
     "$bin" migrate "${srcopt[@]}" --from public.orders --key id --time-column created_at --into orders_v7 \
         "${childopt[@]}" >/dev/null 2>&1
     "$bin" migrate --into orders_v7 --switch >/dev/null 2>&1
+    local app="INSERT INTO $new_table (id, created_at, note)
+        SELECT app_uuid7(t), t, 'new' FROM (SELECT timestamptz '2025-02-01' + g * interval '1 second' t
+                                            FROM generate_series(1, $NEW) g) s;
+      UPDATE $new_table SET note = 'changed' WHERE legacy_id % 10 = 0;"
+    [ "$EACH" != 1 ] || app="DO \$\$ DECLARE u uuid; BEGIN
+        FOR g IN 1..$NEW LOOP
+          INSERT INTO $new_table (id, created_at, note)
+            VALUES (app_uuid7(timestamptz '2025-02-01' + g * interval '1 second'),
+                    timestamptz '2025-02-01' + g * interval '1 second', 'new') RETURNING id INTO u;
+          UPDATE $new_table SET note = 'new' || g WHERE id = u;
+        END LOOP; END \$\$;"
     psql -qX -v ON_ERROR_STOP=1 -c "CREATE FUNCTION app_uuid7(at timestamptz) RETURNS uuid LANGUAGE sql AS \$\$
         SELECT (lpad(to_hex((extract(epoch FROM at) * 1000)::bigint), 12, '0') || '7'
                 || substr(md5(random()::text), 1, 3) || to_hex(8 + floor(random() * 4)::int)
                 || substr(md5(random()::text), 1, 15))::uuid \$\$;
       BEGIN;
-      INSERT INTO $new_table (id, created_at, note)
-        SELECT app_uuid7(t), t, 'new' FROM (SELECT timestamptz '2025-02-01' + g * interval '1 second' t
-                                            FROM generate_series(1, $NEW) g) s;
-      UPDATE $new_table SET note = 'changed' WHERE legacy_id % 10 = 0;
+      $app
       COMMIT" >/dev/null
     [ "$CHILD" != 1 ] || psql -qX -v ON_ERROR_STOP=1 -c "BEGIN;
       INSERT INTO $new_child (id, order_id_uuid, created_at, qty)
-        SELECT app_uuid7(created_at), id, created_at, -1 FROM $new_table WHERE note = 'new';
+        SELECT app_uuid7(created_at), id, created_at, -1 FROM $new_table WHERE note LIKE 'new%';
       UPDATE $new_child SET qty = qty + 1 WHERE legacy_id % 10 = 0;
       COMMIT" >/dev/null
     t0=$(date +%s%N)
@@ -80,9 +93,14 @@ one_run() {
     local n
     n=$(sed -n 's/.*inserted=\([0-9]*\) updated=\([0-9]*\) deleted=\([0-9]*\).*/\1 \2 \3/p' <<<"$out" | awk '{print $1 + $2 + $3}')
     [ "$n" -ge $((NEW * (1 + CHILD * 2))) ] || { echo "FAIL: the way back applied $n changes: $out" >&2; exit 1; }
+    if [ "$EACH" = 1 ]; then
+        local unset
+        unset=$(psql -qX -At -d "$src" -c "SELECT count(*) FROM orders_legacy WHERE note = 'new'")
+        [ "$unset" = 0 ] || { echo "FAIL: $unset new orders lack their update in the legacy table" >&2; exit 1; }
+    fi
     if [ "$CHILD" = 1 ]; then
         local stale
-        stale=$(psql -qX -At -d "$src" -c "SELECT count(*) FROM items_legacy i JOIN orders_legacy o ON o.id = i.order_id WHERE i.qty = -1 AND o.note <> 'new'")
+        stale=$(psql -qX -At -d "$src" -c "SELECT count(*) FROM items_legacy i JOIN orders_legacy o ON o.id = i.order_id WHERE i.qty = -1 AND o.note NOT LIKE 'new%'")
         [ "$stale" = 0 ] || { echo "FAIL: $stale new items name an old order in the legacy table" >&2; exit 1; }
     fi
     awk -v n="$n" -v ns=$((t1 - t0)) 'BEGIN { printf "%d\n", n / (ns / 1e9) }'
@@ -97,7 +115,7 @@ for round in $(seq 1 "$ROUNDS"); do
         done
     done
 done
-echo "median changes/s (each run: $NEW inserts and an update of every tenth row, one source transaction$([ "$CHILD" != 1 ] || echo "; then $NEW items and an update of every tenth, another"):"
+echo "median changes/s (each run: $NEW inserts and $([ "$EACH" = 1 ] && echo "an update of each right after it" || echo "an update of every tenth row"), one source transaction$([ "$CHILD" != 1 ] || echo "; then $NEW items and an update of every tenth, another"):"
 for bin in "${binaries[@]}"; do
     for layout in one two; do
         printf '  %-40s %-4s %s\n' "$bin" "$layout" \

@@ -39,6 +39,13 @@
 #include "v7fill/replconn.h"
 #include "v7fill/source_pgoutput.h"
 
+/* A row the read-ahead inserted, with the legacy key its map row got. */
+typedef struct FreshKey
+{
+    char id[40];
+    char key[64];
+} FreshKey;
+
 typedef struct Rev
 {
     PgConn *c;                   /* the legacy table's database: its rows and the position */
@@ -80,11 +87,15 @@ typedef struct Rev
     /* Two databases: the changes read ahead, up to REV_AHEAD of them (or
      * REV_AHEAD_BYTES of their values) within a group, and the legacy keys their ids have, looked up on the target in
      * one query (ahead_lookup) before they are applied; each result's rows
-     * (uuid, key) sorted by the uuid's text, bytewise.  A uuid not there is
-     * looked up on its own (a row inserted earlier in the same read-ahead). */
+     * (uuid, key) sorted by the uuid's text, bytewise.  The rows inserted
+     * meanwhile are remembered with the key their map row got (fresh), so a
+     * later change of one in the same read-ahead needs no look-up either; a
+     * uuid in neither is looked up on its own. */
     RecordHold ahead;
     PGresult *keys;              /* the map's keys of the update's and delete's ids */
     PGresult *pkeys;             /* a migrate-mode child: the parent map's keys of <fk>_uuid */
+    FreshKey *fresh;             /* the read-ahead's inserts so far: uuid and legacy key */
+    size_t nfresh, fresh_cap;
 } Rev;
 
 #define REV_AHEAD 512
@@ -361,6 +372,7 @@ rev_free(Rev *r)
     pg_pipe_free(r->pipe);
     pg_pipe_free(r->mpipe);
     record_hold_free(&r->ahead);
+    free(r->fresh);
     if (r->keys)
         PQclear(r->keys);
     if (r->pkeys)
@@ -500,8 +512,39 @@ looked_up(const PGresult *keys, const char *uuid, char *out, size_t size)
     return false;
 }
 
+/* Two databases: the row with this uuid was inserted earlier in the
+ * read-ahead; its legacy key into out (the latest such insert's). */
+static bool
+fresh_key(const Rev *r, const char *uuid, char *out, size_t size)
+{
+    for (size_t i = r->nfresh; uuid != NULL && i-- > 0;)
+        if (strcmp(r->fresh[i].id, uuid) == 0)
+        {
+            (void) snprintf(out, size, "%s", r->fresh[i].key);
+            return true;
+        }
+    return false;
+}
+
+static void
+fresh_add(Rev *r, const char *uuid, const char *key)
+{
+    if (uuid == NULL || strlen(uuid) >= sizeof r->fresh->id || strlen(key) >= sizeof r->fresh->key)
+        return; /* not remembered: looked up on its own */
+    if (r->nfresh == r->fresh_cap)
+    {
+        r->fresh_cap = r->fresh_cap ? 2 * r->fresh_cap : 64;
+        r->fresh = xrealloc(r->fresh, r->fresh_cap * sizeof *r->fresh);
+    }
+    (void) snprintf(r->fresh[r->nfresh].id, sizeof r->fresh->id, "%s", uuid);
+    (void) snprintf(r->fresh[r->nfresh].key, sizeof r->fresh->key, "%s", key);
+    r->nfresh++;
+}
+
 /* The legacy key of the row with this uuid, through the map (*found false:
- * no map row). */
+ * no map row).  Two databases: the read-ahead's look-up, then its inserts,
+ * answer first (the map holds what they say: the look-up read it, the
+ * inserts wrote it in this group's open transaction on it). */
 static bool
 map_lookup(Rev *r, const char *id, char *out, size_t size, bool *found, Err *err)
 {
@@ -509,7 +552,7 @@ map_lookup(Rev *r, const char *id, char *out, size_t size, bool *found, Err *err
     char *sql;
     bool ok;
 
-    if (looked_up(r->keys, id, out, size))
+    if (looked_up(r->keys, id, out, size) || fresh_key(r, id, out, size))
     {
         *found = true;
         return true;
@@ -789,6 +832,8 @@ apply_insert(Rev *r, const Record *rec, Err *err)
         if (*end == '\0' && k > r->top_key)
             r->top_key = k;
     }
+    if (r->split)
+        fresh_add(r, r->vals[r->f_id], lk);
     reverse_ids_add(r->st->ids, r->vals[r->f_id]);
     r->st->inserted++;
     return true;
@@ -1098,6 +1143,7 @@ ahead_forget(Rev *r)
     if (r->pkeys)
         PQclear(r->pkeys);
     r->keys = r->pkeys = NULL;
+    r->nfresh = 0;
 }
 
 /* uuids: a text[] literal of the uuids; sql: a query of (uuid text, key
