@@ -17,6 +17,10 @@
 # (as an ORM that inserts, then sets a field), instead of the update of every tenth row: each
 # update is read ahead with its row's insert, whose map row the look-up ahead cannot find.
 #
+# BENCH_WB_NULL=1: between two databases, the new rows are inserted with legacy_id NULL (as an
+# ORM that writes every column sends them), so the way back gives each the next value of the
+# target's sequence; in one database (legacy_id NOT NULL) they keep the default.
+#
 # BENCH_WB_CHILD=1 adds a --child-mode migrate child, items (BENCH_WB_ROWS rows, one per order):
 # the application's transaction also inserts an item for each new order, by order_id_uuid
 # alone, and updates every tenth item's quantity; the way back translates each item's
@@ -30,6 +34,7 @@ ROWS=${BENCH_WB_ROWS:-100000}
 NEW=${BENCH_WB_NEW:-20000}
 CHILD=${BENCH_WB_CHILD:-0}
 EACH=${BENCH_WB_EACH:-0}
+NULLKEY=${BENCH_WB_NULL:-0}
 eval "$("$root/tests/pgtmp.sh" start)"
 trap '"$root/tests/pgtmp.sh" stop "$PGTMP_DIR" >/dev/null' EXIT
 psql -qX -d postgres -c "ALTER SYSTEM SET fsync = on" -c "ALTER SYSTEM SET synchronous_commit = on" \
@@ -61,14 +66,16 @@ one_run() {
     "$bin" migrate "${srcopt[@]}" --from public.orders --key id --time-column created_at --into orders_v7 \
         "${childopt[@]}" >/dev/null 2>&1
     "$bin" migrate --into orders_v7 --switch >/dev/null 2>&1
-    local app="INSERT INTO $new_table (id, created_at, note)
-        SELECT app_uuid7(t), t, 'new' FROM (SELECT timestamptz '2025-02-01' + g * interval '1 second' t
+    local lcol="" lval=""
+    [ "$NULLKEY" != 1 ] || [ "$layout" = one ] || { lcol=", legacy_id"; lval=", NULL"; }
+    local app="INSERT INTO $new_table (id$lcol, created_at, note)
+        SELECT app_uuid7(t)$lval, t, 'new' FROM (SELECT timestamptz '2025-02-01' + g * interval '1 second' t
                                             FROM generate_series(1, $NEW) g) s;
       UPDATE $new_table SET note = 'changed' WHERE legacy_id % 10 = 0;"
     [ "$EACH" != 1 ] || app="DO \$\$ DECLARE u uuid; BEGIN
         FOR g IN 1..$NEW LOOP
-          INSERT INTO $new_table (id, created_at, note)
-            VALUES (app_uuid7(timestamptz '2025-02-01' + g * interval '1 second'),
+          INSERT INTO $new_table (id$lcol, created_at, note)
+            VALUES (app_uuid7(timestamptz '2025-02-01' + g * interval '1 second')$lval,
                     timestamptz '2025-02-01' + g * interval '1 second', 'new') RETURNING id INTO u;
           UPDATE $new_table SET note = 'new' || g WHERE id = u;
         END LOOP; END \$\$;"

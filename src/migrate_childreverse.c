@@ -31,6 +31,7 @@ stats_add(ReverseStats *sum, const ReverseStats *one)
     sum->updated += one->updated;
     sum->deleted += one->deleted;
     sum->missing += one->missing;
+    sum->keys_given += one->keys_given;
 }
 
 /* What a child's way back applied, when anything. */
@@ -291,6 +292,7 @@ stats_since(ReverseStats *sum, const ReverseStats *one, const ReverseStats *at)
     d.updated = one->updated - at->updated;
     d.deleted = one->deleted - at->deleted;
     d.missing = one->missing - at->missing;
+    d.keys_given = one->keys_given - at->keys_given;
     stats_add(sum, &d);
 }
 

@@ -96,6 +96,11 @@ typedef struct Rev
     PGresult *pkeys;             /* a migrate-mode child: the parent map's keys of <fk>_uuid */
     FreshKey *fresh;             /* the read-ahead's inserts so far: uuid and legacy key */
     size_t nfresh, fresh_cap;
+    bool looked;                 /* the look-up ran: the map holds no row of a uuid it did
+                                    not find, unless an insert since wrote it (fresh) */
+    PGresult *seqvals;           /* the sequence's next values, one per insert with legacy_id
+                                    NULL read ahead, taken in order (next_seqval) */
+    int next_seqval;
 } Rev;
 
 #define REV_AHEAD 512
@@ -373,6 +378,8 @@ rev_free(Rev *r)
     pg_pipe_free(r->mpipe);
     record_hold_free(&r->ahead);
     free(r->fresh);
+    if (r->seqvals)
+        PQclear(r->seqvals);
     if (r->keys)
         PQclear(r->keys);
     if (r->pkeys)
@@ -705,34 +712,60 @@ map_insert(Rev *r, const char *lk, Err *err)
     return ok;
 }
 
+/* The legacy keys given by the sequence that the log names one by one. */
+#define KEYS_GIVEN_LOGGED 10
+
+/* n values of the new table's legacy_id sequence, in order (none: no
+ * sequence numbers that column). */
+static bool
+next_seqvals(Rev *r, int n, PGresult **res, Err *err)
+{
+    char count[16];
+    const char *p[2] = {r->new_q, count};
+
+    (void) snprintf(count, sizeof count, "%d", n);
+    return query_on(r, r->m,
+                    "SELECT pg_catalog.nextval(s)::text FROM pg_catalog.pg_get_serial_sequence($1, "
+                    "'legacy_id') s, pg_catalog.generate_series(1, $2::int) WHERE s IS NOT NULL",
+                    2, p, res, err);
+}
+
 /* Two databases, a row the application inserted with legacy_id NULL given
- * (the target's own sequence numbers the others, migrate_switch.c): the key
- * its map row has (a replay), else the next value of that sequence.  The
- * target's row keeps its NULL, the map pairs them. */
+ * (the target's own sequence numbers the others, migrate_switch.c; an ORM
+ * that writes every column sends NULL for each new row): the key its map
+ * row has (a replay), else the next value of that sequence, taken ahead
+ * for the read-ahead's such inserts (ahead_lookup).  The target's row keeps
+ * its NULL, the map pairs them. */
 static bool
 new_legacy_key(Rev *r, char *out, size_t size, Err *err)
 {
     const char *id = r->vals[r->f_id];
-    const char *p[1] = {r->new_q};
     PGresult *res = NULL;
-    bool found = false, ok;
+    bool found = false, ok = true;
+    int row = 0;
 
     if (id == NULL)
         return err_set(err, EC_FORMAT, "a row inserted into %s without its id", r->new_name);
-    if (!map_lookup(r, id, out, size, &found, err))
+    if (r->looked)
+        found = looked_up(r->keys, id, out, size) || fresh_key(r, id, out, size);
+    else if (!map_lookup(r, id, out, size, &found, err))
         return false;
     if (found)
         return true;
-    ok = query_on(r, r->m,
-                  "SELECT pg_catalog.nextval(s)::text FROM pg_catalog.pg_get_serial_sequence($1, "
-                  "'legacy_id') s WHERE s IS NOT NULL",
-                  1, p, &res, err);
-    if (ok && PQntuples(res) == 1)
+    if (r->seqvals && r->next_seqval < PQntuples(r->seqvals))
+        row = r->next_seqval++;
+    else
+        ok = next_seqvals(r, 1, &res, err);
+    if (ok && (res == NULL || PQntuples(res) == 1))
     {
-        (void) snprintf(out, size, "%s", PQgetvalue(res, 0, 0));
-        log_warn("a row inserted into %s (id %s) with legacy_id NULL: the way back gives it "
-                 "%s in %s.%s and the map; the row keeps its NULL",
-                 r->new_name, id, out, r->spec->from_schema, r->spec->legacy_table);
+        (void) snprintf(out, size, "%s", PQgetvalue(res ? res : r->seqvals, row, 0));
+        if (++r->st->keys_given <= KEYS_GIVEN_LOGGED)
+            log_warn("a row inserted into %s (id %s) with legacy_id NULL: the way back gives it "
+                     "%s in %s.%s and the map; the row keeps its NULL%s",
+                     r->new_name, id, out, r->spec->from_schema, r->spec->legacy_table,
+                     r->st->keys_given == KEYS_GIVEN_LOGGED
+                         ? " (the next ones are counted, not logged: keys_given)"
+                         : "");
     }
     else if (ok)
     {
@@ -1142,8 +1175,12 @@ ahead_forget(Rev *r)
         PQclear(r->keys);
     if (r->pkeys)
         PQclear(r->pkeys);
-    r->keys = r->pkeys = NULL;
+    if (r->seqvals)
+        PQclear(r->seqvals);
+    r->keys = r->pkeys = r->seqvals = NULL;
     r->nfresh = 0;
+    r->next_seqval = 0;
+    r->looked = false;
 }
 
 /* uuids: a text[] literal of the uuids; sql: a query of (uuid text, key
@@ -1181,8 +1218,10 @@ ahead_lookup(Rev *r, Err *err)
 {
     char **ids = xcalloc(r->ahead.n + 1, sizeof *ids);
     char **fks = xcalloc(r->ahead.n + 1, sizeof *fks);
-    size_t nids = 0, nfks = 0;
-    char *key = NULL, *pkey = NULL;
+    size_t *unkeyed_at = xcalloc(r->ahead.n + 1, sizeof *unkeyed_at);
+    size_t nids = 0, nfks = 0, nunkeyed = 0;
+    int nnew = 0;
+    char *key = NULL, *pkey = NULL, kbuf[64];
     bool ok;
 
     for (size_t i = 0; i < r->ahead.n; i++)
@@ -1190,10 +1229,15 @@ ahead_lookup(Rev *r, Err *err)
         Record rec = record_hold_get(&r->ahead, i);
         const Field *fk = r->fk_common >= 0 ? &rec.fields[r->f_fku] : NULL;
 
-        if (rec.op == REC_UPDATE || rec.op == REC_DELETE)
+        const Field *lf = &rec.fields[r->f_legacy_id];
+        bool unkeyed = rec.op == REC_INSERT && (lf->is_null || lf->data == NULL);
+
+        if (rec.op == REC_UPDATE || rec.op == REC_DELETE || unkeyed)
         {
             char *id = change_id(r, &rec);
 
+            if (id && unkeyed)
+                unkeyed_at[nunkeyed++] = nids;
             if (id)
                 ids[nids++] = id;
         }
@@ -1208,6 +1252,13 @@ ahead_lookup(Rev *r, Err *err)
                          r->pmap_q);
     ok = ahead_query(r, key, (const char **) ids, nids, false, &r->keys, err) &&
          (pkey == NULL || ahead_query(r, pkey, (const char **) fks, nfks, true, &r->pkeys, err));
+    /* The inserts with legacy_id NULL that the map does not know (a replay's
+     * are there): a value of the sequence each, taken in one query. */
+    for (size_t i = 0; ok && i < nunkeyed; i++)
+        nnew += !looked_up(r->keys, ids[unkeyed_at[i]], kbuf, sizeof kbuf);
+    ok = ok && (nnew == 0 || next_seqvals(r, nnew, &r->seqvals, err));
+    r->looked = ok;
+    free(unkeyed_at);
     free(key);
     free(pkey);
     for (size_t i = 0; i < nids; i++)

@@ -139,6 +139,8 @@ typedef struct ReverseStats
     uint64_t transactions;       /* source transactions applied */
     uint64_t inserted, updated, deleted;
     uint64_t missing;            /* an update or delete whose legacy row was not there */
+    uint64_t keys_given;         /* two databases: of inserted, rows inserted with legacy_id
+                                    NULL, given the next value of its sequence */
     uint64_t start_lsn;          /* where this run started */
     uint64_t applied_lsn;        /* the last position committed in the legacy table */
     bool caught_up;              /* ended at the stop position (not interrupted) */

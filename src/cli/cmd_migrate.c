@@ -472,6 +472,10 @@ migrate_later(PgConn *conn, const char *conninfo, int action, const MigrateOptio
                    " position=%s phase %s\n",
                    st.transactions, st.inserted, st.updated, st.deleted, st.missing, at,
                    migrate_phase_name(spec.phase));
+            if (st.keys_given > 0)
+                printf("  keys_given=%" PRIu64 ": rows inserted with legacy_id NULL, given the "
+                       "next value of its sequence in the legacy table and the map\n",
+                       st.keys_given);
         }
         migrate_spec_free(&spec);
         return status;

@@ -134,6 +134,23 @@ assert_eq "ahead, updated|twelve|0" "$(qs "SELECT (SELECT note FROM orders_legac
         JOIN $INTO t USING (id) WHERE t.note = 'ahead, updated'")), (SELECT note FROM orders_legacy WHERE id = 12),
         (SELECT count(*) FROM orders_legacy WHERE id = 13)")" \
     "the row inserted without a legacy key, updated in its transaction, is in the legacy table under its map row's key"
+# An application whose ORM writes every column sends legacy_id NULL for each new row: each gets
+# the next value of the target's sequence (taken ahead, one query for the group's such rows), the
+# log names the first ten, the summary counts them all, and nothing is taken for nothing.
+seq0=$(q "SELECT last_value FROM ${INTO}_legacy_id_seq")
+vals=$("$V7FILL" uuid new --at "$at" --count 12 | awk -v at="$at" '{printf "%s(%s%s%s, NULL, %s%s%s, %sorm %d%s)", (NR > 1 ? ", " : ""), q, $1, q, q, at, q, q, NR, q}' q="'")
+q "INSERT INTO $INTO (id, legacy_id, created_at, note) VALUES $vals" >/dev/null
+mig 0 --reverse
+assert_contains "$OUT" "inserted=12 updated=0 deleted=0 missing=0" "the ORM's rows applied once each"
+assert_contains "$OUT" "keys_given=12" "the summary counts the keys given"
+assert_eq 10 "$(grep -c 'with legacy_id NULL: the way back gives it' <<<"$OUT")" "the log names the first ten"
+assert_contains "$OUT" "the next ones are counted, not logged" "and says the rest are counted"
+assert_eq "$((seq0 + 12))" "$(q "SELECT last_value FROM ${INTO}_legacy_id_seq")" "twelve values taken from the sequence"
+assert_eq "12|12" "$(qs "SELECT count(*), count(DISTINCT id) FROM orders_legacy WHERE note LIKE 'orm %' AND id > $seq0 AND id <= $((seq0 + 12))")" \
+    "each in the legacy table under a key of its own from the sequence"
+assert_eq 0 "$(q "SELECT count(*) FROM $INTO t JOIN ${INTO}_id_map m USING (id) WHERE t.note LIKE 'orm %' AND m.legacy_id NOT BETWEEN $((seq0 + 1)) AND $((seq0 + 12))")" \
+    "the map pairs each with its key"
+assert_eq 12 "$(q "SELECT count(*) FROM $INTO t JOIN ${INTO}_id_map m USING (id) WHERE t.note LIKE 'orm %'")" "every one in the map"
 q "UPDATE $INTO t SET legacy_id = m.legacy_id FROM ${INTO}_id_map m WHERE m.id = t.id AND t.legacy_id IS NULL" >/dev/null
 mig 0 --verify
 echo "$OUT"
@@ -157,6 +174,7 @@ q "UPDATE $INTO SET note = 'just before switching back' WHERE legacy_id = 9" >/d
 at=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
 u_old=$(q "SELECT id FROM $INTO WHERE legacy_id = 2001")
 u_new=$(q "INSERT INTO $INTO (id, created_at, note) VALUES ('$("$V7FILL" uuid new --at "$at")', '$at', 'just before back') RETURNING id")
+k_new=$(q "SELECT legacy_id FROM $INTO WHERE id = '$u_new'")
 qs "INSERT INTO items (order_id_uuid, qty) VALUES ('$u_old', -3), ('$u_new', -4),
       ('$("$V7FILL" uuid new --at "$at")', -5)" >/dev/null
 # The application moves a child to another parent by order_id_uuid alone, and clears another's:
@@ -191,15 +209,15 @@ assert_eq "31|$u31|0" "$(qs "SELECT order_id || '|' || order_id_uuid || '|' || (
     "switched back: the moved payment under its new parent's key, its uuid kept, the record cleared"
 assert_eq "30|" "$(qs "SELECT string_agg(coalesce(order_id::text, ''), '|' ORDER BY id) FROM items WHERE id IN (20, 21)")" \
     "switched back: the moved child under its new parent, the cleared one without"
-assert_eq "-5:|-4:2003|-3:2001" "$(qs "SELECT string_agg(qty || ':' || coalesce(order_id::text, ''), '|' ORDER BY qty) FROM items WHERE qty <= -3")" \
+assert_eq "-5:|-4:$k_new|-3:2001" "$(qs "SELECT string_agg(qty || ':' || coalesce(order_id::text, ''), '|' ORDER BY qty) FROM items WHERE qty <= -3")" \
     "child rows written with only order_id_uuid got order_id from the map; one without a map row kept it NULL"
 assert_eq "0|0" "$(q "SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'v7fill_${INTO}_rev'),
                             (SELECT count(*) FROM v7fill.migrate_reverse)")" "the way back's slot and state are gone"
-assert_eq "2004" "$(qs "INSERT INTO orders (created_at, note) VALUES (now(), 'legacy again') RETURNING id")" \
+assert_eq "$((k_new + 1))" "$(qs "INSERT INTO orders (created_at, note) VALUES (now(), 'legacy again') RETURNING id")" \
     "the legacy application's next key is past the way back's"
 mig 0 --source "dbname=$SRC_DB" --from public.orders --key id --time-column created_at \
     --child 'public.items(order_id)' --child 'public.payments(order_id)'
-assert_eq "1" "$(q "SELECT count(*) FROM $INTO WHERE legacy_id = 2004 AND note = 'legacy again'")" "the capture resumed"
+assert_eq "1" "$(q "SELECT count(*) FROM $INTO WHERE legacy_id = $((k_new + 1)) AND note = 'legacy again'")" "the capture resumed"
 mig 1 --verify
 assert_contains "$OUT" "NULL keys                    2             1  MISMATCH  1 rows with a NULL key have a order_id_uuid" \
     "--verify names the child row whose order_id_uuid has no parent (the other NULL key: item 21, cleared)"
