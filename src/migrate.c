@@ -570,22 +570,8 @@ collect_rejects(PgConn *target, const MigrateSpec *s, uint64_t *count, Buf *out,
 void
 migrate_stream_stats_add(StreamStats *a, const StreamStats *b)
 {
-    ImportStats *x = &a->rows;
-    const ImportStats *y = &b->rows;
-
-    x->read += y->read;
-    x->inserted += y->inserted;
-    x->duplicates += y->duplicates;
-    x->rejected += y->rejected;
-    x->expired += y->expired;
-    x->updated += y->updated;
-    x->deleted += y->deleted;
-    x->missing += y->missing;
-    x->missing_deletes += y->missing_deletes;
-    x->time_changed += y->time_changed;
-    x->truncates += y->truncates;
-    x->elapsed_s += y->elapsed_s;
-    x->closing_s += y->closing_s;
+    import_stats_add_counts(&a->rows, &b->rows);
+    a->rows.elapsed_s += b->rows.elapsed_s; /* one after the other */
     a->transactions += b->transactions;
     a->skipped_transactions += b->skipped_transactions;
     a->quarantined += b->quarantined;

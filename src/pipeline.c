@@ -241,6 +241,25 @@ import_stats_balanced(const ImportStats *st)
                            st->deleted + st->missing_deletes;
 }
 
+void
+import_stats_add_counts(ImportStats *a, const ImportStats *b)
+{
+    a->read += b->read;
+    a->inserted += b->inserted;
+    a->duplicates += b->duplicates;
+    a->rejected += b->rejected;
+    a->expired += b->expired;
+    a->updated += b->updated;
+    a->deleted += b->deleted;
+    a->missing += b->missing;
+    a->missing_deletes += b->missing_deletes;
+    a->time_changed += b->time_changed;
+    a->truncates += b->truncates;
+    a->batches += b->batches;
+    a->partitions_created += b->partitions_created;
+    a->closing_s += b->closing_s;
+}
+
 double
 import_stats_rate(const ImportStats *st)
 {

@@ -2481,20 +2481,7 @@ multi_changes(MultiTarget *ts, size_t n, uint64_t stop_lsn, Err *err)
 static void
 stats_add(StreamStats *a, const StreamStats *b)
 {
-    a->rows.read += b->rows.read;
-    a->rows.inserted += b->rows.inserted;
-    a->rows.duplicates += b->rows.duplicates;
-    a->rows.rejected += b->rows.rejected;
-    a->rows.expired += b->rows.expired;
-    a->rows.updated += b->rows.updated;
-    a->rows.deleted += b->rows.deleted;
-    a->rows.missing += b->rows.missing;
-    a->rows.missing_deletes += b->rows.missing_deletes;
-    a->rows.time_changed += b->rows.time_changed;
-    a->rows.truncates += b->rows.truncates;
-    a->rows.batches += b->rows.batches;
-    a->rows.partitions_created += b->rows.partitions_created;
-    a->rows.closing_s += b->rows.closing_s;
+    import_stats_add_counts(&a->rows, &b->rows);
     if (b->rows.elapsed_s > a->rows.elapsed_s)
         a->rows.elapsed_s = b->rows.elapsed_s;
     a->copied += b->copied;

@@ -174,6 +174,10 @@ bool import_stats_balanced(const ImportStats *st);
 /* Rows per second of this run: the rows it read over its elapsed time (rows
  * that earlier runs accounted for, read_resumed, are not this run's work). */
 double import_stats_rate(const ImportStats *st);
+/* b's counts of rows, batches, partitions and the closing ANALYZE's time
+ * added to a's (not elapsed_s: two runs side by side and one after the other
+ * add it differently; nor the owner's files, reasons and paths). */
+void import_stats_add_counts(ImportStats *a, const ImportStats *b);
 
 /* Counts of one batch (or of what a resume position accounts for). */
 typedef struct BatchCounts
