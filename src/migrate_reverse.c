@@ -96,8 +96,6 @@ typedef struct Rev
     PGresult *pkeys;             /* a migrate-mode child: the parent map's keys of <fk>_uuid */
     FreshKey *fresh;             /* the read-ahead's inserts so far: uuid and legacy key */
     size_t nfresh, fresh_cap;
-    bool looked;                 /* the look-up ran: the map holds no row of a uuid it did
-                                    not find, unless an insert since wrote it (fresh) */
     PGresult *seqvals;           /* the sequence's next values, one per insert with legacy_id
                                     NULL read ahead, taken in order (next_seqval) */
     int next_seqval;
@@ -354,6 +352,22 @@ rev_columns(Rev *r, const ReverseParentRef *ref, Err *err)
     return true;
 }
 
+/* The read-ahead's changes and what was looked up for them, dropped. */
+static void
+ahead_forget(Rev *r)
+{
+    record_hold_clear(&r->ahead);
+    if (r->keys)
+        PQclear(r->keys);
+    if (r->pkeys)
+        PQclear(r->pkeys);
+    if (r->seqvals)
+        PQclear(r->seqvals);
+    r->keys = r->pkeys = r->seqvals = NULL;
+    r->nfresh = 0;
+    r->next_seqval = 0;
+}
+
 static void
 rev_free(Rev *r)
 {
@@ -376,14 +390,9 @@ rev_free(Rev *r)
     buf_free(&r->sql);
     pg_pipe_free(r->pipe);
     pg_pipe_free(r->mpipe);
+    ahead_forget(r);
     record_hold_free(&r->ahead);
     free(r->fresh);
-    if (r->seqvals)
-        PQclear(r->seqvals);
-    if (r->keys)
-        PQclear(r->keys);
-    if (r->pkeys)
-        PQclear(r->pkeys);
 }
 
 /* A change's update or delete, its result read (pg_pipe.h): 0 rows, the
@@ -734,23 +743,21 @@ next_seqvals(Rev *r, int n, PGresult **res, Err *err)
  * (the target's own sequence numbers the others, migrate_switch.c; an ORM
  * that writes every column sends NULL for each new row): the key its map
  * row has (a replay), else the next value of that sequence, taken ahead
- * for the read-ahead's such inserts (ahead_lookup).  The target's row keeps
- * its NULL, the map pairs them. */
+ * for the read-ahead's such inserts (ahead_lookup).  Applied from the
+ * read-ahead only, after its look-up: the map holds no row of a uuid that
+ * look-up did not find, unless an insert since wrote it (fresh).  The
+ * target's row keeps its NULL, the map pairs them. */
 static bool
 new_legacy_key(Rev *r, char *out, size_t size, Err *err)
 {
     const char *id = r->vals[r->f_id];
     PGresult *res = NULL;
-    bool found = false, ok = true;
+    bool ok = true;
     int row = 0;
 
     if (id == NULL)
         return err_set(err, EC_FORMAT, "a row inserted into %s without its id", r->new_name);
-    if (r->looked)
-        found = looked_up(r->keys, id, out, size) || fresh_key(r, id, out, size);
-    else if (!map_lookup(r, id, out, size, &found, err))
-        return false;
-    if (found)
+    if (looked_up(r->keys, id, out, size) || fresh_key(r, id, out, size))
         return true;
     if (r->seqvals && r->next_seqval < PQntuples(r->seqvals))
         row = r->next_seqval++;
@@ -1167,22 +1174,6 @@ apply_change(Rev *r, const Record *rec, Err *err)
     }
 }
 
-static void
-ahead_forget(Rev *r)
-{
-    record_hold_clear(&r->ahead);
-    if (r->keys)
-        PQclear(r->keys);
-    if (r->pkeys)
-        PQclear(r->pkeys);
-    if (r->seqvals)
-        PQclear(r->seqvals);
-    r->keys = r->pkeys = r->seqvals = NULL;
-    r->nfresh = 0;
-    r->next_seqval = 0;
-    r->looked = false;
-}
-
 /* uuids: a text[] literal of the uuids; sql: a query of (uuid text, key
  * text) over unnest($1::uuid[]) u, each key by a scalar subquery (one probe
  * of an index per uuid: no estimate of an array's elements, no join to
@@ -1257,7 +1248,6 @@ ahead_lookup(Rev *r, Err *err)
     for (size_t i = 0; ok && i < nunkeyed; i++)
         nnew += !looked_up(r->keys, ids[unkeyed_at[i]], kbuf, sizeof kbuf);
     ok = ok && (nnew == 0 || next_seqvals(r, nnew, &r->seqvals, err));
-    r->looked = ok;
     free(unkeyed_at);
     free(key);
     free(pkey);
