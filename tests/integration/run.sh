@@ -23,7 +23,7 @@ if [ $# -gt 0 ]; then tests=("$@"); else tests=("$here"/t_*.sh); fi
 slow=(t_citus t_stream_large t_migrate_e2e_childtable t_stream_multi t_stream_streaming
       t_stream_clocks t_migrate_e2e t_fault_outage t_stream_kill t_privileges_stream
       t_import_dedup t_fault_commit_ack t_migrate_childreverse t_migrate_twodb_childtable
-      t_migrate_childtable)
+      t_migrate_childtable t_stream_spool_limit)
 if [ "$jobs" -gt 1 ]; then
     ordered=()
     for s in "${slow[@]}"; do
