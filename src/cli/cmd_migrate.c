@@ -651,7 +651,7 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
                 action = c;
                 break;
             case OPT_BATCH_ROWS:
-                if (!cli_parse_long("migrate", "--batch-rows", optarg, 1, 10000000, &n, err))
+                if (!cli_parse_long("migrate", "--batch-rows", optarg, 1, 1000000, &n, err))
                 {
                     status = 2;
                     goto out;
