@@ -4,7 +4,7 @@
 #   make check           unit tests (cmocka) + integration tests (throwaway cluster)
 #   make check SAN=1     the same under AddressSanitizer + UndefinedBehaviorSanitizer (alias: make san)
 #   make check TEST_JOBS=2  integration tests two at a time, each worker with its own cluster
-#   make tsan            the import tests under ThreadSanitizer (reader and writer threads)
+#   make tsan            the import, stream and switch-back tests under ThreadSanitizer
 #   make unit-clang      the unit tests built by clang under ASan + UBSan (clang's UBSan also
 #                        flags a zero offset applied to a NULL pointer; gcc's does not)
 #   make demo            the main job on the bundled example, in a throwaway cluster

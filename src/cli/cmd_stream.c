@@ -138,10 +138,11 @@ stream_usage(FILE *out)
           "                         large source transaction (its pieces: one target\n"
           "                         transaction) (default 10000)\n"
           "  --streaming on|off     large source transactions arrive while in progress\n"
-          "                         (protocol 2; PostgreSQL 14 or later, one --from table):\n"
-          "                         applied as they arrive, or spooled to a temporary file\n"
-          "                         and applied at their commit when others interleave\n"
-          "                         (default on); off: each is sent whole at its commit\n"
+          "                         (protocol 2; PostgreSQL 14 or later): with one --from\n"
+          "                         table applied as they arrive, or spooled to a temporary\n"
+          "                         file and applied at their commit when others interleave\n"
+          "                         (with several, always spooled) (default on); off: each\n"
+          "                         is sent whole at its commit\n"
           "  --jobs N               writer connections for the initial copy and the changes\n"
           "                         (default 1); batches commit in source order, one that\n"
           "                         touches a row a batch in flight touches waits for it\n"
@@ -260,6 +261,10 @@ status_targets_json(const StreamState *rows, size_t n)
         json_object_set_new(o, "phase", json_string(rows[i].phase));
         json_object_set_new(o, "stored_lsn", json_string(at));
         json_object_set_new(o, "rows_read", json_integer((json_int_t) rows[i].counts.read));
+        json_object_set_new(o, "inserted", json_integer((json_int_t) rows[i].counts.inserted));
+        json_object_set_new(o, "updated", json_integer((json_int_t) rows[i].counts.updated));
+        json_object_set_new(o, "deleted", json_integer((json_int_t) rows[i].counts.deleted));
+        json_object_set_new(o, "duplicates", json_integer((json_int_t) rows[i].counts.duplicates));
         json_array_append_new(a, o);
     }
     return a;

@@ -152,6 +152,10 @@ assert_contains "$OUT" "public.items -> items_v7 (publication pub, phase stream)
 assert_contains "$OUT" "public.orders -> orders_v7 phase stream position" "--status lists every target"
 run_expect 0 "$V7FILL" stream orders_v7 --status --json --slot "$SLOT"
 assert_contains "$OUT" '"target": "items_v7"' "--status --json lists every target"
+# each target's object carries its own position and counts, as v7fill.stream holds them
+assert_eq "$(q "SELECT string_agg(concat_ws(',', target, end_lsn, inserted, updated, deleted, duplicates), ' ' ORDER BY target) FROM v7fill.stream WHERE slot = '$SLOT'")" \
+    "$(python3 -c 'import json, sys; print(" ".join(",".join(str(t[k]) for k in ("target", "stored_lsn", "inserted", "updated", "deleted", "duplicates")) for t in sorted(json.load(sys.stdin)["targets"], key=lambda t: t["target"])))' <<<"$OUT")" \
+    "--status --json: each target's position and counts"
 
 # --metrics-listen with two targets (a new slot, fresh targets): every target's series with its
 # table label, its counts equal to its table's rows; the slot's series once; one HELP and TYPE
