@@ -43,7 +43,7 @@ import_usage(FILE *out, const char *cmd)
             "      --ignore-column=COL    skip an input column the file has (repeatable; every\n"
             "                             copy of a name the header repeats)\n"
             "      --header / --no-header first line names the columns (default: --header)\n"
-            "      --delimiter=C          field delimiter (default ',')\n"
+            "      --delimiter=C          field delimiter (default ','; tab: a tab)\n"
             "      --quote=C              quote character (default '\"')\n"
             "      --escape=C             escape character inside quotes (default: doubled quote)\n"
             "      --null=STRING          unquoted STRING is NULL (an unquoted empty field always is)\n"
@@ -103,7 +103,8 @@ import_usage(FILE *out, const char *cmd)
             "\n"
             "Exit status: 0 done (rejected rows, if any, are in the rejects file); 1 a file\n"
             "could not be opened, read or written; 2 usage; 3 configuration; 4 unreadable\n"
-            "input; 5 database error; 6 --max-rejects reached; 130 interrupted.\n",
+            "input; 5 database error; 6 --max-rejects reached; 70 internal error (the\n"
+            "counts do not balance); 130 interrupted.\n",
             cmd,
             strcmp(cmd, "plan") == 0
                 ? "Show what an import would do: windows touched, partitions that would be\n"

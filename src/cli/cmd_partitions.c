@@ -52,11 +52,11 @@ partitions_usage(FILE *out)
             "                           report; ? when unknown), gaps\n"
             "      --from=T1 --to=T2    ensure every window intersecting [T1, T2)\n"
             "      --ahead=N            ensure now's window and the next N\n"
-            "  -g, --granularity=G      day, week (ISO, Monday), month, quarter, year;\n"
-            "                           default: what most existing partitions use, else month\n"
+            "  -g, --granularity=G      day, week (ISO, Monday), month, quarter, year; default\n"
+            "                           (auto): what most existing partitions use, else month\n"
             "      --window-tz=TZ       window edges at local midnight of TZ (IANA name, not\n"
-            "                           empty, not localtime); default UTC, the clock of\n"
-            "                           UUIDv7 ids\n"
+            "                           empty, not localtime or posixrules); default UTC,\n"
+            "                           the clock of UUIDv7 ids\n"
             "      --name-pattern=P     partition names: %%t table, %%Y year, %%m month, %%d day,\n"
             "                           %%j day of year, %%q quarter, %%G ISO year, %%V ISO week;\n"
             "                           default %%t__%%Y_%%m (month), %%t__%%Y (year),\n"
@@ -66,7 +66,7 @@ partitions_usage(FILE *out)
             "      --move-from-default  move rows of new windows out of the DEFAULT partition\n"
             "                           (otherwise such a window is reported and the run stops)\n"
             "      --lock-timeout=MS    lock_timeout per attempt (default 5000)\n"
-            "      --lock-retries=N     attempts after a lock timeout (default 5)\n"
+            "      --lock-retries=N     attempts after a lock timeout or deadlock (default 5)\n"
             "      --json               JSON output\n"
             "      --maintain           ensure now's window and the next --ahead N (default 4),\n"
             "                           and retire the windows whose upper bound is older than\n"
@@ -90,7 +90,7 @@ partitions_usage(FILE *out)
             "Exit status: 0 done; 2 usage; 3 unsupported table, a name clash, a table\n"
             "pg_partman manages in a way v7fill cannot follow, or windows left\n"
             "uncreated because the DEFAULT partition holds their rows (issues>0);\n"
-            "5 database error (SQLSTATE shown).\n");
+            "5 database error (SQLSTATE shown); 70 internal error.\n");
 }
 
 typedef struct PartOpts
