@@ -74,4 +74,27 @@ bool cli_parse_duration(const char *opt, const char *value, int64_t *out_us, Err
 bool cli_parse_long(const char *command, const char *opt, const char *value, long min, long max,
                     long *out, Err *err);
 
+/* The shared pipeline's options (PipelineOptions) that import, plan, stream and
+ * migrate take: a command's getopt table gives them these values, and
+ * cli_pipeline_option parses each, so that every command takes the same values
+ * (the same range for --batch-rows, say).  Above any command's own values. */
+enum
+{
+    CLI_OPT_BATCH_ROWS = 0x1000,
+    CLI_OPT_JOBS,
+    CLI_OPT_NO_ANALYZE,
+    CLI_OPT_MAX_FUTURE,
+    CLI_OPT_TIME_COLUMN,
+    CLI_OPT_TIME_FORMAT,
+    CLI_OPT_SOURCE_REF,
+    CLI_OPT_LOOKUP_TABLE,
+    CLI_OPT_KEY_MAP,
+    CLI_OPT_RETENTION,
+};
+/* getopt's c and optarg: 1 when c is one of CLI_OPT_* (its value in *common),
+ * -1 when its value is not valid (a usage error in err), 0 when c is not one
+ * of them. */
+int cli_pipeline_option(const char *command, int c, const char *arg, PipelineOptions *common,
+                        Err *err);
+
 #endif /* V7FILL_CLI_H */

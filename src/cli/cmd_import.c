@@ -117,11 +117,8 @@ import_usage(FILE *out, const char *cmd)
 
 enum
 {
-    OPT_TIME_COLUMN = 256,
-    OPT_TIME_FORMAT,
-    OPT_INPUT_TZ,
+    OPT_INPUT_TZ = 256,
     OPT_ID_COLUMN,
-    OPT_SOURCE_REF,
     OPT_MAP,
     OPT_IGNORE,
     OPT_HEADER,
@@ -131,25 +128,18 @@ enum
     OPT_ESCAPE,
     OPT_NULL,
     OPT_ENCODING,
-    OPT_BATCH_ROWS,
     OPT_BATCH_BYTES,
-    OPT_JOBS,
     OPT_REJECTS,
     OPT_MAX_REJECTS,
-    OPT_MAX_FUTURE,
-    OPT_LOOKUP,
     OPT_KEEP_REF,
     OPT_LOOKUP_KEYS,
-    OPT_KEY_MAP,
     OPT_GRANULARITY,
     OPT_WINDOW_TZ,
     OPT_LOCK_TIMEOUT,
-    OPT_NO_ANALYZE,
     OPT_SKIP_FINISHED,
     OPT_REPORT_JSON,
     OPT_JSON,
     OPT_NO_PROGRESS,
-    OPT_RETENTION,
     OPT_NEAR_CUTOFF,
     OPT_KEEP_EXPIRED,
     OPT_LATE_ROWS,
@@ -259,11 +249,11 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
 {
     const char *cmd = plan ? "plan" : "import";
     static const struct option longopts[] = {
-        {"time-column", required_argument, NULL, OPT_TIME_COLUMN},
-        {"time-format", required_argument, NULL, OPT_TIME_FORMAT},
+        {"time-column", required_argument, NULL, CLI_OPT_TIME_COLUMN},
+        {"time-format", required_argument, NULL, CLI_OPT_TIME_FORMAT},
         {"input-timezone", required_argument, NULL, OPT_INPUT_TZ},
         {"id-column", required_argument, NULL, OPT_ID_COLUMN},
-        {"source-ref", required_argument, NULL, OPT_SOURCE_REF},
+        {"source-ref", required_argument, NULL, CLI_OPT_SOURCE_REF},
         {"map", required_argument, NULL, OPT_MAP},
         {"ignore-column", required_argument, NULL, OPT_IGNORE},
         {"header", no_argument, NULL, OPT_HEADER},
@@ -273,26 +263,26 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
         {"escape", required_argument, NULL, OPT_ESCAPE},
         {"null", required_argument, NULL, OPT_NULL},
         {"encoding", required_argument, NULL, OPT_ENCODING},
-        {"batch-rows", required_argument, NULL, OPT_BATCH_ROWS},
+        {"batch-rows", required_argument, NULL, CLI_OPT_BATCH_ROWS},
         {"batch-bytes", required_argument, NULL, OPT_BATCH_BYTES},
-        {"jobs", required_argument, NULL, OPT_JOBS},
+        {"jobs", required_argument, NULL, CLI_OPT_JOBS},
         {"rejects", required_argument, NULL, OPT_REJECTS},
         {"max-rejects", required_argument, NULL, OPT_MAX_REJECTS},
-        {"max-future", required_argument, NULL, OPT_MAX_FUTURE},
-        {"lookup-table", required_argument, NULL, OPT_LOOKUP},
+        {"max-future", required_argument, NULL, CLI_OPT_MAX_FUTURE},
+        {"lookup-table", required_argument, NULL, CLI_OPT_LOOKUP_TABLE},
         {"keep-ref-text", no_argument, NULL, OPT_KEEP_REF},
         {"lookup-keys", required_argument, NULL, OPT_LOOKUP_KEYS},
-        {"key-map", required_argument, NULL, OPT_KEY_MAP},
+        {"key-map", required_argument, NULL, CLI_OPT_KEY_MAP},
         {"granularity", required_argument, NULL, OPT_GRANULARITY},
         {"window-tz", required_argument, NULL, OPT_WINDOW_TZ},
         {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
-        {"no-analyze", no_argument, NULL, OPT_NO_ANALYZE},
+        {"no-analyze", no_argument, NULL, CLI_OPT_NO_ANALYZE},
         {"skip-finished", no_argument, NULL, OPT_SKIP_FINISHED},
         {"record-every", required_argument, NULL, OPT_RECORD_EVERY},
         {"report-json", required_argument, NULL, OPT_REPORT_JSON},
         {"json", no_argument, NULL, OPT_JSON},
         {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
-        {"retention", required_argument, NULL, OPT_RETENTION},
+        {"retention", required_argument, NULL, CLI_OPT_RETENTION},
         {"near-cutoff", required_argument, NULL, OPT_NEAR_CUTOFF},
         {"keep-expired", no_argument, NULL, OPT_KEEP_EXPIRED},
         {"new-source-ref", no_argument, NULL, OPT_NEW_SOURCE_REF},
@@ -320,22 +310,22 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
     o.common.progress = log_current_level >= LOG_LEVEL_INFO;
     while ((c = getopt_long(argc, argv, CLI_GLOBAL_SHORTOPTS "hj:", longopts, NULL)) != -1)
     {
+        int shared = cli_pipeline_option(cmd, c == 'j' ? CLI_OPT_JOBS : c, optarg, &o.common, err);
+
+        if (shared < 0)
+        {
+            status = 2;
+            goto out;
+        }
+        if (shared > 0)
+            continue;
         switch (c)
         {
-            case OPT_TIME_COLUMN:
-                o.common.time_column = optarg;
-                break;
-            case OPT_TIME_FORMAT:
-                o.common.time_format = optarg;
-                break;
             case OPT_INPUT_TZ:
                 o.common.input_tz = optarg;
                 break;
             case OPT_ID_COLUMN:
                 o.common.id_column = optarg;
-                break;
-            case OPT_SOURCE_REF:
-                o.common.source_ref = optarg;
                 break;
             case OPT_MAP:
                 if (!cli_parse_map(cmd, optarg, &maps, &nmaps, err))
@@ -389,23 +379,6 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                 }
                 o.csv.check_utf8 = true;
                 break;
-            case OPT_BATCH_ROWS:
-                if (!cli_parse_long(cmd, "--batch-rows", optarg, 1, 1000000, &n, err))
-                {
-                    status = 2;
-                    goto out;
-                }
-                o.common.batch_rows = (size_t) n;
-                break;
-            case 'j':
-            case OPT_JOBS:
-                if (!cli_parse_long(cmd, "--jobs", optarg, 1, 1024, &n, err))
-                {
-                    status = 2;
-                    goto out;
-                }
-                o.common.jobs = (int) n;
-                break;
             case OPT_BATCH_BYTES:
             {
                 uint64_t size;
@@ -429,21 +402,8 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                     goto out;
                 }
                 break;
-            case OPT_MAX_FUTURE:
-                if (!cli_parse_duration("--max-future", optarg, &o.common.max_future_us, err))
-                {
-                    status = 2;
-                    goto out;
-                }
-                break;
-            case OPT_LOOKUP:
-                o.common.lookup_table = optarg;
-                break;
             case OPT_KEEP_REF:
                 o.common.keep_ref_text = true;
-                break;
-            case OPT_KEY_MAP:
-                o.common.key_map_column = optarg;
                 break;
             case OPT_LOOKUP_KEYS:
                 if (strcmp(optarg, "ordered") == 0)
@@ -476,9 +436,6 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                 }
                 o.common.lock_timeout_ms = (int) n;
                 break;
-            case OPT_NO_ANALYZE:
-                o.common.analyze = false;
-                break;
             case OPT_SKIP_FINISHED:
                 o.skip_finished = true;
                 break;
@@ -501,9 +458,6 @@ import_main(int argc, char **argv, GlobalOpts *g, Err *err, bool plan)
                 break;
             case OPT_NO_PROGRESS:
                 o.common.progress = false;
-                break;
-            case OPT_RETENTION:
-                o.common.retention = optarg;
                 break;
             case OPT_NEAR_CUTOFF:
                 if (!cli_parse_duration("--near-cutoff", optarg, &o.common.near_cutoff_us, err))

@@ -33,13 +33,10 @@ enum
     OPT_VERIFY,
     OPT_DRY_RUN,
     OPT_FULL_FILL,
-    OPT_NO_ANALYZE,
     OPT_STATUS,
     OPT_JSON,
     OPT_SWITCH,
     OPT_REVERSE,
-    OPT_BATCH_ROWS,
-    OPT_JOBS,
     OPT_LOCK_TIMEOUT,
     OPT_SWITCH_ATTEMPTS,
     OPT_WINDOW_TZ,
@@ -554,13 +551,13 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
         {"verify", no_argument, NULL, OPT_VERIFY},
         {"dry-run", no_argument, NULL, OPT_DRY_RUN},
         {"full-fill", no_argument, NULL, OPT_FULL_FILL},
-        {"no-analyze", no_argument, NULL, OPT_NO_ANALYZE},
+        {"no-analyze", no_argument, NULL, CLI_OPT_NO_ANALYZE},
         {"status", no_argument, NULL, OPT_STATUS},
         {"json", no_argument, NULL, OPT_JSON},
         {"switch", no_argument, NULL, OPT_SWITCH},
         {"reverse", no_argument, NULL, OPT_REVERSE},
-        {"batch-rows", required_argument, NULL, OPT_BATCH_ROWS},
-        {"jobs", required_argument, NULL, OPT_JOBS},
+        {"batch-rows", required_argument, NULL, CLI_OPT_BATCH_ROWS},
+        {"jobs", required_argument, NULL, CLI_OPT_JOBS},
         {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
         {"switch-attempts", required_argument, NULL, OPT_SWITCH_ATTEMPTS},
         {"window-tz", required_argument, NULL, OPT_WINDOW_TZ},
@@ -582,6 +579,15 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
     memset(&r, 0, sizeof r);
     while ((c = getopt_long(argc, argv, CLI_GLOBAL_SHORTOPTS "h", longopts, NULL)) != -1)
     {
+        int shared = cli_pipeline_option("migrate", c, optarg, &o.common, err);
+
+        if (shared < 0)
+        {
+            status = 2;
+            goto out;
+        }
+        if (shared > 0)
+            continue;
         switch (c)
         {
             case OPT_SOURCE:
@@ -633,9 +639,6 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
             case OPT_FULL_FILL:
                 o.full_fill = true;
                 break;
-            case OPT_NO_ANALYZE:
-                o.common.analyze = false;
-                break;
             case OPT_JSON:
                 json = true;
                 break;
@@ -649,22 +652,6 @@ cmd_migrate(int argc, char **argv, GlobalOpts *g, Err *err)
                     goto out;
                 }
                 action = c;
-                break;
-            case OPT_BATCH_ROWS:
-                if (!cli_parse_long("migrate", "--batch-rows", optarg, 1, 1000000, &n, err))
-                {
-                    status = 2;
-                    goto out;
-                }
-                o.common.batch_rows = (size_t) n;
-                break;
-            case OPT_JOBS:
-                if (!cli_parse_long("migrate", "--jobs", optarg, 1, 1024, &n, err))
-                {
-                    status = 2;
-                    goto out;
-                }
-                o.common.jobs = (int) n;
                 break;
             case OPT_LOCK_TIMEOUT:
                 if (!cli_parse_long("migrate", "--lock-timeout", optarg, 10, 600000, &n, err))

@@ -28,9 +28,6 @@ enum
     OPT_FROM,
     OPT_PUBLICATION,
     OPT_SLOT,
-    OPT_TIME_COLUMN,
-    OPT_TIME_FORMAT,
-    OPT_SOURCE_REF,
     OPT_MAP,
     OPT_IGNORE,
     OPT_ON_DELETE,
@@ -39,17 +36,10 @@ enum
     OPT_GROUP_ROWS,
     OPT_GROUP_MS,
     OPT_NO_SNAPSHOT,
-    OPT_NO_ANALYZE,
     OPT_RESNAPSHOT,
     OPT_UNTIL_CAUGHT_UP,
     OPT_STREAMING,
-    OPT_LOOKUP,
-    OPT_KEY_MAP,
-    OPT_RETENTION,
-    OPT_MAX_FUTURE,
     OPT_WINDOW_TZ,
-    OPT_BATCH_ROWS,
-    OPT_JOBS,
     OPT_METRICS_LISTEN,
     OPT_WARN_RETAINED,
     OPT_RECORD_EVERY,
@@ -524,9 +514,9 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
         {"from", required_argument, NULL, OPT_FROM},
         {"publication", required_argument, NULL, OPT_PUBLICATION},
         {"slot", required_argument, NULL, OPT_SLOT},
-        {"time-column", required_argument, NULL, OPT_TIME_COLUMN},
-        {"time-format", required_argument, NULL, OPT_TIME_FORMAT},
-        {"source-ref", required_argument, NULL, OPT_SOURCE_REF},
+        {"time-column", required_argument, NULL, CLI_OPT_TIME_COLUMN},
+        {"time-format", required_argument, NULL, CLI_OPT_TIME_FORMAT},
+        {"source-ref", required_argument, NULL, CLI_OPT_SOURCE_REF},
         {"map", required_argument, NULL, OPT_MAP},
         {"ignore-column", required_argument, NULL, OPT_IGNORE},
         {"on-delete", required_argument, NULL, OPT_ON_DELETE},
@@ -535,17 +525,17 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
         {"group-rows", required_argument, NULL, OPT_GROUP_ROWS},
         {"group-ms", required_argument, NULL, OPT_GROUP_MS},
         {"no-snapshot", no_argument, NULL, OPT_NO_SNAPSHOT},
-        {"no-analyze", no_argument, NULL, OPT_NO_ANALYZE},
+        {"no-analyze", no_argument, NULL, CLI_OPT_NO_ANALYZE},
         {"resnapshot", no_argument, NULL, OPT_RESNAPSHOT},
         {"until-caught-up", no_argument, NULL, OPT_UNTIL_CAUGHT_UP},
         {"streaming", required_argument, NULL, OPT_STREAMING},
-        {"lookup-table", required_argument, NULL, OPT_LOOKUP},
-        {"key-map", required_argument, NULL, OPT_KEY_MAP},
-        {"retention", required_argument, NULL, OPT_RETENTION},
-        {"max-future", required_argument, NULL, OPT_MAX_FUTURE},
+        {"lookup-table", required_argument, NULL, CLI_OPT_LOOKUP_TABLE},
+        {"key-map", required_argument, NULL, CLI_OPT_KEY_MAP},
+        {"retention", required_argument, NULL, CLI_OPT_RETENTION},
+        {"max-future", required_argument, NULL, CLI_OPT_MAX_FUTURE},
         {"window-tz", required_argument, NULL, OPT_WINDOW_TZ},
-        {"batch-rows", required_argument, NULL, OPT_BATCH_ROWS},
-        {"jobs", required_argument, NULL, OPT_JOBS},
+        {"batch-rows", required_argument, NULL, CLI_OPT_BATCH_ROWS},
+        {"jobs", required_argument, NULL, CLI_OPT_JOBS},
         {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
         {"warn-retained", required_argument, NULL, OPT_WARN_RETAINED},
         {"record-every", required_argument, NULL, OPT_RECORD_EVERY},
@@ -584,6 +574,15 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
     memset(&st, 0, sizeof st);
     while ((c = getopt_long(argc, argv, CLI_GLOBAL_SHORTOPTS "h", longopts, NULL)) != -1)
     {
+        int shared = cli_pipeline_option("stream", c, optarg, &o.common, err);
+
+        if (shared < 0)
+        {
+            status = 2;
+            goto out;
+        }
+        if (shared > 0)
+            continue;
         switch (c)
         {
             case OPT_SOURCE:
@@ -599,15 +598,6 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
                 break;
             case OPT_SLOT:
                 o.slot = optarg;
-                break;
-            case OPT_TIME_COLUMN:
-                o.common.time_column = optarg;
-                break;
-            case OPT_TIME_FORMAT:
-                o.common.time_format = optarg;
-                break;
-            case OPT_SOURCE_REF:
-                o.common.source_ref = optarg;
                 break;
             case OPT_MAP:
                 if (!cli_parse_map("stream", optarg, &maps, &nmaps, err))
@@ -676,27 +666,8 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
                 }
                 o.group_ms = (int) n;
                 break;
-            case OPT_BATCH_ROWS:
-                if (!cli_parse_long("stream", "--batch-rows", optarg, 1, 1000000, &n, err))
-                {
-                    status = 2;
-                    goto out;
-                }
-                o.common.batch_rows = (size_t) n;
-                break;
-            case OPT_JOBS:
-                if (!cli_parse_long("stream", "--jobs", optarg, 1, 1024, &n, err))
-                {
-                    status = 2;
-                    goto out;
-                }
-                o.common.jobs = (int) n;
-                break;
             case OPT_NO_SNAPSHOT:
                 o.no_snapshot = true;
-                break;
-            case OPT_NO_ANALYZE:
-                o.common.analyze = false;
                 break;
             case OPT_RESNAPSHOT:
                 o.resnapshot = true;
@@ -729,22 +700,6 @@ cmd_stream(int argc, char **argv, GlobalOpts *g, Err *err)
                 break;
             case OPT_UNTIL_CAUGHT_UP:
                 o.until_caught_up = true;
-                break;
-            case OPT_LOOKUP:
-                o.common.lookup_table = optarg;
-                break;
-            case OPT_KEY_MAP:
-                o.common.key_map_column = optarg;
-                break;
-            case OPT_RETENTION:
-                o.common.retention = optarg;
-                break;
-            case OPT_MAX_FUTURE:
-                if (!cli_parse_duration("--max-future", optarg, &o.common.max_future_us, err))
-                {
-                    status = 2;
-                    goto out;
-                }
                 break;
             case OPT_WINDOW_TZ:
                 if (!window_tz_check(optarg, err))
