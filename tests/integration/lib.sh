@@ -176,7 +176,7 @@ writer_stop() {
     ! kill "$writer" 2>/dev/null || alive=1
     wait "$writer" 2>/dev/null || true
     writer=
-    [ "$alive" = 1 ] || fail "the writer (pgbench) ended before it was stopped: $(tail -n 5 writer.log)"
+    [ "$alive" = 1 ] || fail "the writer (pgbench) ended before it was stopped: $(grep -E "error|ERROR" writer.log | head -n 3; tail -n 5 writer.log)"
     ! grep -q -E "aborted|ERROR" writer.log ||
         fail "a statement of the writer (the application) failed: $(grep -E "aborted|ERROR" writer.log | head -n 3)"
 }

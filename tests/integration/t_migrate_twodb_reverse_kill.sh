@@ -6,6 +6,9 @@
 # map row the way back added before a kill is reused, one it removes after the legacy commit is
 # removed by the next run), and the source's sequence is past every legacy key.  Then the window
 # between the two databases' commits is forced, each way, by a failure instead of a kill.
+# A quarter of the writer's transactions are an ORM's: a row inserted with every column, so
+# legacy_id NULL (the way back takes its key from the sequence, ahead, with others), then
+# updated by its id in the same transaction (answered by the key its insert was given).
 source "$(dirname "$0")/lib.sh"
 cd "$T_TMP"
 INTO=orders_k2
@@ -35,7 +38,15 @@ WITH t AS (SELECT date_trunc('milliseconds', clock_timestamp()) AS at)
 UPDATE $INTO SET note = note || 'u' WHERE legacy_id = :k;
 DELETE FROM $INTO WHERE legacy_id = :k + 7;
 EOF
-"$PGBIN/pgbench" -n -c 2 -R 80 -T 600 --max-tries=10 -f writer.sql "$PGDATABASE" >writer.log 2>&1 &
+cat >orm.sql <<EOF
+BEGIN;
+INSERT INTO $INTO (id, legacy_id, created_at, note)
+  SELECT app_uuid7(at), NULL, at, 'orm' FROM (SELECT date_trunc('milliseconds', clock_timestamp()) AS at) t
+  RETURNING id AS orm_id \gset
+UPDATE $INTO SET note = note || 'u' WHERE id = :orm_id;
+COMMIT;
+EOF
+"$PGBIN/pgbench" -n -M extended -c 2 -R 80 -T 600 --max-tries=10 -f writer.sql@3 -f orm.sql@1 "$PGDATABASE" >writer.log 2>&1 &
 writer=$!
 for i in 1 2 3 4 5 6; do
     "$V7FILL" migrate --into "$INTO" --reverse --follow >"rev$i.log" 2>&1 &
@@ -53,13 +64,25 @@ echo "changes applied before the last run: $applied_before"
 ! grep -h "found no row" rev*.log || fail "an update or delete found its legacy row missing"
 assert_contains "$OUT" "missing=0" "the last run found every row"
 
+# (a row the application inserted with legacy_id NULL keeps it NULL in the target: its legacy
+# key is its map row's)
 qs "SELECT id, created_at, note FROM orders_legacy ORDER BY id" >legacy.txt
-q "SELECT legacy_id, created_at, note FROM $INTO ORDER BY legacy_id" >target.txt
+q "SELECT coalesce(t.legacy_id, m.legacy_id) AS k, t.created_at, t.note
+   FROM $INTO t LEFT JOIN ${INTO}_id_map m ON m.id = t.id ORDER BY k" >target.txt
 [ "$(wc -l <target.txt)" -gt 3000 ] || fail "the writer inserted nothing"
 diff legacy.txt target.txt >diff.txt || fail "the legacy table differs from the target: $(head -n 6 diff.txt)"
-assert_eq "0" "$(q "SELECT count(*) FROM ((SELECT legacy_id, id FROM ${INTO}_id_map EXCEPT SELECT legacy_id, id FROM $INTO)
-                     UNION ALL (SELECT legacy_id, id FROM $INTO EXCEPT SELECT legacy_id, id FROM ${INTO}_id_map)) d")" \
+orm=$(q "SELECT count(*) FROM $INTO WHERE legacy_id IS NULL AND note = 'ormu'")
+[ "$orm" -gt 0 ] || fail "the writer inserted no row with legacy_id NULL"
+echo "rows inserted with legacy_id NULL, then updated: $orm"
+assert_eq "$orm" "$(qs "SELECT count(*) FROM orders_legacy WHERE note = 'ormu'")" \
+    "every row inserted with legacy_id NULL reached the legacy table once, with its update"
+assert_eq "0" "$(q "SELECT count(*) FROM ((SELECT legacy_id, id FROM ${INTO}_id_map EXCEPT
+                                          SELECT coalesce(t.legacy_id, m.legacy_id), t.id FROM $INTO t LEFT JOIN ${INTO}_id_map m ON m.id = t.id)
+                     UNION ALL (SELECT legacy_id, id FROM $INTO WHERE legacy_id IS NOT NULL EXCEPT SELECT legacy_id, id FROM ${INTO}_id_map)
+                     UNION ALL (SELECT NULL, id FROM $INTO WHERE id NOT IN (SELECT id FROM ${INTO}_id_map))) d")" \
     "the map pairs exactly the target's rows"
+assert_eq "$(q "SELECT count(*) FROM ${INTO}_id_map")" "$(q "SELECT count(DISTINCT legacy_id) FROM ${INTO}_id_map")" \
+    "no legacy key given twice"
 assert_eq "0" "$(qs "SELECT count(*) FROM v7fill.migrate_reverse_gone")" "no map row left to remove"
 assert_eq "t" "$(qs "SELECT last_value >= (SELECT max(id) FROM orders_legacy) FROM orders_id_seq")" \
     "the source's sequence is past every legacy key"
