@@ -234,6 +234,17 @@ json_lsn(uint64_t lsn)
     return json_string(at);
 }
 
+/* A stream row's counts in o: rows_read, inserted, updated, deleted, duplicates. */
+static void
+json_counts(json_t *o, const BatchCounts *c)
+{
+    json_object_set_new(o, "rows_read", json_integer((json_int_t) c->read));
+    json_object_set_new(o, "inserted", json_integer((json_int_t) c->inserted));
+    json_object_set_new(o, "updated", json_integer((json_int_t) c->updated));
+    json_object_set_new(o, "deleted", json_integer((json_int_t) c->deleted));
+    json_object_set_new(o, "duplicates", json_integer((json_int_t) c->duplicates));
+}
+
 /* A slot of several tables: "targets", one object per target. */
 static json_t *
 status_targets_json(const StreamState *rows, size_t n)
@@ -250,11 +261,7 @@ status_targets_json(const StreamState *rows, size_t n)
         json_object_set_new(o, "source_table", json_string(rows[i].source_table));
         json_object_set_new(o, "phase", json_string(rows[i].phase));
         json_object_set_new(o, "stored_lsn", json_string(at));
-        json_object_set_new(o, "rows_read", json_integer((json_int_t) rows[i].counts.read));
-        json_object_set_new(o, "inserted", json_integer((json_int_t) rows[i].counts.inserted));
-        json_object_set_new(o, "updated", json_integer((json_int_t) rows[i].counts.updated));
-        json_object_set_new(o, "deleted", json_integer((json_int_t) rows[i].counts.deleted));
-        json_object_set_new(o, "duplicates", json_integer((json_int_t) rows[i].counts.duplicates));
+        json_counts(o, &rows[i].counts);
         json_array_append_new(a, o);
     }
     return a;
@@ -300,11 +307,7 @@ status_json(const char *slot, const StreamStatus *s, const StreamState *rows, si
     }
     else
         json_object_set_new(o, "last_commit_time", json_null());
-    json_object_set_new(o, "rows_read", json_integer((json_int_t) t->counts.read));
-    json_object_set_new(o, "inserted", json_integer((json_int_t) t->counts.inserted));
-    json_object_set_new(o, "updated", json_integer((json_int_t) t->counts.updated));
-    json_object_set_new(o, "deleted", json_integer((json_int_t) t->counts.deleted));
-    json_object_set_new(o, "duplicates", json_integer((json_int_t) t->counts.duplicates));
+    json_counts(o, &t->counts);
     if (n > 1)
         json_object_set_new(o, "targets", status_targets_json(rows, n));
     text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
