@@ -113,6 +113,13 @@ run_expect 2 "$V7FILL" stream t --source "dbname=x" --from public.o --publicatio
 assert_contains "$OUT" "--jobs" "stream --jobs 0 is named"
 run_expect 2 "$V7FILL" migrate --from public.o --key id --time-column t --into t --jobs 0
 assert_contains "$OUT" "--jobs" "migrate --jobs 0 is named"
+# the options the pipeline shares take the same values in every command
+for cmd in "import t f.csv" "stream t --source dbname=x --from public.o --publication p --slot s" \
+           "migrate --from public.o --key id --time-column t --into t"; do
+    run_expect 2 "$V7FILL" $cmd --batch-rows 2000000
+    assert_contains "$OUT" "invalid value \"2000000\" for --batch-rows: expected an integer from 1 to 1000000" \
+        "${cmd%% *} --batch-rows takes what the other commands take"
+done
 run_expect 2 "$V7FILL" migrate --into t --switch --lock-timeout 5
 assert_contains "$OUT" "--lock-timeout" "migrate --lock-timeout below 10 ms is named"
 run_expect 2 "$V7FILL" migrate --into t --switch --switch-attempts 0
